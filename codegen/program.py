@@ -1,0 +1,119 @@
+"""What one fused pass computes, independent of any dialect.
+
+A query chain (sources, selects, wheres, one terminal) is lowered by `querycompute` into one
+`Pass`: an `ElementProgram` (what happens to element i: load inputs, compute locals, drop the
+element if a filter fails, produce output values) and a `Terminal` (what is done with the
+surviving elements: store them in order, or reduce them).
+
+Execution model every backend implements (n is the sequence length, given at launch):
+
+    for i in range(n):                      # in parallel; order only matters for results
+        <body statements in order>          # Let defines a local, Filter may drop element i
+        <terminal consumes outputs / agg values of element i>
+
+`ToArray` stores the outputs of the surviving elements densely, in source order
+(order-preserving compaction when the body has a Filter). `Reduce` combines each `Agg` over
+the surviving elements; all aggs of one Reduce share the single pass.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Union
+
+from .expr import Const, Expr
+
+AGG_OPS = ("sum", "min", "max", "count", "any", "all", "first", "fold")
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    """One input buffer: `name` is a valid C identifier; elements of `dtype` (strided or not,
+    decided at launch)."""
+    name: str
+    dtype: str
+
+
+@dataclass(frozen=True)
+class ParamSpec:
+    """A scalar kernel parameter (captured value); expressions refer to it with expr.Param."""
+    name: str
+    dtype: str
+
+
+@dataclass(frozen=True)
+class Let:
+    """Define local `name` (a valid C identifier, unique in the program) = expr."""
+    name: str
+    expr: Expr
+
+
+@dataclass(frozen=True)
+class Filter:
+    """Keep the element only if `cond` (a bool expr) is true."""
+    cond: Expr
+
+
+Stmt = Union[Let, Filter]
+
+
+@dataclass(frozen=True)
+class ElementProgram:
+    inputs: tuple[InputSpec, ...]
+    params: tuple[ParamSpec, ...]
+    body: tuple[Stmt, ...]
+    outputs: tuple[Expr, ...]          # the element's value(s) after the chain
+
+    @property
+    def has_filter(self) -> bool:
+        return any(isinstance(s, Filter) for s in self.body)
+
+    @property
+    def output_dtypes(self) -> tuple[str, ...]:
+        return tuple(e.dtype for e in self.outputs)
+
+
+@dataclass(frozen=True)
+class ToArray:
+    """Store every output of every surviving element, in source order."""
+
+
+@dataclass(frozen=True)
+class Agg:
+    """One aggregate over the surviving elements.
+
+    op      values                           accumulator / identity / combine
+    sum     (x,) with x.dtype == dtype       + ; identity 0 (floats: tree/lane order, deterministic)
+    min     (x,) with x.dtype == dtype       np.minimum (NaN wins); identity +inf / type max
+    max     (x,) with x.dtype == dtype       np.maximum (NaN wins); identity -inf / type min
+    count   ()                               int64 count of surviving elements
+    any     (p,) p bool                      logical or; identity False
+    all     (p,) p bool                      logical and; identity True
+    first   the element's values             the values at the smallest surviving index; the
+                                             result also holds that index (int64, -1 if none)
+    fold    (x,) with x.dtype == dtype       `combine`, an Expr over Var("acc", dtype) and
+                                             Var("item", dtype), associative, with `identity`
+                                             (a Const) its identity element
+    `dtype` is the accumulator type (e.g. int64 for a sum of int32, float32 for float16);
+    for `first` it is "int64" (the index) and for count "int64".
+    """
+    op: str
+    values: tuple[Expr, ...]
+    dtype: str
+    combine: Optional[Expr] = None
+    identity: Optional[Const] = None
+
+
+@dataclass(frozen=True)
+class Reduce:
+    aggs: tuple[Agg, ...]
+
+
+Terminal = Union[ToArray, Reduce]
+
+
+@dataclass(frozen=True)
+class Pass:
+    """One fused pass: the unit a backend compiles (and caches) and launches."""
+    program: ElementProgram
+    terminal: Terminal
+    name: str = "qc_kernel"            # valid C identifier, used as the kernel name prefix

@@ -1,0 +1,83 @@
+"""The contract between the query layer and a backend, and the trace of what ran.
+
+A backend receives one fused `codegen.program.Pass` plus its run-time arguments and returns
+raw results; the query layer turns raw results into the user's values (empty rules, mean,
+result dtypes) in one place, so every backend shares them.
+
+Raw results a backend returns from `run`:
+  ToArray -> tuple of 1-D numpy arrays (cupy for device-resident inputs), one per program
+             output, each of the output's dtype, holding the surviving elements in order.
+  Reduce  -> list with one entry per Agg, in order:
+               sum/min/max/fold: a numpy scalar of agg.dtype (the identity when nothing survived)
+               count: int;  any/all: bool
+               first: (index: int, values: tuple of numpy scalars) with index -1 if none survived
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from codegen.program import Pass
+
+
+@dataclass
+class KernelRun:
+    """What one launched kernel did (one row of qc.last_trace())."""
+    name: str
+    dialect: str
+    grid: tuple = ()
+    block: tuple = ()
+    cache: str = "memory"          # "memory", "disk" or "compiled"
+    compile_ms: float = 0.0
+    run_ms: float = 0.0
+
+
+@dataclass
+class Trace:
+    """What the last terminal operator did."""
+    backend: str = ""
+    terminal: str = ""
+    n: int = 0
+    kernels: list[KernelRun] = field(default_factory=list)
+    fallback: str | None = None     # why the requested backend was not the one that ran
+    total_ms: float = 0.0
+
+    def __str__(self) -> str:
+        lines = [f"backend={self.backend} terminal={self.terminal} n={self.n} total={self.total_ms:.3f} ms"]
+        if self.fallback:
+            lines.append(f"FALLBACK: {self.fallback}")
+        for k in self.kernels:
+            shape = f" grid={k.grid} block={k.block}" if k.grid else ""
+            lines.append(f"  {k.dialect}:{k.name}{shape} cache={k.cache} "
+                         f"compile={k.compile_ms:.3f} ms run={k.run_ms:.3f} ms")
+        return "\n".join(lines)
+
+
+class Backend:
+    """Base class; subclasses fill in the four methods."""
+    name: str = "?"
+    dialect: str = "?"          # the codegen dialect whose source `source()` returns
+
+    def availability(self) -> tuple[bool, str]:
+        """(can run here, reason/what to install when not). Must be cheap after the first call."""
+        raise NotImplementedError
+
+    def source(self, p: Pass) -> str:
+        """Every kernel of the pass, in this backend's dialect. Needs no device."""
+        raise NotImplementedError
+
+    def launch_shape(self, p: Pass, n: int) -> list[dict]:
+        """Per kernel: {"name", "grid", "block"} for explain(); needs no device."""
+        return []
+
+    def run(self, p: Pass, inputs: Sequence[Any], params: Sequence[Any], n: int,
+            trace: Trace) -> Any:
+        """Execute the pass. `inputs` follow p.program.inputs (1-D arrays, maybe strided);
+        `params` follow p.program.params (numpy scalars of the param dtypes); n is the
+        sequence length. Append a KernelRun per kernel to `trace.kernels`."""
+        raise NotImplementedError
+
+
+def now_ms() -> float:
+    return time.perf_counter() * 1e3

@@ -1,0 +1,40 @@
+"""Every error the library raises on purpose; all subclass QueryError."""
+from __future__ import annotations
+
+
+class QueryError(Exception):
+    """Base class of querycompute's errors."""
+
+
+class UnsupportedLambdaError(QueryError):
+    """A lambda uses a construct the kernel language does not have, or its source can't be read.
+
+    `where` is "file:line:col" (col 1-based, counted in UTF-8 bytes as `ast` does) when known.
+    """
+
+    def __init__(self, message: str, where: str | None = None, construct: str | None = None):
+        self.where = where
+        self.construct = construct
+        super().__init__(f"{where}: {message}" if where else message)
+
+
+class EmptySequenceError(QueryError, ValueError):
+    """min/max/mean/first of an empty sequence without `default=`."""
+
+
+class BackendUnavailableError(QueryError):
+    """The backend can't run on this machine; the message says why and what to install."""
+
+
+class CompileError(QueryError):
+    """A kernel failed to compile. Carries the dialect, options, compiler log and source."""
+
+    def __init__(self, dialect: str, log: str, source: str, options=()):
+        self.dialect = dialect
+        self.log = log
+        self.source = source
+        self.options = tuple(options)
+        numbered = "\n".join(f"{i:4d} | {line}" for i, line in enumerate(source.splitlines(), 1))
+        super().__init__(
+            f"{dialect} compilation failed (options: {' '.join(self.options) or 'none'})\n"
+            f"--- compiler log ---\n{log.strip()}\n--- source ---\n{numbered}")
