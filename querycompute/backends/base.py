@@ -54,13 +54,27 @@ class Trace:
         return "\n".join(lines)
 
 
+class Prepared:
+    """A compiled pass, ready to launch. The query layer keeps these in its memory cache keyed
+    by a cheap signature, so a warm call is a dict lookup and then `run`."""
+    origin: str = "compiled"        # where the binary came from: "compiled", "disk" or "memory"
+    compile_ms: float = 0.0
+
+    def run(self, inputs: Sequence[Any], params: Sequence[Any], n: int, trace: Trace) -> Any:
+        """Execute. `inputs` follow p.program.inputs (1-D arrays, maybe strided); `params`
+        follow p.program.params (numpy scalars of the param dtypes); n is the sequence length.
+        Append one KernelRun per launched kernel to `trace.kernels` (cache="memory" when this
+        Prepared was reused, else its origin) and return the raw results described above."""
+        raise NotImplementedError
+
+
 class Backend:
-    """Base class; subclasses fill in the four methods."""
+    """Base class of a backend (one instance per process, registered by name)."""
     name: str = "?"
     dialect: str = "?"          # the codegen dialect whose source `source()` returns
 
     def availability(self) -> tuple[bool, str]:
-        """(can run here, reason/what to install when not). Must be cheap after the first call."""
+        """(can run here, reason and what to install when not). Cheap after the first call."""
         raise NotImplementedError
 
     def source(self, p: Pass) -> str:
@@ -71,11 +85,8 @@ class Backend:
         """Per kernel: {"name", "grid", "block"} for explain(); needs no device."""
         return []
 
-    def run(self, p: Pass, inputs: Sequence[Any], params: Sequence[Any], n: int,
-            trace: Trace) -> Any:
-        """Execute the pass. `inputs` follow p.program.inputs (1-D arrays, maybe strided);
-        `params` follow p.program.params (numpy scalars of the param dtypes); n is the
-        sequence length. Append a KernelRun per kernel to `trace.kernels`."""
+    def prepare(self, p: Pass) -> Prepared:
+        """Compile (or fetch from the kernel cache) everything the pass needs."""
         raise NotImplementedError
 
 
