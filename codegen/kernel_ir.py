@@ -1,0 +1,181 @@
+"""Kernel IR: what a GPU kernel is made of, before any dialect spells it.
+
+Lowerings (lower_*.py) build these nodes from a Pass; printers (dialects/) only spell them.
+Two kinds of expressions live here:
+  * kernel expressions (`K*`): index arithmetic, thread ids, buffer reads, shuffles. Their
+    operators are plain C operators on index/count types that cannot overflow for any
+    sequence the host accepts, so they print as-is.
+  * `Elem`: an element computation (a codegen.expr tree) whose semantics (wrap-around,
+    Python-signed division, NaN-propagating min/max...) the printer reproduces with the
+    semantic helpers of dialects/c_family.py. Its Var names are kernel locals.
+Every node is a frozen dataclass.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Union
+
+from . import expr as E
+from .launch import KernelArg
+
+
+# --- kernel expressions -------------------------------------------------------------------
+@dataclass(frozen=True)
+class KVar:
+    """A kernel local or scalar argument."""
+    name: str
+    dtype: str
+
+
+@dataclass(frozen=True)
+class KConst:
+    value: Union[int, float, bool]
+    dtype: str
+
+
+@dataclass(frozen=True)
+class KOp:
+    """`a op b` with a C operator (+ - * / % < <= > >= == != && || >> <<) on index types."""
+    op: str
+    a: "KExpr"
+    b: "KExpr"
+    dtype: str
+
+
+@dataclass(frozen=True)
+class KCast:
+    """C conversion of an index/count value (never used on element values)."""
+    x: "KExpr"
+    dtype: str
+
+
+@dataclass(frozen=True)
+class KThread:
+    """A thread coordinate (1-D). kind: local_id, group_id, local_size, num_groups,
+    lane (index in warp/SIMD group), warp (warp/SIMD group index in the block)."""
+    kind: str
+    dtype: str = "int32"
+
+
+@dataclass(frozen=True)
+class KLoad:
+    """buffer[index]: a kernel argument buffer or a shared array; storage conversions
+    (float16, bool) are the printer's job."""
+    buffer: str
+    index: "KExpr"
+    dtype: str
+
+
+@dataclass(frozen=True)
+class KShuffleDown:
+    """The value `value` held by the lane `offset` lanes above (warp / SIMD group)."""
+    value: "KExpr"
+    offset: "KExpr"
+    dtype: str
+
+
+@dataclass(frozen=True)
+class Elem:
+    """An element expression (codegen.expr) whose Var nodes name kernel locals."""
+    expr: E.Expr
+
+    @property
+    def dtype(self) -> str:
+        return self.expr.dtype
+
+
+KExpr = Union[KVar, KConst, KOp, KCast, KThread, KLoad, KShuffleDown, Elem]
+
+
+# --- statements ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Declare:
+    var: KVar
+    init: KExpr
+
+
+@dataclass(frozen=True)
+class Assign:
+    var: KVar
+    value: KExpr
+
+
+@dataclass(frozen=True)
+class Store:
+    """buffer[index] = value (argument buffer or shared array)."""
+    buffer: str
+    index: KExpr
+    value: KExpr
+
+
+@dataclass(frozen=True)
+class If:
+    cond: KExpr
+    then: tuple
+    orelse: tuple = ()
+
+
+@dataclass(frozen=True)
+class For:
+    """for (var = init; cond; var = step) body"""
+    var: KVar
+    init: KExpr
+    cond: KExpr
+    step: KExpr
+    body: tuple
+    unroll: bool = False
+
+
+@dataclass(frozen=True)
+class Barrier:
+    """Block-wide barrier that also orders shared-memory accesses."""
+
+
+@dataclass(frozen=True)
+class Comment:
+    text: str
+
+
+Stmt = Union[Declare, Assign, Store, If, For, Barrier, Comment]
+
+
+@dataclass(frozen=True)
+class SharedArray:
+    """A fixed-size array in block-shared memory (__shared__, __local, threadgroup)."""
+    name: str
+    dtype: str
+    size: int
+
+
+@dataclass(frozen=True)
+class Kernel:
+    name: str
+    args: tuple[KernelArg, ...]
+    shared: tuple[SharedArray, ...]
+    body: tuple
+    doc: str = ""
+    uses_warps: bool = False     # body uses lane/warp ids (Metal needs the SIMD attributes)
+
+
+# --- small constructors the lowerings share ------------------------------------------------
+def i64(value: int) -> KConst:
+    return KConst(value, "int64")
+
+
+def i32(value: int) -> KConst:
+    return KConst(value, "int32")
+
+
+def op(o: str, a, b, dtype: str | None = None) -> KOp:
+    return KOp(o, a, b, dtype or ("bool" if o in ("<", "<=", ">", ">=", "==", "!=", "&&", "||") else a.dtype))
+
+
+def walk_stmts(stmts):
+    """Every statement, nested ones included (pre-order)."""
+    for s in stmts:
+        yield s
+        if isinstance(s, If):
+            yield from walk_stmts(s.then)
+            yield from walk_stmts(s.orelse)
+        elif isinstance(s, For):
+            yield from walk_stmts(s.body)

@@ -1,0 +1,217 @@
+"""The data format every GPU runtime drives kernels from, and the device-free launch planner.
+
+`codegen.gpu.render(p, dialect)` returns a `KernelSet`: the whole source text, its compile
+options and an ordered list of `KernelSpec`s. `plan(kernel_set, n, contiguous)` turns that
+into the exact `Launch`es for a sequence of length n. Runtimes (OpenCL, CUDA, the CPU
+harness) must not invent shapes of their own: they allocate what `output_sizes` /
+`scratch_sizes` say, then run the launches in order, binding each kernel's arguments in the
+order of `KernelSpec.args`:
+
+    kind        what to bind (C type in the signature)
+    "input"     input buffer `index` (p.program.inputs[index]); elements of `dtype`
+    "stride"    int64 scalar: element stride of input `index` (strided variant only; may be
+                negative; the pointer bound to the "input" arg points at element 0)
+    "param"     scalar p.program.params[index] of `dtype`
+    "n"         int64 scalar: the sequence length
+    "output"    output buffer `index`: `KernelSet.outputs[index]` elements of `dtype`
+    "scratch"   device scratch buffer `scratch` (never read by the host except "total")
+    "value"     int64 scalar `Launch.values[name]` computed by the planner (e.g. the number of
+                partials the previous kernel wrote)
+
+Storage types: bool buffers hold one byte per element (0/1, like numpy bool); float16
+buffers hold IEEE half bits (numpy float16). All buffers are tightly packed 1-D arrays except
+strided inputs in the strided variant.
+
+Kernel shapes (`KernelSet.shape`):
+  "elementwise"  ToArray without Filter. Output `k` has n elements; no scratch.
+  "compact"      ToArray with Filter (order-preserving stream compaction). Outputs are sized n;
+                 after the last launch scratch "total" (int64[1]) holds how many elements
+                 survived: the results are the first `total` elements of every output.
+  "reduce"       Reduce. Every output is one element (a result slot, see `ResultSlot`);
+                 `decode_reduce` turns the slot values into the raw results of
+                 querycompute/backends/base.py.
+For n == 0, "elementwise" and "compact" plans are empty (the results are empty arrays and
+nothing is launched); "reduce" plans always launch (grid 1), so identities come from the device.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+
+BLOCK = 256                 # threads per block (work-group, threadgroup) for every kernel
+MAX_REDUCE_BLOCKS = 1024    # stage-1 grid cap: the grid depends only on n -> deterministic
+
+
+@dataclass(frozen=True)
+class KernelArg:
+    """One kernel argument, in signature order. See the module docstring for `kind`."""
+    name: str            # the C identifier in the kernel signature
+    kind: str            # input | stride | param | n | output | scratch | value
+    dtype: str           # element type (buffers) or scalar type, a codegen.dtypes name
+    index: int = 0       # input / output / param number for those kinds
+    scratch: str = ""    # scratch buffer name for kind "scratch"
+
+    @property
+    def is_buffer(self) -> bool:
+        return self.kind in ("input", "output", "scratch")
+
+
+@dataclass(frozen=True)
+class BufferSpec:
+    """A device buffer the runtime allocates: `size` is "n" (sequence length), "one" (a
+    single element) or "blocks" (one element per block of the main grid, see `grid_size`)."""
+    name: str
+    dtype: str
+    size: str
+
+
+@dataclass(frozen=True)
+class ResultSlot:
+    """Reduce output buffer `KernelSet.outputs[i]` holds one value of aggregate `agg`:
+    role "value" (sum/min/max/fold, or the `k`-th value of `first`), "count", "flag"
+    (any/all as uint32 0/1) or "index" (first: int64 index, INT64_MAX when nothing survived)."""
+    agg: int
+    role: str
+    dtype: str
+    k: int = 0
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    """One kernel of the set.
+
+    grid:    "tiles"  ceil(n / tile) blocks, tile = block * elems_per_thread
+             "reduce" min(max(1, ceil(n / tile)), MAX_REDUCE_BLOCKS) blocks (grid-stride loop)
+             "one"    a single block
+    variant: "contiguous" / "strided": launched only when the inputs' contiguity matches
+             (all inputs decide together); "any": always launched.
+    role:    what it does: map | count | scan | scatter | partials | finalize
+    """
+    name: str
+    args: tuple[KernelArg, ...]
+    grid: str
+    variant: str
+    role: str
+
+
+@dataclass(frozen=True)
+class KernelSet:
+    """Everything a runtime needs for one Pass in one dialect (no device required).
+
+    `source` holds every kernel; `options` are the compiler options the source was written
+    for (IEEE-exact math: no FMA contraction, no fast math). `kernels` are in launch order;
+    `plan()` selects and shapes them. `outputs` / `scratch` list the buffers to allocate."""
+    dialect: str
+    pass_name: str
+    shape: str                                  # elementwise | compact | reduce
+    source: str
+    options: tuple[str, ...]
+    kernels: tuple[KernelSpec, ...]
+    outputs: tuple[BufferSpec, ...]
+    scratch: tuple[BufferSpec, ...] = ()
+    result_slots: tuple[ResultSlot, ...] = ()   # reduce only, parallel to `outputs`
+    block: int = BLOCK
+    elems_per_thread: int = 1
+
+    def kernel(self, name: str) -> KernelSpec:
+        for k in self.kernels:
+            if k.name == name:
+                return k
+        raise KeyError(f"no kernel {name!r} in {self.pass_name}; have {[k.name for k in self.kernels]}")
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One kernel launch: `grid` blocks of `block` threads (1-D). Bind `kernel.args` in order;
+    kind "value" args take `values[arg.name]`."""
+    kernel: KernelSpec
+    grid: int
+    block: int
+    values: dict = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.kernel.name
+
+
+def grid_size(ks: KernelSet, n: int, rule: str = "") -> int:
+    """Blocks of the main grid for n elements (rule defaults to the set's first kernel's)."""
+    rule = rule or ks.kernels[0].grid
+    tiles = math.ceil(n / (ks.block * ks.elems_per_thread))
+    if rule == "tiles":
+        return tiles
+    if rule == "reduce":
+        return min(max(1, tiles), MAX_REDUCE_BLOCKS)
+    if rule == "one":
+        return 1
+    raise ValueError(f"unknown grid rule {rule!r}")
+
+
+def _size(spec: BufferSpec, ks: KernelSet, n: int) -> int:
+    if spec.size == "n":
+        return n
+    if spec.size == "one":
+        return 1
+    if spec.size == "blocks":
+        return grid_size(ks, n)
+    raise ValueError(f"unknown buffer size rule {spec.size!r}")
+
+
+def output_sizes(ks: KernelSet, n: int) -> list[int]:
+    """Element count of each output buffer, parallel to `ks.outputs`."""
+    return [_size(b, ks, n) for b in ks.outputs]
+
+
+def scratch_sizes(ks: KernelSet, n: int) -> dict[str, int]:
+    """Element count of each scratch buffer by name (at least 1, so it can be allocated)."""
+    return {b.name: max(1, _size(b, ks, n)) for b in ks.scratch}
+
+
+def plan(ks: KernelSet, n: int, contiguous: bool) -> list[Launch]:
+    """Every launch, in order, for a sequence of length n whose inputs are all contiguous
+    (`contiguous=True`) or not. Needs no device."""
+    if n < 0:
+        raise ValueError(f"sequence length must be >= 0, got {n}")
+    if n == 0 and ks.shape != "reduce":
+        return []
+    variant = "contiguous" if contiguous else "strided"
+    main_grid = grid_size(ks, n)
+    launches = []
+    for k in ks.kernels:
+        if k.variant not in ("any", variant):
+            continue
+        values = {a.name: main_grid for a in k.args if a.kind == "value"}
+        launches.append(Launch(k, grid_size(ks, n, k.grid), ks.block, values))
+    return launches
+
+
+def launch_shapes(ks: KernelSet, n: int, contiguous: bool = True) -> list[dict]:
+    """{"name", "grid", "block"} per launch, the format Backend.launch_shape returns."""
+    return [{"name": l.name, "grid": (l.grid,), "block": (l.block,)} for l in plan(ks, n, contiguous)]
+
+
+def decode_reduce(ks: KernelSet, slot_values: Sequence[Any]) -> list:
+    """Slot values (one numpy scalar per output, as read back) -> raw Reduce results of
+    querycompute/backends/base.py: one entry per Agg."""
+    by_agg: dict[int, list[tuple[ResultSlot, Any]]] = {}
+    for slot, v in zip(ks.result_slots, slot_values):
+        by_agg.setdefault(slot.agg, []).append((slot, v))
+    results = []
+    for agg in sorted(by_agg):
+        slots = by_agg[agg]
+        role = slots[0][0].role
+        if role == "count":
+            results.append(int(slots[0][1]))
+        elif role == "flag":
+            results.append(bool(slots[0][1]))
+        elif role == "index":
+            index = int(slots[0][1])
+            found = index != np.iinfo(np.int64).max
+            values = tuple(np.dtype(s.dtype).type(v) for s, v in slots[1:])
+            results.append((index if found else -1, values))
+        else:
+            results.append(np.dtype(slots[0][0].dtype).type(slots[0][1]))
+    return results

@@ -1,0 +1,28 @@
+"""querycompute: LINQ-style query chains over arrays, compiled into fused kernels.
+
+    import querycompute as qc
+    qc.query(x).select(lambda v: v * 2).where(lambda v: v > 1000).sum()
+"""
+from __future__ import annotations
+
+from .backends.registry import backends
+from .engine import last_trace
+from .errors import (BackendUnavailableError, CompileError, EmptySequenceError, QueryError,
+                     UnsupportedLambdaError)
+from .query import Query, query, range
+from .terminals import agg, count, max, mean, min, sum
+
+__version__ = "0.1.0"
+
+
+def __getattr__(name):
+    # qc.cache is imported on first use: it touches the file system (cache directory).
+    if name == "cache":
+        from .cache import api
+        return api.cache
+    raise AttributeError(f"module 'querycompute' has no attribute {name!r}")
+
+
+__all__ = ["query", "range", "Query", "agg", "sum", "min", "max", "mean", "count", "backends",
+           "last_trace", "cache", "QueryError", "UnsupportedLambdaError", "EmptySequenceError",
+           "BackendUnavailableError", "CompileError", "__version__"]

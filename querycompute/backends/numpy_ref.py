@@ -1,0 +1,164 @@
+"""The `numpy` backend: the reference every other backend is tested against.
+
+It interprets the fused pass with whole-array NumPy operations, one IR node at a time, so its
+semantics are NumPy's by construction: every expression is evaluated over all n elements
+(dropped ones too; errors are silenced with errstate), the filters' masks are and-ed, and the
+terminal reads the surviving elements. No code is generated.
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from codegen import expr as E
+from codegen.program import Filter, Let, Pass, Reduce
+
+from .base import Backend, KernelRun, Prepared, Trace, now_ms
+
+_BINARY = {
+    "add": np.add, "sub": np.subtract, "mul": np.multiply, "truediv": np.true_divide,
+    "floordiv": np.floor_divide, "mod": np.remainder,
+    "bitand": np.bitwise_and, "bitor": np.bitwise_or, "bitxor": np.bitwise_xor,
+    "lshift": np.left_shift, "rshift": np.right_shift, "min": np.minimum, "max": np.maximum,
+    "and": np.logical_and, "or": np.logical_or, "hypot": np.hypot, "atan2": np.arctan2,
+    "copysign": np.copysign,
+}
+_COMPARE = {"lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
+            "eq": np.equal, "ne": np.not_equal}
+_UNARY = {"neg": np.negative, "invert": np.invert, "not": np.logical_not, "abs": np.abs}
+
+
+def _int_pow(a, b, dtype):
+    """Integer power with wrap-around; a negative exponent gives 0 (NumPy would raise)."""
+    neg = np.less(b, 0)
+    r = np.power(a, np.where(neg, 0, b).astype(dtype, copy=False))
+    return np.where(neg, np.zeros((), dtype), r).astype(dtype, copy=False)
+
+
+class _Eval:
+    def __init__(self, inputs, params, names, n):
+        self.inputs = inputs
+        self.params = dict(zip(names, params))
+        self.n = n
+        self.vars: dict[str, Any] = {}
+
+    def __call__(self, e: E.Expr):
+        t = type(e)
+        if t is E.Load:
+            return self.inputs[e.input]
+        if t is E.Var:
+            return self.vars[e.name]
+        if t is E.Const:
+            return np.dtype(e.dtype).type(e.value)
+        if t is E.Param:
+            return self.params[e.name]
+        if t is E.Index:
+            return np.arange(self.n, dtype=np.int64)
+        if t is E.Cast:
+            return np.asarray(self(e.x)).astype(e.dtype)
+        if t is E.Where:
+            return np.where(self(e.cond), self(e.a), self(e.b)).astype(e.dtype, copy=False)
+        if t is E.Compare:
+            return _COMPARE[e.op](self(e.a), self(e.b))
+        if t is E.Call:
+            return getattr(np, e.fn)(self(e.x))
+        if t is E.Unary:
+            return _UNARY[e.op](self(e.x))
+        if t is E.Binary:
+            a, b = self(e.a), self(e.b)
+            if e.op == "pow":
+                return np.power(a, b) if e.dtype.startswith("float") else _int_pow(a, b, e.dtype)
+            return np.asarray(_BINARY[e.op](a, b)).astype(e.dtype, copy=False)
+        raise TypeError(f"numpy backend: unknown IR node {e!r}")
+
+    def full(self, e: E.Expr) -> np.ndarray:
+        """Evaluate to an array of n elements of e.dtype (broadcasting constants)."""
+        return np.broadcast_to(np.asarray(self(e), dtype=e.dtype), (self.n,))
+
+
+def _fold_tree(x: np.ndarray, agg, ev: _Eval):
+    """Reduce with the fold's combine expression pairwise, whole-array per level."""
+    identity = np.dtype(agg.dtype).type(agg.identity.value)
+    if len(x) == 0:
+        return identity
+    while len(x) > 1:
+        if len(x) % 2:
+            x = np.concatenate([x, [identity]]).astype(agg.dtype)
+        ev.vars["acc"], ev.vars["item"] = x[0::2], x[1::2]
+        x = np.broadcast_to(np.asarray(ev(agg.combine), dtype=agg.dtype), (len(x) // 2,))
+    return np.dtype(agg.dtype).type(x[0])
+
+
+def _reduce(agg, ev: _Eval, keep: np.ndarray | None, n: int):
+    def vals(e):
+        v = ev.full(e)
+        return v if keep is None else v[keep]
+
+    if agg.op == "count":
+        return n if keep is None else int(np.count_nonzero(keep))
+    if agg.op == "first":
+        idx = 0 if keep is None else (int(np.argmax(keep)) if keep.any() else -1)
+        if n == 0 or idx < 0:
+            return -1, ()
+        return idx, tuple(np.dtype(e.dtype).type(ev.full(e)[idx]) for e in agg.values)
+    x = vals(agg.values[0])
+    dt = np.dtype(agg.dtype).type
+    if agg.op == "sum":
+        return dt(np.sum(x, dtype=agg.dtype))
+    if agg.op == "any":
+        return bool(np.any(x))
+    if agg.op == "all":
+        return bool(np.all(x))
+    if agg.op in ("min", "max"):
+        if len(x) == 0:
+            return dt(0)
+        return dt(np.min(x) if agg.op == "min" else np.max(x))
+    if agg.op == "fold":
+        return _fold_tree(np.ascontiguousarray(x), agg, ev)
+    raise TypeError(f"numpy backend: unknown aggregate {agg.op!r}")
+
+
+class _NumpyPrepared(Prepared):
+    def __init__(self, p: Pass):
+        self.p = p
+        self.names = tuple(ps.name for ps in p.program.params)
+
+    def run(self, inputs: Sequence[Any], params: Sequence[Any], n: int, trace: Trace):
+        t0 = now_ms()
+        prog = self.p.program
+        ev = _Eval([np.asarray(a) for a in inputs], params, self.names, n)
+        keep = None
+        with np.errstate(all="ignore"):
+            for st in prog.body:
+                if isinstance(st, Let):
+                    ev.vars[st.name] = ev(st.expr)
+                elif isinstance(st, Filter):
+                    m = ev.full(st.cond)
+                    keep = m.copy() if keep is None else keep & m
+            if isinstance(self.p.terminal, Reduce):
+                out = [_reduce(a, ev, keep, n) for a in self.p.terminal.aggs]
+            else:
+                out = tuple(np.array(ev.full(e) if keep is None else ev.full(e)[keep])
+                            for e in prog.outputs)
+        trace.kernels.append(KernelRun(self.p.name, "numpy", cache="memory", run_ms=now_ms() - t0))
+        return out
+
+
+class NumpyBackend(Backend):
+    name = "numpy"
+    dialect = "numpy"
+
+    def availability(self):
+        return True, "NumPy reference interpreter (always available)"
+
+    def source(self, p: Pass) -> str:
+        from ..errors import QueryError
+        raise QueryError("the numpy backend interprets the plan with NumPy calls and generates no "
+                         "kernel source; ask for backend='cpu', 'cuda', 'opencl' or 'metal'")
+
+    def launch_shape(self, p: Pass, n: int):
+        return [{"name": p.name, "grid": "whole arrays", "block": "-"}]
+
+    def prepare(self, p: Pass) -> Prepared:
+        return _NumpyPrepared(p)

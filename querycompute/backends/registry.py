@@ -1,0 +1,85 @@
+"""Which backends exist, which can run here, and which one `auto` picks.
+
+Backend modules are imported lazily: a missing optional dependency (pyopencl, cupy) makes that
+backend unavailable with a reason, never an ImportError at `import querycompute`.
+"""
+from __future__ import annotations
+
+import importlib
+import os
+import warnings
+
+from ..errors import BackendUnavailableError, QueryError
+from .base import Backend
+
+NAMES = ("numpy", "cpu", "cuda", "opencl", "metal")
+_MODULES = {
+    "numpy": ("numpy_ref", "NumpyBackend"),
+    "cpu": ("cpu", "CpuBackend"),
+    "cuda": ("cuda", "CudaBackend"),
+    "opencl": ("opencl", "OpenCLBackend"),
+    "metal": ("metal", "MetalBackend"),
+}
+_instances: dict[str, Backend] = {}
+_broken: dict[str, str] = {}       # backends that failed at run time in this process: why
+
+
+def get(name: str) -> Backend:
+    """The backend object (even when it can't run here: source generation needs no device)."""
+    b = _instances.get(name)
+    if b is None:
+        if name not in _MODULES:
+            raise QueryError(f"unknown backend {name!r}; choose one of: auto, {', '.join(NAMES)}")
+        mod, cls = _MODULES[name]
+        b = getattr(importlib.import_module(f"{__package__}.{mod}"), cls)()
+        _instances[name] = b
+    return b
+
+
+def availability(name: str) -> tuple[bool, str]:
+    if name in _broken:
+        return False, f"failed earlier in this process: {_broken[name]}"
+    try:
+        return get(name).availability()
+    except ImportError as exc:  # the backend module itself needs a missing package
+        return False, f"{exc}; install the matching extra, e.g. pip install 'querycompute[all]'"
+
+
+def backends() -> dict[str, dict]:
+    """qc.backends(): for every backend, whether it runs here and why (not)."""
+    out = {}
+    for name in NAMES:
+        ok, why = availability(name)
+        out[name] = {"available": ok, "reason": why}
+    return out
+
+
+def require(name: str) -> Backend:
+    ok, why = availability(name)
+    if not ok:
+        raise BackendUnavailableError(f"backend {name!r} can't run here: {why}")
+    return get(name)
+
+
+def gpu_threshold() -> int:
+    """Smallest input (elements) worth sending to a GPU; QUERYCOMPUTE_GPU_MIN_ELEMENTS overrides."""
+    return int(os.environ.get("QUERYCOMPUTE_GPU_MIN_ELEMENTS", 1 << 18))
+
+
+def choose_auto(n: int, on_device: bool) -> str:
+    """cuda for CUDA-resident data; a real GPU for large inputs; else the cpu backend."""
+    if on_device:
+        return "cuda"
+    if n >= gpu_threshold():
+        for name in ("cuda", "opencl"):
+            if availability(name)[0] and getattr(get(name), "is_gpu", False):
+                return name
+    return "cpu" if availability("cpu")[0] else "numpy"
+
+
+def mark_broken(name: str, why: str) -> None:
+    """A GPU backend failed at run time: warn once, never pick it again in this process."""
+    if name not in _broken:
+        _broken[name] = why
+        warnings.warn(f"querycompute: backend {name!r} failed ({why}); falling back to 'cpu' for "
+                      f"the rest of this process (see qc.last_trace())", RuntimeWarning, stacklevel=4)

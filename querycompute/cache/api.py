@@ -1,0 +1,90 @@
+"""The public face of the kernel cache (`qc.cache`): inspection and maintenance of the
+process-wide store, plus the memory-hit counter the query layer calls."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from . import inventory
+from .inventory import CacheEntry, Removal
+from .store import DiskCache
+
+# The one store every backend in this process uses; configured from the environment
+# (QUERYCOMPUTE_CACHE_DIR, QUERYCOMPUTE_CACHE) on first use.
+disk_cache = DiskCache()
+
+
+@dataclass(frozen=True)
+class CacheStats:
+    """This process's cache activity plus what is on disk now."""
+    path: str
+    disk_enabled: bool            # False with QUERYCOMPUTE_CACHE=0
+    disk_writable: bool           # False after a write failed (read-only or full directory)
+    memory_hits: int              # this process: kernels served by the query layer's dict
+    disk_hits: int                # this process: kernels loaded from disk instead of compiled
+    misses: int                   # this process: disk lookups that found nothing usable
+    compiles: int                 # this process
+    compile_ms: float             # this process, total
+    damaged: int                  # this process: entries found damaged (each one a miss)
+    entries: int                  # on disk now
+    bytes: int                    # on disk now
+    incomplete: int               # on disk now: entries without readable metadata
+    disk_hits_all_time: int       # sum of every entry's hit count (all processes)
+    entries_by_backend: dict
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def entries(backend: str | None = None) -> list[CacheEntry]:
+    """Every readable disk entry (of `backend` if given), most recently used first."""
+    found, _broken = inventory.scan(disk_cache.entries_root)
+    found = [e for e in found if backend is None or e.backend == backend]
+    return sorted(found, key=lambda e: (e.last_used, e.key), reverse=True)
+
+
+def find(key_prefix: str) -> CacheEntry:
+    """The one entry whose key starts with `key_prefix` (as `cache show` takes it)."""
+    prefix = key_prefix.strip().lower()
+    if not prefix:
+        raise KeyError("give at least one hex digit of a cache key (see `querycompute cache list`)")
+    matches = [e for e in entries() if e.key.startswith(prefix)]
+    if not matches:
+        raise KeyError(f"no cache entry has a key starting with {key_prefix!r} in "
+                       f"{disk_cache.path} (see `querycompute cache list`)")
+    if len(matches) > 1:
+        keys = ", ".join(e.key[:16] for e in matches[:5])
+        raise KeyError(f"{len(matches)} cache entries start with {key_prefix!r} ({keys}...): "
+                       f"give more digits")
+    return matches[0]
+
+
+def stats() -> CacheStats:
+    found, broken = inventory.scan(disk_cache.entries_root)
+    by_backend: dict[str, int] = {}
+    for e in found:
+        by_backend[e.backend] = by_backend.get(e.backend, 0) + 1
+    c = disk_cache.counters
+    return CacheStats(
+        path=str(disk_cache.path), disk_enabled=disk_cache.enabled,
+        disk_writable=disk_cache.writable, memory_hits=c.memory_hits,
+        disk_hits=c.disk_hits, misses=c.misses, compiles=c.compiles,
+        compile_ms=round(c.compile_ms, 3), damaged=c.damaged, entries=len(found),
+        bytes=sum(e.size_bytes for e in found) + sum(map(inventory.directory_size, broken)),
+        incomplete=len(broken), disk_hits_all_time=sum(e.hit_count for e in found),
+        entries_by_backend=dict(sorted(by_backend.items())))
+
+
+def clear(backend: str | None = None) -> Removal:
+    """Remove every disk entry, or only `backend`'s. The memory level belongs to the query
+    layer; kernels already loaded in this process stay usable."""
+    return inventory.clear(disk_cache.entries_root, backend)
+
+
+def prune(max_bytes: int) -> Removal:
+    """Remove least recently used entries until the disk cache holds at most `max_bytes`."""
+    return inventory.prune(disk_cache.entries_root, max_bytes)
+
+
+def note_memory_hit() -> None:
+    """The query layer calls this each time its in-memory dict serves a ready kernel."""
+    disk_cache.note_memory_hit()

@@ -1,0 +1,164 @@
+"""What is on disk: the entries with their metadata, their sizes, and removing them
+(clear, least-recently-used prune). Works on the directory alone, so the CLI can inspect a
+cache without any backend installed."""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .entry_format import META_FILE, DamagedEntry, decode_meta
+
+_KEY_NAME = re.compile(r"[0-9a-f]{64}")
+
+
+@dataclass(frozen=True)
+class CacheEntry:
+    """One disk-cache entry, as its metadata describes it."""
+    key: str
+    backend: str
+    kind: str                       # "binary" (kernel.bin) or "module" (numba caches beside it)
+    kernel_names: tuple[str, ...]
+    query: str
+    dtypes: tuple[str, ...]
+    compiler: str
+    device: str
+    options: tuple[str, ...]
+    created: str                    # ISO-8601 UTC
+    last_used: str                  # ISO-8601 UTC
+    compile_ms: float
+    hit_count: int
+    size_bytes: int                 # every file of the entry, numba's __pycache__ included
+    sizes: dict = field(default_factory=dict)   # what was stored: {"binary": n, "source": n}
+    extra: dict = field(default_factory=dict)
+    path: Path = Path()
+    source_file: str = ""
+
+    @property
+    def source_path(self) -> Path:
+        return self.path / self.source_file
+
+    def source(self) -> str:
+        """The generated source stored with the entry ("" if it can no longer be read)."""
+        try:
+            return self.source_path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return ""
+
+    def as_dict(self) -> dict:
+        """JSON-ready and stable: what `querycompute cache list --json` prints per entry."""
+        return {
+            "key": self.key, "backend": self.backend, "kind": self.kind,
+            "kernel_names": list(self.kernel_names), "query": self.query,
+            "dtypes": list(self.dtypes), "compiler": self.compiler, "device": self.device,
+            "options": list(self.options), "created": self.created,
+            "last_used": self.last_used, "compile_ms": self.compile_ms,
+            "hit_count": self.hit_count, "size_bytes": self.size_bytes,
+            "sizes": dict(self.sizes), "extra": dict(self.extra), "path": str(self.path),
+            "source_path": str(self.source_path),
+        }
+
+
+@dataclass(frozen=True)
+class Removal:
+    """What clear() or prune() removed."""
+    entries: int
+    bytes: int
+
+
+def directory_size(path: Path) -> int:
+    total = 0
+    for dirpath, _dirs, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(dirpath, name)).st_size
+            except OSError:
+                pass                        # removed while we walked
+    return total
+
+
+def _entry_from_meta(path: Path, meta: dict) -> CacheEntry:
+    def strings(name):
+        value = meta.get(name, [])
+        return tuple(str(v) for v in value) if isinstance(value, list) else ()
+    return CacheEntry(
+        key=meta["key"], backend=meta["backend"], kind=meta["kind"],
+        kernel_names=strings("kernel_names"), query=str(meta.get("query", "")),
+        dtypes=strings("dtypes"), compiler=str(meta.get("compiler", "")),
+        device=str(meta.get("device", "")), options=strings("options"),
+        created=str(meta.get("created", "")), last_used=str(meta.get("last_used", "")),
+        compile_ms=float(meta.get("compile_ms", 0.0)) if isinstance(meta.get("compile_ms"), (int, float)) else 0.0,
+        hit_count=meta["hit_count"], size_bytes=directory_size(path),
+        sizes=meta.get("sizes") if isinstance(meta.get("sizes"), dict) else {},
+        extra=meta.get("extra") if isinstance(meta.get("extra"), dict) else {},
+        path=path, source_file=meta["source_file"])
+
+
+def scan(entries_root: Path) -> tuple[list[CacheEntry], list[Path]]:
+    """(readable entries, directories of entries whose metadata is missing or damaged).
+    An entry still being written by another process also shows up as incomplete."""
+    entries: list[CacheEntry] = []
+    broken: list[Path] = []
+    try:
+        children = list(os.scandir(entries_root))
+    except (FileNotFoundError, NotADirectoryError):
+        return entries, broken
+    for child in children:
+        if not _KEY_NAME.fullmatch(child.name) or not child.is_dir(follow_symlinks=False):
+            continue                          # temp and trash names, stray files
+        path = Path(child.path)
+        try:
+            meta = decode_meta(child.name, (path / META_FILE).read_bytes())
+            entries.append(_entry_from_meta(path, meta))
+        except (OSError, DamagedEntry, ValueError, TypeError):
+            broken.append(path)
+    return entries, broken
+
+
+def remove_entry(entries_root: Path, path: Path) -> int:
+    """Remove one entry directory, returning the bytes freed. It is first renamed out of
+    its key's name (atomic), so no reader ever sees a half-deleted entry under that key."""
+    size = directory_size(path)
+    trash = entries_root / f".trash-{uuid.uuid4().hex}"
+    try:
+        os.rename(path, trash)
+    except FileNotFoundError:
+        return 0                              # another process removed it first
+    except OSError:
+        trash = path                          # e.g. Windows with a file open: delete in place
+    shutil.rmtree(trash, ignore_errors=True)
+    return size
+
+
+def clear(entries_root: Path, backend: str | None = None) -> Removal:
+    """Remove every entry (backend None, damaged ones included) or every entry of `backend`."""
+    entries, broken = scan(entries_root)
+    doomed = [e.path for e in entries if backend is None or e.backend == backend]
+    if backend is None:
+        doomed += broken
+    freed = sum(remove_entry(entries_root, p) for p in doomed)
+    return Removal(len(doomed), freed)
+
+
+def prune(entries_root: Path, max_bytes: int) -> Removal:
+    """Remove damaged entries, then least recently used ones, until the cache holds at most
+    `max_bytes`. The most recently used entries are the ones kept."""
+    if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 0:
+        raise ValueError(f"prune: max_bytes must be a non-negative int, got {max_bytes!r} "
+                         f"(the CLI accepts sizes like '500MB')")
+    entries, broken = scan(entries_root)
+    removed = freed = 0
+    for path in broken:
+        freed += remove_entry(entries_root, path)
+        removed += 1
+    total = sum(e.size_bytes for e in entries)
+    for entry in sorted(entries, key=lambda e: (e.last_used, e.key)):
+        if total <= max_bytes:
+            break
+        total -= entry.size_bytes
+        freed += remove_entry(entries_root, entry.path)
+        removed += 1
+    return Removal(removed, freed)

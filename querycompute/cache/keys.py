@@ -1,0 +1,79 @@
+"""The disk-cache key: a SHA-256 over everything that changes the compiled binary.
+
+Never Python's hash() (salted per process) and never anything time-dependent, so every
+process on every day computes the same key for the same binary-relevant inputs.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import metadata
+
+# Bump when the entry layout, the binary header or the key recipe changes: old entries then
+# simply stop matching (they live under another "v<N>" directory and are never read).
+FORMAT_VERSION = 1
+
+
+@lru_cache(maxsize=1)
+def package_version() -> str:
+    try:
+        return metadata.version("querycompute")
+    except metadata.PackageNotFoundError:     # running from a source tree that isn't installed
+        return "0+unknown"
+
+
+def sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+@dataclass(frozen=True)
+class CacheKey:
+    """A disk-cache key and the parts it was made of (kept so metadata can record them).
+
+    `digest` is the 64-hex-digit SHA-256 that names the entry; `source` is the final source
+    text, kept so `store` can write it next to the binary without being handed it twice."""
+    digest: str
+    backend: str
+    compiler: str
+    device: str
+    options: tuple[str, ...]
+    source: str
+    source_sha256: str
+
+    def __str__(self) -> str:
+        return self.digest
+
+
+def make_key(*, backend: str, compiler: str, device: str, options=(), source: str) -> CacheKey:
+    """Key for the binary that `compiler` (name and version, e.g. "nvrtc 12.9" or
+    "numba 0.68.1 llvmlite 0.50.0") makes from `source` with `options` for `device` (its
+    identity or arch, e.g. "sm_80" or "pocl 6.0 / cpu-haswell / driver 6.0").
+    The cache format version and the package version are added here."""
+    for name, value in (("backend", backend), ("compiler", compiler), ("device", device),
+                        ("source", source)):
+        if not isinstance(value, str):
+            raise TypeError(f"make_key: {name} must be a str, got {type(value).__name__}")
+    if not backend or not compiler:
+        raise ValueError("make_key: backend and compiler must name something; an empty "
+                         "compiler identity would let a compiler upgrade reuse stale binaries")
+    if isinstance(options, str):
+        raise TypeError("make_key: options must be a sequence of strings, not one string "
+                        "(pass ('-O3',) rather than '-O3')")
+    options = tuple(options)
+    if not all(isinstance(o, str) for o in options):
+        raise TypeError("make_key: every option must be a str")
+    source_sha = sha256_hex(source.encode("utf-8"))
+    recipe = {
+        "format": FORMAT_VERSION,
+        "package": package_version(),
+        "backend": backend,
+        "compiler": compiler,
+        "device": device,
+        "options": list(options),      # order kept: compilers may care about it
+        "source_sha256": source_sha,
+    }
+    canonical = json.dumps(recipe, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return CacheKey(sha256_hex(canonical.encode("ascii")), backend, compiler, device,
+                    options, source, source_sha)

@@ -1,0 +1,66 @@
+"""The environment switches of the kernel cache, where it lives, and the source-dump helper.
+
+Switches are read when asked for (not at import), so a process that sets them before its
+first query is honoured.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import TextIO
+
+CACHE_SWITCH = "QUERYCOMPUTE_CACHE"          # "0" keeps compiled kernels in memory only
+CACHE_DIR_VAR = "QUERYCOMPUTE_CACHE_DIR"     # overrides the platform's user cache directory
+DUMP_SOURCE_VAR = "QUERYCOMPUTE_DUMP_SOURCE"  # "1" prints each kernel's source when compiled
+
+_OFF_WORDS = ("0", "false", "no", "off")
+
+
+def _switch_on(name: str, default: bool) -> bool:
+    value = os.environ.get(name)
+    if value is None or not value.strip():
+        return default
+    return value.strip().lower() not in _OFF_WORDS
+
+
+def disk_cache_enabled() -> bool:
+    """False when QUERYCOMPUTE_CACHE=0 (or false/no/off): compiled kernels stay in memory."""
+    return _switch_on(CACHE_SWITCH, default=True)
+
+
+def dump_source_enabled() -> bool:
+    return _switch_on(DUMP_SOURCE_VAR, default=False)
+
+
+def platform_cache_root() -> Path:
+    """The user cache directory of this platform, without a new dependency:
+    %LOCALAPPDATA% on Windows, ~/Library/Caches on macOS, $XDG_CACHE_HOME or ~/.cache elsewhere."""
+    if sys.platform == "win32":
+        local = os.environ.get("LOCALAPPDATA")
+        return Path(local) if local else Path.home() / "AppData" / "Local"
+    if sys.platform == "darwin":
+        return Path.home() / "Library" / "Caches"
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    # The XDG spec says a relative value is invalid and must be ignored.
+    return Path(xdg) if os.path.isabs(xdg) else Path.home() / ".cache"
+
+
+def cache_directory() -> Path:
+    """$QUERYCOMPUTE_CACHE_DIR if set, else <platform cache root>/querycompute."""
+    override = os.environ.get(CACHE_DIR_VAR, "").strip()
+    if override:
+        return Path(override).expanduser()
+    return platform_cache_root() / "querycompute"
+
+
+def dump_source(kernel: str, dialect: str, source: str, stream: TextIO | None = None) -> None:
+    """Backends call this right before compiling `source`; it prints only when
+    QUERYCOMPUTE_DUMP_SOURCE=1, so the call costs an environment lookup otherwise."""
+    if not dump_source_enabled():
+        return
+    out = stream if stream is not None else sys.stderr
+    rule = "=" * 72
+    out.write(f"{rule}\nquerycompute: compiling {dialect} kernel {kernel}\n{rule}\n")
+    out.write(source if source.endswith("\n") else source + "\n")
+    out.flush()

@@ -1,0 +1,373 @@
+"""The process-wide disk store the backends call: load / store a compiled binary, or the
+verified module file the cpu backend imports and numba caches beside.
+
+Robustness rules (issue 6, point 4), all implemented here:
+- every file is published with write_atomic (temp file + os.replace);
+- meta.json is written last, so a reader that finds it finds complete files;
+- a truncated, altered, foreign or unreadable file is a miss with one CacheWarning per key
+  per process; the caller recompiles and `store` rewrites the entry;
+- processes racing on one key each publish whole files, so the entry ends valid whoever
+  wins each replace (every binary carries its own hash and key);
+- a directory we cannot write (read-only, full, no permission) turns writing off for the
+  process with one warning: kernels then live in memory only. Reading stays on, so a shared
+  read-only cache still serves hits.
+"""
+from __future__ import annotations
+
+import atexit
+import errno
+import importlib.util
+import shutil
+import sys
+import tempfile
+import threading
+import time
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from . import settings
+from .entry_format import (BINARY_FILE, META_FILE, DamagedEntry, decode_meta, encode_meta,
+                           pack_binary, source_file_name, unpack_binary, write_atomic)
+from .keys import FORMAT_VERSION, CacheKey, make_key, sha256_hex
+
+# Errors that mean "this directory will not take writes", as opposed to a one-off race.
+_UNWRITABLE = {errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.ENOTDIR,
+               getattr(errno, "EDQUOT", errno.ENOSPC)}
+
+
+class CacheWarning(UserWarning):
+    """The disk cache found a damaged entry or could not write; results stay correct."""
+
+
+def utc_now() -> str:
+    """ISO-8601 UTC with microseconds: sorts as text in time order."""
+    micros = time.time_ns() // 1000
+    seconds = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(micros // 1_000_000))
+    return f"{seconds}.{micros % 1_000_000:06d}Z"
+
+
+@dataclass
+class Counters:
+    """What this process did with the cache (qc.cache.stats() adds what is on disk)."""
+    memory_hits: int = 0
+    disk_hits: int = 0
+    misses: int = 0
+    compiles: int = 0
+    compile_ms: float = 0.0
+    damaged: int = 0
+
+
+class DiskCache:
+    """The disk level of the kernel cache. One process-wide instance lives at
+    `querycompute.cache.disk_cache`; tests may build their own with an explicit root.
+
+    Backend protocol, binaries (CUDA, OpenCL):
+        key = disk_cache.make_key(backend=..., compiler=..., device=..., options=..., source=src)
+        payload = disk_cache.load(key)               # bytes, or None on a miss
+        if payload is None:
+            payload = <compile key.source>
+            disk_cache.store(key, payload, source_suffix=".cl", kernel_names=..., compile_ms=...)
+    Backend protocol, modules (cpu/numba):
+        path = disk_cache.load_module(key) or disk_cache.store_module(key, source_suffix=".py", ...)
+        module = disk_cache.import_module(path, key)  # numba's cache=True files go beside it
+    """
+
+    make_key = staticmethod(make_key)
+
+    def __init__(self, root: str | Path | None = None, enabled: bool | None = None):
+        """root None: $QUERYCOMPUTE_CACHE_DIR or the platform default; enabled None:
+        $QUERYCOMPUTE_CACHE. Both are read on first use, not here."""
+        self._root_arg = root
+        self._enabled_arg = enabled
+        self._lock = threading.Lock()
+        self.counters = Counters()
+        self._configured = False
+        self._private_dir: Path | None = None
+
+    # ----- configuration ---------------------------------------------------------------
+    def reset(self) -> None:
+        """Forget counters, warnings and the unwritable state, and re-read the environment."""
+        with self._lock:
+            self.counters = Counters()
+            self._configured = False
+
+    def _configure(self) -> None:
+        if self._configured:
+            return
+        with self._lock:
+            if self._configured:
+                return
+            root = self._root_arg if self._root_arg is not None else settings.cache_directory()
+            self._root = Path(root)
+            self._enabled = (settings.disk_cache_enabled() if self._enabled_arg is None
+                             else bool(self._enabled_arg))
+            self._unwritable_reason: str | None = None
+            self._warned: set[str] = set()
+            self._configured = True
+
+    @property
+    def path(self) -> Path:
+        """The cache root directory (it may not exist yet)."""
+        self._configure()
+        return self._root
+
+    @property
+    def enabled(self) -> bool:
+        """False when QUERYCOMPUTE_CACHE=0: nothing is read from or written to disk."""
+        self._configure()
+        return self._enabled
+
+    @property
+    def writable(self) -> bool:
+        self._configure()
+        return self._enabled and self._unwritable_reason is None
+
+    @property
+    def unwritable_reason(self) -> str | None:
+        self._configure()
+        return self._unwritable_reason
+
+    @property
+    def entries_root(self) -> Path:
+        """Where this format version's entries live: <path>/v<FORMAT_VERSION>."""
+        return self.path / f"v{FORMAT_VERSION}"
+
+    def entry_dir(self, key: CacheKey) -> Path:
+        return self.entries_root / key.digest
+
+    # ----- counters --------------------------------------------------------------------
+    def note_memory_hit(self) -> None:
+        """The query layer calls this when its in-memory dict served a ready kernel."""
+        with self._lock:
+            self.counters.memory_hits += 1
+
+    def _count(self, field: str, amount: float = 1) -> None:
+        with self._lock:
+            setattr(self.counters, field, getattr(self.counters, field) + amount)
+
+    def _warn_once(self, tag: str, message: str) -> None:
+        with self._lock:
+            if tag in self._warned:
+                return
+            self._warned.add(tag)
+        warnings.warn(message, CacheWarning, stacklevel=4)
+
+    def _damaged(self, key: CacheKey, why: str) -> None:
+        self._count("damaged")
+        self._count("misses")
+        self._warn_once(f"damaged:{key.digest}",
+                        f"querycompute: kernel cache entry {key.digest[:16]} ({key.backend}) is "
+                        f"damaged: {why}; recompiling and rewriting it ({self.entry_dir(key)})")
+
+    # ----- reading ---------------------------------------------------------------------
+    def load(self, key: CacheKey) -> bytes | None:
+        """The payload stored for `key`, or None on a miss. A damaged entry is a miss (with
+        one CacheWarning); never raises for anything found on disk."""
+        meta = self._read_verified_meta(key, "binary")
+        if meta is None:
+            return None
+        entry = self.entry_dir(key)
+        try:
+            try:
+                data = (entry / BINARY_FILE).read_bytes()
+            except FileNotFoundError:
+                raise DamagedEntry("the binary file is missing") from None
+            payload = unpack_binary(key.digest, data)
+            if sha256_hex(payload) != meta.get("payload_sha256"):
+                raise DamagedEntry("binary and metadata disagree on the payload hash")
+        except DamagedEntry as exc:
+            self._damaged(key, str(exc))
+            return None
+        except OSError as exc:
+            self._damaged(key, f"the binary is unreadable ({exc})")
+            return None
+        self._record_hit(entry, meta)
+        return payload
+
+    def load_module(self, key: CacheKey) -> Path | None:
+        """The path of the verified module file stored for `key` (its bytes hash to the
+        key's source hash), or None on a miss. Import it with `import_module`."""
+        meta = self._read_verified_meta(key, "module")
+        if meta is None:
+            return None
+        entry = self.entry_dir(key)
+        self._record_hit(entry, meta)
+        return entry / meta["source_file"]
+
+    def _read_verified_meta(self, key: CacheKey, kind: str) -> dict | None:
+        """Metadata of a complete, untampered entry of `kind`, its source file checked; None
+        (counted as a miss, warned once when something damaged was found) otherwise."""
+        if not self.enabled:
+            self._count("misses")
+            return None
+        entry = self.entry_dir(key)
+        try:
+            raw = (entry / META_FILE).read_bytes()
+        except (FileNotFoundError, NotADirectoryError):
+            self._count("misses")             # cold, or another process is still writing
+            return None
+        except OSError as exc:
+            self._damaged(key, f"the metadata is unreadable ({exc})")
+            return None
+        try:
+            meta = decode_meta(key.digest, raw)
+            if meta["kind"] != kind:
+                raise DamagedEntry(f"entry holds a {meta['kind']}, expected a {kind}")
+            if meta["source_file"] != source_file_name(key.digest, Path(meta["source_file"]).suffix):
+                raise DamagedEntry("metadata names a foreign source file")
+            if meta["source_sha256"] != key.source_sha256:
+                raise DamagedEntry("metadata records another source")
+            try:
+                source = (entry / meta["source_file"]).read_bytes()
+            except FileNotFoundError:
+                raise DamagedEntry("the source file is missing") from None
+            if sha256_hex(source) != key.source_sha256:
+                raise DamagedEntry("the source file was altered")
+        except (DamagedEntry, ValueError) as exc:
+            self._damaged(key, str(exc))
+            return None
+        except OSError as exc:
+            self._damaged(key, f"the source file is unreadable ({exc})")
+            return None
+        return meta
+
+    def _record_hit(self, entry: Path, meta: dict) -> None:
+        self._count("disk_hits")
+        meta = dict(meta, last_used=utc_now(), hit_count=meta["hit_count"] + 1)
+        try:
+            # Racing hits may each count from the same old value; hit_count is a hint for
+            # people and prune order, not an exact tally.
+            write_atomic(entry / META_FILE, encode_meta(meta))
+        except OSError:
+            pass                                # a read-only cache still serves hits
+
+    # ----- writing ---------------------------------------------------------------------
+    def store(self, key: CacheKey, payload: bytes, *, source_suffix: str,
+              kernel_names=(), query: str = "", dtypes=(), compile_ms: float = 0.0,
+              extra: dict | None = None) -> None:
+        """Record one compile of `key.source` and publish its `payload` (call it after every
+        compile, even when the disk cache is off: it counts compiles). Write failures warn
+        and never raise; the caller keeps its kernel either way."""
+        if not isinstance(payload, (bytes, bytearray, memoryview)):
+            raise TypeError(f"store: payload must be bytes, got {type(payload).__name__}")
+        payload = bytes(payload)
+        self._count("compiles")
+        self._count("compile_ms", float(compile_ms))
+        if not self.writable:
+            return
+        meta = self._new_meta(key, "binary", source_suffix, kernel_names, query, dtypes,
+                              compile_ms, extra)
+        meta["payload_sha256"] = sha256_hex(payload)
+        meta["sizes"] = {"binary": len(payload), "source": len(key.source.encode("utf-8"))}
+        self._publish(key, [(BINARY_FILE, pack_binary(key.digest, payload))], meta)
+
+    def store_module(self, key: CacheKey, *, source_suffix: str = ".py", kernel_names=(),
+                     query: str = "", dtypes=(), compile_ms: float = 0.0,
+                     extra: dict | None = None) -> Path:
+        """Write `key.source` as an importable module file and return its path; the caller
+        then imports it (numba compiles it and caches beside it). Counts one compile. When
+        the disk cache is off or unwritable the file goes to a private temporary directory
+        removed at exit, so the caller's code path is the same."""
+        self._count("compiles")
+        self._count("compile_ms", float(compile_ms))
+        name = source_file_name(key.digest, source_suffix)
+        if self.writable:
+            meta = self._new_meta(key, "module", source_suffix, kernel_names, query, dtypes,
+                                  compile_ms, extra)
+            meta["sizes"] = {"source": len(key.source.encode("utf-8"))}
+            if self._publish(key, [], meta):
+                return self.entry_dir(key) / name
+        path = self._private_directory() / name
+        write_atomic(path, key.source.encode("utf-8"))
+        return path
+
+    def record_compile_ms(self, key: CacheKey, compile_ms: float) -> None:
+        """For compiles timed after `store_module` (numba compiles on import/first call):
+        adds the time to the counters and the entry's metadata (best effort)."""
+        self._count("compile_ms", float(compile_ms))
+        if not self.writable:
+            return
+        path = self.entry_dir(key) / META_FILE
+        try:
+            meta = decode_meta(key.digest, path.read_bytes())
+            meta["compile_ms"] = round(float(compile_ms), 3)
+            write_atomic(path, encode_meta(meta))
+        except (OSError, DamagedEntry):
+            pass                    # the entry stays usable without its timing
+
+    def import_module(self, path: Path, key: CacheKey):
+        """Import the module file at `path` after checking its bytes hash to `key`'s source
+        hash: only source this package wrote for this key is ever executed."""
+        path = Path(path)
+        if sha256_hex(path.read_bytes()) != key.source_sha256:
+            raise RuntimeError(f"querycompute: refusing to import {path}: its contents do not "
+                               f"match the generated source for key {key.digest[:16]}")
+        name = f"querycompute_kernels_{key.digest[:16]}"
+        loaded = sys.modules.get(name)
+        if loaded is not None and Path(getattr(loaded, "__file__", "")) == path:
+            return loaded
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module        # numba's cache and dataclasses look modules up here
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            sys.modules.pop(name, None)
+            raise
+        return module
+
+    def _new_meta(self, key, kind, source_suffix, kernel_names, query, dtypes, compile_ms,
+                  extra) -> dict:
+        now = utc_now()
+        return {
+            "format": FORMAT_VERSION, "key": key.digest, "kind": kind,
+            "backend": key.backend, "compiler": key.compiler, "device": key.device,
+            "options": list(key.options), "kernel_names": [str(k) for k in kernel_names],
+            "query": str(query), "dtypes": [str(d) for d in dtypes],
+            "source_file": source_file_name(key.digest, source_suffix),
+            "source_sha256": key.source_sha256, "created": now, "last_used": now,
+            "compile_ms": round(float(compile_ms), 3), "hit_count": 0,
+            "extra": dict(extra or {}),
+        }
+
+    def _publish(self, key: CacheKey, files: list[tuple[str, bytes]], meta: dict) -> bool:
+        """Write source, then `files`, then meta.json (the completion marker). False (after a
+        warning) when the directory would not take the writes."""
+        entry = self.entry_dir(key)
+        try:
+            self._make_dirs(entry)
+            write_atomic(entry / meta["source_file"], key.source.encode("utf-8"))
+            for name, data in files:
+                write_atomic(entry / name, data)
+            write_atomic(entry / META_FILE, encode_meta(meta))
+            return True
+        except OSError as exc:
+            if exc.errno in _UNWRITABLE:
+                self._unwritable_reason = f"{exc.strerror or exc} ({exc.filename or self.path})"
+                self._warn_once("unwritable",
+                                f"querycompute: cannot write the kernel cache at {self.path}: "
+                                f"{self._unwritable_reason}. Compiled kernels are kept in memory "
+                                f"only for this process; set QUERYCOMPUTE_CACHE_DIR to a writable "
+                                f"directory, or QUERYCOMPUTE_CACHE=0 to turn the disk cache off.")
+            else:       # e.g. `cache clear` removed the directory under us: skip this entry
+                self._warn_once(f"write:{key.digest}",
+                                f"querycompute: could not write kernel cache entry "
+                                f"{key.digest[:16]} ({exc}); it will be compiled again next time.")
+            return False
+
+    def _make_dirs(self, entry: Path) -> None:
+        # Every level we create is 0700: kernels and query text are the user's business.
+        for directory in (self.path, self.entries_root, entry):
+            try:
+                directory.mkdir(mode=0o700, parents=directory == self.path)
+            except FileExistsError:
+                continue
+
+    def _private_directory(self) -> Path:
+        with self._lock:
+            if self._private_dir is None:
+                self._private_dir = Path(tempfile.mkdtemp(prefix="querycompute-kernels-"))
+                atexit.register(shutil.rmtree, self._private_dir, True)
+            return self._private_dir

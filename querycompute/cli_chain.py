@@ -1,0 +1,82 @@
+"""Turn the CLI's query text into a Query over placeholder inputs (never executed).
+
+`select(lambda v: v*2).where(lambda v: v > 1000).sum()` is parsed by the frontend
+(frontend.parse_chain); the chain's lambdas stay ASTs. Inputs are described by dtype only:
+`--dtype float32`, `--input a:float32 --input b:int32` (zip) or `--field price:float32` (table).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import terminals as T
+from .errors import QueryError
+from .frontend import parse_chain
+from .query import Query
+from .sources import Source
+
+TERMINALS = ("to_array", "to_list", "sum", "min", "max", "mean", "count", "any", "all", "first",
+             "aggregate", "agg")
+
+
+def _placeholder(dtype: str, n: int) -> np.ndarray:
+    # np.empty does not touch the pages: a large n costs nothing, and nothing reads it.
+    return np.empty(n, dtype=np.dtype(dtype))
+
+
+def _pairs(items: list[str], what: str) -> list[tuple[str, str]]:
+    out = []
+    for item in items:
+        name, sep, dt = item.partition(":")
+        if not sep or not name.isidentifier():
+            raise QueryError(f"{what} {item!r} must look like name:dtype, e.g. price:float32")
+        out.append((name, dt))
+    return out
+
+
+def placeholder_source(dtype: str, inputs: list[str], fields: list[str], n: int) -> Source:
+    if inputs and fields:
+        raise QueryError("give either --input (a zip of arrays) or --field (a table), not both")
+    if fields:
+        pairs = _pairs(fields, "--field")
+        return Source("table", tuple(_placeholder(d, n) for _, d in pairs), tuple(nm for nm, _ in pairs))
+    if inputs:
+        pairs = _pairs(inputs, "--input")
+        return Source("zip", tuple(_placeholder(d, n) for _, d in pairs))
+    return Source("array", (_placeholder(dtype, n),))
+
+
+def _spec(arg) -> T.AggSpec:
+    """An ("agg_spec", kind, fn-or-None) tuple from the parser -> AggSpec."""
+    if isinstance(arg, tuple) and len(arg) == 3 and arg[0] == "agg_spec" and arg[1] in T.AGG_SPEC_KINDS:
+        return T.AggSpec(arg[1], arg[2])
+    raise QueryError(f"agg(...) takes qc.sum / qc.min / qc.max / qc.mean / qc.count specs, got {arg!r}")
+
+
+def chain_to_query(text: str, source: Source, backend: str = "auto"):
+    """(Query, terminal for source()/explain()) for the CLI's query text."""
+    ops = parse_chain(text)
+    q = Query(source, (), backend)
+    terminal = "to_array"
+    for i, (method, args, kwargs) in enumerate(ops):
+        if method in ("select", "where"):
+            if len(args) != 1 or kwargs:
+                raise QueryError(f"{method}() takes exactly one lambda")
+            q = q.select(args[0]) if method == "select" else q.where(args[0])
+            continue
+        if method not in TERMINALS:
+            raise QueryError(f"unknown operator {method!r}; use select, where or a terminal "
+                             f"({', '.join(TERMINALS)})")
+        if i != len(ops) - 1:
+            raise QueryError(f"{method}() is a terminal operator and must come last")
+        if method == "agg":
+            terminal = T.AggBundle(tuple((k, _spec(v)) for k, v in kwargs.items()))
+        elif method == "aggregate":
+            if len(args) != 2:
+                raise QueryError("aggregate() takes a lambda and a seed: aggregate(lambda a, v: a + v, 0)")
+            terminal = T.AggSpec("fold", args[0], seed=args[1])
+        elif method in ("to_array", "to_list"):
+            terminal = method
+        else:
+            default = kwargs.get("default", T.NO_DEFAULT)
+            terminal = T.AggSpec(method, args[0] if args else None, default)
+    return q, terminal

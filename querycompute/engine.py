@@ -1,0 +1,196 @@
+"""Running a terminal operator: signature -> (fused plan, compiled kernel) -> results.
+
+The warm path is: read the source's columns, read each lambda's captured values, build a
+signature tuple (code objects, capture types, dtypes, terminal, backend), one dict lookup,
+launch. Parsing, translating, lowering and compiling happen only on a miss.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from codegen import expr as E
+from codegen.program import InputSpec
+
+from . import terminals as T
+from .backends import registry
+from .backends.base import Trace, now_ms
+from .errors import QueryError
+from .frontend import LambdaSource, RecordVal, Scalar, TupleVal, capture_values, lambda_source
+from .fusion import Lowered, Lowering
+from .sources import Source, is_device_array
+
+TEXT_ENV = {"np": np, "numpy": np, "math": math}
+_memo: dict[tuple, tuple] = {}
+_last: list[Trace] = [Trace()]
+memory_stats = {"hits": 0}        # read by qc.cache.stats()
+
+
+@dataclass(frozen=True)
+class TerminalReq:
+    """What the terminal operator asks for. `specs` holds (result key, AggSpec) pairs."""
+    name: str
+    specs: tuple = ()
+    standalone: bool = True
+
+    def fns(self) -> list:
+        return [s.fn for _, s in self.specs if s.fn is not None]
+
+    def signature(self) -> tuple:
+        return (self.name, self.standalone,
+                tuple((s.kind, s.fn is not None, type(s.seed), s.seed) for _, s in self.specs))
+
+
+def slot_info(fn) -> tuple:
+    """(LambdaSource, current captured values) for a user function or a parsed text lambda."""
+    if isinstance(fn, LambdaSource):
+        return fn, TEXT_ENV
+    if not callable(fn):
+        raise TypeError(f"expected a function (a lambda), got {type(fn).__name__}")
+    src = lambda_source(fn)
+    return src, capture_values(fn, src)
+
+
+def _capture_sig(v) -> Any:
+    t = type(v)
+    if t is bool or t is int or t is float:
+        return t
+    if isinstance(v, np.generic):
+        return v.dtype
+    try:
+        hash(v)
+        return v
+    except TypeError:
+        return ("unhashable", id(v))
+
+
+def _slot_sig(src, env) -> tuple:
+    if src.code is None:
+        return (src,)
+    return (src.code,) + tuple(_capture_sig(env[c]) for c in src.captures if c in env)
+
+
+def initial_element(source: Source, dts: tuple, lw: Lowering):
+    """The element value the first lambda sees, and the program's inputs."""
+    if source.kind == "range":
+        start = lw.b.param(("range", 0), "int64")
+        step = lw.b.param(("range", 2), "int64")
+        idx = E.Binary("add", start, E.Binary("mul", E.Index(), step, "int64"), "int64")
+        return Scalar(idx, None), []
+    inputs = [InputSpec(f"in{i}", d) for i, d in enumerate(dts)]
+    loads = [Scalar(E.Load(i, d), None) for i, d in enumerate(dts)]
+    if source.kind == "array":
+        return loads[0], inputs
+    if source.kind == "zip":
+        return TupleVal(tuple(loads)), inputs
+    return RecordVal(tuple(zip(source.fields, loads))), inputs
+
+
+def lower(source: Source, dts: tuple, ops: tuple, term: TerminalReq, infos: list,
+          name: str = "qc_query") -> Lowered:
+    """Fuse source + chain + terminal into one pass (no compilation)."""
+    lw = Lowering(infos, name)
+    element, inputs = initial_element(source, dts, lw)
+    element = lw.chain(element, tuple((kind, i) for i, (kind, _) in enumerate(ops)))
+    if term.name in ("to_array", "to_list"):
+        return lw.to_array(inputs, element)
+    slot = len(ops)
+    specs = []
+    for _, spec in term.specs:
+        if spec.fn is not None:
+            specs.append((spec, slot))
+            slot += 1
+        else:
+            specs.append((spec, None))
+    return lw.reduce(inputs, element, specs, term.standalone)
+
+
+def param_values(lowered: Lowered, infos: list, source: Source) -> list:
+    out = []
+    for key in lowered.bindings:
+        where, name, dtype = key
+        v = source.range_args[name] if where == "range" else infos[where][1][name]
+        try:
+            out.append(np.dtype(dtype).type(v))
+        except (OverflowError, ValueError, TypeError) as exc:
+            raise QueryError(f"captured value {name!r} = {v!r} does not fit the parameter type "
+                             f"{dtype} it was compiled for ({exc})") from None
+    return out
+
+
+def run(q, term: TerminalReq):
+    """Execute `term` on query `q`; returns the user's value."""
+    t0 = now_ms()
+    source = q._source
+    cols = source.columns()
+    n = source.length(cols)
+    dts = tuple(str(c.dtype) for c in cols)
+    fns = [fn for _, fn in q._ops] + term.fns()
+    infos = [slot_info(fn) for fn in fns]
+    on_device = any(is_device_array(c) for c in cols)
+    name = q._backend if q._backend != "auto" else registry.choose_auto(n, on_device)
+    trace = Trace(backend=name, terminal=term.name, n=n)
+    sig = (name, source.kind, source.fields, dts, tuple(k for k, _ in q._ops), term.signature(),
+           tuple(_slot_sig(*info) for info in infos))
+    try:
+        result = _execute(sig, name, source, cols, n, dts, q, term, infos, trace)
+    except Exception as exc:
+        if q._backend != "auto" or name in ("cpu", "numpy") or isinstance(exc, QueryError):
+            raise
+        registry.mark_broken(name, f"{type(exc).__name__}: {exc}")
+        trace = Trace(backend="cpu", terminal=term.name, n=n,
+                      fallback=f"{name} failed at run time ({type(exc).__name__}: {exc}); reran on cpu")
+        sig = ("cpu",) + sig[1:]
+        result = _execute(sig, "cpu", source, cols, n, dts, q, term, infos, trace)
+    trace.total_ms = now_ms() - t0
+    _last[0] = trace
+    return result
+
+
+def _execute(sig, name, source, cols, n, dts, q, term, infos, trace):
+    hit = _memo.get(sig)
+    if hit is None:
+        backend = registry.require(name)
+        lowered = lower(source, dts, q._ops, term, infos)
+        prepared = backend.prepare(lowered.pass_)
+        _memo[sig] = hit = (lowered, prepared)
+        origin, compile_ms = getattr(prepared, "origin", "compiled"), getattr(prepared, "compile_ms", 0.0)
+    else:
+        memory_stats["hits"] += 1
+        origin, compile_ms = "memory", 0.0
+    lowered, prepared = hit
+    params = param_values(lowered, infos, source)
+    first = len(trace.kernels)
+    raw = prepared.run(cols, params, n, trace)
+    for k in trace.kernels[first:]:
+        k.cache = origin
+        k.compile_ms = compile_ms if origin != "memory" else 0.0
+    return assemble(lowered, raw, term)
+
+
+def assemble(lowered: Lowered, raw, term: TerminalReq):
+    if term.name in ("to_array", "to_list"):
+        arrays = tuple(raw)
+        if term.name == "to_list":
+            lists = [a.tolist() for a in arrays]
+            if lowered.shape == "scalar":
+                return lists[0]
+            if lowered.shape == "tuple":
+                return list(zip(*lists))
+            return [dict(zip(lowered.fields, row)) for row in zip(*lists)]
+        if lowered.shape == "scalar":
+            return arrays[0]
+        if lowered.shape == "tuple":
+            return arrays
+        return dict(zip(lowered.fields, arrays))
+    values = {key: T.finish(f, raw, spec, spec.kind if term.standalone else f"{key} ({spec.kind})")
+              for f, (key, spec) in zip(lowered.finishes, term.specs)}
+    return values if not term.standalone else next(iter(values.values()))
+
+
+def last_trace() -> Trace:
+    """What the last terminal operator did (backend, kernels, cache origin, times, fallback)."""
+    return _last[0]

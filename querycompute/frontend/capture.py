@@ -1,0 +1,264 @@
+"""Find the source AST of a lambda (or single-`return` def) from its function object.
+
+Python keeps no AST at run time, so we re-parse the defining file (through `linecache`, which
+also knows IPython cells) and pin the exact node with the code object's `co_positions()`:
+every instruction carries the (line, column) span of the source it came from, so the
+innermost lambda whose *body* contains all those spans is the one that was compiled into this
+code object. That works for several lambdas on one line, nested lambdas, multi-line chains and
+backslash continuations; columns are UTF-8 byte offsets both in `ast` and in `co_positions`.
+
+Results are cached per code object (every call of `lambda v: ...` inside a loop shares one
+code object), so a warm query never re-parses.
+"""
+from __future__ import annotations
+
+import ast
+import builtins
+import linecache
+import math
+import types
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+
+from ..errors import UnsupportedLambdaError
+
+ACCEPTED = ("a lambda (lambda v: v * 2) or a def function whose body is a single "
+            "`return expr`")
+NO_SOURCE_HINT = ("define the function in a .py file or in IPython/Jupyter (whose cells "
+                  "linecache can read), not in the plain REPL or an exec'd string")
+# Names a text chain (CLI query) may use without a value: the modules a lambda calls into.
+TEXT_MODULES = {"np": np, "numpy": np, "math": math}
+# Nested scopes have their own parameters: their free names are not the lambda's captures
+# (translate rejects these constructs with a precise message anyway).
+_SCOPES = (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+
+
+@dataclass(frozen=True)
+class LambdaSource:
+    """A lambda's parsed form: parameter names, body expression and the free names it reads."""
+    params: tuple[str, ...]
+    body: ast.expr
+    filename: str
+    captures: tuple[str, ...]
+    code: Optional[types.CodeType]
+    text: str
+
+    def where(self, node: ast.AST) -> str:
+        """'file:line:col' of a node of this lambda (col 1-based, UTF-8 bytes as in ast)."""
+        return f"{self.filename}:{node.lineno}:{node.col_offset + 1}"
+
+
+# id(code) -> (code, LambdaSource, capture plan). The code object is kept so its id stays
+# unique; code objects are compared by identity because equal-looking lambdas at the same
+# line/column of two different files compare equal as code objects.
+_by_code: dict[int, tuple[types.CodeType, LambdaSource, tuple]] = {}
+# filename -> (source text, [(kind, name, body_start, body_end, node)])
+_by_file: dict[str, tuple[str, list]] = {}
+
+
+def lambda_source(fn) -> LambdaSource:
+    """The LambdaSource of a Python function; raises UnsupportedLambdaError if it has none."""
+    code = getattr(fn, "__code__", None)
+    if code is not None:
+        hit = _by_code.get(id(code))
+        if hit is not None and hit[0] is code:
+            return hit[1]
+    if not isinstance(fn, types.FunctionType):
+        raise UnsupportedLambdaError(
+            f"expected {ACCEPTED}; got {_describe_callable(fn)}. Wrap it in a lambda, "
+            f"e.g. lambda v: f(v) with f one of the supported math/numpy functions",
+            construct=type(fn).__name__)
+    src = _find(fn, code)
+    plan = tuple((name, code.co_freevars.index(name) if name in code.co_freevars else None)
+                 for name in src.captures)
+    _by_code[id(code)] = (code, src, plan)
+    return src
+
+
+def capture_values(fn, src: LambdaSource) -> dict[str, object]:
+    """Current values of src.captures: closure cells first, then globals, then builtins.
+
+    For a text chain (src.code is None, pass fn=None) the only names are numpy/math/builtins.
+    """
+    if src.code is None:
+        return {name: _text_value(name, src) for name in src.captures}
+    hit = _by_code.get(id(fn.__code__))
+    if hit is None or hit[0] is not fn.__code__:
+        lambda_source(fn)
+        hit = _by_code[id(fn.__code__)]
+    closure = fn.__closure__
+    glob = fn.__globals__
+    bins = fn.__builtins__
+    if not isinstance(bins, dict):
+        bins = vars(bins)
+    out = {}
+    for name, cell in hit[2]:
+        if cell is not None:
+            try:
+                out[name] = closure[cell].cell_contents
+            except ValueError:
+                raise _unbound(src, name, "it is a closure variable not assigned yet") from None
+        elif name in glob:
+            out[name] = glob[name]
+        elif name in bins:
+            out[name] = bins[name]
+        else:
+            raise _unbound(src, name, "it is neither a local of an enclosing function, "
+                                      "a global nor a builtin")
+    return out
+
+
+def free_names(params, body: ast.expr) -> tuple[str, ...]:
+    """Names read in `body` that are not parameters, in first-appearance order."""
+    seen: dict[str, None] = {}
+    stack = [body]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Name) and node.id not in params:
+            seen.setdefault(node.id, None)
+        if isinstance(node, _SCOPES):
+            continue
+        stack.extend(reversed(list(ast.iter_child_nodes(node))))
+    return tuple(seen)
+
+
+def _text_value(name: str, src: LambdaSource):
+    if name in TEXT_MODULES:
+        return TEXT_MODULES[name]
+    if hasattr(builtins, name):
+        return getattr(builtins, name)
+    raise _unbound(src, name, "a query text has no variables")
+
+
+def _unbound(src: LambdaSource, name: str, why: str) -> UnsupportedLambdaError:
+    node = next((n for n in ast.walk(src.body) if isinstance(n, ast.Name) and n.id == name),
+                src.body)
+    return UnsupportedLambdaError(f"name {name!r} has no value: {why}", src.where(node),
+                                  construct="name")
+
+
+def _describe_callable(fn) -> str:
+    if isinstance(fn, np.ufunc):
+        return f"the numpy ufunc {fn.__name__!r}"
+    if isinstance(fn, (types.BuiltinFunctionType, types.BuiltinMethodType)):
+        return f"the builtin function {getattr(fn, '__name__', fn)!r}"
+    if isinstance(fn, types.MethodType):
+        return f"the bound method {fn.__qualname__!r} (methods are not supported)"
+    if isinstance(fn, type):
+        return f"the class {fn.__name__!r}"
+    return f"a {type(fn).__module__}.{type(fn).__qualname__} object"
+
+
+def _spans(fn, code) -> list[tuple[int, int, int, int]]:
+    positions = list(code.co_positions())
+    spans = [p for p in positions if None not in p and (p[0], p[2]) != (p[1], p[3])]
+    if not spans and any(p[0] is not None and p[2] is None for p in positions):
+        raise UnsupportedLambdaError(
+            f"the source of {fn.__qualname__} can't be located: Python runs without column "
+            f"positions (-X no_debug_ranges or PYTHONNODEBUGRANGES); run without it",
+            f"{code.co_filename}:{code.co_firstlineno}", construct="source")
+    return spans
+
+
+def _find(fn, code) -> LambdaSource:
+    filename = code.co_filename
+    lines = linecache.getlines(filename, fn.__globals__)
+    if not lines:
+        raise UnsupportedLambdaError(
+            f"no source for {fn.__qualname__} (defined in {filename!r}); {NO_SOURCE_HINT}",
+            f"{filename}:{code.co_firstlineno}", construct="source")
+    text, index = _file_index(filename, "".join(lines))
+    is_lambda = code.co_name == "<lambda>"
+    kinds = (ast.Lambda,) if is_lambda else (ast.FunctionDef, ast.AsyncFunctionDef)
+    cands = [c for c in index if isinstance(c[4], kinds) and (is_lambda or c[1] == code.co_name)]
+    spans = _spans(fn, code)
+    if spans:
+        first = min((s[0], s[2]) for s in spans)
+        last = max((s[1], s[3]) for s in spans)
+        inside = [c for c in cands if c[2] <= first and last <= c[3]]
+    else:   # a body with no located instruction: fall back to the definition's line
+        inside = [c for c in cands if c[4].lineno == code.co_firstlineno]
+    if not inside:
+        raise UnsupportedLambdaError(
+            f"the source of {fn.__qualname__} in {filename} does not match its code "
+            f"(was the file edited after it was imported?); reload the module",
+            f"{filename}:{code.co_firstlineno}", construct="source")
+    node = max(inside, key=lambda c: (c[2], (-c[3][0], -c[3][1])))[4]
+    return _make(node, code, filename, text)
+
+
+def _file_index(filename: str, text: str):
+    hit = _by_file.get(filename)
+    if hit is not None and hit[0] == text:
+        return hit
+    try:
+        tree = ast.parse(text, filename)
+    except SyntaxError as e:
+        raise UnsupportedLambdaError(f"can't parse the source file: {e}", filename,
+                                     construct="source") from None
+    index = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Lambda):
+            b = node.body
+            index.append(("lambda", "<lambda>", (b.lineno, b.col_offset),
+                          (b.end_lineno, b.end_col_offset), node))
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            first, last = node.body[0], node.body[-1]
+            index.append(("def", node.name, (first.lineno, first.col_offset),
+                          (last.end_lineno, last.end_col_offset), node))
+    _by_file[filename] = (text, index)
+    return text, index
+
+
+def _make(node, code, filename: str, text: str) -> LambdaSource:
+    where = f"{filename}:{node.lineno}:{node.col_offset + 1}"
+    params = _params(node.args, where)
+    if isinstance(node, ast.Lambda):
+        body = node.body
+    else:
+        body = _def_body(node, where, filename)
+    if code is not None and tuple(code.co_varnames[:code.co_argcount]) != params:
+        raise UnsupportedLambdaError(
+            f"the source found for this function declares parameters {params} but the code "
+            f"has {code.co_varnames[:code.co_argcount]} (was the file edited after import?)",
+            where, construct="source")
+    return LambdaSource(params=params, body=body, filename=filename,
+                        captures=free_names(params, body), code=code,
+                        text=ast.get_source_segment(text, node) or "")
+
+
+def _params(args: ast.arguments, where: str) -> tuple[str, ...]:
+    problems = []
+    if args.defaults or any(d is not None for d in args.kw_defaults):
+        problems.append("default values")
+    if args.vararg:
+        problems.append(f"*{args.vararg.arg}")
+    if args.kwarg:
+        problems.append(f"**{args.kwarg.arg}")
+    if args.kwonlyargs:
+        problems.append("keyword-only parameters")
+    if problems:
+        raise UnsupportedLambdaError(
+            f"parameters with {', '.join(problems)} are not supported; use plain positional "
+            f"parameters, one per element value", where, construct="parameters")
+    return tuple(a.arg for a in args.posonlyargs + args.args)
+
+
+def _def_body(node, where: str, filename: str) -> ast.expr:
+    if isinstance(node, ast.AsyncFunctionDef):
+        raise UnsupportedLambdaError(
+            f"async def {node.name} returns a coroutine, not a value; use a plain def or a "
+            f"lambda", where, construct="async def")
+    stmts = node.body
+    if (len(stmts) > 1 and isinstance(stmts[0], ast.Expr)
+            and isinstance(stmts[0].value, ast.Constant) and isinstance(stmts[0].value.value, str)):
+        stmts = stmts[1:]       # a docstring
+    if len(stmts) != 1 or not isinstance(stmts[0], ast.Return) or stmts[0].value is None:
+        bad = next((s for s in stmts if not isinstance(s, ast.Return)), stmts[0])
+        raise UnsupportedLambdaError(
+            f"def {node.name}: the body must be a single `return expr` (optionally after a "
+            f"docstring); found {type(bad).__name__} at line {bad.lineno}",
+            f"{filename}:{bad.lineno}:{bad.col_offset + 1}", construct=type(bad).__name__)
+    return stmts[0].value

@@ -1,0 +1,111 @@
+"""`.source()` and `.explain()`: show what a query compiles to, without running it.
+
+Both work on any machine: they lower the query for the requested terminal and ask the
+backend for its source / launch shapes, which need no device.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from codegen import pretty
+from codegen.program import Reduce
+
+from . import terminals as T
+from .backends import registry
+from .engine import TerminalReq, lower, slot_info
+from .errors import QueryError
+
+_PLAIN = {"to_array", "to_list", "sum", "min", "max", "mean", "count", "any", "all", "first"}
+
+
+def terminal_request(terminal: Any) -> TerminalReq:
+    """A terminal given by name ("sum"), by spec (qc.sum(f)) or as qc.agg(...)."""
+    if isinstance(terminal, str):
+        if terminal in ("to_array", "to_list"):
+            return TerminalReq(terminal)
+        if terminal in _PLAIN:
+            return TerminalReq(terminal, ((terminal, T.AggSpec(terminal)),))
+        raise QueryError(f"unknown terminal {terminal!r}; use one of {', '.join(sorted(_PLAIN))}, "
+                         f"an aggregate spec such as qc.sum(lambda v: v * v), or qc.agg(...)")
+    if isinstance(terminal, T.AggSpec):
+        return TerminalReq(terminal.kind, ((terminal.kind, terminal),))
+    if isinstance(terminal, T.AggBundle):
+        return TerminalReq("agg", terminal.specs, standalone=False)
+    raise QueryError(f"terminal must be a name, an aggregate spec or qc.agg(...), got {terminal!r}")
+
+
+def lower_for(q, terminal: Any):
+    term = terminal_request(terminal)
+    cols = q._source.columns()
+    dts = tuple(str(c.dtype) for c in cols)
+    infos = [slot_info(fn) for fn in [f for _, f in q._ops] + term.fns()]
+    return lower(q._source, dts, q._ops, term, infos), term, cols, infos
+
+
+def source(q, backend: str, terminal: Any) -> str:
+    lowered, *_ = lower_for(q, terminal)
+    return registry.get(backend).source(lowered.pass_)
+
+
+def _element_bytes(dtypes) -> int:
+    return sum(np.dtype(d).itemsize for d in dtypes)
+
+
+def explain(q, backend: str | None, terminal: Any) -> str:
+    lowered, term, cols, infos = lower_for(q, terminal)
+    p = lowered.pass_
+    n = q._source.length(cols)
+    name = backend or (q._backend if q._backend != "auto" else registry.choose_auto(n, False))
+    src = q._source
+    out = ["operation graph:"]
+    if src.kind == "range":
+        out.append(f"  source: range{src.range_args} -> int64, n={n}")
+    else:
+        desc = ", ".join(f"{f}:{c.dtype}" if src.fields else f"{c.dtype}[stride {c.strides[0] // c.itemsize}]"
+                         for f, c in zip(src.fields or [""] * len(cols), cols))
+        out.append(f"  source: {src.kind}({desc}), n={n}")
+    for i, (kind, _) in enumerate(q._ops):
+        out.append(f"  {i + 1}. {kind:<6} {infos[i][0].text}")
+    fn_texts = [infos[len(q._ops) + j][0].text for j in range(len(term.fns()))]
+    out.append(f"  terminal: {term.name}" + (f" ({'; '.join(fn_texts)})" if fn_texts else ""))
+    out.append("fused plan: 1 pass (every select/where and the terminal in one kernel"
+               + (", plus a finalize stage" if isinstance(p.terminal, Reduce) else "") + ")")
+    prog = p.program
+    if prog.params:
+        out.append("  parameters: " + ", ".join(f"{ps.name}:{ps.dtype}" for ps in prog.params))
+    out += [f"  {line}" for line in pretty.program_lines(prog)]
+    if isinstance(p.terminal, Reduce):
+        out += [f"  aggregate {pretty.agg_text(a)}" for a in p.terminal.aggs]
+    else:
+        outs = ", ".join(f"{pretty.fmt(e)}:{e.dtype}" for e in prog.outputs)
+        out.append(f"  store in order{' (compacted)' if prog.has_filter else ''}: {outs}")
+    out.append(f"kernels ({name}):")
+    try:
+        for k in registry.get(name).launch_shape(p, n):
+            out.append(f"  {k['name']}: grid={k['grid']} block={k['block']}")
+    except ImportError as exc:
+        out.append(f"  (launch shapes unavailable: {exc})")
+    out += _traffic(lowered)
+    return "\n".join(out)
+
+
+def _traffic(lowered) -> list[str]:
+    """Bytes per element of the fused pass against one kernel per operator."""
+    prog = lowered.pass_.program
+    read = _element_bytes(i.dtype for i in prog.inputs)
+    reduce = isinstance(lowered.pass_.terminal, Reduce)
+    written = 0 if reduce else _element_bytes(prog.output_dtypes)
+    # Unfused: every operator is its own kernel that reads its input element and writes its
+    # result (a filter writes a flag byte, then compaction reads and writes the element);
+    # the terminal reads the last result.
+    unfused, current = 0, read
+    for kind, width in lowered.steps:
+        unfused += current + (width if kind == "select" else 1 + 2 * current)
+        current = width
+    unfused += current + written
+    return [f"memory traffic per element: fused reads {read} B, writes {written} B"
+            + (" (plus one partial per block)" if reduce else " (at most: only survivors are written)"),
+            f"  one kernel per operator instead would move about {unfused} B per element "
+            f"({unfused / max(read + written, 1):.1f}x the fused pass)"]

@@ -1,0 +1,134 @@
+"""The fluent, lazy `Query`: sources, select/where/on, terminal operators, introspection.
+
+A Query is immutable: every lazy operator returns a new one sharing the source, so a query can
+be reused and extended. Nothing is read or compiled until a terminal operator runs
+(see engine.py for that path).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from . import engine
+from . import terminals as T
+from .backends import registry
+from .errors import QueryError
+from .sources import Source, from_args, from_range, validated
+
+_TERMINAL_NAMES = ("to_array", "to_list", "sum", "min", "max", "mean", "count", "any", "all", "first")
+
+
+class Query:
+    __slots__ = ("_source", "_ops", "_backend")
+
+    def __init__(self, source: Source, ops: tuple = (), backend: str = "auto"):
+        self._source = source
+        self._ops = ops            # ((kind, fn), ...), kind "select" | "where"
+        self._backend = backend
+
+    def __repr__(self) -> str:
+        chain = "".join(f".{k}(...)" for k, _ in self._ops)
+        return f"<Query {self._source.kind}{chain} on {self._backend}>"
+
+    # -- lazy operators ---------------------------------------------------------------------
+    def _with(self, kind: str, fn) -> "Query":
+        if not callable(fn) and not hasattr(fn, "body"):
+            raise TypeError(f"{kind}() takes a function (a lambda), got {type(fn).__name__}")
+        return Query(self._source, self._ops + ((kind, fn),), self._backend)
+
+    def select(self, f) -> "Query":
+        """Map every element with f (scalar, tuple or dict-literal record result)."""
+        return self._with("select", f)
+
+    def where(self, pred) -> "Query":
+        """Keep the elements for which pred is true; order is preserved."""
+        return self._with("where", pred)
+
+    def on(self, backend: str) -> "Query":
+        """Pin a backend: "auto", "numpy", "cpu", "cuda", "opencl" or "metal"."""
+        if backend != "auto" and backend not in registry.NAMES:
+            raise QueryError(f"unknown backend {backend!r}; choose one of: auto, {', '.join(registry.NAMES)}")
+        return Query(self._source, self._ops, backend)
+
+    # -- terminal operators -----------------------------------------------------------------
+    def _run(self, name: str, spec: T.AggSpec | None = None):
+        specs = ((name, spec),) if spec is not None else ()
+        return engine.run(self, engine.TerminalReq(name, specs))
+
+    def to_array(self):
+        """Elements as an array (tuple of arrays for tuples, dict of arrays for records)."""
+        return self._run("to_array")
+
+    def to_list(self) -> list:
+        return self._run("to_list")
+
+    def sum(self, f=None):
+        return self._run("sum", T.AggSpec("sum", f))
+
+    def min(self, f=None, *, default=T.NO_DEFAULT):
+        return self._run("min", T.AggSpec("min", f, default))
+
+    def max(self, f=None, *, default=T.NO_DEFAULT):
+        return self._run("max", T.AggSpec("max", f, default))
+
+    def mean(self, f=None, *, default=T.NO_DEFAULT):
+        return self._run("mean", T.AggSpec("mean", f, default))
+
+    def count(self, pred=None) -> int:
+        return self._run("count", T.AggSpec("count", pred))
+
+    def any(self, pred=None) -> bool:
+        return self._run("any", T.AggSpec("any", pred))
+
+    def all(self, pred=None) -> bool:
+        return self._run("all", T.AggSpec("all", pred))
+
+    def first(self, pred=None, *, default=T.NO_DEFAULT):
+        return self._run("first", T.AggSpec("first", pred, default))
+
+    def aggregate(self, func, seed):
+        """Fold with an associative func(acc, v) whose identity is seed."""
+        if not callable(func) and not hasattr(func, "body"):
+            raise TypeError(f"aggregate() takes a function func(acc, v), got {type(func).__name__}")
+        return self._run("aggregate", T.AggSpec("fold", func, seed=seed))
+
+    def agg(self, **named) -> dict:
+        """Several aggregates in one pass: q.agg(total=qc.sum, peak=qc.max, n=qc.count)."""
+        return engine.run(self, engine.TerminalReq("agg", _agg_specs(named), standalone=False))
+
+    # -- introspection ----------------------------------------------------------------------
+    def lowered(self, terminal: Any = "to_array"):
+        """The fused plan for `terminal` (no compile, no run). Used by source() and explain()."""
+        from .introspect import lower_for
+        return lower_for(self, terminal)
+
+    def source(self, backend: str = "cuda", terminal: Any = "to_array") -> str:
+        """Every kernel of the plan in `backend`'s dialect; needs no device."""
+        from .introspect import source
+        return source(self, backend, terminal)
+
+    def explain(self, backend: str | None = None, terminal: Any = "to_array") -> str:
+        """The operation graph, the fused plan, launch shapes and bytes moved per element."""
+        from .introspect import explain
+        return explain(self, backend, terminal)
+
+
+def _agg_specs(named: dict) -> tuple:
+    if not named:
+        raise TypeError("agg() needs at least one named aggregate, e.g. q.agg(total=qc.sum)")
+    out = []
+    for key, spec in named.items():
+        if not isinstance(spec, T.AggSpec) or spec.kind not in T.AGG_SPEC_KINDS:
+            raise TypeError(f"agg({key}=...) must be qc.sum, qc.min, qc.max, qc.mean or qc.count "
+                            f"(optionally called with a function), got {spec!r}")
+        out.append((key, spec))
+    return tuple(out)
+
+
+def query(*arrays, **columns) -> Query:
+    """qc.query(x) / qc.query(a, b) / qc.query(table) / qc.query(price=p, qty=q)."""
+    return Query(validated(from_args(arrays, columns)))
+
+
+def range(start, stop=None, step=1) -> Query:  # noqa: A001  (mirrors Python's range)
+    """int64 indexes: qc.range(stop) or qc.range(start, stop, step=1)."""
+    return Query(from_range(start, stop, step))

@@ -1,0 +1,126 @@
+"""What a query reads: one array, a zip of arrays, a table of named columns, or a range.
+
+A `Source` holds references only; arrays are read when a terminal operator runs (deferred
+execution), so an in-place change between building the query and running it is seen.
+`columns()` is called once per terminal run and returns the 1-D arrays to pass to the kernel.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from codegen import dtypes
+
+KINDS = ("array", "zip", "table", "range")
+
+
+def _cupy_module():
+    import sys
+    return sys.modules.get("cupy")
+
+
+def is_device_array(a: Any) -> bool:
+    """A CuPy array (lives on a CUDA device); we never import cupy just to ask."""
+    cp = _cupy_module()
+    return cp is not None and isinstance(a, cp.ndarray)
+
+
+def _as_1d(a: Any, what: str):
+    """Accept numpy/cupy arrays and anything with __array__ / DLPack; reject what kernels can't hold."""
+    if not is_device_array(a) and not isinstance(a, np.ndarray):
+        if hasattr(a, "__array__"):
+            a = np.asarray(a)
+        elif hasattr(a, "__dlpack__"):
+            a = np.from_dlpack(a)
+        else:
+            raise TypeError(f"{what} must be an array (numpy, cupy, or anything with __array__ "
+                            f"or __dlpack__), got {type(a).__name__}")
+    if a.ndim != 1:
+        raise TypeError(f"{what} has {a.ndim} dimensions; queries read 1-D arrays "
+                        f"(flatten it with .ravel(), or query one column/row at a time)")
+    try:
+        dtypes.normalize(a.dtype)
+    except TypeError:
+        raise TypeError(f"{what} has dtype {a.dtype}; supported element types are "
+                        f"{', '.join(dtypes.ALL)} (object, string and complex arrays are not)") from None
+    return a
+
+
+class Source:
+    """kind + how to get the columns. `fields` names the record fields of a table."""
+    __slots__ = ("kind", "_items", "fields", "range_args")
+
+    def __init__(self, kind: str, items: tuple, fields: tuple[str, ...] = (), range_args=None):
+        self.kind = kind
+        self._items = items            # arrays, or (table object,) for DataFrames
+        self.fields = fields
+        self.range_args = range_args   # (start, stop, step) for ranges
+
+    def columns(self) -> tuple:
+        """The 1-D arrays to read, in input order (validated; reads DataFrame columns now)."""
+        if self.kind == "range":
+            return ()
+        if self.kind == "table" and len(self._items) == 1 and not isinstance(self._items[0], np.ndarray) \
+                and hasattr(self._items[0], "columns"):
+            frame = self._items[0]
+            cols = tuple(_as_1d(frame[f].to_numpy(), f"column {f!r}") for f in self.fields)
+        elif self.kind == "table" and len(self._items) == 1 and isinstance(self._items[0], np.ndarray):
+            rec = self._items[0]
+            cols = tuple(_as_1d(rec[f], f"field {f!r}") for f in self.fields)
+        else:
+            names = self.fields or tuple(f"input {i}" for i in range(len(self._items)))
+            cols = tuple(_as_1d(a, str(nm)) for a, nm in zip(self._items, names))
+        if len({len(c) for c in cols}) > 1:
+            lens = ", ".join(f"{nm}={len(c)}" for nm, c in zip(self.fields or range(len(cols)), cols))
+            raise ValueError(f"zipped inputs must have equal lengths, got {lens}")
+        return cols
+
+    def length(self, cols: tuple) -> int:
+        if self.kind == "range":
+            start, stop, step = self.range_args
+            return len(range(start, stop, step))
+        return len(cols[0])
+
+
+def from_args(args: tuple, named: dict) -> Source:
+    """Interpret qc.query(...)'s arguments."""
+    if named:
+        if args:
+            raise TypeError("qc.query takes either positional arrays or named columns, not both")
+        return Source("table", tuple(named.values()), tuple(named))
+    if not args:
+        raise TypeError("qc.query needs at least one array (or named columns: qc.query(price=p, qty=q))")
+    if len(args) == 1:
+        x = args[0]
+        if isinstance(x, dict):
+            if not x:
+                raise TypeError("qc.query got an empty dict; give it at least one column")
+            for k in x:
+                if not isinstance(k, str) or not k.isidentifier():
+                    raise TypeError(f"table column names must be identifiers, got {k!r}")
+            return Source("table", tuple(x.values()), tuple(x))
+        if isinstance(x, np.ndarray) and x.dtype.names:
+            return Source("table", (x,), tuple(x.dtype.names))
+        if hasattr(x, "columns") and hasattr(x, "dtypes") and not hasattr(x, "__dlpack__"):
+            cols = tuple(str(c) for c in x.columns)
+            return Source("table", (x,), cols)
+        return Source("array", (x,))
+    return Source("zip", tuple(args))
+
+
+def validated(src: Source) -> Source:
+    """Check shapes and dtypes when the query is built, so the error points at qc.query(...)."""
+    src.columns()
+    return src
+
+
+def from_range(start: int, stop: int | None, step: int) -> Source:
+    if stop is None:
+        start, stop = 0, start
+    for v, nm in ((start, "start"), (stop, "stop"), (step, "step")):
+        if not isinstance(v, (int, np.integer)) or isinstance(v, bool):
+            raise TypeError(f"qc.range {nm} must be an integer, got {v!r}")
+    if step == 0:
+        raise ValueError("qc.range step must not be zero")
+    return Source("range", (), range_args=(int(start), int(stop), int(step)))

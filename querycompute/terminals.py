@@ -1,0 +1,130 @@
+"""Terminal operators as data: what to compute (AggSpec) and how raw kernel results become
+the user's values (NumPy result dtypes, empty-sequence rules, mean = sum / count).
+
+`qc.sum`, `qc.min`, `qc.max`, `qc.mean`, `qc.count` are AggSpec objects: usable bare
+(`q.agg(total=qc.sum)`) or called with a final select (`qc.sum(lambda v: v * v)`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .errors import EmptySequenceError
+
+
+class _NoDefault:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<no default>"
+
+
+NO_DEFAULT = _NoDefault()
+
+# Aggregate kinds that need at least one element unless a default is given.
+NEEDS_ELEMENT = ("min", "max", "mean", "first")
+
+
+@dataclass(frozen=True)
+class AggSpec:
+    """One aggregate: kind, optional lambda (final select, or predicate for count/any/all/first),
+    default for empty sequences, seed for `aggregate`."""
+    kind: str
+    fn: Any = None
+    default: Any = NO_DEFAULT
+    seed: Any = None
+
+    def __call__(self, f=None, *, default=NO_DEFAULT) -> "AggSpec":
+        if self.fn is not None:
+            raise TypeError(f"qc.{self.kind}(...) already has a function; call qc.{self.kind}(f) once")
+        if f is not None and not callable(f) and not hasattr(f, "body"):
+            raise TypeError(f"qc.{self.kind} takes a function (a lambda), got {type(f).__name__}")
+        if default is not NO_DEFAULT and self.kind not in NEEDS_ELEMENT:
+            raise TypeError(f"qc.{self.kind} never needs default=: it is defined on empty sequences")
+        return AggSpec(self.kind, f, default, self.seed)
+
+    def __repr__(self) -> str:
+        return f"qc.{self.kind}" + ("(<fn>)" if self.fn is not None else "")
+
+
+sum = AggSpec("sum")      # noqa: A001  (public API names mirror the terminal operators)
+min = AggSpec("min")      # noqa: A001
+max = AggSpec("max")      # noqa: A001
+mean = AggSpec("mean")
+count = AggSpec("count")
+AGG_SPEC_KINDS = ("sum", "min", "max", "mean", "count")
+
+
+def sum_dtype(d: str) -> tuple[str, str]:
+    """(accumulator, result) dtypes of np.sum over `d` (int32 sum -> int64, float16 in float32)."""
+    if d == "bool" or d in ("int8", "int16", "int32", "int64"):
+        return "int64", "int64"
+    if d in ("uint8", "uint16", "uint32", "uint64"):
+        return "uint64", "uint64"
+    if d == "float16":
+        return "float32", "float16"
+    return d, d
+
+
+def mean_dtype(d: str) -> tuple[str, str]:
+    """(accumulator, result) dtypes of np.mean over `d`."""
+    if d in ("float16", "float32"):
+        return "float32", d
+    return "float64", "float64"
+
+
+@dataclass(frozen=True)
+class Finish:
+    """How one spec's raw results become its value: indexes into the raw result list."""
+    kind: str
+    agg: int                 # index of the spec's own Agg in the Reduce
+    count: int = -1          # index of the shared count Agg (min/max/mean), else -1
+    result_dtype: str = ""
+    shape: str = "scalar"    # first: "scalar" | "tuple" | "record"
+    fields: tuple = ()       # first on records: field names
+    bool_flip: bool = False  # min/max over bool are computed as all/any
+
+
+def finish(f: Finish, raw: list, spec: AggSpec, what: str) -> Any:
+    """Turn raw backend results into the user's value for one spec."""
+    r = raw[f.agg]
+    if f.kind in ("count",):
+        return int(r)
+    if f.kind in ("any", "all"):
+        return bool(r)
+    if f.kind == "first":
+        index, values = r
+        if index < 0:
+            return _empty(spec, what)
+        if f.shape == "scalar":
+            return values[0]
+        if f.shape == "record":
+            return dict(zip(f.fields, values))
+        return tuple(values)
+    if f.kind in ("min", "max", "mean") and int(raw[f.count]) == 0:
+        return _empty(spec, what)
+    if f.kind == "mean":
+        n = int(raw[f.count])
+        acc = np.dtype(f.result_dtype if f.result_dtype != "float16" else "float32").type
+        return np.dtype(f.result_dtype).type(acc(r) / n)
+    return np.dtype(f.result_dtype).type(r)
+
+
+def _empty(spec: AggSpec, what: str):
+    if spec.default is NO_DEFAULT:
+        raise EmptySequenceError(f"{what} of an empty sequence (no element survived); "
+                                 f"pass default=... to get a value instead")
+    return spec.default
+
+
+@dataclass(frozen=True)
+class AggBundle:
+    """qc.agg(name=spec, ...): several aggregates, for .source()/.explain() terminals."""
+    specs: tuple
+
+
+def agg(**named) -> AggBundle:
+    from .query import _agg_specs
+    return AggBundle(_agg_specs(named))
