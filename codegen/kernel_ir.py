@@ -50,6 +50,15 @@ class KCast:
 
 
 @dataclass(frozen=True)
+class KSelect:
+    """cond ? a : b (only the chosen operand is evaluated)."""
+    cond: "KExpr"
+    a: "KExpr"
+    b: "KExpr"
+    dtype: str
+
+
+@dataclass(frozen=True)
 class KThread:
     """A thread coordinate (1-D). kind: local_id, group_id, local_size, num_groups,
     lane (index in warp/SIMD group), warp (warp/SIMD group index in the block)."""
@@ -84,7 +93,7 @@ class Elem:
         return self.expr.dtype
 
 
-KExpr = Union[KVar, KConst, KOp, KCast, KThread, KLoad, KShuffleDown, Elem]
+KExpr = Union[KVar, KConst, KOp, KCast, KSelect, KThread, KLoad, KShuffleDown, Elem]
 
 
 # --- statements ---------------------------------------------------------------------------

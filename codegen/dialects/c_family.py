@@ -34,13 +34,16 @@ class CFamily:
     SHUFFLE_DOWN = ""                   # format with {v} {o}; "" = no shuffles
     SHUFFLE_TYPES: tuple[str, ...] = ()  # dtypes the shuffle accepts
     WARP_SIZE = 32
-    BITCAST = ""                        # format with {t} (type) and {v}: reinterpret bits
+    BITCAST: dict[str, str] = {}        # target dtype -> format with {v}: reinterpret bits
     FLOAT_SUFFIX = {"float32": "f", "float16": "f", "float64": ""}
     OPTIONS: tuple[str, ...] = ()
     UNSUPPORTED: dict[str, str] = {}    # dtype -> why this dialect can't hold it
+    FUNC = "static inline"              # qualifiers of prelude helper functions
+    UNROLL = "#pragma unroll"
 
     def __init__(self):
         self.helpers: dict[str, str] = {}
+        self.used_types: set[str] = set()    # e.g. OpenCL enables fp64 only when a double is used
 
     # ---- types ------------------------------------------------------------------------------
     def check(self, dtype: str) -> None:
@@ -50,10 +53,12 @@ class CFamily:
     def t(self, dtype: str) -> str:
         """Register type of a value of `dtype`."""
         self.check(dtype)
+        self.used_types.add(dtype)
         return self.TYPES[dtype]
 
     def storage(self, dtype: str) -> str:
         self.check(dtype)
+        self.used_types.add(dtype)
         return self.STORAGE.get(dtype, self.TYPES[dtype])
 
     def wide_unsigned(self, dtype: str) -> str:
@@ -62,7 +67,7 @@ class CFamily:
         return self.TYPES["uint64" if D.bits(dtype) == 64 else "uint32"]
 
     def bitcast(self, to: str, value: str) -> str:
-        return self.BITCAST.format(t=self.TYPES[to], v=value)
+        return self.BITCAST[to].format(v=value)
 
     # ---- helpers (prelude functions) --------------------------------------------------------
     def need(self, name: str) -> str:
@@ -198,10 +203,13 @@ class CFamily:
             return self.literal(e.value, e.dtype)
         if isinstance(e, K.KOp):
             return f"({self.kex(e.a)} {e.op} {self.kex(e.b)})"
+        if isinstance(e, K.KSelect):
+            return f"({self.kex(e.cond)} ? {self.kex(e.a)} : {self.kex(e.b)})"
         if isinstance(e, K.KCast):
-            return f"(({self.t(e.dtype)}){self.kex(e.x)})"
+            inner = self.THREAD[e.x.kind] if isinstance(e.x, K.KThread) else self.kex(e.x)
+            return f"(({self.t(e.dtype)}){inner})"
         if isinstance(e, K.KThread):
-            return self.THREAD[e.kind]
+            return f"(int){self.THREAD[e.kind]}"
         if isinstance(e, K.KLoad):
             return self.load(e.buffer, self.kex(e.index), e.dtype)
         if isinstance(e, K.KShuffleDown):
@@ -219,6 +227,11 @@ class CFamily:
         if dtype == "bool" and buf not in self._shared:
             return f"{buf}[{index}] = ({self.storage('bool')}){value};"
         return f"{buf}[{index}] = {value};"
+
+    def cond(self, e) -> str:
+        """A condition in if/for: the outer parentheses of a comparison are redundant there."""
+        text = self.kex(e)
+        return text[1:-1] if isinstance(e, K.KOp) else text
 
     # ---- statements -------------------------------------------------------------------------
     def stmts(self, body, depth: int) -> list[str]:
@@ -241,7 +254,7 @@ class CFamily:
         if isinstance(s, K.Barrier):
             return [f"{pad}{self.BARRIER};"]
         if isinstance(s, K.If):
-            lines = [f"{pad}if ({self.kex(s.cond)}) {{", *self.stmts(s.then, depth + 1)]
+            lines = [f"{pad}if ({self.cond(s.cond)}) {{", *self.stmts(s.then, depth + 1)]
             if s.orelse:
                 lines += [f"{pad}}} else {{", *self.stmts(s.orelse, depth + 1)]
             return lines + [f"{pad}}}"]
@@ -252,12 +265,10 @@ class CFamily:
                 step = f"{v.name} {s.step.op}= {self.kex(s.step.b)}"
             else:
                 step = f"{v.name} = {step}"
-            head = f"for ({self.t(v.dtype)} {v.name} = {self.kex(s.init)}; {self.kex(s.cond)}; {step}) {{"
+            head = f"for ({self.t(v.dtype)} {v.name} = {self.kex(s.init)}; {self.cond(s.cond)}; {step}) {{"
             return ([f"{pad}{self.UNROLL}"] if s.unroll and self.UNROLL else []) + \
                 [pad + head, *self.stmts(s.body, depth + 1), f"{pad}}}"]
         raise TypeError(f"not a statement: {s!r}")
-
-    UNROLL = "#pragma unroll"
 
     # ---- kernels ----------------------------------------------------------------------------
     def kernel(self, k: K.Kernel) -> str:

@@ -14,8 +14,7 @@ Backends use `disk_cache` (see DiskCache for the protocol) and `dump_source`.
 """
 from __future__ import annotations
 
-from .api import (CacheStats, clear, disk_cache, entries, find, note_memory_hit, prune,
-                  stats)
+from .api import CacheAPI, CacheStats, cache, disk_cache
 from .identity import nvrtc_identity, numba_identity, opencl_identity
 from .inventory import CacheEntry, Removal
 from .keys import FORMAT_VERSION, CacheKey, make_key
@@ -24,11 +23,20 @@ from .sizes import format_size, parse_size
 from .store import CacheWarning, DiskCache
 
 __all__ = [
-    "CacheEntry", "CacheKey", "CacheStats", "CacheWarning", "DiskCache", "FORMAT_VERSION",
-    "Removal", "clear", "disk_cache", "dump_source", "entries", "find", "format_size",
+    "CacheAPI", "CacheEntry", "CacheKey", "CacheStats", "CacheWarning", "DiskCache", "FORMAT_VERSION",
+    "Removal", "cache", "clear", "disk_cache", "dump_source", "entries", "find", "format_size",
     "make_key", "note_memory_hit", "numba_identity", "nvrtc_identity", "opencl_identity",
     "parse_size", "path", "prune", "stats",
 ]
+
+# The package itself answers like `cache`, so `querycompute.cache` works as `qc.cache`
+# whether it is reached as this module or as api.cache.
+entries = cache.entries
+find = cache.find
+stats = cache.stats
+clear = cache.clear
+prune = cache.prune
+note_memory_hit = cache.note_memory_hit
 
 
 def __getattr__(name: str):

@@ -3,6 +3,7 @@ process-wide store, plus the memory-hit counter the query layer calls."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 from . import inventory
 from .inventory import CacheEntry, Removal
@@ -35,56 +36,74 @@ class CacheStats:
         return asdict(self)
 
 
-def entries(backend: str | None = None) -> list[CacheEntry]:
-    """Every readable disk entry (of `backend` if given), most recently used first."""
-    found, _broken = inventory.scan(disk_cache.entries_root)
-    found = [e for e in found if backend is None or e.backend == backend]
-    return sorted(found, key=lambda e: (e.last_used, e.key), reverse=True)
+class CacheAPI:
+    """`qc.cache`: inspection and maintenance of a DiskCache (the process-wide one for the
+    `cache` object below; tests may wrap their own)."""
+
+    def __init__(self, store: DiskCache):
+        self.disk = store
+
+    @property
+    def path(self) -> Path:
+        """The cache root directory ($QUERYCOMPUTE_CACHE_DIR or the platform default)."""
+        return self.disk.path
+
+    def entries(self, backend: str | None = None) -> list[CacheEntry]:
+        """Every readable disk entry (of `backend` if given), most recently used first."""
+        found, _broken = inventory.scan(self.disk.entries_root)
+        found = [e for e in found if backend is None or e.backend == backend]
+        return sorted(found, key=lambda e: (e.last_used, e.key), reverse=True)
+
+    def find(self, key_prefix: str) -> CacheEntry:
+        """The one entry whose key starts with `key_prefix` (as `cache show` takes it);
+        KeyError saying what to do when none or several match."""
+        prefix = key_prefix.strip().lower()
+        if not prefix:
+            raise KeyError("give at least one hex digit of a cache key "
+                           "(see `querycompute cache list`)")
+        matches = [e for e in self.entries() if e.key.startswith(prefix)]
+        if not matches:
+            raise KeyError(f"no cache entry has a key starting with {key_prefix!r} in "
+                           f"{self.disk.path} (see `querycompute cache list`)")
+        if len(matches) > 1:
+            keys = ", ".join(e.key[:16] for e in matches[:5])
+            raise KeyError(f"{len(matches)} cache entries start with {key_prefix!r} "
+                           f"({keys}...): give more digits")
+        return matches[0]
+
+    def stats(self) -> CacheStats:
+        """This process's hits, misses and compiles, and the entries and bytes on disk."""
+        found, broken = inventory.scan(self.disk.entries_root)
+        by_backend: dict[str, int] = {}
+        for e in found:
+            by_backend[e.backend] = by_backend.get(e.backend, 0) + 1
+        c = self.disk.counters
+        return CacheStats(
+            path=str(self.disk.path), disk_enabled=self.disk.enabled,
+            disk_writable=self.disk.writable, memory_hits=c.memory_hits,
+            disk_hits=c.disk_hits, misses=c.misses, compiles=c.compiles,
+            compile_ms=round(c.compile_ms, 3), damaged=c.damaged, entries=len(found),
+            bytes=sum(e.size_bytes for e in found) + sum(map(inventory.directory_size, broken)),
+            incomplete=len(broken), disk_hits_all_time=sum(e.hit_count for e in found),
+            entries_by_backend=dict(sorted(by_backend.items())))
+
+    def clear(self, backend: str | None = None) -> Removal:
+        """Remove every disk entry, or only `backend`'s. The memory level belongs to the
+        query layer; kernels already loaded in this process stay usable."""
+        return inventory.clear(self.disk.entries_root, backend)
+
+    def prune(self, max_bytes: int) -> Removal:
+        """Remove least recently used entries until the disk cache holds at most
+        `max_bytes` bytes (an int; see sizes.parse_size for '500MB')."""
+        return inventory.prune(self.disk.entries_root, max_bytes)
+
+    def note_memory_hit(self) -> None:
+        """The query layer calls this each time its in-memory dict serves a ready kernel."""
+        self.disk.note_memory_hit()
+
+    def __repr__(self) -> str:
+        return f"<querycompute kernel cache at {self.disk.path}>"
 
 
-def find(key_prefix: str) -> CacheEntry:
-    """The one entry whose key starts with `key_prefix` (as `cache show` takes it)."""
-    prefix = key_prefix.strip().lower()
-    if not prefix:
-        raise KeyError("give at least one hex digit of a cache key (see `querycompute cache list`)")
-    matches = [e for e in entries() if e.key.startswith(prefix)]
-    if not matches:
-        raise KeyError(f"no cache entry has a key starting with {key_prefix!r} in "
-                       f"{disk_cache.path} (see `querycompute cache list`)")
-    if len(matches) > 1:
-        keys = ", ".join(e.key[:16] for e in matches[:5])
-        raise KeyError(f"{len(matches)} cache entries start with {key_prefix!r} ({keys}...): "
-                       f"give more digits")
-    return matches[0]
-
-
-def stats() -> CacheStats:
-    found, broken = inventory.scan(disk_cache.entries_root)
-    by_backend: dict[str, int] = {}
-    for e in found:
-        by_backend[e.backend] = by_backend.get(e.backend, 0) + 1
-    c = disk_cache.counters
-    return CacheStats(
-        path=str(disk_cache.path), disk_enabled=disk_cache.enabled,
-        disk_writable=disk_cache.writable, memory_hits=c.memory_hits,
-        disk_hits=c.disk_hits, misses=c.misses, compiles=c.compiles,
-        compile_ms=round(c.compile_ms, 3), damaged=c.damaged, entries=len(found),
-        bytes=sum(e.size_bytes for e in found) + sum(map(inventory.directory_size, broken)),
-        incomplete=len(broken), disk_hits_all_time=sum(e.hit_count for e in found),
-        entries_by_backend=dict(sorted(by_backend.items())))
-
-
-def clear(backend: str | None = None) -> Removal:
-    """Remove every disk entry, or only `backend`'s. The memory level belongs to the query
-    layer; kernels already loaded in this process stay usable."""
-    return inventory.clear(disk_cache.entries_root, backend)
-
-
-def prune(max_bytes: int) -> Removal:
-    """Remove least recently used entries until the disk cache holds at most `max_bytes`."""
-    return inventory.prune(disk_cache.entries_root, max_bytes)
-
-
-def note_memory_hit() -> None:
-    """The query layer calls this each time its in-memory dict serves a ready kernel."""
-    disk_cache.note_memory_hit()
+# `qc.cache`.
+cache = CacheAPI(disk_cache)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import struct
 import tempfile
 from pathlib import Path
@@ -90,6 +91,8 @@ def write_atomic(path: Path, data: bytes) -> None:
     concurrent reader sees the old file or the new one, never half of one. No fsync: a file
     torn by a power cut fails its hash check and is recompiled, which is cheaper than an
     fsync on every store."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)             # a directory squatting on a file's name: damage
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:

@@ -14,23 +14,18 @@ Robustness rules (issue 6, point 4), all implemented here:
 """
 from __future__ import annotations
 
-import atexit
 import errno
-import importlib.util
-import shutil
-import sys
-import tempfile
 import threading
 import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from . import settings
 from .entry_format import (BINARY_FILE, META_FILE, DamagedEntry, decode_meta, encode_meta,
                            pack_binary, source_file_name, unpack_binary, write_atomic)
 from .keys import FORMAT_VERSION, CacheKey, make_key, sha256_hex
+from .modules import ModuleEntries, same_bytes
 
 # Errors that mean "this directory will not take writes", as opposed to a one-off race.
 _UNWRITABLE = {errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.ENOTDIR,
@@ -59,7 +54,7 @@ class Counters:
     damaged: int = 0
 
 
-class DiskCache:
+class DiskCache(ModuleEntries):
     """The disk level of the kernel cache. One process-wide instance lives at
     `querycompute.cache.disk_cache`; tests may build their own with an explicit root.
 
@@ -70,8 +65,14 @@ class DiskCache:
             payload = <compile key.source>
             disk_cache.store(key, payload, source_suffix=".cl", kernel_names=..., compile_ms=...)
     Backend protocol, modules (cpu/numba):
-        path = disk_cache.load_module(key) or disk_cache.store_module(key, source_suffix=".py", ...)
+        path = disk_cache.load_module(key)           # verified module file, or None
+        fresh = path is None
+        if fresh:
+            path = disk_cache.store_module(key, source_suffix=".py", kernel_names=...)
         module = disk_cache.import_module(path, key)  # numba's cache=True files go beside it
+        <call / .compile() each njit function for its signature>
+        if fresh:
+            disk_cache.seal_module(key, compile_ms=...)
     """
 
     make_key = staticmethod(make_key)
@@ -186,16 +187,6 @@ class DiskCache:
         self._record_hit(entry, meta)
         return payload
 
-    def load_module(self, key: CacheKey) -> Path | None:
-        """The path of the verified module file stored for `key` (its bytes hash to the
-        key's source hash), or None on a miss. Import it with `import_module`."""
-        meta = self._read_verified_meta(key, "module")
-        if meta is None:
-            return None
-        entry = self.entry_dir(key)
-        self._record_hit(entry, meta)
-        return entry / meta["source_file"]
-
     def _read_verified_meta(self, key: CacheKey, kind: str) -> dict | None:
         """Metadata of a complete, untampered entry of `kind`, its source file checked; None
         (counted as a miss, warned once when something damaged was found) otherwise."""
@@ -263,61 +254,6 @@ class DiskCache:
         meta["sizes"] = {"binary": len(payload), "source": len(key.source.encode("utf-8"))}
         self._publish(key, [(BINARY_FILE, pack_binary(key.digest, payload))], meta)
 
-    def store_module(self, key: CacheKey, *, source_suffix: str = ".py", kernel_names=(),
-                     query: str = "", dtypes=(), compile_ms: float = 0.0,
-                     extra: dict | None = None) -> Path:
-        """Write `key.source` as an importable module file and return its path; the caller
-        then imports it (numba compiles it and caches beside it). Counts one compile. When
-        the disk cache is off or unwritable the file goes to a private temporary directory
-        removed at exit, so the caller's code path is the same."""
-        self._count("compiles")
-        self._count("compile_ms", float(compile_ms))
-        name = source_file_name(key.digest, source_suffix)
-        if self.writable:
-            meta = self._new_meta(key, "module", source_suffix, kernel_names, query, dtypes,
-                                  compile_ms, extra)
-            meta["sizes"] = {"source": len(key.source.encode("utf-8"))}
-            if self._publish(key, [], meta):
-                return self.entry_dir(key) / name
-        path = self._private_directory() / name
-        write_atomic(path, key.source.encode("utf-8"))
-        return path
-
-    def record_compile_ms(self, key: CacheKey, compile_ms: float) -> None:
-        """For compiles timed after `store_module` (numba compiles on import/first call):
-        adds the time to the counters and the entry's metadata (best effort)."""
-        self._count("compile_ms", float(compile_ms))
-        if not self.writable:
-            return
-        path = self.entry_dir(key) / META_FILE
-        try:
-            meta = decode_meta(key.digest, path.read_bytes())
-            meta["compile_ms"] = round(float(compile_ms), 3)
-            write_atomic(path, encode_meta(meta))
-        except (OSError, DamagedEntry):
-            pass                    # the entry stays usable without its timing
-
-    def import_module(self, path: Path, key: CacheKey):
-        """Import the module file at `path` after checking its bytes hash to `key`'s source
-        hash: only source this package wrote for this key is ever executed."""
-        path = Path(path)
-        if sha256_hex(path.read_bytes()) != key.source_sha256:
-            raise RuntimeError(f"querycompute: refusing to import {path}: its contents do not "
-                               f"match the generated source for key {key.digest[:16]}")
-        name = f"querycompute_kernels_{key.digest[:16]}"
-        loaded = sys.modules.get(name)
-        if loaded is not None and Path(getattr(loaded, "__file__", "")) == path:
-            return loaded
-        spec = importlib.util.spec_from_file_location(name, path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module        # numba's cache and dataclasses look modules up here
-        try:
-            spec.loader.exec_module(module)
-        except BaseException:
-            sys.modules.pop(name, None)
-            raise
-        return module
-
     def _new_meta(self, key, kind, source_suffix, kernel_names, query, dtypes, compile_ms,
                   extra) -> dict:
         now = utc_now()
@@ -338,7 +274,12 @@ class DiskCache:
         entry = self.entry_dir(key)
         try:
             self._make_dirs(entry)
-            write_atomic(entry / meta["source_file"], key.source.encode("utf-8"))
+            source_path = entry / meta["source_file"]
+            source = key.source.encode("utf-8")
+            # Leave an identical source file alone: rewriting it would change its mtime, and
+            # numba keys its own cache on the module file's mtime and size.
+            if not same_bytes(source_path, source):
+                write_atomic(source_path, source)
             for name, data in files:
                 write_atomic(entry / name, data)
             write_atomic(entry / META_FILE, encode_meta(meta))
@@ -364,10 +305,3 @@ class DiskCache:
                 directory.mkdir(mode=0o700, parents=directory == self.path)
             except FileExistsError:
                 continue
-
-    def _private_directory(self) -> Path:
-        with self._lock:
-            if self._private_dir is None:
-                self._private_dir = Path(tempfile.mkdtemp(prefix="querycompute-kernels-"))
-                atexit.register(shutil.rmtree, self._private_dir, True)
-            return self._private_dir

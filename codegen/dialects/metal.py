@@ -1,0 +1,104 @@
+"""Metal Shading Language: the table of spellings, then the overrides (argument attributes,
+math functions Metal lacks). Metal has 64-bit integers (long) but no double.
+
+The runtime must compile with safe math: MTLCompileOptions.fastMathEnabled = false
+(mathMode = .safe), or `-fno-fast-math` for the `metal` command-line compiler.
+SIMD-group shuffles assume 32-wide SIMD groups (every Apple GPU).
+"""
+from __future__ import annotations
+
+from .. import kernel_ir as K
+from .c_family import CFamily
+
+
+class Metal(CFamily):
+    name = "metal"
+    TYPES = {"bool": "bool", "int8": "char", "int16": "short", "int32": "int", "int64": "long",
+             "uint8": "uchar", "uint16": "ushort", "uint32": "uint", "uint64": "ulong",
+             "float16": "float", "float32": "float"}
+    STORAGE = {"bool": "uchar", "float16": "half"}
+    UNSUPPORTED = {"float64": "Metal has no double type"}
+    INT_SUFFIX = {"uint32": "u", "int64": "L", "uint64": "UL"}
+    THREAD = {"local_id": "qc_lid", "group_id": "qc_group",
+              "local_size": "qc_lsize", "num_groups": "qc_ngroups",
+              "lane": "qc_lane", "warp": "qc_simd"}
+    # [[attribute]] parameter each thread coordinate comes from
+    THREAD_ATTRS = (("qc_lid", "thread_position_in_threadgroup"),
+                    ("qc_group", "threadgroup_position_in_grid"),
+                    ("qc_lsize", "threads_per_threadgroup"),
+                    ("qc_ngroups", "threadgroups_per_grid"))
+    SIMD_ATTRS = (("qc_lane", "thread_index_in_simdgroup"),
+                  ("qc_simd", "simdgroup_index_in_threadgroup"))
+    BARRIER = "threadgroup_barrier(mem_flags::mem_threadgroup)"
+    SHARED = "threadgroup"
+    SHUFFLE_DOWN = "simd_shuffle_down({v}, (ushort){o})"
+    SHUFFLE_TYPES = ("int32", "uint32", "float16", "float32")
+    BITCAST = {"float32": "as_type<float>({v})", "uint32": "as_type<uint>({v})"}
+    OPTIONS = ("-fno-fast-math",)      # MTLCompileOptions.fastMathEnabled = false
+    UNROLL = ""
+    MISSING_MATH = ("expm1", "log1p", "hypot")   # not in the Metal standard library: prelude helpers
+
+    def math(self, fn, dtype):
+        if fn in self.MISSING_MATH:
+            return self.need(f"qc_{fn}")
+        return super().math(fn, dtype)
+
+    def load(self, buf, index, dtype):
+        if dtype == "float16" and buf not in self._shared:
+            return f"(float){buf}[{index}]"
+        return super().load(buf, index, dtype)
+
+    def store(self, buf, index, value, dtype):
+        if dtype == "float16" and buf not in self._shared:
+            return f"{buf}[{index}] = (half){value};"
+        return super().store(buf, index, value, dtype)
+
+    def signature(self, k: K.Kernel) -> str:
+        args = []
+        for i, a in enumerate(k.args):
+            if a.is_buffer:
+                const = "const " if a.kind == "input" else ""
+                args.append(f"device {const}{self.storage(a.dtype)}* {a.name} [[buffer({i})]]")
+            else:
+                args.append(f"constant {self.scalar_type(a.dtype)}& {a.name} [[buffer({i})]]")
+        attrs = self.THREAD_ATTRS + (self.SIMD_ATTRS if k.uses_warps else ())
+        args += [f"uint {name} [[{attr}]]" for name, attr in attrs]
+        joined = ",\n        ".join(args)
+        return f"kernel void {k.name}(\n        {joined})"
+
+    def scalar_type(self, dtype):
+        return {"bool": "uchar", "float16": "float"}.get(dtype) or self.t(dtype)
+
+    def prelude(self):
+        return ("// Compile with fast math disabled (MTLCompileOptions.fastMathEnabled = false,\n"
+                "// or -fno-fast-math): float results then match NumPy bit for bit.\n"
+                "#include <metal_stdlib>\nusing namespace metal;")
+
+    def define_qc_round_f16(self):
+        return ("// float rounded to float16 precision (ties to even), kept in a float\n"
+                "static inline float qc_round_f16(float x) { return (float)(half)x; }")
+
+    def define_qc_expm1(self):
+        return ("// exp(x) - 1 without cancellation near 0 (Metal has no expm1)\n"
+                "static inline float qc_expm1(float x) {\n"
+                "    float u = exp(x);\n"
+                "    if (u == 1.0f) return x;\n"
+                "    float um1 = u - 1.0f;\n"
+                "    return um1 == -1.0f ? -1.0f : um1 * x / log(u);\n"
+                "}")
+
+    def define_qc_log1p(self):
+        return ("// log(1 + x) without cancellation near 0 (Metal has no log1p)\n"
+                "static inline float qc_log1p(float x) {\n"
+                "    float u = 1.0f + x;\n"
+                "    return u == 1.0f ? x : log(u) * x / (u - 1.0f);\n"
+                "}")
+
+    def define_qc_hypot(self):
+        return ("// sqrt(a*a + b*b) without overflow; inf wins over NaN as in C (Metal has no hypot)\n"
+                "static inline float qc_hypot(float a, float b) {\n"
+                "    a = fabs(a); b = fabs(b);\n"
+                "    if (isinf(a) || isinf(b)) return INFINITY;\n"
+                "    float m = max(a, b), r = min(a, b) / m;\n"
+                "    return m == 0.0f ? 0.0f : m * sqrt(1.0f + r * r);\n"
+                "}")

@@ -1,0 +1,198 @@
+"""The numba dialect: prints one Pass as a self-contained Python module numba compiles.
+
+The module is `exec`uted in a namespace holding `np`, `math`, `njit` and `prange`
+(see NAMESPACE_NAMES). It defines, in this order:
+
+  helpers            scalar functions with NumPy's exact semantics (numba_py_helpers)
+  <name>_element     element i of the chain -> (keep, values...), fastmath off
+  <name>_chunk       (Reduce only) partial accumulators of elements [lo, hi)
+  <name>_fold<k>     (fold aggs only) the user's combine function
+  <name>_serial      entry point for small n: plain loops, no thread pool
+  <name>_parallel    entry point for large n: the same loops over chunks with prange
+
+Both entries take (n, inputs..., params...) and return a tuple: ToArray -> the output arrays
+(float16 outputs as their uint16 bits); Reduce -> the flat results of `result_slots`.
+Chunks are CHUNK elements whatever the thread count, and partials are combined in chunk
+order, so a result's bits depend only on the input. Float sums vectorise because only the
+chunk function carries numba's `reassoc` flag (and only its accumulating adds are float
+ops); the element function is compiled with fastmath explicitly off, so its arithmetic,
+even once inlined, keeps strict IEEE semantics.
+"""
+from __future__ import annotations
+
+from ..program import Agg, Filter, Let, Pass, Reduce, ToArray
+from .numba_py_expr import ExprPrinter
+from .numba_py_helpers import SCALAR_JIT, helper_source
+from .numba_py_reduce import ReducePrinter
+
+CHUNK = 1 << 16                       # elements per chunk (fixed: results don't depend on threads)
+NAMESPACE_NAMES = ("np", "math", "njit", "prange")
+_ENTRY_JIT = {"serial": '@njit(error_model="numpy", fastmath=False, cache=False)',
+              "parallel": '@njit(error_model="numpy", fastmath=False, parallel=True, cache=False)'}
+
+
+def storage_dtype(dtype: str) -> str:
+    """Element type of the arrays the kernels see: float16 travels as its uint16 bits
+    (numba has no CPU float16), everything else as itself."""
+    return "uint16" if dtype == "float16" else dtype
+
+
+def result_slots(agg: Agg) -> int:
+    """How many entries of a Reduce entry's result tuple belong to `agg`."""
+    return 1 + len(agg.values) if agg.op == "first" else 1
+
+
+def _describe(t) -> str:
+    if isinstance(t, ToArray):
+        return "to_array"
+    return "reduce " + ", ".join(f"{a.op}:{a.dtype}" for a in t.aggs)
+
+
+def render(p: Pass) -> str:
+    """The module source for pass `p`."""
+    return _ModulePrinter(p).render()
+
+
+class _ModulePrinter:
+    def __init__(self, p: Pass):
+        if not p.name.isidentifier():
+            raise ValueError(f"Pass.name {p.name!r} is not a valid identifier")
+        self.p = p
+        self.prog = p.program
+        self.helpers: set = set()
+        ins = [f"in_{s.name}" for s in self.prog.inputs]
+        # inputs then params: every kernel function takes them after its own arguments
+        self.args = ", ".join(ins + [f"p_{s.name}" for s in self.prog.params])
+
+    def _a(self, first: str) -> str:
+        return ", ".join(x for x in (first, self.args) if x)
+
+    def render(self) -> str:
+        element = self._element()
+        if isinstance(self.p.terminal, ToArray):
+            kernels = self._to_array()
+        elif isinstance(self.p.terminal, Reduce):
+            kernels = ReducePrinter(self.p, self._element_name(), self.args,
+                                    self.helpers, _ENTRY_JIT).render()
+        else:
+            raise TypeError(f"unknown terminal {type(self.p.terminal).__name__}")
+        helpers = [helper_source(kind, ft) for kind, ft in sorted(self.helpers, key=str)]
+        return "\n\n\n".join([self._header()] + helpers + [element] + kernels) + "\n"
+
+    def _header(self) -> str:
+        prog = self.prog
+        ins = ", ".join(f"{s.name}: {s.dtype}" for s in prog.inputs) or "none (index only)"
+        params = ", ".join(f"{s.name}: {s.dtype}" for s in prog.params) or "none"
+        return (f'"""querycompute cpu kernels for pass {self.p.name!r} '
+                f'(dialect numba, generated).\n\n'
+                f"inputs: {ins}\nparams: {params}\n"
+                f"terminal: {_describe(self.p.terminal)}\n"
+                f'Names np, math, njit, prange come from the namespace this is executed in.\n"""\n'
+                f"CHUNK = {CHUNK}")
+
+    def _element_name(self) -> str:
+        return f"{self.p.name}_element"
+
+    # ---- element function ----------------------------------------------------------------
+    def _element(self) -> str:
+        """def <name>_element(i, inputs..., params...) -> (keep, values...).
+
+        Filters don't branch: every statement is computed for every element (expressions
+        are pure and never trap), and `keep` is the conjunction of the filters, so the
+        caller's loop stays a straight line LLVM can vectorise."""
+        prog = self.prog
+
+        def load(k: int) -> str:
+            spec = prog.inputs[k]
+            text = f"in_{spec.name}[i]"
+            if spec.dtype == "float16":
+                self.helpers.add(("f16_decode", None))
+                return f"_f16_decode({text})"
+            return text
+
+        ep = ExprPrinter(load, lambda name: f"p_{name}", "i", self.helpers)
+        keep_terms = []
+        for stmt in prog.body:
+            if isinstance(stmt, Let):
+                ep.define(stmt.name, stmt.expr)
+            elif isinstance(stmt, Filter):
+                keep_terms.append(ep.value(stmt.cond))
+            else:
+                raise TypeError(f"unknown statement {type(stmt).__name__} in program body")
+        values = [ep.value(e) for e in self._element_values()]
+        if isinstance(self.p.terminal, ToArray):
+            values = [self._to_storage(v, e.dtype) for v, e in zip(values, prog.outputs)]
+        keep = " & ".join(f"({t})" for t in keep_terms) or "True"
+        ret = ", ".join(["keep"] + values)
+        return (f"{SCALAR_JIT}\n"
+                f"def {self._element_name()}({self._a('i')}):\n"
+                f'    """Element i: (keep, values...); i is unsigned so loads skip '
+                f'negative-index fix-ups."""\n'
+                + "".join(f"    {line}\n" for line in ep.lines) +
+                f"    keep = {keep}\n"
+                f"    return ({ret},)")
+
+    def _element_values(self):
+        if isinstance(self.p.terminal, ToArray):
+            return self.prog.outputs
+        return [v for agg in self.p.terminal.aggs for v in agg.values]
+
+    def _to_storage(self, name: str, dtype: str) -> str:
+        if dtype == "float16":
+            self.helpers.add(("f16_encode", None))
+            return f"_f16_encode({name})"
+        return name
+
+    # ---- ToArray -------------------------------------------------------------------------
+    def _to_array(self) -> list[str]:
+        outs = [f"out{k}" for k in range(len(self.prog.outputs))]
+        elems = [f"e{k}" for k in range(len(outs))]
+        storage = [f"np.{storage_dtype(d)}" for d in self.prog.output_dtypes]
+        call = f"{self._element_name()}({self._a('np.uint64(i)')})"
+        unpack = ", ".join(["keep"] + elems)
+        ret = "(" + ", ".join(outs) + ",)"
+        if not self.prog.has_filter:
+            def dense(loop: str) -> str:
+                allocs = "".join(f"    {o} = np.empty(n, {s})\n" for o, s in zip(outs, storage))
+                stores = "".join(f"        {o}[i] = {e}\n" for o, e in zip(outs, elems))
+                return (f"{_ENTRY_JIT[loop]}\n"
+                        f"def {self.p.name}_{loop}({self._a('n')}):\n"
+                        f'    """No filter: every element is stored at its own index."""\n'
+                        f"{allocs}"
+                        f"    for i in {'prange' if loop == 'parallel' else 'range'}(n):\n"
+                        f"        {unpack} = {call}\n"
+                        f"{stores}"
+                        f"    return {ret}")
+            return [dense("serial"), dense("parallel")]
+
+        def compact(loop: str) -> str:
+            rng = "prange" if loop == "parallel" else "range"
+            allocs = "".join(f"    {o} = np.empty(total, {s})\n" for o, s in zip(outs, storage))
+            stores = "".join(f"                {o}[pos] = {e}\n" for o, e in zip(outs, elems))
+            return (f"{_ENTRY_JIT[loop]}\n"
+                    f"def {self.p.name}_{loop}({self._a('n')}):\n"
+                    f'    """Order-preserving compaction in two passes over fixed chunks:\n'
+                    f"    count survivors per chunk, prefix-sum the counts into offsets, then\n"
+                    f'    each chunk writes its survivors, in order, from its offset."""\n'
+                    f"    nch = (n + CHUNK - 1) // CHUNK\n"
+                    f"    offsets = np.zeros(nch + 1, np.int64)\n"
+                    f"    for c in {rng}(nch):\n"
+                    f"        cnt = np.int64(0)\n"
+                    f"        for i in range(c * CHUNK, min(n, c * CHUNK + CHUNK)):\n"
+                    f"            {unpack} = {call}\n"
+                    f"            cnt += np.int64(keep)\n"
+                    f"        offsets[c + 1] = cnt\n"
+                    f"    for c in range(nch):\n"
+                    f"        offsets[c + 1] += offsets[c]\n"
+                    f"    total = offsets[nch]\n"
+                    f"{allocs}"
+                    f"    for c in {rng}(nch):\n"
+                    f"        pos = offsets[c]\n"
+                    f"        for i in range(c * CHUNK, min(n, c * CHUNK + CHUNK)):\n"
+                    f"            {unpack} = {call}\n"
+                    f"            if keep:\n"
+                    f"{stores}"
+                    f"                pos += 1\n"
+                    f"    return {ret}")
+        return [compact("serial"), compact("parallel")]
+

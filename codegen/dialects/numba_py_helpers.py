@@ -1,0 +1,161 @@
+"""Helper functions the numba dialect's generated modules call, as Python source text.
+
+They are pasted into each generated module (only the ones it uses), so a printed module is
+self-contained and readable on its own. Every helper is compiled with fastmath off: these
+are the places where NumPy's exact semantics live (Python-sign division, shifts, float16
+rounding), and they must not inherit a kernel's reassociation flag.
+"""
+from __future__ import annotations
+
+# The decorator every scalar helper and the element function use. `fastmath=False` is
+# explicit because numba otherwise *inherits* the caller's flags into a callee.
+SCALAR_JIT = '@njit(error_model="numpy", fastmath=False, cache=False)'
+
+_TEMPLATES = {
+    # float16 values live in float32 registers; after every operation they are rounded to
+    # the nearest float16 value, which is exactly what NumPy's half loops do. Rounding is
+    # done in float64 (exact for float32 and float64 inputs, so one rounding, no double
+    # rounding): scale by the float16 ulp of x's binade, rint (ties to even), scale back.
+    "f16": '''
+{jit}
+def _f16(x):
+    """Nearest float16 value of float x (ties to even, overflow -> inf), as float32."""
+    d = np.float64(x)
+    a = abs(d)
+    if not (a < 65520.0):              # nan, inf, or rounds past float16's max (65504)
+        return np.float32(d if d != d else math.copysign(math.inf, d))
+    if a < 6.103515625e-05:            # below 2**-14: float16 subnormals, ulp 2**-24
+        ulp = 5.960464477539063e-08
+    else:
+        ulp = math.ldexp(1.0, math.frexp(a)[1] - 11)
+    return np.float32(math.copysign(np.rint(a / ulp) * ulp, d))
+''',
+    # Decode IEEE half bits (float16 inputs are passed as their uint16 view).
+    "f16_decode": '''
+{jit}
+def _f16_decode(u):
+    """float16 bit pattern (uint16) -> its value as float32."""
+    e = (np.int64(u) >> 10) & 0x1F
+    m = np.int64(u) & 0x3FF
+    if e == 0:
+        v = np.float32(m) * np.float32(5.960464477539063e-08)
+    elif e == 31:
+        v = np.float32(np.inf) if m == 0 else np.float32(np.nan)
+    else:
+        v = np.float32(math.ldexp(np.float64(m + 1024), np.int64(e) - 25))
+    return -v if (np.int64(u) & 0x8000) else v
+''',
+    # Encode a float32 that already holds a float16 value into half bits (outputs).
+    "f16_encode": '''
+{jit}
+def _f16_encode(x):
+    """float32 holding a float16 value -> its uint16 bit pattern."""
+    d = np.float64(x)
+    sign = 0x8000 if math.copysign(1.0, d) < 0 else 0
+    a = abs(d)
+    if a != a:
+        return np.uint16(0x7E00 | sign)
+    if a == math.inf:
+        return np.uint16(0x7C00 | sign)
+    if a < 6.103515625e-05:            # zero or subnormal: mantissa counts 2**-24 units
+        return np.uint16(sign | np.int64(a * 16777216.0))
+    m, e = math.frexp(a)               # a = m * 2**e, m in [0.5, 1)
+    return np.uint16(sign | ((e + 14) << 10) | (np.int64(m * 2048.0) - 1024))
+''',
+    # Integer // and % with Python signs; b == 0 gives 0 (NumPy's result), and b == -1 is
+    # answered without dividing because INT_MIN // -1 traps on x86.
+    "sfloordiv": '''
+{jit}
+def _sfloordiv(a, b):
+    if b == 0:
+        return a - a
+    if b == -1:
+        return -a
+    return a // b
+''',
+    "smod": '''
+{jit}
+def _smod(a, b):
+    if b == 0 or b == -1:
+        return a - a
+    return a % b
+''',
+    "ufloordiv": '''
+{jit}
+def _ufloordiv(a, b):
+    if b == 0:
+        return a - a
+    return a // b
+''',
+    "umod": '''
+{jit}
+def _umod(a, b):
+    if b == 0:
+        return a - a
+    return a % b
+''',
+    # Integer power by repeated squaring in uint64 (wraps modulo 2**64; the caller narrows
+    # to the node's type, which is the same residue); negative exponents give 0.
+    "ipow": '''
+{jit}
+def _ipow(a, b):
+    if b < 0:
+        return np.uint64(0)
+    r = np.uint64(1)
+    base = np.uint64(a)
+    e = np.uint64(b)
+    while e != np.uint64(0):
+        if e & np.uint64(1):
+            r = r * base
+        base = base * base
+        e = e >> np.uint64(1)
+    return r
+''',
+}
+
+# Float floor division and remainder transcribe NumPy's npy_divmod / npy_floor_divide /
+# npy_remainder (numpy/_core/src/npymath/npy_math_internal.h.src) operation by operation,
+# in the operands' own float type {T}, so inf/nan/zero cases come out bit-identical.
+_FLOAT_TEMPLATES = {
+    "ffloordiv": '''
+{jit}
+def _ffloordiv_{T}(a, b):
+    if b == 0:
+        return np.{T}(a / b)
+    mod = np.{T}(np.fmod(a, b))
+    div = np.{T}((a - mod) / b)
+    if mod != 0:
+        if (b < 0) != (mod < 0):
+            div = np.{T}(div - np.{T}(1.0))
+    if div != 0:
+        fl = np.{T}(np.floor(div))
+        if np.{T}(div - fl) > np.{T}(0.5):
+            fl = np.{T}(fl + np.{T}(1.0))
+        return fl
+    return np.{T}(math.copysign(0.0, np.{T}(a / b)))
+''',
+    "fremainder": '''
+{jit}
+def _fremainder_{T}(a, b):
+    mod = np.{T}(np.fmod(a, b))
+    if b == 0:
+        return mod
+    if mod != 0:
+        if (b < 0) != (mod < 0):
+            mod = np.{T}(mod + b)
+        return mod
+    return np.{T}(math.copysign(0.0, b))
+''',
+}
+
+
+def helper_name(kind: str, float_type: str | None = None) -> str:
+    """The function name a generated module calls for helper `kind`."""
+    return f"_{kind}_{float_type}" if float_type else f"_{kind}"
+
+
+def helper_source(kind: str, float_type: str | None = None) -> str:
+    """Source text of one helper (float helpers are instantiated per float type)."""
+    if float_type:
+        return _FLOAT_TEMPLATES[kind].replace("{T}", float_type).replace("{jit}", SCALAR_JIT).strip()
+    return _TEMPLATES[kind].replace("{jit}", SCALAR_JIT).strip()

@@ -1,0 +1,214 @@
+"""Prints the Reduce kernels of the numba dialect: chunk partials, entries, combine.
+
+Every Agg owns a few state variables. Per element, the chunk loop updates all of them
+without branching (a dropped element contributes the identity), so LLVM vectorises the
+loop. Per chunk the state is returned as a tuple, stored in per-chunk arrays, and combined
+in chunk order by the entry point, which makes results deterministic.
+
+State per op (agg k):
+  sum    s_k                     float identity is -0.0 (x + -0.0 == x for every x, -0.0 too)
+  count  s_k (int64)
+  min    s_k, nan_k              plain compare-select min plus an any-NaN flag: vectorisable
+  max    s_k, nan_k              and NaN-correct (a NaN anywhere makes the result NaN)
+  any    s_k (bool)
+  all    s_k (bool)
+  first  s_k (int64 index, -1 = none), s_k_0.. values of that element
+  fold   s_k                     combined with <name>_fold<k>, fastmath off, strictly in order
+"""
+from __future__ import annotations
+
+from .. import dtypes as D
+from ..program import Agg, Pass
+from .numba_py_expr import ExprPrinter, const_text, register_type
+from .numba_py_helpers import SCALAR_JIT
+
+_CHUNK_JIT = '@njit(error_model="numpy", fastmath={"reassoc"}, cache=False)'
+
+
+def _type_max(d: str) -> str:
+    return const_text(float("inf"), d) if D.is_float(d) else const_text(D.int_limits(d)[1], d)
+
+
+def _type_min(d: str) -> str:
+    return const_text(float("-inf"), d) if D.is_float(d) else const_text(D.int_limits(d)[0], d)
+
+
+def _zero(d: str) -> str:
+    return const_text(0, d) if d != "bool" else "False"
+
+
+class ReducePrinter:
+    def __init__(self, p: Pass, element: str, args: str, helpers: set, entry_jit: dict):
+        self.p = p
+        self.aggs: tuple[Agg, ...] = p.terminal.aggs
+        self.element = element
+        self.args = args
+        self.helpers = helpers
+        self.entry_jit = entry_jit
+        self.first_only = all(a.op == "first" for a in self.aggs)
+        # element value names, per agg, in the element's return order
+        self.values: list[list[str]] = []
+        k = 0
+        for agg in self.aggs:
+            self.values.append([f"e{k + j}" for j in range(len(agg.values))])
+            k += len(agg.values)
+
+    def _a(self, rest: str = "") -> str:
+        """Argument list: `rest` followed by the inputs and params."""
+        return ", ".join(x for x in (rest, self.args) if x)
+
+    def render(self) -> list[str]:
+        out = [self._fold_fn(k, agg) for k, agg in enumerate(self.aggs) if agg.op == "fold"]
+        out.append(self._chunk())
+        out.append(self._entry("serial"))
+        out.append(self._entry("parallel"))
+        return out
+
+    # ---- state ---------------------------------------------------------------------------
+    def _state(self, k: int, agg: Agg) -> list[tuple[str, str, str]]:
+        """(name, numpy type, initial value) of agg k's state variables."""
+        d = agg.dtype
+        T = register_type(d) if d != "bool" else "np.bool_"
+        if agg.op == "sum":
+            init = const_text(-0.0, d) if D.is_float(d) else _zero(d)
+            return [(f"s{k}", T, init)]
+        if agg.op == "count":
+            return [(f"s{k}", "np.int64", "np.int64(0)")]
+        if agg.op in ("min", "max"):
+            init = _type_max(d) if agg.op == "min" else _type_min(d)
+            return [(f"s{k}", T, init), (f"nan{k}", "np.bool_", "False")]
+        if agg.op in ("any", "all"):
+            return [(f"s{k}", "np.bool_", "True" if agg.op == "all" else "False")]
+        if agg.op == "first":
+            vals = [(f"s{k}_{j}", register_type(v.dtype) if v.dtype != "bool" else "np.bool_",
+                     _zero(v.dtype)) for j, v in enumerate(agg.values)]
+            return [(f"s{k}", "np.int64", "np.int64(-1)")] + vals
+        if agg.op == "fold":
+            if agg.identity is None or agg.combine is None:
+                raise ValueError("a fold Agg needs both `combine` and `identity`")
+            return [(f"s{k}", T, const_text(agg.identity.value, d))]
+        raise ValueError(f"unknown aggregate op {agg.op!r}")
+
+    def _update(self, k: int, agg: Agg) -> list[str]:
+        """Chunk-loop statements folding element i (kept or not) into agg k's state."""
+        s, d, v = f"s{k}", agg.dtype, self.values[k]
+        if agg.op == "sum":
+            if d == "float16":                       # round after every add, like NumPy
+                self.helpers.add(("f16", None))
+                return [f"{s} = _f16(np.float32({s} + {v[0]})) if keep else {s}"]
+            ident = const_text(-0.0, d) if D.is_float(d) else _zero(d)
+            return [f"{s} = {register_type(d)}({s} + ({v[0]} if keep else {ident}))"]
+        if agg.op == "count":
+            return [f"{s} += np.int64(keep)"]
+        if agg.op in ("min", "max"):
+            cmp = "<" if agg.op == "min" else ">"
+            lines = [f"{s} = {v[0]} if (keep & ({v[0]} {cmp} {s})) else {s}"]
+            if D.is_float(d):
+                lines.append(f"nan{k} = nan{k} | (keep & ({v[0]} != {v[0]}))")
+            return lines
+        if agg.op == "any":
+            return [f"{s} = {s} | (keep & {v[0]})"]
+        if agg.op == "all":
+            return [f"{s} = {s} & ({v[0]} | (not keep))"]
+        if agg.op == "first":
+            sets = "; ".join(f"{s}_{j} = {e}" for j, e in enumerate(v))
+            return [f"if keep and {s} < 0:", f"    {s} = np.int64(i)" + (f"; {sets}" if sets else "")]
+        return [f"{s} = {self.p.name}_fold{k}({s}, {v[0]}) if keep else {s}"]
+
+    def _combine(self, k: int, agg: Agg) -> list[str]:
+        """Entry statements folding chunk c's partials (arrays P_<state>) into the totals."""
+        s, d = f"s{k}", agg.dtype
+        if agg.op == "sum":
+            if d == "float16":
+                return [f"{s} = _f16(np.float32({s} + P_{s}[c]))"]
+            return [f"{s} = {register_type(d)}({s} + P_{s}[c])"]
+        if agg.op == "count":
+            return [f"{s} += P_{s}[c]"]
+        if agg.op in ("min", "max"):
+            cmp = "<" if agg.op == "min" else ">"
+            lines = [f"{s} = P_{s}[c] if P_{s}[c] {cmp} {s} else {s}"]
+            if D.is_float(d):
+                lines.append(f"nan{k} = nan{k} | P_nan{k}[c]")
+            return lines
+        if agg.op == "any":
+            return [f"{s} = {s} | P_{s}[c]"]
+        if agg.op == "all":
+            return [f"{s} = {s} & P_{s}[c]"]
+        if agg.op == "first":
+            sets = "".join(f"; {name} = P_{name}[c]" for name, _, _ in self._state(k, agg)[1:])
+            return [f"if {s} < 0 and P_{s}[c] >= 0:", f"    {s} = P_{s}[c]{sets}"]
+        return [f"{s} = {self.p.name}_fold{k}({s}, P_{s}[c])"]
+
+    def _finish(self, k: int, agg: Agg) -> list[str]:
+        if agg.op in ("min", "max") and D.is_float(agg.dtype):
+            return [f"s{k} = {const_text(float('nan'), agg.dtype)} if nan{k} else s{k}"]
+        return []
+
+    def _result_names(self) -> list[str]:
+        names = []
+        for k, agg in enumerate(self.aggs):
+            names.append(f"s{k}")
+            if agg.op == "first":
+                names += [f"s{k}_{j}" for j in range(len(agg.values))]
+        return names
+
+    # ---- functions -----------------------------------------------------------------------
+    def _fold_fn(self, k: int, agg: Agg) -> str:
+        ep = ExprPrinter(lambda i: "", lambda name: "", "i", self.helpers)
+        ep.bind_var("acc", "acc")
+        ep.bind_var("item", "item")
+        result = ep.value(agg.combine)
+        body = "".join(f"    {line}\n" for line in ep.lines)
+        return (f"{SCALAR_JIT}\n"
+                f"def {self.p.name}_fold{k}(acc, item):\n"
+                f'    """The fold combine of agg {k}: associative, so per-chunk partials '
+                f'combine in order."""\n'
+                f"{body}    return {result}")
+
+    def _chunk(self) -> str:
+        states = [st for k, agg in enumerate(self.aggs) for st in self._state(k, agg)]
+        init = "".join(f"    {name} = {value}\n" for name, _, value in states)
+        ncall = sum(len(v) for v in self.values)
+        unpack = ", ".join(["keep"] + [f"e{j}" for j in range(ncall)])
+        call = f"{self.element}({self._a('np.uint64(i)')})"
+        loop = [f"{unpack} = {call}"]
+        if self.first_only:             # stop at the chunk's first survivor
+            found = [x for vals in self.values for x in ["np.int64(i)"] + vals]
+            loop += ["if keep:", f"    return ({', '.join(found)},)"]
+        else:
+            for k, agg in enumerate(self.aggs):
+                loop += self._update(k, agg)
+        body = "".join(f"        {line}\n" for line in loop)
+        ret = ", ".join(name for name, _, _ in states)
+        return (f"{_CHUNK_JIT}\n"
+                f"def {self.p.name}_chunk({self._a('lo, hi')}):\n"
+                f'    """Partial state of elements [lo, hi). Only the accumulating adds here\n'
+                f"    are float ops, so `reassoc` lets LLVM keep several vector lanes of\n"
+                f'    partial sums (a fixed order for a given n) and nothing else changes."""\n'
+                f"{init}"
+                f"    for i in range(lo, hi):\n"
+                f"{body}"
+                f"    return ({ret},)")
+
+    def _entry(self, loop: str) -> str:
+        states = [st for k, agg in enumerate(self.aggs) for st in self._state(k, agg)]
+        rng = "prange" if loop == "parallel" else "range"
+        lines = ["nch = (n + CHUNK - 1) // CHUNK"]
+        lines += [f"P_{name} = np.empty(nch, {T})" for name, T, _ in states]
+        lines += [f"for c in {rng}(nch):",
+                  f"    r = {self.p.name}_chunk({self._a('c * CHUNK, min(n, c * CHUNK + CHUNK)')})"]
+        lines += [f"    P_{name}[c] = r[j]".replace("[j]", f"[{j}]")
+                  for j, (name, _, _) in enumerate(states)]
+        lines += [f"{name} = {value}" for name, _, value in states]
+        lines.append("for c in range(nch):")
+        for k, agg in enumerate(self.aggs):
+            lines += [f"    {line}" for line in self._combine(k, agg)]
+        for k, agg in enumerate(self.aggs):
+            lines += self._finish(k, agg)
+        lines.append(f"return ({', '.join(self._result_names())},)")
+        body = "".join(f"    {line}\n" for line in lines)
+        return (f"{self.entry_jit[loop]}\n"
+                f"def {self.p.name}_{loop}({self._a('n')}):\n"
+                f'    """Chunks of CHUNK elements ({"in parallel" if loop == "parallel" else "one after another"}), '
+                f'partials combined in chunk order."""\n'
+                f"{body}").rstrip("\n")

@@ -1,0 +1,107 @@
+"""Block-level building blocks in kernel IR: reduce a set of accumulators across a block,
+inclusive prefix sum across a block. Every tree has a fixed shape, so results are
+deterministic (same input -> same bits)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from . import expr as E
+from . import kernel_ir as K
+from .launch import BLOCK
+
+LID = K.KThread("local_id")
+LANE = K.KThread("lane")
+WARP = K.KThread("warp")
+WARP_SIZE = 32
+
+
+@dataclass(frozen=True)
+class Acc:
+    """Per-thread accumulator registers of one aggregate.
+    `combine(src)` returns statements folding the values `src` (element expressions, one per
+    slot) into the slots; it must be associative, and `identity` its identity."""
+    slots: tuple[K.KVar, ...]
+    identity: tuple[K.KExpr, ...]
+    combine: Callable[[tuple[E.Expr, ...]], list]
+
+    def declare(self) -> list:
+        return [K.Declare(s, i) for s, i in zip(self.slots, self.identity)]
+
+
+def _fold_from(accs, read) -> list:
+    """Read the other party's slots through `read(slot)` into temporaries, then combine."""
+    stmts = []
+    for acc in accs:
+        temps = []
+        for s in acc.slots:
+            t = K.KVar(f"{s.name}_o", s.dtype)
+            stmts.append(K.Declare(t, read(s)))
+            temps.append(E.Var(t.name, t.dtype))
+        stmts += acc.combine(tuple(temps))
+    return stmts
+
+
+def shared_name(slot: K.KVar) -> str:
+    return f"sh_{slot.name}"
+
+
+def _halving_loop(var: str, start: int, body) -> K.For:
+    off = K.KVar(var, "int32")
+    return K.For(off, K.i32(start), K.op(">", off, K.i32(0)), K.op(">>", off, K.i32(1)), tuple(body(off)))
+
+
+def block_reduce(accs: list[Acc], use_shuffles: bool) -> tuple[list[K.SharedArray], list]:
+    """Statements after which thread 0 of the block holds every accumulator folded over all
+    threads of the block; plus the shared arrays they need."""
+    slots = [s for a in accs for s in a.slots]
+    if use_shuffles:
+        return _shuffle_reduce(accs, slots)
+    shared = [K.SharedArray(shared_name(s), s.dtype, BLOCK) for s in slots]
+    publish = [K.Store(shared_name(s), LID, s) for s in slots]
+    step = lambda off: [  # noqa: E731  (tiny closure keeps the tree readable)
+        K.If(K.op("<", LID, off),
+             tuple(_fold_from(accs, lambda s: K.KLoad(shared_name(s), K.op("+", LID, off), s.dtype))
+                   + publish)),
+        K.Barrier()]
+    stmts = [K.Comment("Shared-memory tree: halve the active threads each step; thread 0 ends with the block's result."),
+             *publish, K.Barrier(), _halving_loop("stride", BLOCK // 2, step)]
+    return shared, stmts
+
+
+def _shuffle_reduce(accs, slots):
+    warps = BLOCK // WARP_SIZE
+    shared = [K.SharedArray(shared_name(s), s.dtype, warps) for s in slots]
+    shuffle = lambda off: _fold_from(accs, lambda s: K.KShuffleDown(s, off, s.dtype))  # noqa: E731
+    first_level = [
+        K.Comment("Warp-level tree with shuffles: lane 0 of each warp ends with its warp's result."),
+        _halving_loop("offset", WARP_SIZE // 2, shuffle),
+        K.If(K.op("==", LANE, K.i32(0)), tuple(K.Store(shared_name(s), WARP, s) for s in slots)),
+        K.Barrier()]
+    gather = K.If(K.op("<", LANE, K.i32(warps)),
+                  tuple(K.Assign(s, K.KLoad(shared_name(s), LANE, s.dtype)) for s in slots),
+                  tuple(K.Assign(s, i) for a in accs for s, i in zip(a.slots, a.identity)))
+    second_level = [K.Comment(f"Warp 0 folds the {warps} warp results the same way."),
+                    K.If(K.op("==", WARP, K.i32(0)), (gather, _halving_loop("offset", warps // 2, shuffle)))]
+    return shared, first_level + second_level
+
+
+def block_inclusive_scan(value: K.KVar, result: K.KVar, shared: str) -> list:
+    """result = sum of `value` over threads 0..local_id (Hillis-Steele in shared memory).
+    Afterwards shared[BLOCK - 1] holds the block total, until the next write to `shared`."""
+    step = lambda off: [  # noqa: E731
+        K.Declare(K.KVar("left", value.dtype), _left(shared, off, value.dtype)),
+        K.Barrier(),
+        K.Store(shared, LID, K.op("+", K.KLoad(shared, LID, value.dtype), K.KVar("left", value.dtype))),
+        K.Barrier()]
+    off = K.KVar("offset", "int32")
+    loop = K.For(off, K.i32(1), K.op("<", off, K.i32(BLOCK)), K.op("<<", off, K.i32(1)), tuple(step(off)))
+    return [K.Comment("Block-wide inclusive prefix sum (Hillis-Steele): log2(block) steps."),
+            K.Store(shared, LID, value), K.Barrier(), loop,
+            K.Declare(result, K.KLoad(shared, LID, value.dtype))]
+
+
+def _left(shared: str, off, dtype: str) -> K.KExpr:
+    """shared[local_id - off], or 0 for the first `off` threads (C's ?: evaluates only the
+    chosen operand, so no thread reads out of bounds)."""
+    return K.KSelect(K.op(">=", LID, off), K.KLoad(shared, K.op("-", LID, off), dtype), K.KConst(0, dtype), dtype)

@@ -1,0 +1,100 @@
+"""Lowering of a ToArray pass with Filter: order-preserving stream compaction in three kernels.
+
+Block b owns the tile of block * ept consecutive elements starting at b * tile, and thread t
+of it owns `ept` consecutive elements of that tile, so "block, then thread, then element"
+is source order:
+  1. `<pass>_compact_count`: each block counts its survivors -> block_counts[b].
+  2. `<pass>_compact_scan` (one block): exclusive prefix sum of block_counts ->
+     block_offsets, and the number of survivors -> total[0] (it stays on the device).
+  3. `<pass>_compact_scatter`: recompute the predicate, prefix-sum the per-thread counts in
+     the block, and write every survivor to block_offsets[b] + thread offset + local rank.
+No atomics: the output order is the source order.
+"""
+from __future__ import annotations
+
+from . import kernel_ir as K
+from .launch import BLOCK, BufferSpec, KernelArg, KernelSpec
+from .lower_block import LID, Acc, block_inclusive_scan, block_reduce
+from .lower_element import INDEX, check_name, declare_base, element, input_args, per_thread_loop, rename
+from .lower_elementwise import output_args
+from .program import Pass
+
+COUNT = K.KVar("count", "int64")
+GROUP = K.KThread("group_id")
+ONE = K.i64(1)
+
+
+def _count_survivors(prog, strided: bool, ept: int) -> list:
+    body, keep = element(prog, strided, prog.outputs)
+    return [declare_base(ept), K.Declare(COUNT, K.i64(0)),
+            per_thread_loop(ept, body + [K.If(keep, (K.Assign(COUNT, K.op("+", COUNT, ONE)),))])]
+
+
+def lower_compact(p: Pass, ept: int):
+    """-> (kernels, kernel specs, outputs, scratch) of the three compaction kernels."""
+    prog = p.program
+    name = check_name(p.name, "pass")
+    outs = output_args(p)
+    counts = KernelArg("block_counts", "scratch", "int64", scratch="block_counts")
+    offsets = KernelArg("block_offsets", "scratch", "int64", scratch="block_offsets")
+    total = KernelArg("total", "scratch", "int64", scratch="total")
+    n = KernelArg("n", "n", "int64")
+    kernels, specs = [], []
+
+    sum_counts = Acc((COUNT,), (K.i64(0),),
+                     lambda src: [K.Assign(COUNT, K.op("+", COUNT, K.Elem(src[0])))])
+    for strided in (False, True):
+        shared, reduce_stmts = block_reduce([sum_counts], use_shuffles=False)
+        stmts = _count_survivors(prog, strided, ept) + reduce_stmts + [
+            K.If(K.op("==", LID, K.i32(0)), (K.Store(counts.name, GROUP, COUNT),))]
+        args = tuple(input_args(prog, strided)) + (n, counts)
+        kname = f"{name}_compact_count" + ("_strided" if strided else "")
+        kernels.append(K.Kernel(kname, args, tuple(shared), tuple(stmts),
+                                doc=f"{name} compaction step 1: survivors per block."))
+        specs.append(KernelSpec(kname, args, "tiles", "strided" if strided else "contiguous", "count"))
+
+    kernels.append(_scan_kernel(name, counts, offsets, total))
+    specs.append(KernelSpec(kernels[-1].name, kernels[-1].args, "one", "any", "scan"))
+
+    for strided in (False, True):
+        body, keep = element(prog, strided, prog.outputs)
+        pos = K.KVar("pos", "int64")
+        writes = [K.Store(a.name, pos, K.Elem(rename(e, prog))) for a, e in zip(outs, prog.outputs)]
+        writes.append(K.Assign(pos, K.op("+", pos, ONE)))
+        incl = K.KVar("incl", "int64")
+        stmts = _count_survivors(prog, strided, ept) + block_inclusive_scan(COUNT, incl, "sh_scan") + [
+            K.Comment("This thread's survivors go right after those of earlier blocks and threads."),
+            K.Declare(pos, K.op("+", K.KLoad(offsets.name, GROUP, "int64"), K.op("-", incl, COUNT))),
+            per_thread_loop(ept, body + [K.If(keep, tuple(writes))])]
+        args = tuple(input_args(prog, strided)) + (n, offsets) + outs
+        kname = f"{name}_compact_scatter" + ("_strided" if strided else "")
+        kernels.append(K.Kernel(kname, args, (K.SharedArray("sh_scan", "int64", BLOCK),), tuple(stmts),
+                                doc=f"{name} compaction step 3: recompute, rank and write survivors in order."))
+        specs.append(KernelSpec(kname, args, "tiles", "strided" if strided else "contiguous", "scatter"))
+    outputs = tuple(BufferSpec(a.name, a.dtype, "n") for a in outs)
+    scratch = (BufferSpec("block_counts", "int64", "blocks"), BufferSpec("block_offsets", "int64", "blocks"),
+               BufferSpec("total", "int64", "one"))
+    return kernels, specs, outputs, scratch
+
+
+def _scan_kernel(name, counts, offsets, total) -> K.Kernel:
+    """One block scans all block counts, a block-sized chunk at a time, carrying the sum."""
+    blocks = K.KVar("num_blocks", "int64")
+    carry = K.KVar("carry", "int64")
+    chunk = K.KVar("chunk", "int64")
+    j = K.KVar("j", "int64")
+    c = K.KVar("c", "int64")
+    incl = K.KVar("incl", "int64")
+    in_range = K.op("<", j, blocks)
+    body = [K.Declare(j, K.op("+", chunk, K.KCast(LID, "int64"))),
+            K.Declare(c, K.KSelect(in_range, K.KLoad(counts.name, j, "int64"), K.i64(0), "int64")),
+            *block_inclusive_scan(c, incl, "sh_scan"),
+            K.If(in_range, (K.Store(offsets.name, j, K.op("+", carry, K.op("-", incl, c))),)),
+            K.Assign(carry, K.op("+", carry, K.KLoad("sh_scan", K.i32(BLOCK - 1), "int64"))),
+            K.Barrier()]
+    loop = K.For(chunk, K.i64(0), K.op("<", chunk, blocks), K.op("+", chunk, K.i64(BLOCK)), tuple(body))
+    stmts = (K.Declare(carry, K.i64(0)), loop,
+             K.If(K.op("==", LID, K.i32(0)), (K.Store(total.name, K.i32(0), carry),)))
+    args = (counts, KernelArg("num_blocks", "value", "int64"), offsets, total)
+    return K.Kernel(f"{name}_compact_scan", args, (K.SharedArray("sh_scan", "int64", BLOCK),), stmts,
+                    doc=f"{name} compaction step 2: exclusive scan of the block counts; total survivors.")

@@ -1,0 +1,262 @@
+"""Lambda AST -> typed expression IR (codegen.expr), following NumPy 2 semantics.
+
+`translate` walks the lambda body once per (lambda, argument types) and returns a Value: a
+Scalar expression tree, or a tuple/record of them for a select that builds several columns.
+Captured scalars become kernel parameters (through the caller's `new_param`), never pasted
+constants, so a new value of a captured variable reuses the compiled kernel.
+Operators live in translate_ops.py, function calls in translate_calls.py.
+"""
+from __future__ import annotations
+
+import ast
+import types
+from typing import Callable, Mapping
+
+import numpy as np
+
+from codegen import dtypes
+from codegen.expr import Const, Param
+from .capture import LambdaSource
+from .translate_calls import MODULE_CONSTANTS, SUPPORTED, call_handler
+from .translate_ops import binary, const, fail, logical, logical_not, select, unary
+from .values import RecordVal, Scalar, TupleVal, Value
+
+BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "truediv",
+          ast.FloorDiv: "floordiv", ast.Mod: "mod", ast.Pow: "pow", ast.BitAnd: "bitand",
+          ast.BitOr: "bitor", ast.BitXor: "bitxor", ast.LShift: "lshift", ast.RShift: "rshift"}
+UNARYOPS = {ast.USub: "neg", ast.UAdd: "pos", ast.Invert: "invert"}
+CMPOPS = {ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge", ast.Eq: "eq", ast.NotEq: "ne"}
+# Human names of constructs we reject, for error messages.
+CONSTRUCTS = {"ListComp": "a list comprehension", "SetComp": "a set comprehension",
+              "DictComp": "a dict comprehension", "GeneratorExp": "a generator expression",
+              "Lambda": "a lambda inside a lambda", "JoinedStr": "an f-string",
+              "NamedExpr": "an assignment expression (:=)", "List": "a list literal",
+              "Set": "a set literal", "Starred": "* unpacking", "Await": "await",
+              "Yield": "yield", "YieldFrom": "yield from", "Slice": "a slice",
+              "MatMult": "the @ operator", "Is": "`is`", "IsNot": "`is not`", "In": "`in`",
+              "NotIn": "`not in`"}
+LANGUAGE = ("supported: arithmetic + - * / // % **, unary - + ~ not, comparisons, and/or on "
+            "bools, & | ^ << >> on integers, `a if c else b`, calls of " + SUPPORTED +
+            ", record fields r.name / r['name'], tuple[i] with a constant i, and tuple or "
+            "dict literals as the result")
+
+
+def translate(src: LambdaSource, args: tuple[Value, ...], env: Mapping[str, object],
+              new_param: Callable[[str, str], Param]) -> Value:
+    """The value of src's body with src.params bound to `args` (in order).
+
+    env maps src.captures to their current objects (capture_values); every captured scalar
+    becomes `new_param(name, dtype)`.
+    """
+    if len(args) != len(src.params):
+        fail(src.where(src.body),
+             f"the lambda takes {len(src.params)} parameter(s) {src.params} but each element "
+             f"here has {len(args)} value(s); write a lambda with {len(args)} parameter(s)",
+             "parameters")
+    return _Translator(src, args, env, new_param).value(src.body)
+
+
+def _construct(node: ast.AST) -> str:
+    name = type(node).__name__
+    return CONSTRUCTS.get(name, name)
+
+
+class _Translator:
+    def __init__(self, src, args, env, new_param):
+        self.src = src
+        self.env = env
+        self.new_param = new_param
+        self.locals = dict(zip(src.params, args))
+        self.made: dict[str, Scalar] = {}   # capture name -> its Param, once per lambda
+
+    def at(self, node: ast.AST) -> str:
+        return self.src.where(node)
+
+    def value(self, node: ast.AST) -> Value:
+        method = getattr(self, "_" + type(node).__name__, None)
+        if method is None:
+            fail(self.at(node), f"{_construct(node)} is not supported in a query lambda; "
+                                f"{LANGUAGE}", type(node).__name__)
+        return method(node)
+
+    def scalar(self, node: ast.AST, what: str) -> Scalar:
+        v = self.value(node)
+        if not isinstance(v, Scalar):
+            kind = "tuple" if isinstance(v, TupleVal) else "record"
+            fail(self.at(node), f"{what} needs a scalar but this is a {kind}; pick one value "
+                                f"with t[i] or r.field", what)
+        return v
+
+    # --- leaves -------------------------------------------------------------------------
+    def _Constant(self, node: ast.Constant) -> Value:
+        if isinstance(node.value, (bool, int, float)):
+            return const(node.value, self.at(node))
+        fail(self.at(node), f"the constant {node.value!r} ({type(node.value).__name__}) is not "
+                            f"supported: kernels compute with bool, int and float (strings "
+                            f"only name fields: r['price'], {{'price': ...}})", "constant")
+
+    def _Name(self, node: ast.Name) -> Value:
+        if node.id in self.locals:
+            return self.locals[node.id]
+        if node.id in self.made:
+            return self.made[node.id]
+        obj = self._lookup(node.id, node)
+        if isinstance(obj, np.generic) and obj.dtype.name in dtypes.ALL:
+            s = Scalar(self.new_param(node.id, obj.dtype.name))
+        elif isinstance(obj, (bool, int, float)) and not isinstance(obj, np.generic):
+            kind = "bool" if isinstance(obj, bool) else "int" if isinstance(obj, int) else "float"
+            if kind == "int" and not -2 ** 63 <= obj < 2 ** 63:
+                fail(self.at(node), f"captured int {node.id!r} = {obj} does not fit in 64 "
+                                    f"bits; kernel parameters are int64", "capture")
+            s = Scalar(self.new_param(node.id, {"bool": "bool", "int": "int64",
+                                                "float": "float64"}[kind]), kind)
+        else:
+            fail(self.at(node), f"captured {node.id!r} is {_describe(obj)}; only scalars "
+                                f"(bool, int, float, numpy scalars of {', '.join(dtypes.ALL)}) "
+                                f"can be captured. Arrays belong in qc.query(...) as inputs; "
+                                f"functions must be math/numpy ones, called", "capture")
+        self.made[node.id] = s
+        return s
+
+    def _lookup(self, name: str, node: ast.AST):
+        if name not in self.env:
+            fail(self.at(node), f"name {name!r} has no value (not a parameter and not "
+                                f"captured)", "name")
+        return self.env[name]
+
+    # --- structure ----------------------------------------------------------------------
+    def _Attribute(self, node: ast.Attribute) -> Value:
+        base = node.value
+        if isinstance(base, ast.Name) and base.id not in self.locals:
+            obj = self._lookup(base.id, base)
+            if isinstance(obj, types.ModuleType):
+                value = getattr(obj, node.attr, None)
+                if node.attr in MODULE_CONSTANTS and isinstance(value, float):
+                    return const(value, self.at(node))
+                fail(self.at(node), f"{base.id}.{node.attr} is not a value a kernel can use; "
+                                    f"module constants supported: {', '.join(sorted(MODULE_CONSTANTS))}"
+                                    f"; functions must be called", "attribute")
+            if not isinstance(obj, (bool, int, float, np.generic)):
+                fail(self.at(node), f"attribute access {base.id}.{node.attr} on captured "
+                                    f"{_describe(obj)} is not supported; copy the value into "
+                                    f"a local scalar first ({node.attr} = {base.id}.{node.attr})",
+                     "attribute")
+        v = self.value(base)
+        if isinstance(v, RecordVal):
+            return self._field(v, node.attr, node)
+        fail(self.at(node), f"attribute .{node.attr} is only supported on records (r.price); "
+                            f"this is a {_kind(v)}", "attribute")
+
+    def _field(self, rec: RecordVal, name: str, node) -> Value:
+        v = rec.get(name)
+        if v is None:
+            fail(self.at(node), f"the record has no field {name!r}; fields: "
+                                f"{', '.join(rec.names)}", "field")
+        return v
+
+    def _Subscript(self, node: ast.Subscript) -> Value:
+        v = self.value(node.value)
+        key = node.slice
+        if isinstance(v, RecordVal):
+            if isinstance(key, ast.Constant) and isinstance(key.value, str):
+                return self._field(v, key.value, node)
+            fail(self.at(key), "a record is indexed by a constant field name: r['price']", "index")
+        if isinstance(v, TupleVal):
+            if not isinstance(key, ast.Slice):
+                k = self.value(key)
+                if (isinstance(k, Scalar) and k.weak == "int" and isinstance(k.expr, Const)):
+                    if -len(v.items) <= k.expr.value < len(v.items):
+                        return v.items[k.expr.value]
+                    fail(self.at(key), f"index {k.expr.value} is out of range for a tuple of "
+                                       f"{len(v.items)}", "index")
+            fail(self.at(key), "a tuple is indexed by a constant int: t[0], t[-1]", "index")
+        fail(self.at(node), "indexing a scalar is not supported (only tuples t[0] and "
+                            "records r['name'])", "index")
+
+    def _Tuple(self, node: ast.Tuple) -> Value:
+        return TupleVal(tuple(self.value(e) for e in node.elts))
+
+    def _Dict(self, node: ast.Dict) -> Value:
+        fields = {}
+        for k, v in zip(node.keys, node.values):
+            if not (isinstance(k, ast.Constant) and isinstance(k.value, str)):
+                fail(self.at(k or v), "dict literals need constant string keys: "
+                                      "{'price': r.price * 2}", "dict")
+            if k.value in fields:
+                fail(self.at(k), f"field {k.value!r} appears twice", "dict")
+            fields[k.value] = self.value(v)
+        return RecordVal(tuple(fields.items()))
+
+    # --- operators ----------------------------------------------------------------------
+    def _BinOp(self, node: ast.BinOp) -> Value:
+        op = BINOPS.get(type(node.op))
+        if op is None:
+            fail(self.at(node), f"{_construct(node.op)} is not supported; {LANGUAGE}",
+                 type(node.op).__name__)
+        return binary(op, self.scalar(node.left, "an operator"),
+                      self.scalar(node.right, "an operator"), self.at(node))
+
+    def _UnaryOp(self, node: ast.UnaryOp) -> Value:
+        x = self.scalar(node.operand, "an operator")
+        if isinstance(node.op, ast.Not):
+            return logical_not(x)
+        return unary(UNARYOPS[type(node.op)], x, self.at(node))
+
+    def _Compare(self, node: ast.Compare) -> Value:
+        for cmp in node.ops:
+            if type(cmp) not in CMPOPS:
+                fail(self.at(node), f"{_construct(cmp)} is not supported; compare with "
+                                    f"< <= > >= == !=", type(cmp).__name__)
+        operands = [self.scalar(n, "a comparison") for n in [node.left] + node.comparators]
+        parts = [binary(CMPOPS[type(cmp)], operands[i], operands[i + 1], self.at(node))
+                 for i, cmp in enumerate(node.ops)]
+        return parts[0] if len(parts) == 1 else logical("and", parts, self.at(node))
+
+    def _BoolOp(self, node: ast.BoolOp) -> Value:
+        op = "and" if isinstance(node.op, ast.And) else "or"
+        return logical(op, [self.scalar(n, f"`{op}`") for n in node.values], self.at(node))
+
+    def _IfExp(self, node: ast.IfExp) -> Value:
+        return select(self.scalar(node.test, "a condition"), self.scalar(node.body, "a branch"),
+                      self.scalar(node.orelse, "a branch"), self.at(node))
+
+    def _Call(self, node: ast.Call) -> Value:
+        at = self.at(node)
+        if node.keywords:
+            fail(at, "keyword arguments are not supported in calls inside a lambda", "call")
+        obj = self._callee(node.func)
+        handler = call_handler(obj)
+        if handler is None:
+            fail(at, f"calling {ast.unparse(node.func)} ({_describe(obj)}) is not supported; "
+                     f"supported calls: {SUPPORTED}", "call")
+        return handler([self.scalar(a, "a function argument") for a in node.args], at)
+
+    def _callee(self, node: ast.AST):
+        if isinstance(node, ast.Name):
+            if node.id in self.locals:
+                fail(self.at(node), f"calling the parameter {node.id!r} is not supported",
+                     "call")
+            return self._lookup(node.id, node)
+        if isinstance(node, ast.Attribute) and not (isinstance(node.value, ast.Name)
+                                                    and node.value.id in self.locals):
+            base = self._callee(node.value)
+            if isinstance(base, types.ModuleType):
+                if not hasattr(base, node.attr):
+                    fail(self.at(node), f"module {base.__name__} has no attribute "
+                                        f"{node.attr!r}", "call")
+                return getattr(base, node.attr)
+        fail(self.at(node), f"method calls and calls of computed functions "
+                            f"({ast.unparse(node)}) are not supported; supported calls: "
+                            f"{SUPPORTED}", "call")
+
+
+def _kind(v: Value) -> str:
+    return "tuple" if isinstance(v, TupleVal) else "record" if isinstance(v, RecordVal) else "scalar"
+
+
+def _describe(obj) -> str:
+    if isinstance(obj, types.ModuleType):
+        return f"the module {obj.__name__}"
+    if callable(obj):
+        return f"the function/callable {getattr(obj, '__qualname__', type(obj).__name__)}"
+    return f"a {type(obj).__module__}.{type(obj).__qualname__}".replace("builtins.", "")

@@ -1,0 +1,103 @@
+"""Property tests: random chains over random inputs (empty, NaN, negative, extreme values).
+
+- the numpy backend against plain-Python evaluation of the same lambdas (the oracle);
+- every other backend that runs here against the numpy backend, for every terminal.
+"""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import querycompute as qc
+from chains import ALL_DTYPES, arrays, chain, load_lambdas, python_oracle
+
+SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+RUNNABLE = [b for b in ("cpu", "opencl") if qc.backends()[b]["available"]]
+TERMINALS = ["to_array", "sum", "min", "max", "mean", "count", "any", "all", "first", "agg"]
+
+
+def build(x, steps):
+    q = qc.query(x)
+    for (op, _), f in zip(steps, load_lambdas([t for _, t in steps])):
+        q = q.select(f) if op == "select" else q.where(f)
+    return q
+
+
+def run_terminal(q, name):
+    """The terminal's value, or the exception type it raised (compared across backends)."""
+    try:
+        if name == "agg":
+            return q.agg(total=qc.sum, peak=qc.max, n=qc.count, avg=qc.mean)
+        if name in ("min", "max", "mean", "first"):
+            return getattr(q, name)(default=None)
+        return getattr(q, name)()
+    except qc.QueryError as exc:
+        return type(exc)
+
+
+def _float_close(a, b, bound: float, dtype) -> bool:
+    a, b = float(a), float(b)
+    if a == b or (np.isnan(a) and np.isnan(b)):
+        return True
+    eps = float(np.finfo(dtype).eps) if np.dtype(dtype).kind == "f" else 0.0
+    if not np.isfinite(bound) or bound > float(np.finfo(dtype).max) / 4:
+        return True   # the sum overflows in some order: which order overflows first is not defined
+    return abs(a - b) <= 4 * eps * bound + 1e-300
+
+
+def assert_same(got, want, values: np.ndarray):
+    """Exact for everything but float sums/means, which may differ by reassociation."""
+    if isinstance(want, dict):
+        assert isinstance(got, dict) and got.keys() == want.keys()
+        for k in want:
+            assert_same(got[k], want[k], values)
+        return
+    if isinstance(want, type):
+        assert got is want
+        return
+    if isinstance(want, np.ndarray):
+        assert got.dtype == want.dtype, (got.dtype, want.dtype)
+        np.testing.assert_array_equal(got, want)
+        return
+    if want is None or isinstance(want, (bool, int)):
+        assert got == want
+        return
+    assert np.asarray(got).dtype == np.asarray(want).dtype, (got, want)
+    if np.asarray(want).dtype.kind == "f":
+        with np.errstate(all="ignore"):
+            bound = float(np.sum(np.abs(values.astype(np.float64)))) if len(values) else 0.0
+        assert _float_close(got, want, bound, np.asarray(want).dtype), (got, want)
+    else:
+        assert got == want
+
+
+@given(data=st.data(), dtype=st.sampled_from(ALL_DTYPES))
+@settings(max_examples=150, **SETTINGS)
+def test_numpy_backend_matches_plain_python(data, dtype):
+    steps = data.draw(chain(dtype))
+    x = data.draw(arrays(dtype))
+    got = build(x, steps).on("numpy").to_array()
+    want = python_oracle(x, steps)
+    if want:
+        assert got.dtype == np.asarray(want[0]).dtype, (steps, got.dtype, type(want[0]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        expected = np.array(want, dtype=got.dtype)
+    np.testing.assert_array_equal(got, expected, err_msg=str(steps))
+
+
+@pytest.mark.parametrize("backend", RUNNABLE)
+@given(data=st.data(), dtype=st.sampled_from(ALL_DTYPES), terminal=st.sampled_from(TERMINALS))
+@settings(max_examples=25, **SETTINGS)
+def test_backend_matches_numpy(backend, data, dtype, terminal):
+    steps = data.draw(chain(dtype))
+    x = data.draw(arrays(dtype, max_size=300))
+    q = build(x, steps)
+    values = q.on("numpy").to_array()
+    want = run_terminal(q.on("numpy"), terminal)
+    got = run_terminal(q.on(backend), terminal)
+    assert_same(got, want, values)
