@@ -75,11 +75,20 @@ DAMAGE = {
 }
 
 
-@pytest.mark.parametrize("damage", sorted(DAMAGE))
-def test_damaged_binary_entry_is_one_warning_a_recompile_and_a_rewrite(tmp_path, damage):
-    cache = tmp_path / "cache"
+@pytest.fixture(scope="module")
+def pristine_binary_cache(tmp_path_factory):
+    """One binary entry stored by a worker; each test damages a copy of it."""
+    cache = tmp_path_factory.mktemp("pristine") / "cache"
     first = run_worker(cache, BINARY_JOB)
     assert first["origin"] == "compiled" and first["right"]
+    return cache
+
+
+@pytest.mark.parametrize("damage", sorted(DAMAGE))
+def test_damaged_binary_entry_is_one_warning_a_recompile_and_a_rewrite(tmp_path, damage,
+                                                                       pristine_binary_cache):
+    cache = tmp_path / "cache"
+    shutil.copytree(pristine_binary_cache, cache)
     DAMAGE[damage](entry_of(cache), tmp_path)
 
     second = run_worker(cache, {**BINARY_JOB, "touch_again": True})
@@ -101,15 +110,18 @@ def test_missing_metadata_is_a_quiet_miss_like_an_entry_still_being_written(tmp_
 
 
 def test_only_one_warning_per_damaged_entry_per_process(tmp_path):
+    import warnings
+    from querycompute.cache import DiskCache, make_key
     cache = tmp_path / "cache"
     run_worker(cache, BINARY_JOB)
-    # A read-only entry can't be repaired, so the same damage is met on every lookup.
-    entry = entry_of(cache)
-    flip_byte(entry / "kernel.bin", -1)
-    blocker = tmp_path / "blocked"
-    blocker.write_text("")
-    result = run_worker(cache, {**BINARY_JOB, "touch_again": True})
-    assert len(result["warnings"]) == 1 and result["second"]["right"]
+    flip_byte(entry_of(cache) / "kernel.bin", -1)
+    store = DiskCache(cache, enabled=True)
+    key = make_key(backend="opencl", compiler=BINARY_JOB["compiler"], device="test-device",
+                   options=BINARY_JOB["options"], source=BINARY_JOB["source"])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert store.load(key) is None and store.load(key) is None   # not repaired between
+    assert len(caught) == 1 and store.counters.damaged == 2
 
 
 MODULE_JOB = {"action": "module", "scale": 3}
@@ -132,10 +144,20 @@ MODULE_DAMAGE = {
 }
 
 
-@pytest.mark.parametrize("damage", sorted(MODULE_DAMAGE))
-def test_damaged_numba_module_entry_is_recompiled_never_run_as_is(tmp_path, damage):
-    cache = tmp_path / "cache"
+@pytest.fixture(scope="module")
+def pristine_module_cache(tmp_path_factory):
+    """One numba module entry compiled and sealed by a worker; tests damage copies of it."""
+    cache = tmp_path_factory.mktemp("pristine") / "cache"
     assert run_worker(cache, MODULE_JOB)["origin"] == "compiled"
+    return cache
+
+
+@pytest.mark.parametrize("damage", sorted(MODULE_DAMAGE))
+def test_damaged_numba_module_entry_is_recompiled_never_run_as_is(tmp_path, damage,
+                                                                  pristine_module_cache):
+    cache = tmp_path / "cache"
+    # copy2 keeps mtimes: numba's own cache is keyed on the module file's mtime and size.
+    shutil.copytree(pristine_module_cache, cache, copy_function=shutil.copy2)
     MODULE_DAMAGE[damage](entry_of(cache))
 
     second = run_worker(cache, MODULE_JOB)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from querycompute.errors import UnsupportedLambdaError
-from querycompute.frontend import capture_values, lambda_source
+from querycompute.frontend import capture_key, capture_values, lambda_source
 
 GLOBAL_K = 10
 
@@ -170,3 +170,15 @@ def test_no_debug_ranges_is_explained(tmp_path):
     out = subprocess.run([sys.executable, "-X", "no_debug_ranges", str(script)],
                          capture_output=True, text=True, check=True).stdout
     assert "no_debug_ranges" in out and "nd.py:5" in out
+
+
+def test_capture_key_holds_types_not_values():
+    def make(k):
+        return lambda v: np.sqrt(v) * k
+    keys = []
+    for k in (1, 2, 2.5, np.float32(2), np.float32(3)):
+        f = make(k)
+        keys.append(capture_key(capture_values(f, lambda_source(f))))
+    assert keys[0] == keys[1] and keys[3] == keys[4]
+    assert len({keys[0], keys[2], keys[3]}) == 3
+    assert ("np", np) in keys[0]

@@ -174,9 +174,6 @@ def test_numpy_flavoured_builtins_and_ternary(fn, oracle, dtype):
 @pytest.mark.parametrize("dtype", ["int8", "int16", "int64", "uint16", "uint64", "bool"])
 @pytest.mark.parametrize("fn", INT_ONLY, ids=lambda f: lambda_source(f).text[10:])
 def test_integer_operators(fn, dtype):
-    if dtype == "bool" and ("<<" in lambda_source(fn).text or ">>" in lambda_source(fn).text
-                            or "//" in lambda_source(fn).text or "%" in lambda_source(fn).text):
-        pytest.skip("NumPy itself has no such bool loop")
     values = [True, False] if dtype == "bool" else [abs(v) if dtypes.is_unsigned(dtype) else v
                                                     for v in INT_VALUES]
     for value in values:
@@ -339,8 +336,8 @@ F32 = np.float32
 
 
 def test_functions_and_modules_are_resolved_by_identity():
-    result, got = run_ir(lambda v: msqrt(v) + xp.sqrt(v) + F32(v), ("float32",), (4.0,))
-    assert result.dtype == "float64" and got == 10.0
+    result, got = run_ir(lambda v: msqrt(v) + xp.sqrt(v) + F32(v), ("float32",), (1.0,))
+    assert result.dtype == "float32" and got == 3.0  # math.sqrt gives a weak Python float
     calls = [n.fn for n in walk(result.expr) if isinstance(n, Call)]
     assert calls == ["sqrt", "sqrt"]
 

@@ -7,11 +7,13 @@ The module is `exec`uted in a namespace holding `np`, `math`, `njit` and `prange
   <name>_element     element i of the chain -> (keep, values...), fastmath off
   <name>_chunk       (Reduce only) partial accumulators of elements [lo, hi)
   <name>_fold<k>     (fold aggs only) the user's combine function
-  <name>_serial      entry point for small n: plain loops, no thread pool
-  <name>_parallel    entry point for large n: the same loops over chunks with prange
-
-Both entries take (n, inputs..., params...) and return a tuple: ToArray -> the output arrays
-(float16 outputs as their uint16 bits); Reduce -> the flat results of `result_slots`.
+  entry points, each in a `_serial` (plain loops, for small n: no thread pool) and a
+  `_parallel` (prange over chunks) flavour, taking (n, ..., inputs..., params...):
+    Reduce             <name>_serial(n, ...) -> the flat results of `result_slots`
+    ToArray, no filter <name>_serial(n, out0, out1.., ...) fills the caller's outputs
+    ToArray, filter    <name>_count_serial(n, ...) -> offsets (int64, nchunks + 1), then
+                       <name>_write_serial(n, offsets, out0.., ...) with outputs of offsets[-1]
+Output arrays hold `storage_dtype` elements (float16 as its uint16 bits); so do inputs.
 Chunks are CHUNK elements whatever the thread count, and partials are combined in chunk
 order, so a result's bits depend only on the input. Float sums vectorise because only the
 chunk function carries numba's `reassoc` flag (and only its accumulating adds are float
@@ -144,36 +146,32 @@ class _ModulePrinter:
         return name
 
     # ---- ToArray -------------------------------------------------------------------------
+    # Output arrays are allocated by the caller (NumPy asks the kernel for huge pages on big
+    # arrays, which makes first-touch page faults far cheaper than numba's own allocation).
     def _to_array(self) -> list[str]:
         outs = [f"out{k}" for k in range(len(self.prog.outputs))]
         elems = [f"e{k}" for k in range(len(outs))]
-        storage = [f"np.{storage_dtype(d)}" for d in self.prog.output_dtypes]
         call = f"{self._element_name()}({self._a('np.uint64(i)')})"
         unpack = ", ".join(["keep"] + elems)
-        ret = "(" + ", ".join(outs) + ",)"
+        out_args = ", ".join(outs)
         if not self.prog.has_filter:
             def dense(loop: str) -> str:
-                allocs = "".join(f"    {o} = np.empty(n, {s})\n" for o, s in zip(outs, storage))
                 stores = "".join(f"        {o}[i] = {e}\n" for o, e in zip(outs, elems))
                 return (f"{_ENTRY_JIT[loop]}\n"
-                        f"def {self.p.name}_{loop}({self._a('n')}):\n"
-                        f'    """No filter: every element is stored at its own index."""\n'
-                        f"{allocs}"
+                        f"def {self.p.name}_{loop}({self._a('n, ' + out_args)}):\n"
+                        f'    """No filter: element i is stored at index i of every output."""\n'
                         f"    for i in {'prange' if loop == 'parallel' else 'range'}(n):\n"
                         f"        {unpack} = {call}\n"
-                        f"{stores}"
-                        f"    return {ret}")
+                        f"{stores}").rstrip("\n")
             return [dense("serial"), dense("parallel")]
 
-        def compact(loop: str) -> str:
+        def count(loop: str) -> str:
             rng = "prange" if loop == "parallel" else "range"
-            allocs = "".join(f"    {o} = np.empty(total, {s})\n" for o, s in zip(outs, storage))
-            stores = "".join(f"                {o}[pos] = {e}\n" for o, e in zip(outs, elems))
             return (f"{_ENTRY_JIT[loop]}\n"
-                    f"def {self.p.name}_{loop}({self._a('n')}):\n"
-                    f'    """Order-preserving compaction in two passes over fixed chunks:\n'
-                    f"    count survivors per chunk, prefix-sum the counts into offsets, then\n"
-                    f'    each chunk writes its survivors, in order, from its offset."""\n'
+                    f"def {self.p.name}_count_{loop}({self._a('n')}):\n"
+                    f'    """Compaction pass 1: survivors per fixed chunk, prefix-summed, so\n'
+                    f"    offsets[c] is where chunk c's first survivor goes and offsets[-1]\n"
+                    f'    is the total."""\n'
                     f"    nch = (n + CHUNK - 1) // CHUNK\n"
                     f"    offsets = np.zeros(nch + 1, np.int64)\n"
                     f"    for c in {rng}(nch):\n"
@@ -184,15 +182,21 @@ class _ModulePrinter:
                     f"        offsets[c + 1] = cnt\n"
                     f"    for c in range(nch):\n"
                     f"        offsets[c + 1] += offsets[c]\n"
-                    f"    total = offsets[nch]\n"
-                    f"{allocs}"
+                    f"    return offsets")
+
+        def write(loop: str) -> str:
+            rng = "prange" if loop == "parallel" else "range"
+            stores = "".join(f"                {o}[pos] = {e}\n" for o, e in zip(outs, elems))
+            return (f"{_ENTRY_JIT[loop]}\n"
+                    f"def {self.p.name}_write_{loop}({self._a('n, offsets, ' + out_args)}):\n"
+                    f'    """Compaction pass 2: each chunk writes its survivors, in source\n'
+                    f'    order, from its offset; chunks never overlap, so order is kept."""\n'
+                    f"    nch = (n + CHUNK - 1) // CHUNK\n"
                     f"    for c in {rng}(nch):\n"
                     f"        pos = offsets[c]\n"
                     f"        for i in range(c * CHUNK, min(n, c * CHUNK + CHUNK)):\n"
                     f"            {unpack} = {call}\n"
                     f"            if keep:\n"
                     f"{stores}"
-                    f"                pos += 1\n"
-                    f"    return {ret}")
-        return [compact("serial"), compact("parallel")]
-
+                    f"                pos += 1").rstrip("\n")
+        return [count("serial"), write("serial"), count("parallel"), write("parallel")]

@@ -169,7 +169,7 @@ class ReducePrinter:
         states = [st for k, agg in enumerate(self.aggs) for st in self._state(k, agg)]
         init = "".join(f"    {name} = {value}\n" for name, _, value in states)
         ncall = sum(len(v) for v in self.values)
-        unpack = ", ".join(["keep"] + [f"e{j}" for j in range(ncall)])
+        unpack = "".join(f"{x}, " for x in ["keep"] + [f"e{j}" for j in range(ncall)]).rstrip()
         call = f"{self.element}({self._a('np.uint64(i)')})"
         loop = [f"{unpack} = {call}"]
         if self.first_only:             # stop at the chunk's first survivor

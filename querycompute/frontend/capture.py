@@ -110,6 +110,26 @@ def capture_values(fn, src: LambdaSource) -> dict[str, object]:
     return out
 
 
+def capture_key(env: dict[str, object]) -> tuple:
+    """What translate's IR depends on in `env` (from capture_values): the *types* of
+    captured scalars, never their values, and the identity of modules/functions. Equal keys
+    (for the same LambdaSource and argument types) give equal IR, so a caller can key its
+    IR/kernel cache on this without re-translating."""
+    key = []
+    for name, obj in env.items():
+        if isinstance(obj, np.generic):
+            key.append((name, obj.dtype.name))
+        elif isinstance(obj, (bool, int, float)):
+            key.append((name, type(obj).__name__))
+        else:
+            try:
+                hash(obj)
+                key.append((name, obj))
+            except TypeError:       # unhashable captures are rejected by translate anyway
+                key.append((name, type(obj), id(obj)))
+    return tuple(key)
+
+
 def free_names(params, body: ast.expr) -> tuple[str, ...]:
     """Names read in `body` that are not parameters, in first-appearance order."""
     seen: dict[str, None] = {}
@@ -214,7 +234,7 @@ def _file_index(filename: str, text: str):
 
 def _make(node, code, filename: str, text: str) -> LambdaSource:
     where = f"{filename}:{node.lineno}:{node.col_offset + 1}"
-    params = _params(node.args, where)
+    params = positional_params(node.args, where)
     if isinstance(node, ast.Lambda):
         body = node.body
     else:
@@ -229,7 +249,7 @@ def _make(node, code, filename: str, text: str) -> LambdaSource:
                         text=ast.get_source_segment(text, node) or "")
 
 
-def _params(args: ast.arguments, where: str) -> tuple[str, ...]:
+def positional_params(args: ast.arguments, where: str) -> tuple[str, ...]:
     problems = []
     if args.defaults or any(d is not None for d in args.kw_defaults):
         problems.append("default values")

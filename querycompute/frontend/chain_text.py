@@ -13,7 +13,7 @@ import builtins
 from typing import NamedTuple
 
 from ..errors import UnsupportedLambdaError
-from .capture import TEXT_MODULES, LambdaSource, _params, free_names
+from .capture import TEXT_MODULES, LambdaSource, free_names, positional_params
 
 FILENAME = "<query>"
 AGG_NAMES = ("sum", "min", "max", "mean", "count", "any", "all", "first")
@@ -104,7 +104,7 @@ def _agg_spec(node: ast.expr, text: str):
 
 
 def _lambda(node: ast.Lambda, text: str) -> LambdaSource:
-    params = _params(node.args, _where(node))
+    params = positional_params(node.args, _where(node))
     captures = free_names(params, node.body)
     for name in captures:
         if name not in TEXT_MODULES and not hasattr(builtins, name):

@@ -87,7 +87,7 @@ def python_kind(op: str, ka: str, kb: str) -> str:
 
 def common_type(a: tuple[str, object], b: tuple[str, object]) -> tuple[str, object]:
     """(dtype, weak) both branches of `x if c else y` are brought to (np.result_type rules)."""
-    (da, wa), (db, wb) = a, b
+    wa, wb = a[1], b[1]
     if wa and wb:
         kind = max(wa, wb, key=KIND_RANK.__getitem__)
         return WEAK_DTYPE[kind], kind

@@ -39,11 +39,11 @@ NP_BINARY = {"hypot": "hypot", "arctan2": "atan2", "copysign": "copysign", "powe
 NP_UNARY = {"absolute": "abs", "negative": "neg", "positive": "pos", "invert": "invert"}
 # Module attributes that are fixed numbers, not captured state: folded as weak constants.
 MODULE_CONSTANTS = {"pi", "e", "tau", "inf", "nan", "euler_gamma"}
-SUPPORTED = ("builtins abs min max round float int bool pow; math." + " math.".join(
-    list(MATH_FUNCS) + list(MATH_TO_INT) + list(MATH_BINARY) + list(PREDICATES) + ["fabs"])
-    + "; np." + " np.".join(NP_FLOAT_FUNCS + tuple(NP_BINARY) + tuple(NP_UNARY) + PREDICATES
-                            + ("fabs", "sign", "round", "around"))
-    + "; numpy scalar types as casts (np.float32(v))")
+SUPPORTED = ("builtins abs min max round float int bool pow; math.* and np.* elementwise "
+             "functions (sqrt exp log log2 log10 expm1 log1p, sin cos tan sinh cosh tanh and "
+             "their inverses, floor ceil trunc fabs hypot atan2/arctan2 pow/power isnan isinf "
+             "isfinite copysign; np also rint sign round absolute minimum maximum and the "
+             "arithmetic ufuncs); numpy scalar types as casts (np.float32(v))")
 
 
 def _arity(name: str, args: list, n, at: str):
