@@ -7,7 +7,7 @@ is right, every CacheWarning raised, and the cache counters. The "compiler" of t
 action is a pure function of (source, compiler, options), so a test can tell a right binary
 from a wrong one; the "module" action goes through numba for real and the "opencl" action
 through pocl for real. QC_GO_FILE (optional) names a file to wait for before starting, so
-several workers can be released at once to race.
+several workers can be released at once to race (each first writes QC_GO_FILE.ready.PID).
 """
 from __future__ import annotations
 
@@ -23,6 +23,8 @@ from pathlib import Path
 
 def wait_for_go() -> None:
     go = os.environ.get("QC_GO_FILE")
+    if go:                               # tell the test this worker is ready to race
+        Path(f"{go}.ready.{os.getpid()}").write_text("")
     deadline = time.monotonic() + 60
     while go and not os.path.exists(go):
         if time.monotonic() > deadline:
@@ -120,8 +122,12 @@ def opencl(job, disk_cache) -> dict:
 
 def main() -> None:
     job = json.loads(sys.argv[1])
-    wait_for_go()
     from querycompute.cache import cache, disk_cache
+    if job["action"] == "module":       # imports done before the race starts
+        import numba  # noqa: F401
+    elif job["action"] == "opencl":
+        import pyopencl  # noqa: F401
+    wait_for_go()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         result = {"binary": binary, "module": module, "opencl": opencl}[job["action"]](

@@ -13,7 +13,10 @@ def race(tmp_path, job: dict, n: int) -> list[dict]:
     go = tmp_path / "go"
     cache = tmp_path / "cache"
     workers = [start_worker(cache, job, QC_GO_FILE=go) for _ in range(n)]
-    time.sleep(1.0)                      # let every worker import and reach the go-file
+    deadline = time.monotonic() + 60
+    while len(list(tmp_path.glob("go.ready.*"))) < n:    # all imported, all waiting
+        assert time.monotonic() < deadline and all(w.poll() is None for w in workers)
+        time.sleep(0.01)
     go.write_text("go")
     return [result_of(w) for w in workers]
 
@@ -32,6 +35,7 @@ def test_processes_racing_on_one_cold_binary_entry(tmp_path, n):
     job = {"action": "binary", "compiler": "fakecc 1.0", "source": "__kernel void race() {}\n",
            "compile_seconds": 0.3, "touch_again": True}
     results = race(tmp_path, job, n)
+    assert all(r["origin"] == "compiled" for r in results)      # the race really happened
     assert all(r["right"] and r["second"]["right"] for r in results)
     assert all(r["warnings"] == [] for r in results)
     assert all(r["second"]["origin"] == "disk" for r in results)
@@ -43,6 +47,7 @@ def test_processes_racing_on_one_cold_binary_entry(tmp_path, n):
 def test_processes_racing_on_one_cold_numba_module(tmp_path):
     job = {"action": "module", "scale": 5}
     results = race(tmp_path, job, 3)
+    assert sum(r["origin"] == "compiled" for r in results) >= 2
     assert all(r["right"] for r in results)
     assert_one_clean_entry(tmp_path / "cache", results[0]["key"])
     after = run_worker(tmp_path / "cache", job)

@@ -236,4 +236,5 @@ def test_trace_records_each_kernel_and_reuse(backend):
                      "qc_trace_float32_compact_scatter"]
     assert first.kernels[0].cache == "compiled" and first.kernels[0].compile_ms > 0
     assert all(k.cache == "memory" and k.compile_ms == 0 for k in second.kernels)
-    assert first.kernels[0].grid == (5,) and first.kernels[1].grid == (1,) and first.kernels[0].block == (256,)
+    # outputs include the int64 index: 16 / 8 = 2 elements per thread, 512 per block
+    assert first.kernels[0].grid == (10,) and first.kernels[1].grid == (1,) and first.kernels[0].block == (256,)

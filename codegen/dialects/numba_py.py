@@ -5,8 +5,8 @@ The module is `exec`uted in a namespace holding `np`, `math`, `njit` and `prange
 
   helpers            scalar functions with NumPy's exact semantics (numba_py_helpers)
   <name>_element     element i of the chain -> (keep, values...), fastmath off
-  <name>_chunk       (Reduce only) partial accumulators of elements [lo, hi)
   <name>_fold<k>     (fold aggs only) the user's combine function
+  <name>_chunk       (Reduce only) partial accumulators of elements [lo, hi)
   entry points, each in a `_serial` (plain loops, for small n: no thread pool) and a
   `_parallel` (prange over chunks) flavour, taking (n, ..., inputs..., params...):
     Reduce             <name>_serial(n, ...) -> the flat results of `result_slots`

@@ -59,15 +59,46 @@ def _load(p: Pass) -> tuple[dict, str, float]:
 
 
 def _compile_serial(p: Pass, ns: dict) -> None:
-    """Compile the serial entry for contiguous inputs by calling it on empty arrays."""
+    """Compile the serial entry points for contiguous arrays by running them on n = 0."""
     prog = p.program
     inputs = [np.empty(0, numba_py.storage_dtype(s.dtype)) for s in prog.inputs]
     params = [np.dtype(_param_type(s.dtype)).type(0) for s in prog.params]
-    ns[f"{p.name}_serial"](0, *inputs, *params)
+    _Launch(p, ns, False)(0, inputs, params)
 
 
 def _param_type(dtype: str) -> str:
     return "float32" if dtype == "float16" else dtype     # float16 is held in float32
+
+
+class _Launch:
+    """Calls one flavour (serial or parallel) of a pass's entry points: n, inputs and
+    params in, the raw tuple out (outputs in storage dtypes)."""
+
+    def __init__(self, p: Pass, ns: dict, parallel: bool):
+        kind = "parallel" if parallel else "serial"
+        name = p.name
+        self.storage = [np.dtype(numba_py.storage_dtype(d)) for d in p.program.output_dtypes]
+        if isinstance(p.terminal, Reduce):
+            self.entry = ns[f"{name}_{kind}"]
+            self.shape = "reduce"
+        elif p.program.has_filter:
+            self.count, self.write = ns[f"{name}_count_{kind}"], ns[f"{name}_write_{kind}"]
+            self.shape = "compact"
+        else:
+            self.entry = ns[f"{name}_{kind}"]
+            self.shape = "dense"
+
+    def __call__(self, n, inputs, params):
+        if self.shape == "reduce":
+            return self.entry(n, *inputs, *params)
+        if self.shape == "dense":
+            outs = tuple(np.empty(n, dt) for dt in self.storage)
+            self.entry(n, *outs, *inputs, *params)
+            return outs
+        offsets = self.count(n, *inputs, *params)
+        outs = tuple(np.empty(int(offsets[-1]), dt) for dt in self.storage)
+        self.write(n, offsets, *outs, *inputs, *params)
+        return outs
 
 
 class CpuPrepared(Prepared):
@@ -77,8 +108,8 @@ class CpuPrepared(Prepared):
         self.p = p
         self.origin = "compiled" if compile_ms else "memory"
         self.compile_ms = compile_ms
-        self._serial = ns[f"{p.name}_serial"]
-        self._parallel = ns[f"{p.name}_parallel"]
+        self._serial = _Launch(p, ns, False)
+        self._parallel = _Launch(p, ns, True)
         prog = p.program
         self._f16_inputs = tuple(k for k, s in enumerate(prog.inputs) if s.dtype == "float16")
         self._f16_params = tuple(k for k, s in enumerate(prog.params) if s.dtype == "float16")
@@ -97,8 +128,7 @@ class CpuPrepared(Prepared):
             for k in self._f16_params:
                 params[k] = np.float32(params[k])
         parallel = n >= SERIAL_MAX
-        entry = self._parallel if parallel else self._serial
-        raw = entry(n, *inputs, *params)
+        raw = (self._parallel if parallel else self._serial)(n, inputs, params)
         result = self._results(raw)
         run_ms = (time.perf_counter() - t0) * 1e3
         self._runs += 1

@@ -60,16 +60,16 @@ _by_file: dict[str, tuple[str, list]] = {}
 
 def lambda_source(fn) -> LambdaSource:
     """The LambdaSource of a Python function; raises UnsupportedLambdaError if it has none."""
-    code = getattr(fn, "__code__", None)
-    if code is not None:
-        hit = _by_code.get(id(code))
-        if hit is not None and hit[0] is code:
-            return hit[1]
+    # Checked before the cache: a bound method forwards __code__ to its function.
     if not isinstance(fn, types.FunctionType):
         raise UnsupportedLambdaError(
             f"expected {ACCEPTED}; got {_describe_callable(fn)}. Wrap it in a lambda, "
             f"e.g. lambda v: f(v) with f one of the supported math/numpy functions",
             construct=type(fn).__name__)
+    code = fn.__code__
+    hit = _by_code.get(id(code))
+    if hit is not None and hit[0] is code:
+        return hit[1]
     src = _find(fn, code)
     plan = tuple((name, code.co_freevars.index(name) if name in code.co_freevars else None)
                  for name in src.captures)

@@ -34,6 +34,7 @@ FLAGS = ("-std=c++20", "-O1", "-shared", "-fPIC", "-pthread",
          # IEEE-exact float math, as every backend promises: no contraction, no fast math.
          "-ffp-contract=off", "-fno-fast-math",
          "-Wno-attributes", "-Wno-unused-variable", "-Wno-unused-but-set-variable")
+SCHEDULES = {"free": 0, "ascending": 1, "descending": -1, "alternate": 2}
 PRELUDE = {"cuda": '#include "cuda_prelude.h"\n', "metal": ""}  # MSL includes <metal_stdlib> itself
 _KIND = {1: "pointer", 2: "reference", 3: "int", 4: "uint", 5: "float", 6: "bool", 7: "other"}
 _SCALAR = {("int", 1): np.int8, ("int", 2): np.int16, ("int", 4): np.int32, ("int", 8): np.int64,
@@ -73,8 +74,8 @@ def _trailer(kernels: list[KernelInfo]) -> str:
     for k in kernels:
         lines.append(
             f'extern "C" int qch_launch__{k.name}(const unsigned* g, const unsigned* b, void** a, '
-            f"unsigned long shm, char* err, unsigned long errlen) "
-            f"{{ return ::qch::launch(&{k.name}, g, b, a, shm, err, errlen); }}")
+            f"unsigned long shm, int schedule, char* err, unsigned long errlen) "
+            f"{{ return ::qch::launch(&{k.name}, g, b, a, shm, schedule, err, errlen); }}")
         lines.append(f'extern "C" int qch_describe__{k.name}(int* d, int max) '
                      f"{{ return ::qch::describe(&{k.name}, d, max); }}")
     return "\n".join(lines) + "\n"
@@ -142,7 +143,7 @@ class Kernel:
         self._launch = getattr(lib, f"qch_launch__{info.name}")
         self._launch.restype = ctypes.c_int
         self._launch.argtypes = [ctypes.POINTER(ctypes.c_uint), ctypes.POINTER(ctypes.c_uint),
-                                 ctypes.POINTER(ctypes.c_void_p), ctypes.c_ulong,
+                                 ctypes.POINTER(ctypes.c_void_p), ctypes.c_ulong, ctypes.c_int,
                                  ctypes.c_char_p, ctypes.c_ulong]
         describe = getattr(lib, f"qch_describe__{info.name}")
         desc = (ctypes.c_int * 256)()
@@ -150,8 +151,16 @@ class Kernel:
         # (kind, size of the value, or of the pointee for pointers) per parameter
         self.params = [(_KIND[desc[2 * i]], desc[2 * i + 1]) for i in range(count)]
 
-    def launch(self, grid, block, args: Sequence, shared_bytes: int = 0) -> None:
-        """Run the kernel over `grid` blocks of `block` threads (ints or up-to-3 tuples)."""
+    def launch(self, grid, block, args: Sequence, shared_bytes: int = 0,
+               schedule: str = "alternate") -> None:
+        """Run the kernel over `grid` blocks of `block` threads (ints or up-to-3 tuples).
+
+        schedule: "alternate" (default: warps run one at a time up to each block barrier,
+        ascending in even blocks and descending in odd ones, which makes a missing barrier
+        show up deterministically), "ascending", "descending", or "free" (every thread runs
+        whenever the OS schedules it)."""
+        if schedule not in SCHEDULES:
+            raise ValueError(f"schedule must be one of {sorted(SCHEDULES)}, not {schedule!r}")
         name = self.info.name
         if len(args) != len(self.params):
             raise TypeError(f"kernel {name} takes {len(self.params)} arguments "
@@ -167,7 +176,7 @@ class Kernel:
             return  # an empty grid launches nothing, as on a GPU
         err = ctypes.create_string_buffer(4096)
         rc = self._launch((ctypes.c_uint * 3)(*g), (ctypes.c_uint * 3)(*b), ptrs, shared_bytes,
-                          err, len(err))
+                          SCHEDULES[schedule], err, len(err))
         if rc:
             raise HarnessError(f"kernel {name} grid={g} block={b}: {err.value.decode()}")
 

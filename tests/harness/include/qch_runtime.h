@@ -102,6 +102,7 @@ inline thread_local ThreadCtx t;
 struct Warp {
   std::mutex m;
   Signal changed;             // an operation completed or a deposit buffer was released
+  Signal go;                  // a barrier opened or it became this warp's turn to run
   uint32_t live = 0;          // lanes that exist and have not returned
   uint32_t arrived = 0;       // lanes waiting in the pending operation
   uint32_t required = 0;      // CUDA: lanes named by the mask; 0 = every live lane (Metal)
@@ -120,10 +121,15 @@ struct BlockState {
   Launch* launch = nullptr;
   unsigned nthreads = 0;
   std::mutex m;
-  Signal released;            // a block barrier opened
   unsigned live = 0, arrived = 0;
   uint64_t generation = 0;
   std::vector<Warp> warps;
+  // Warp schedule (see run_in_order below): order 0 = every thread runs freely; +1 / -1 =
+  // one warp at a time in ascending / descending order, each until all its live lanes are at
+  // the next block barrier or gone.
+  int order = 0;
+  unsigned turn = 0;
+  std::vector<unsigned> warp_live, warp_parked;
   alignas(64) unsigned char arena[kArenaBytes];
   std::vector<unsigned char> dynamic_shared;
 };
@@ -139,8 +145,7 @@ struct Launch {
       if (error.empty()) error = msg;
     }
     failed = true;
-    block->released.notify();
-    for (auto& w : block->warps) w.changed.notify();
+    for (auto& w : block->warps) { w.changed.notify(); w.go.notify(); }
   }
 };
 
@@ -157,7 +162,7 @@ inline std::string where() {
 // unwinds when another thread failed it, so a divergent barrier is a test failure with a
 // message, not a hang.
 template <class Ready>
-inline void wait(std::mutex& m, Signal& s, Ready ready, const char* what) {
+inline void wait(std::mutex& m, Signal& s, Ready ready, const char* what, bool spin = true) {
   auto deadline = Clock::now() + std::chrono::seconds(QCH_TIMEOUT_S);
   Launch* L = t.block->launch;
   int spins = 0;
@@ -171,26 +176,60 @@ inline void wait(std::mutex& m, Signal& s, Ready ready, const char* what) {
     if (Clock::now() > deadline)
       fail(std::string("deadlock: waited ") + std::to_string(QCH_TIMEOUT_S) + " s in " + what +
            " (a barrier or warp operation that not every thread reaches?)");
-    if (spins++ < QCH_SPINS) std::this_thread::yield(); else s.sleep(seen, 200);
+    if (spin && spins++ < QCH_SPINS) std::this_thread::yield(); else s.sleep(seen, 200);
   }
 }
 
+// ---- warp schedule -----------------------------------------------------------------------
+// Why run warps one at a time: with free scheduling a missing barrier is caught only when the
+// OS happens to run a reader before the writer. With warps run in order, each until its next
+// barrier, a reader in an earlier warp always runs before the writer in a later one (and it
+// reads poison), and a writer in an earlier warp always overwrites before a later warp reads.
+// Launches alternate the order per block, so both kinds of hazard show up in a multi-block grid.
+// Lanes of one warp still run concurrently as real threads.
+inline unsigned warp_index() { return t.linear / kWarp; }
+
+inline void pass_turn(BlockState& b) {  // under b.m: hand the block to the first unfinished warp
+  if (!b.order) return;
+  const unsigned nw = unsigned(b.warps.size());
+  for (unsigned k = 0; k < nw; ++k) {
+    unsigned w = b.order > 0 ? k : nw - 1 - k;
+    if (b.warp_parked[w] < b.warp_live[w]) {
+      b.turn = w;
+      b.warps[w].go.notify();
+      return;
+    }
+  }
+}
+
+inline void wait_for_turn() {
+  BlockState& b = *t.block;
+  const unsigned w = warp_index();
+  wait(b.m, b.warps[w].go, [&] { return !b.order || b.turn == w; }, "its warp's turn", false);
+}
+
 // ---- block barrier (__syncthreads / threadgroup_barrier) ---------------------------------
-inline void open_barrier(BlockState& b) {  // under b.m
+inline void open_barrier(BlockState& b) {  // under b.m: every live thread has arrived
   b.arrived = 0;
   ++b.generation;
-  b.released.notify();
+  std::fill(b.warp_parked.begin(), b.warp_parked.end(), 0u);
+  if (b.order) pass_turn(b);
+  else for (auto& w : b.warps) w.go.notify();
 }
 
 inline void block_barrier() {
   BlockState& b = *t.block;
+  const unsigned w = warp_index();
   uint64_t gen;
   {
     std::lock_guard<std::mutex> g(b.m);
     gen = b.generation;
-    if (++b.arrived == b.live) { open_barrier(b); return; }
+    ++b.warp_parked[w];
+    if (++b.arrived == b.live) open_barrier(b);
+    else if (b.order && b.turn == w && b.warp_parked[w] >= b.warp_live[w]) pass_turn(b);
   }
-  wait(b.m, b.released, [&] { return b.generation != gen; }, "a block barrier");
+  wait(b.m, b.warps[w].go, [&] { return b.generation != gen && (!b.order || b.turn == w); },
+       "a block barrier", !b.order);
 }
 
 // ---- warp rendezvous ---------------------------------------------------------------------
@@ -275,8 +314,11 @@ inline void exit_thread() {
   }
   if (!why.empty()) b.launch->fail(why);
   std::lock_guard<std::mutex> g(b.m);
+  const unsigned wi = warp_index();
   --b.live;
+  --b.warp_live[wi];
   if (b.arrived && b.arrived == b.live) open_barrier(b);
+  else if (b.order && b.turn == wi && b.warp_parked[wi] >= b.warp_live[wi]) pass_turn(b);
 }
 
 // Values travel through the rendezvous as raw bytes (up to 16 per lane).
@@ -421,9 +463,10 @@ inline Pool& pool() {
 inline Dim3 unflatten(unsigned i, Dim3 d) { return Dim3{i % d.x, (i / d.x) % d.y, i / (d.x * d.y)}; }
 
 // Run `kernel(args...)` over grid x block. Returns 0, or 1 with a message in err.
+// schedule: 0 free, 1 / -1 warps in ascending / descending order, 2 alternate per block.
 template <class... A>
 inline int launch(void (*kernel)(A...), const unsigned* g, const unsigned* bl, void** args,
-                  size_t dynamic_shared_bytes, char* err, size_t errlen) {
+                  size_t dynamic_shared_bytes, int schedule, char* err, size_t errlen) {
   static std::mutex one_launch_at_a_time;  // the pool runs one block at a time
   std::lock_guard<std::mutex> guard(one_launch_at_a_time);
   Dim3 grid{g[0], g[1], g[2]}, block{bl[0], bl[1], bl[2]};
@@ -443,14 +486,19 @@ inline int launch(void (*kernel)(A...), const unsigned* g, const unsigned* bl, v
   for (unsigned b = 0; b < nblocks && !L->failed; ++b) {
     B->live = nthreads;
     B->arrived = 0;
+    B->order = schedule == 2 ? (b % 2 ? -1 : 1) : schedule;
+    B->warp_parked.assign(B->warps.size(), 0u);
+    B->warp_live.assign(B->warps.size(), 0u);
     for (unsigned w = 0; w < B->warps.size(); ++w) {
       Warp& wp = B->warps[w];
       unsigned lanes = std::min(kWarp, nthreads - w * kWarp);
       wp.live = lanes == 32 ? 0xFFFFFFFFu : ((1u << lanes) - 1);
+      B->warp_live[w] = lanes;
       wp.arrived = wp.required = 0;
       wp.op = nullptr;
       wp.readers[0] = wp.readers[1] = 0;
     }
+    pass_turn(*B);
     std::memset(B->arena, kPoison, kArenaBytes);
     std::fill(B->dynamic_shared.begin(), B->dynamic_shared.end(), kPoison);
     Dim3 bid = unflatten(b, grid);
@@ -464,6 +512,7 @@ inline int launch(void (*kernel)(A...), const unsigned* g, const unsigned* bl, v
       t.linear = i;
       t.block = bs;
       try {
+        wait_for_turn();
         call(kernel, args, std::index_sequence_for<A...>{});
       } catch (Abort&) {
       } catch (std::exception& e) {
