@@ -41,7 +41,8 @@ def placeholder_source(dtype: str, inputs: list[str], fields: list[str], n: int)
         return Source("table", tuple(_placeholder(d, n) for _, d in pairs), tuple(nm for nm, _ in pairs))
     if inputs:
         pairs = _pairs(inputs, "--input")
-        return Source("zip", tuple(_placeholder(d, n) for _, d in pairs))
+        kind = "zip" if len(pairs) > 1 else "array"     # qc.query(a) is not a 1-tuple zip
+        return Source(kind, tuple(_placeholder(d, n) for _, d in pairs))
     return Source("array", (_placeholder(dtype, n),))
 
 
