@@ -7,7 +7,6 @@ launch. Parsing, translating, lowering and compiling happen only on a miss.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -29,19 +28,18 @@ _last: list[Trace] = [Trace()]
 memory_stats = {"hits": 0}        # read by qc.cache.stats()
 
 
-@dataclass(frozen=True)
 class TerminalReq:
-    """What the terminal operator asks for. `specs` holds (result key, AggSpec) pairs."""
-    name: str
-    specs: tuple = ()
-    standalone: bool = True
+    """What the terminal operator asks for. `specs` holds (result key, AggSpec) pairs;
+    `signature` is what of it changes the compiled pass (not defaults)."""
+    __slots__ = ("name", "specs", "standalone", "fns", "signature")
 
-    def fns(self) -> list:
-        return [s.fn for _, s in self.specs if s.fn is not None]
-
-    def signature(self) -> tuple:
-        return (self.name, self.standalone,
-                tuple((s.kind, s.fn is not None, type(s.seed), s.seed) for _, s in self.specs))
+    def __init__(self, name: str, specs: tuple = (), standalone: bool = True):
+        self.name = name
+        self.specs = specs
+        self.standalone = standalone
+        self.fns = [s.fn for _, s in specs if s.fn is not None]
+        self.signature = (name, standalone,
+                          tuple((s.kind, s.fn is not None, type(s.seed), s.seed) for _, s in specs))
 
 
 def slot_info(fn) -> tuple:
@@ -127,13 +125,15 @@ def run(q, term: TerminalReq):
     source = q._source
     cols = source.columns()
     n = source.length(cols)
-    dts = tuple(str(c.dtype) for c in cols)
-    fns = [fn for _, fn in q._ops] + term.fns()
-    infos = [slot_info(fn) for fn in fns]
-    on_device = any(is_device_array(c) for c in cols)
-    name = q._backend if q._backend != "auto" else registry.choose_auto(n, on_device)
+    dts = tuple(c.dtype for c in cols)
+    infos = [slot_info(fn) for _, fn in q._ops]
+    if term.fns:
+        infos += [slot_info(fn) for fn in term.fns]
+    name = q._backend
+    if name == "auto":
+        name = registry.choose_auto(n, any(type(c) is not np.ndarray and is_device_array(c) for c in cols))
     trace = Trace(backend=name, terminal=term.name, n=n)
-    sig = (name, source.kind, source.fields, dts, tuple(k for k, _ in q._ops), term.signature(),
+    sig = (name, source.kind, source.fields, dts, tuple(k for k, _ in q._ops), term.signature,
            tuple(_slot_sig(*info) for info in infos))
     try:
         result = _execute(sig, name, source, cols, n, dts, q, term, infos, trace)
@@ -154,7 +154,7 @@ def _execute(sig, name, source, cols, n, dts, q, term, infos, trace):
     hit = _memo.get(sig)
     if hit is None:
         backend = registry.require(name)
-        lowered = lower(source, dts, q._ops, term, infos)
+        lowered = lower(source, tuple(str(d) for d in dts), q._ops, term, infos)
         prepared = backend.prepare(lowered.pass_)
         _memo[sig] = hit = (lowered, prepared)
         origin, compile_ms = getattr(prepared, "origin", "compiled"), getattr(prepared, "compile_ms", 0.0)

@@ -40,7 +40,7 @@ def lower_for(q, terminal: Any):
     term = terminal_request(terminal)
     cols = q._source.columns()
     dts = tuple(str(c.dtype) for c in cols)
-    infos = [slot_info(fn) for fn in [f for _, f in q._ops] + term.fns()]
+    infos = [slot_info(fn) for fn in [f for _, f in q._ops] + term.fns]
     return lower(q._source, dts, q._ops, term, infos), term, cols, infos
 
 
@@ -68,7 +68,7 @@ def explain(q, backend: str | None, terminal: Any) -> str:
         out.append(f"  source: {src.kind}({desc}), n={n}")
     for i, (kind, _) in enumerate(q._ops):
         out.append(f"  {i + 1}. {kind:<6} {infos[i][0].text}")
-    fn_texts = [infos[len(q._ops) + j][0].text for j in range(len(term.fns()))]
+    fn_texts = [infos[len(q._ops) + j][0].text for j in range(len(term.fns))]
     out.append(f"  terminal: {term.name}" + (f" ({'; '.join(fn_texts)})" if fn_texts else ""))
     out.append("fused plan: 1 pass (every select/where and the terminal in one kernel"
                + (", plus a finalize stage" if isinstance(p.terminal, Reduce) else "") + ")")

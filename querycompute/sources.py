@@ -26,8 +26,13 @@ def is_device_array(a: Any) -> bool:
     return cp is not None and isinstance(a, cp.ndarray)
 
 
+_NATIVE = frozenset(np.dtype(d) for d in dtypes.ALL)   # native byte order only
+
+
 def _as_1d(a: Any, what: str):
     """Accept numpy/cupy arrays and anything with __array__ / DLPack; reject what kernels can't hold."""
+    if type(a) is np.ndarray and a.ndim == 1 and a.dtype in _NATIVE:
+        return a                                      # the warm path: nothing to convert
     if not is_device_array(a) and not isinstance(a, np.ndarray):
         if hasattr(a, "__array__"):
             a = np.asarray(a)
@@ -44,6 +49,8 @@ def _as_1d(a: Any, what: str):
     except TypeError:
         raise TypeError(f"{what} has dtype {a.dtype}; supported element types are "
                         f"{', '.join(dtypes.ALL)} (object, string and complex arrays are not)") from None
+    if not a.dtype.isnative:
+        a = a.astype(a.dtype.newbyteorder("="))      # kernels read native byte order
     return a
 
 
@@ -59,6 +66,8 @@ class Source:
 
     def columns(self) -> tuple:
         """The 1-D arrays to read, in input order (validated; reads DataFrame columns now)."""
+        if self.kind == "array":
+            return (_as_1d(self._items[0], "the input"),)
         if self.kind == "range":
             return ()
         if self.kind == "table" and len(self._items) == 1 and not isinstance(self._items[0], np.ndarray) \

@@ -68,15 +68,27 @@ def test_show_prints_metadata_and_source(populated):
     assert document["key"] == keys["b"] and document["source"] == "__kernel void b() {}\n"
 
 
-def test_show_explains_a_prefix_that_matches_nothing_or_several(populated):
+def test_show_explains_a_prefix_that_matches_nothing(populated):
     cache, _keys = populated
     done = run_cache_cli(cache, "show", "zz")
     assert done.returncode == 1 and "no cache entry" in done.stderr
-    shared = [p for p in "0123456789abcdef"
-              if sum(e["key"].startswith(p) for e in listing(cache)) > 1]
-    if shared:
-        done = run_cache_cli(cache, "show", shared[0])
-        assert done.returncode == 1 and "give more digits" in done.stderr
+
+
+def test_find_explains_an_empty_or_ambiguous_prefix(tmp_path):
+    from querycompute.cache import CacheAPI, DiskCache, make_key
+    store = DiskCache(tmp_path, enabled=True)
+    keys = [make_key(backend="cpu", compiler="c", device="d", source=str(i)) for i in range(17)]
+    for key in keys:
+        store.store(key, b"x", source_suffix=".py")
+    api = CacheAPI(store)
+    # 17 keys, 16 hex digits: at least two share their first digit.
+    firsts = [k.digest[0] for k in keys]
+    shared = next(d for d in firsts if firsts.count(d) > 1)
+    with pytest.raises(KeyError, match="give more digits"):
+        api.find(shared)
+    with pytest.raises(KeyError, match="at least one hex digit"):
+        api.find("  ")
+    assert api.find(keys[5].digest[:20].upper()).key == keys[5].digest
 
 
 def test_stats_text_and_json(populated):

@@ -92,11 +92,12 @@ class CFamily:
 
     def float_literal(self, v: float, dtype: str) -> str:
         if v != v or v in (float("inf"), float("-inf")):
+            # no portable NAN/INFINITY spelling for every type: reinterpret the IEEE bits
             if dtype == "float64":
                 bits = {"nan": 0x7FF8000000000000, "inf": 0x7FF0000000000000, "-inf": 0xFFF0000000000000}
-                return self.bitcast("float64", self.int_literal(bits[repr(v)], "uint64"))
+                return self.bitcast("float64", f"0x{bits[repr(v)]:016X}{self.INT_SUFFIX['uint64']}")
             bits = {"nan": 0x7FC00000, "inf": 0x7F800000, "-inf": 0xFF800000}
-            return self.bitcast("float32", self.int_literal(bits[repr(v)], "uint32"))
+            return self.bitcast("float32", f"0x{bits[repr(v)]:08X}{self.INT_SUFFIX['uint32']}")
         text = repr(v)
         if "e" not in text and "." not in text:
             text += ".0"
@@ -231,7 +232,8 @@ class CFamily:
     def cond(self, e) -> str:
         """A condition in if/for: the outer parentheses of a comparison are redundant there."""
         text = self.kex(e)
-        return text[1:-1] if isinstance(e, K.KOp) else text
+        wrapped = isinstance(e, K.KOp) or (isinstance(e, K.Elem) and isinstance(e.expr, E.Compare))
+        return text[1:-1] if wrapped else text
 
     # ---- statements -------------------------------------------------------------------------
     def stmts(self, body, depth: int) -> list[str]:

@@ -70,12 +70,14 @@ class _ModulePrinter:
         return ", ".join(x for x in (first, self.args) if x)
 
     def render(self) -> str:
-        element = self._element()
         if isinstance(self.p.terminal, ToArray):
+            element = self._element(None)
             kernels = self._to_array()
         elif isinstance(self.p.terminal, Reduce):
-            kernels = ReducePrinter(self.p, self._element_name(), self.args,
-                                    self.helpers, _ENTRY_JIT).render()
+            reduce = ReducePrinter(self.p, self._element_name(), self.args,
+                                   self.helpers, _ENTRY_JIT)
+            element = self._element(reduce)
+            kernels = reduce.render()
         else:
             raise TypeError(f"unknown terminal {type(self.p.terminal).__name__}")
         helpers = [helper_source(kind, ft) for kind, ft in sorted(self.helpers, key=str)]
@@ -96,7 +98,7 @@ class _ModulePrinter:
         return f"{self.p.name}_element"
 
     # ---- element function ----------------------------------------------------------------
-    def _element(self) -> str:
+    def _element(self, reduce: ReducePrinter | None) -> str:
         """def <name>_element(i, inputs..., params...) -> (keep, values...).
 
         Filters don't branch: every statement is computed for every element (expressions
@@ -122,16 +124,18 @@ class _ModulePrinter:
             else:
                 raise TypeError(f"unknown statement {type(stmt).__name__} in program body")
         values = [ep.value(e) for e in self._element_values()]
-        if isinstance(self.p.terminal, ToArray):
-            values = [self._to_storage(v, e.dtype) for v, e in zip(values, prog.outputs)]
         keep = " & ".join(f"({t})" for t in keep_terms) or "True"
+        ep.lines.append(f"keep = {keep}")
+        if reduce is None:
+            values = [self._to_storage(v, e.dtype) for v, e in zip(values, prog.outputs)]
+        else:
+            values = reduce.element_returns(values, ep.lines)
         ret = ", ".join(["keep"] + values)
         return (f"{SCALAR_JIT}\n"
                 f"def {self._element_name()}({self._a('i')}):\n"
                 f'    """Element i: (keep, values...); i is unsigned so loads skip '
                 f'negative-index fix-ups."""\n'
                 + "".join(f"    {line}\n" for line in ep.lines) +
-                f"    keep = {keep}\n"
                 f"    return ({ret},)")
 
     def _element_values(self):

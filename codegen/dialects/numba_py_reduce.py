@@ -23,6 +23,7 @@ from .numba_py_expr import ExprPrinter, const_text, register_type
 from .numba_py_helpers import SCALAR_JIT
 
 _CHUNK_JIT = '@njit(error_model="numpy", fastmath={"reassoc"}, cache=False)'
+_NONAN_JIT = '@njit(error_model="numpy", fastmath={"nnan", "nsz"}, cache=False)'
 
 
 def _type_max(d: str) -> str:
@@ -46,12 +47,38 @@ class ReducePrinter:
         self.helpers = helpers
         self.entry_jit = entry_jit
         self.first_only = all(a.op == "first" for a in self.aggs)
-        # element value names, per agg, in the element's return order
+        # element return names, per agg, in the element's return order
         self.values: list[list[str]] = []
         k = 0
         for agg in self.aggs:
-            self.values.append([f"e{k + j}" for j in range(len(agg.values))])
-            k += len(agg.values)
+            width = 2 if self._masked_minmax(agg) else len(agg.values)
+            self.values.append([f"e{k + j}" for j in range(width)])
+            k += width
+
+    @staticmethod
+    def _masked_minmax(agg: Agg) -> bool:
+        return agg.op in ("min", "max") and D.is_float(agg.dtype)
+
+    def element_returns(self, values: list[str], lines: list[str]) -> list[str]:
+        """What the element function returns for the aggs, given the names of the agg
+        values (in agg order); may append statements (after `keep` is defined) to `lines`.
+
+        A float min/max agg gets (value, or the identity when dropped or NaN; is a kept NaN)
+        so the chunk's compare-select never sees a NaN: its min/max then runs in a helper
+        compiled with nnan/nsz, the flags LLVM needs to vectorise that reduction."""
+        out, j = [], 0
+        for k, agg in enumerate(self.aggs):
+            vals = values[j:j + len(agg.values)]
+            j += len(agg.values)
+            if self._masked_minmax(agg):
+                v = vals[0]
+                ident = _type_max(agg.dtype) if agg.op == "min" else _type_min(agg.dtype)
+                lines.append(f"m{k} = {v} if (keep & ({v} == {v})) else {ident}")
+                lines.append(f"n{k} = keep & ({v} != {v})")
+                out += [f"m{k}", f"n{k}"]
+            else:
+                out += vals
+        return out
 
     def _a(self, rest: str = "") -> str:
         """Argument list: `rest` followed by the inputs and params."""
@@ -59,6 +86,13 @@ class ReducePrinter:
 
     def render(self) -> list[str]:
         out = [self._fold_fn(k, agg) for k, agg in enumerate(self.aggs) if agg.op == "fold"]
+        for op in sorted({agg.op for agg in self.aggs if self._masked_minmax(agg)}):
+            cmp = "<" if op == "min" else ">"
+            out.append(f"{_NONAN_JIT}\n"
+                       f"def {self.p.name}_{op}_nonan(s, v):\n"
+                       f'    """{op} of two non-NaN floats (the element masks NaNs out), so the\n'
+                       f'    nnan/nsz flags are true and LLVM may vectorise the reduction."""\n'
+                       f"    return v if v {cmp} s else s")
         out.append(self._chunk())
         out.append(self._entry("serial"))
         out.append(self._entry("parallel"))
@@ -100,12 +134,11 @@ class ReducePrinter:
             return [f"{s} = {register_type(d)}({s} + ({v[0]} if keep else {ident}))"]
         if agg.op == "count":
             return [f"{s} += np.int64(keep)"]
+        if agg.op in ("min", "max") and D.is_float(d):
+            return [f"{s} = {self.p.name}_{agg.op}_nonan({s}, {v[0]})", f"nan{k} = nan{k} | {v[1]}"]
         if agg.op in ("min", "max"):
             cmp = "<" if agg.op == "min" else ">"
-            lines = [f"{s} = {v[0]} if (keep & ({v[0]} {cmp} {s})) else {s}"]
-            if D.is_float(d):
-                lines.append(f"nan{k} = nan{k} | (keep & ({v[0]} != {v[0]}))")
-            return lines
+            return [f"{s} = {v[0]} if (keep & ({v[0]} {cmp} {s})) else {s}"]
         if agg.op == "any":
             return [f"{s} = {s} | (keep & {v[0]})"]
         if agg.op == "all":
