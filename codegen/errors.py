@@ -14,7 +14,7 @@ class UnsupportedType(CodegenError):
         self.dialect = dialect
         super().__init__(f"{dialect} kernels cannot use {dtype}"
                          + (f": {hint}" if hint else "")
-                         + f"; cast to a supported type or run this query on another backend")
+                         + "; cast to a supported type or run this query on another backend")
 
 
 class InvalidName(CodegenError):

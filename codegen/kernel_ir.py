@@ -178,13 +178,3 @@ def i32(value: int) -> KConst:
 def op(o: str, a, b, dtype: str | None = None) -> KOp:
     return KOp(o, a, b, dtype or ("bool" if o in ("<", "<=", ">", ">=", "==", "!=", "&&", "||") else a.dtype))
 
-
-def walk_stmts(stmts):
-    """Every statement, nested ones included (pre-order)."""
-    for s in stmts:
-        yield s
-        if isinstance(s, If):
-            yield from walk_stmts(s.then)
-            yield from walk_stmts(s.orelse)
-        elif isinstance(s, For):
-            yield from walk_stmts(s.body)

@@ -13,7 +13,7 @@ from .launch import BLOCK
 LID = K.KThread("local_id")
 LANE = K.KThread("lane")
 WARP = K.KThread("warp")
-WARP_SIZE = 32
+WARP_SIZE = 32      # CUDA warps and Apple SIMD groups are both 32 lanes wide
 
 
 @dataclass(frozen=True)
@@ -29,7 +29,7 @@ class Acc:
         return [K.Declare(s, i) for s, i in zip(self.slots, self.identity)]
 
 
-def _fold_from(accs, read) -> list:
+def fold_from(accs, read) -> list:
     """Read the other party's slots through `read(slot)` into temporaries, then combine."""
     stmts = []
     for acc in accs:
@@ -61,7 +61,7 @@ def block_reduce(accs: list[Acc], use_shuffles: bool) -> tuple[list[K.SharedArra
     publish = [K.Store(shared_name(s), LID, s) for s in slots]
     step = lambda off: [  # noqa: E731  (tiny closure keeps the tree readable)
         K.If(K.op("<", LID, off),
-             tuple(_fold_from(accs, lambda s: K.KLoad(shared_name(s), K.op("+", LID, off), s.dtype))
+             tuple(fold_from(accs, lambda s: K.KLoad(shared_name(s), K.op("+", LID, off), s.dtype))
                    + publish)),
         K.Barrier()]
     stmts = [K.Comment("Shared-memory tree: halve the active threads each step; thread 0 ends with the block's result."),
@@ -72,7 +72,7 @@ def block_reduce(accs: list[Acc], use_shuffles: bool) -> tuple[list[K.SharedArra
 def _shuffle_reduce(accs, slots):
     warps = BLOCK // WARP_SIZE
     shared = [K.SharedArray(shared_name(s), s.dtype, warps) for s in slots]
-    shuffle = lambda off: _fold_from(accs, lambda s: K.KShuffleDown(s, off, s.dtype))  # noqa: E731
+    shuffle = lambda off: fold_from(accs, lambda s: K.KShuffleDown(s, off, s.dtype))  # noqa: E731
     first_level = [
         K.Comment("Warp-level tree with shuffles: lane 0 of each warp ends with its warp's result."),
         _halving_loop("offset", WARP_SIZE // 2, shuffle),

@@ -15,7 +15,7 @@ from __future__ import annotations
 from . import kernel_ir as K
 from .launch import BLOCK, BufferSpec, KernelArg, KernelSpec
 from .lower_block import LID, Acc, block_inclusive_scan, block_reduce
-from .lower_element import INDEX, check_name, declare_base, element, input_args, per_thread_loop, rename
+from .lower_element import check_name, declare_base, element, input_args, per_thread_loop, rename
 from .lower_elementwise import output_args
 from .program import Pass
 

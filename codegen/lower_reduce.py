@@ -13,15 +13,16 @@ from . import dtypes as D
 from . import expr as E
 from . import kernel_ir as K
 from .launch import BufferSpec, KernelArg, KernelSpec, ResultSlot
-from .lower_block import LID, Acc, block_reduce
+from .lower_block import LID, Acc, block_reduce, fold_from
 from .lower_element import INDEX, check_name, element, input_args, rename
 from .program import Agg, Pass
 
 INT64_MAX = 2 ** 63 - 1
 
 
-def _binary_acc(slot: K.KVar, op: str) -> Acc:
-    """Accumulator combined with one expr.Binary op (its semantics: wrap-around, NaN wins)."""
+def _binary_acc(slot: K.KVar, op: str):
+    """The combine function of a one-slot accumulator folded with one expr.Binary op (whose
+    semantics the printer reproduces: wrap-around for integers, NaN wins for min/max)."""
     def combine(src):
         return [K.Assign(slot, K.Elem(E.Binary(op, E.Var(slot.name, slot.dtype), src[0], slot.dtype)))]
     return combine
@@ -80,7 +81,8 @@ def make_acc(j: int, agg: Agg, prog) -> tuple[Acc, tuple[E.Expr, ...], tuple[str
     return acc, (rename(agg.values[0], prog),), (agg.dtype,), (ResultSlot(j, "value", agg.dtype),)
 
 
-def _write(accs, buffers, names, at) -> K.If:
+def _write(accs, names, at) -> K.If:
+    """Thread 0 stores every slot to buffers `names` at index `at`."""
     stores = [K.Store(b, at, s) for b, s in zip(names, [s for a in accs for s in a.slots])]
     return K.If(K.op("==", LID, K.i32(0)), tuple(stores))
 
@@ -117,25 +119,26 @@ def lower_reduce(p: Pass, shuffle_types: tuple[str, ...]):
         args = tuple(input_args(prog, strided)) + (KernelArg("n", "n", "int64"),) + partial_args
         stmts = [s for a in accs for s in a.declare()] + [
             K.Comment("Grid-stride loop: each thread folds its elements into private accumulators."),
-            loop, *reduce_stmts, _write(accs, buf_dtypes, partial_names, K.KThread("group_id"))]
+            loop, *reduce_stmts, _write(accs, partial_names, K.KThread("group_id"))]
         kernels.append(K.Kernel(kname, args, tuple(shared), tuple(stmts),
                                 doc=f"Stage 1 of {name}: one partial per block and accumulator"
                                     + (" (strided inputs: element strides s_*)." if strided else "."),
                                 uses_warps=use_shuffles))
         specs.append(KernelSpec(kname, args, "reduce", "strided" if strided else "contiguous", "partials"))
 
+    partial_dtype = {s.name: d for s, d in zip(slots, buf_dtypes)}
     count = K.KVar("num_partials", "int64")
     j = K.KVar("j", "int64")
     gather = K.For(j, K.KCast(LID, "int64"), K.op("<", j, count),
                    K.op("+", j, K.KCast(K.KThread("local_size"), "int64")),
-                   tuple(_fold_partials(accs, partial_names, buf_dtypes, j)))
+                   tuple(fold_from(accs, lambda s: K.KLoad(f"part_{s.name}", j, partial_dtype[s.name]))))
     shared, reduce_stmts = block_reduce(accs, use_shuffles)
     out_names = [o.name for o in outputs]
     args = partial_args + (KernelArg("num_partials", "value", "int64"),) + tuple(
         KernelArg(o.name, "output", o.dtype, k) for k, o in enumerate(outputs))
     stmts = [s for a in accs for s in a.declare()] + [
         K.Comment("Each thread folds partials t, t + block, ... in order (a fixed order: deterministic)."),
-        gather, *reduce_stmts, _write(accs, buf_dtypes, out_names, K.i32(0))]
+        gather, *reduce_stmts, _write(accs, out_names, K.i32(0))]
     fname = f"{name}_reduce_finalize"
     kernels.append(K.Kernel(fname, args, tuple(shared), tuple(stmts),
                             doc=f"Stage 2 of {name}: one block folds the per-block partials into the results.",
@@ -143,15 +146,3 @@ def lower_reduce(p: Pass, shuffle_types: tuple[str, ...]):
     specs.append(KernelSpec(fname, args, "one", "any", "finalize"))
     return kernels, specs, outputs, scratch, result_slots
 
-
-def _fold_partials(accs, names, dtypes, j) -> list:
-    stmts, k = [], 0
-    for acc in accs:
-        temps = []
-        for s in acc.slots:
-            t = K.KVar(f"{s.name}_o", s.dtype)
-            stmts.append(K.Declare(t, K.KLoad(names[k], j, dtypes[k])))
-            temps.append(E.Var(t.name, t.dtype))
-            k += 1
-        stmts += acc.combine(tuple(temps))
-    return stmts

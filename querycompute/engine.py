@@ -17,7 +17,7 @@ from codegen.program import InputSpec
 from . import terminals as T
 from .backends import registry
 from .backends.base import Trace, now_ms
-from .errors import QueryError
+from .errors import QueryError, codegen_errors
 from .frontend import LambdaSource, RecordVal, Scalar, TupleVal, capture_values, lambda_source
 from .fusion import Lowered, Lowering
 from .sources import Source, is_device_array
@@ -155,7 +155,8 @@ def _execute(sig, name, source, cols, n, dts, q, term, infos, trace):
     if hit is None:
         backend = registry.require(name)
         lowered = lower(source, tuple(str(d) for d in dts), q._ops, term, infos)
-        prepared = backend.prepare(lowered.pass_)
+        with codegen_errors(name):
+            prepared = backend.prepare(lowered.pass_)
         _memo[sig] = hit = (lowered, prepared)
         origin, compile_ms = getattr(prepared, "origin", "compiled"), getattr(prepared, "compile_ms", 0.0)
     else:

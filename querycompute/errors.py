@@ -1,6 +1,10 @@
 """Every error the library raises on purpose; all subclass QueryError."""
 from __future__ import annotations
 
+from contextlib import contextmanager
+
+from codegen.errors import CodegenError, UnsupportedType
+
 
 class QueryError(Exception):
     """Base class of querycompute's errors."""
@@ -38,3 +42,17 @@ class CompileError(QueryError):
         super().__init__(
             f"{dialect} compilation failed (options: {' '.join(self.options) or 'none'})\n"
             f"--- compiler log ---\n{log.strip()}\n--- source ---\n{numbered}")
+
+
+class UnsupportedTypeError(QueryError, TypeError):
+    """A dtype the chosen backend can't hold (e.g. float64 on Metal); names type and backend."""
+
+
+@contextmanager
+def codegen_errors(backend: str):
+    """Re-raise codegen's errors (codegen never imports this package) as QueryErrors."""
+    try:
+        yield
+    except CodegenError as exc:
+        cls = UnsupportedTypeError if isinstance(exc, UnsupportedType) else QueryError
+        raise cls(f"backend {backend!r}: {exc}") from exc

@@ -15,7 +15,7 @@ from codegen.program import Reduce
 from . import terminals as T
 from .backends import registry
 from .engine import TerminalReq, lower, slot_info
-from .errors import QueryError
+from .errors import QueryError, codegen_errors
 
 _PLAIN = {"to_array", "to_list", "sum", "min", "max", "mean", "count", "any", "all", "first"}
 
@@ -46,7 +46,8 @@ def lower_for(q, terminal: Any):
 
 def source(q, backend: str, terminal: Any) -> str:
     lowered, *_ = lower_for(q, terminal)
-    return registry.get(backend).source(lowered.pass_)
+    with codegen_errors(backend):
+        return registry.get(backend).source(lowered.pass_)
 
 
 def _element_bytes(dtypes) -> int:

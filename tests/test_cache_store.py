@@ -214,3 +214,19 @@ def test_full_disk_degrades_to_memory_only(store, monkeypatch):
     assert list(store.entry_dir(key).iterdir()) == []       # no temp files left behind
     assert store.load(key) is None
 
+
+
+def test_clear_and_prune_sweep_what_killed_processes_left_behind(store):
+    key = key_for()
+    store.store(key, b"abc", source_suffix=".cl")
+    stale = store.entry_dir(key) / ".kernel.bin.abc.tmp"
+    fresh = store.entry_dir(key) / ".kernel.bin.def.tmp"
+    stale.write_bytes(b"half a write")
+    fresh.write_bytes(b"a write in progress")
+    os.utime(stale, (0, 0))
+    trash = store.entries_root / ".trash-0123"
+    (trash / "sub").mkdir(parents=True)
+    removal = CacheAPI(store).prune(max_bytes=10**9)
+    assert removal.entries == 0
+    assert not stale.exists() and fresh.exists() and not trash.exists()
+    assert store.load(key) == b"abc"

@@ -210,6 +210,9 @@ def test_min_max_propagate_nan_and_results_are_deterministic(backend, dtype):
     assert mn == data.min() and mx == data.max()
     again = run(backend, p, [data])
     assert np.array([total]).tobytes() == np.array([again[2]]).tobytes()
+    for view in (data[::2], data[::-1], data[::9]):     # device gather, then two host copies
+        mn, mx, _ = run(backend, p, [view])
+        assert mn == view.min() and mx == view.max()
     for at in (0, 4000, 65536):
         with_nan = data.copy()
         with_nan[at] = np.nan

@@ -33,7 +33,6 @@ class CFamily:
     SHARED = ""                         # qualifier of block-shared arrays
     SHUFFLE_DOWN = ""                   # format with {v} {o}; "" = no shuffles
     SHUFFLE_TYPES: tuple[str, ...] = ()  # dtypes the shuffle accepts
-    WARP_SIZE = 32
     BITCAST: dict[str, str] = {}        # target dtype -> format with {v}: reinterpret bits
     FLOAT_SUFFIX = {"float32": "f", "float16": "f", "float64": ""}
     OPTIONS: tuple[str, ...] = ()

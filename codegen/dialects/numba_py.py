@@ -1,7 +1,7 @@
 """The numba dialect: prints one Pass as a self-contained Python module numba compiles.
 
-The module is `exec`uted in a namespace holding `np`, `math`, `njit` and `prange`
-(see NAMESPACE_NAMES). It defines, in this order:
+The module is `exec`uted in the namespace numba_py_runtime.namespace() returns (numpy,
+math, numba's njit/prange, two bit-cast intrinsics). It defines, in this order:
 
   helpers            scalar functions with NumPy's exact semantics (numba_py_helpers)
   <name>_element     element i of the chain -> (keep, values...), fastmath off
@@ -28,7 +28,6 @@ from .numba_py_helpers import SCALAR_JIT, helper_source
 from .numba_py_reduce import ReducePrinter
 
 CHUNK = 1 << 16                       # elements per chunk (fixed: results don't depend on threads)
-NAMESPACE_NAMES = ("np", "math", "njit", "prange")
 _ENTRY_JIT = {"serial": '@njit(error_model="numpy", fastmath=False, cache=False)',
               "parallel": '@njit(error_model="numpy", fastmath=False, parallel=True, cache=False)'}
 
@@ -91,7 +90,7 @@ class _ModulePrinter:
                 f'(dialect numba, generated).\n\n'
                 f"inputs: {ins}\nparams: {params}\n"
                 f"terminal: {_describe(self.p.terminal)}\n"
-                f'Names np, math, njit, prange come from the namespace this is executed in.\n"""\n'
+                f'Globals come from codegen.dialects.numba_py_runtime.namespace().\n"""\n'
                 f"CHUNK = {CHUNK}")
 
     def _element_name(self) -> str:

@@ -21,9 +21,9 @@ from .. import dtypes as D
 from ..program import Agg, Pass
 from .numba_py_expr import ExprPrinter, const_text, register_type
 from .numba_py_helpers import SCALAR_JIT
+from .numba_py_runtime import order_key
 
 _CHUNK_JIT = '@njit(error_model="numpy", fastmath={"reassoc"}, cache=False)'
-_NONAN_JIT = '@njit(error_model="numpy", fastmath={"nnan", "nsz"}, cache=False)'
 
 
 def _type_max(d: str) -> str:
@@ -32,6 +32,15 @@ def _type_max(d: str) -> str:
 
 def _type_min(d: str) -> str:
     return const_text(float("-inf"), d) if D.is_float(d) else const_text(D.int_limits(d)[0], d)
+
+
+def _key_type(d: str) -> tuple[str, int]:
+    """Integer type and width of a float dtype's order keys (float16 is held in float32)."""
+    return ("np.int64", 64) if d == "float64" else ("np.int32", 32)
+
+
+def _key_float(d: str) -> str:
+    return "np.float64" if d == "float64" else "np.float32"
 
 
 def _zero(d: str) -> str:
@@ -63,9 +72,9 @@ class ReducePrinter:
         """What the element function returns for the aggs, given the names of the agg
         values (in agg order); may append statements (after `keep` is defined) to `lines`.
 
-        A float min/max agg gets (value, or the identity when dropped or NaN; is a kept NaN)
-        so the chunk's compare-select never sees a NaN: its min/max then runs in a helper
-        compiled with nnan/nsz, the flags LLVM needs to vectorise that reduction."""
+        A float min/max agg gets (order key of the value, or of the identity when dropped
+        or NaN; is a kept NaN): the chunk reduces integer keys, which LLVM vectorises, and a
+        separate flag makes the result NaN (numba_py_runtime explains the keys)."""
         out, j = [], 0
         for k, agg in enumerate(self.aggs):
             vals = values[j:j + len(agg.values)]
@@ -73,7 +82,9 @@ class ReducePrinter:
             if self._masked_minmax(agg):
                 v = vals[0]
                 ident = _type_max(agg.dtype) if agg.op == "min" else _type_min(agg.dtype)
-                lines.append(f"m{k} = {v} if (keep & ({v} == {v})) else {ident}")
+                kt, w = _key_type(agg.dtype)
+                lines.append(f"b{k} = float_bits({_key_float(agg.dtype)}({v} if (keep & ({v} == {v})) else {ident}))")
+                lines.append(f"m{k} = {kt}(b{k} ^ ((b{k} >> {w - 1}) & {(1 << (w - 1)) - 1}))")
                 lines.append(f"n{k} = keep & ({v} != {v})")
                 out += [f"m{k}", f"n{k}"]
             else:
@@ -86,13 +97,6 @@ class ReducePrinter:
 
     def render(self) -> list[str]:
         out = [self._fold_fn(k, agg) for k, agg in enumerate(self.aggs) if agg.op == "fold"]
-        for op in sorted({agg.op for agg in self.aggs if self._masked_minmax(agg)}):
-            cmp = "<" if op == "min" else ">"
-            out.append(f"{_NONAN_JIT}\n"
-                       f"def {self.p.name}_{op}_nonan(s, v):\n"
-                       f'    """{op} of two non-NaN floats (the element masks NaNs out), so the\n'
-                       f'    nnan/nsz flags are true and LLVM may vectorise the reduction."""\n'
-                       f"    return v if v {cmp} s else s")
         out.append(self._chunk())
         out.append(self._entry("serial"))
         out.append(self._entry("parallel"))
@@ -108,9 +112,12 @@ class ReducePrinter:
             return [(f"s{k}", T, init)]
         if agg.op == "count":
             return [(f"s{k}", "np.int64", "np.int64(0)")]
+        if agg.op in ("min", "max") and D.is_float(d):     # order keys, see element_returns
+            kt, _ = _key_type(d)
+            key = order_key(float("inf") if agg.op == "min" else float("-inf"), d)
+            return [(f"s{k}", kt, f"{kt}({key})"), (f"nan{k}", "np.bool_", "False")]
         if agg.op in ("min", "max"):
-            init = _type_max(d) if agg.op == "min" else _type_min(d)
-            return [(f"s{k}", T, init), (f"nan{k}", "np.bool_", "False")]
+            return [(f"s{k}", T, _type_max(d) if agg.op == "min" else _type_min(d))]
         if agg.op in ("any", "all"):
             return [(f"s{k}", "np.bool_", "True" if agg.op == "all" else "False")]
         if agg.op == "first":
@@ -135,7 +142,8 @@ class ReducePrinter:
         if agg.op == "count":
             return [f"{s} += np.int64(keep)"]
         if agg.op in ("min", "max") and D.is_float(d):
-            return [f"{s} = {self.p.name}_{agg.op}_nonan({s}, {v[0]})", f"nan{k} = nan{k} | {v[1]}"]
+            cmp = "<" if agg.op == "min" else ">"
+            return [f"{s} = {v[0]} if {v[0]} {cmp} {s} else {s}", f"nan{k} = nan{k} | {v[1]}"]
         if agg.op in ("min", "max"):
             cmp = "<" if agg.op == "min" else ">"
             return [f"{s} = {v[0]} if (keep & ({v[0]} {cmp} {s})) else {s}"]
@@ -174,13 +182,16 @@ class ReducePrinter:
 
     def _finish(self, k: int, agg: Agg) -> list[str]:
         if agg.op in ("min", "max") and D.is_float(agg.dtype):
-            return [f"s{k} = {const_text(float('nan'), agg.dtype)} if nan{k} else s{k}"]
+            kt, w = _key_type(agg.dtype)
+            value = f"bits_float({kt}(s{k} ^ ((s{k} >> {w - 1}) & {(1 << (w - 1)) - 1})))"
+            nan = const_text(float("nan"), agg.dtype)
+            return [f"r{k} = {nan} if nan{k} else {register_type(agg.dtype)}({value})"]
         return []
 
     def _result_names(self) -> list[str]:
         names = []
         for k, agg in enumerate(self.aggs):
-            names.append(f"s{k}")
+            names.append(f"r{k}" if self._masked_minmax(agg) else f"s{k}")
             if agg.op == "first":
                 names += [f"s{k}_{j}" for j in range(len(agg.values))]
         return names

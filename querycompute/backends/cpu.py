@@ -9,13 +9,12 @@ order, so the choice never changes a result's bits.
 from __future__ import annotations
 
 import linecache
-import math
 import time
 from typing import Any, Sequence
 
 import numpy as np
 
-from codegen.dialects import numba_py
+from codegen.dialects import numba_py, numba_py_runtime
 from codegen.program import Pass, Reduce
 
 from ..errors import CompileError
@@ -39,13 +38,12 @@ def _load(p: Pass) -> tuple[dict, str, float]:
     ns = _modules.get(p)
     if ns is not None:
         return ns, ns["__qc_source__"], 0.0
-    numba = _numba()
     src = numba_py.render(p)
     filename = f"<querycompute-cpu:{p.name}:{len(_modules)}>"
     # register the text so numba's error messages and tracebacks can quote the lines
     linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
-    ns = {"np": np, "math": math, "njit": numba.njit, "prange": numba.prange,
-          "__name__": "querycompute_cpu_kernel", "__qc_source__": src}
+    ns = numba_py_runtime.namespace()
+    ns.update(__name__="querycompute_cpu_kernel", __qc_source__=src)
     t0 = time.perf_counter()
     try:
         exec(compile(src, filename, "exec"), ns)

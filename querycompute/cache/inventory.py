@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -133,8 +134,32 @@ def remove_entry(entries_root: Path, path: Path) -> int:
     return size
 
 
+def sweep_leftovers(entries_root: Path, older_than_s: float = 3600.0) -> None:
+    """Remove what killed processes left behind: trash directories of interrupted removals
+    and temporary files of interrupted writes. Only old ones, so a write in progress in
+    another process keeps its temporary file."""
+    cutoff = time.time() - older_than_s
+    try:
+        children = list(os.scandir(entries_root))
+    except OSError:
+        return
+    for child in children:
+        if child.name.startswith(".trash-"):
+            shutil.rmtree(child.path, ignore_errors=True)
+        elif _KEY_NAME.fullmatch(child.name) and child.is_dir(follow_symlinks=False):
+            for dirpath, _dirs, files in os.walk(child.path):
+                for name in files:
+                    path = os.path.join(dirpath, name)
+                    try:
+                        if name.endswith(".tmp") and os.lstat(path).st_mtime < cutoff:
+                            os.unlink(path)
+                    except OSError:
+                        pass
+
+
 def clear(entries_root: Path, backend: str | None = None) -> Removal:
     """Remove every entry (backend None, damaged ones included) or every entry of `backend`."""
+    sweep_leftovers(entries_root)
     entries, broken = scan(entries_root)
     doomed = [e.path for e in entries if backend is None or e.backend == backend]
     if backend is None:
@@ -149,6 +174,7 @@ def prune(entries_root: Path, max_bytes: int) -> Removal:
     if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 0:
         raise ValueError(f"prune: max_bytes must be a non-negative int, got {max_bytes!r} "
                          f"(the CLI accepts sizes like '500MB')")
+    sweep_leftovers(entries_root)
     entries, broken = scan(entries_root)
     removed = freed = 0
     for path in broken:

@@ -37,7 +37,7 @@ def module_for(sets: Sequence[KernelSet]) -> runner.Module:
     dialects = {ks.dialect for ks in sets}
     if len(dialects) != 1:
         raise ValueError(f"module_for needs kernel sets of one dialect, got {sorted(dialects)}")
-    return runner.build("\n".join(ks.source for ks in sets), dialects.pop())
+    return runner.build([ks.source for ks in sets], dialects.pop())
 
 
 def run_pass(p: Pass, dialect: str, inputs: Sequence[np.ndarray], params: Sequence = ()):
@@ -65,8 +65,9 @@ def _bind(arg, launch, inputs, params, n, outs, scratch):
 
 
 def run_kernel_set(ks: KernelSet, module: runner.Module, inputs: Sequence[np.ndarray],
-                   params: Sequence = ()):
-    """Raw results of the pass for `inputs` (1-D numpy arrays, maybe strided)."""
+                   params: Sequence = (), schedule: str = "alternate"):
+    """Raw results of the pass for `inputs` (1-D numpy arrays, maybe strided). `schedule` is
+    the harness thread schedule (see runner.Kernel.launch)."""
     n = len(inputs[0]) if inputs else 0
     outs = [poisoned(size, b.dtype) for b, size in zip(ks.outputs, output_sizes(ks, n))]
     sizes = scratch_sizes(ks, n)
@@ -78,7 +79,7 @@ def run_kernel_set(ks: KernelSet, module: runner.Module, inputs: Sequence[np.nda
             raise AssertionError(f"{launch.name}: [[buffer(i)]] indices {kernel.info.buffer_indices} "
                                  f"do not follow KernelSpec.args order")
         args = [_bind(a, launch, inputs, params, n, outs, scratch) for a in launch.kernel.args]
-        kernel.launch(launch.grid, launch.block, args)
+        kernel.launch(launch.grid, launch.block, args, schedule=schedule)
     if ks.shape == "reduce":
         return decode_reduce(ks, [o[0] for o in outs])
     if ks.shape == "compact":

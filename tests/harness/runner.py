@@ -17,6 +17,7 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -69,36 +70,50 @@ def _prelude_text() -> str:
     return "".join(p.read_text() for p in sorted(INCLUDE.iterdir()))
 
 
-def _trailer(kernels: list[KernelInfo]) -> str:
+def _trailer(kernels: list[tuple[str, KernelInfo]]) -> str:
     lines = ["\n// ---- entry points added by tests/harness/runner.py ----"]
-    for k in kernels:
+    for ns, k in kernels:
         lines.append(
             f'extern "C" int qch_launch__{k.name}(const unsigned* g, const unsigned* b, void** a, '
             f"unsigned long shm, int schedule, char* err, unsigned long errlen) "
-            f"{{ return ::qch::launch(&{k.name}, g, b, a, shm, schedule, err, errlen); }}")
+            f"{{ return ::qch::launch(&{ns}::{k.name}, g, b, a, shm, schedule, err, errlen); }}")
         lines.append(f'extern "C" int qch_describe__{k.name}(int* d, int max) '
-                     f"{{ return ::qch::describe(&{k.name}, d, max); }}")
+                     f"{{ return ::qch::describe(&{ns}::{k.name}, d, max); }}")
     return "\n".join(lines) + "\n"
 
 
-def translation_unit(source: str, dialect: str) -> tuple[str, list[KernelInfo]]:
-    """The C++ text the harness compiles for `source`, and the kernels it holds."""
-    if dialect == "cuda":
-        body, kernels = rewrite_cuda(source)
-    elif dialect == "metal":
-        body, kernels = rewrite_metal(source)
-    else:
+_INCLUDE_LINE = re.compile(r"(?m)^[ \t]*#[ \t]*include[^\n]*$")
+
+
+def translation_unit(sources: Sequence[str], dialect: str) -> tuple[str, list[KernelInfo]]:
+    """The C++ text the harness compiles for `sources`, and the kernels it holds. Each source
+    goes into its own namespace, so several generated sources (each with its own copies of
+    the semantic helpers) compile together; their #includes move to the top."""
+    if dialect not in PRELUDE:
         raise ValueError(f"the harness runs 'cuda' or 'metal' sources, not {dialect!r}")
-    return PRELUDE[dialect] + '#line 1 "kernel"\n' + body + _trailer(kernels), kernels
+    rewrite = rewrite_cuda if dialect == "cuda" else rewrite_metal
+    includes, parts, kernels = [PRELUDE[dialect]], [], []
+    for i, source in enumerate(sources):
+        body, found = rewrite(source)
+        includes += [line.strip() + "\n" for line in _INCLUDE_LINE.findall(body)]
+        body = _INCLUDE_LINE.sub("", body)
+        parts.append(f'namespace qch_part{i} {{\n#line 1 "kernel{i}"\n{body}\n}}\n')
+        kernels += [(f"qch_part{i}", k) for k in found]
+    names = [k.name for _, k in kernels]
+    if len(set(names)) != len(names):
+        raise ValueError(f"kernel names repeat across the sources: {sorted(names)}")
+    head = "".join(dict.fromkeys(includes))
+    return head + "".join(parts) + _trailer(kernels), [k for _, k in kernels]
 
 
 _loaded: dict[str, "Module"] = {}
 
 
-def build(source: str, dialect: str, defines: dict | None = None) -> "Module":
-    """Compile (or fetch from the cache) and load `source`. `defines` set harness knobs such
-    as QCH_TIMEOUT_S (seconds before a stuck barrier fails the launch)."""
-    tu, kernels = translation_unit(source, dialect)
+def build(source: str | Sequence[str], dialect: str, defines: dict | None = None) -> "Module":
+    """Compile (or fetch from the cache) and load one source, or several compiled together.
+    `defines` set harness knobs such as QCH_TIMEOUT_S (seconds before a stuck barrier fails
+    the launch)."""
+    tu, kernels = translation_unit([source] if isinstance(source, str) else list(source), dialect)
     flags = FLAGS + tuple(f"-D{k}={v}" for k, v in sorted((defines or {}).items()))
     key = hashlib.sha256("\0".join(
         (tu, _prelude_text(), " ".join(flags), _compiler_identity())).encode()).hexdigest()[:32]
