@@ -141,11 +141,21 @@ class Barrier:
 
 
 @dataclass(frozen=True)
+class Continue:
+    """Skip to the next iteration of the innermost loop (a dropped element)."""
+
+
+@dataclass(frozen=True)
+class Break:
+    """Leave the innermost loop."""
+
+
+@dataclass(frozen=True)
 class Comment:
     text: str
 
 
-Stmt = Union[Declare, Assign, Store, If, For, Barrier, Comment]
+Stmt = Union[Declare, Assign, Store, If, For, Barrier, Continue, Break, Comment]
 
 
 @dataclass(frozen=True)

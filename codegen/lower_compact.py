@@ -25,9 +25,8 @@ ONE = K.i64(1)
 
 
 def _count_survivors(prog, strided: bool, ept: int) -> list:
-    body, keep = element(prog, strided, prog.outputs)
-    return [declare_base(ept), K.Declare(COUNT, K.i64(0)),
-            per_thread_loop(ept, body + [K.If(keep, (K.Assign(COUNT, K.op("+", COUNT, ONE)),))])]
+    survivor = element(prog, strided, ()) + [K.Assign(COUNT, K.op("+", COUNT, ONE))]
+    return [declare_base(ept), K.Declare(COUNT, K.i64(0)), per_thread_loop(ept, survivor)]
 
 
 def lower_compact(p: Pass, ept: int):
@@ -57,7 +56,6 @@ def lower_compact(p: Pass, ept: int):
     specs.append(KernelSpec(kernels[-1].name, kernels[-1].args, "one", "any", "scan"))
 
     for strided in (False, True):
-        body, keep = element(prog, strided, prog.outputs)
         pos = K.KVar("pos", "int64")
         writes = [K.Store(a.name, pos, K.Elem(rename(e, prog))) for a, e in zip(outs, prog.outputs)]
         writes.append(K.Assign(pos, K.op("+", pos, ONE)))
@@ -65,7 +63,7 @@ def lower_compact(p: Pass, ept: int):
         stmts = _count_survivors(prog, strided, ept) + block_inclusive_scan(COUNT, incl, "sh_scan") + [
             K.Comment("This thread's survivors go right after those of earlier blocks and threads."),
             K.Declare(pos, K.op("+", K.KLoad(offsets.name, GROUP, "int64"), K.op("-", incl, COUNT))),
-            per_thread_loop(ept, body + [K.If(keep, tuple(writes))])]
+            per_thread_loop(ept, element(prog, strided, prog.outputs) + writes)]
         args = tuple(input_args(prog, strided)) + (n, offsets) + outs
         kname = f"{name}_compact_scatter" + ("_strided" if strided else "")
         kernels.append(K.Kernel(kname, args, (K.SharedArray("sh_scan", "int64", BLOCK),), tuple(stmts),

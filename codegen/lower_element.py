@@ -55,31 +55,50 @@ def rename(e: E.Expr, prog: ElementProgram, extra: dict | None = None) -> E.Expr
     return replace(e, **kids) if kids else e
 
 
-def _used_inputs(prog: ElementProgram, extra_exprs) -> list[int]:
-    roots = [s.expr if isinstance(s, Let) else s.cond for s in prog.body] + list(extra_exprs)
-    used = {node.input for root in roots for node in E.walk(root) if isinstance(node, E.Load)}
-    return sorted(used)
+def _names(e: E.Expr, kind) -> set:
+    """Names of the Var nodes (kind=E.Var) or input numbers of the Load nodes (kind=E.Load)."""
+    return {n.name if kind is E.Var else n.input for n in E.walk(e) if isinstance(n, kind)}
 
 
-def element(prog: ElementProgram, strided: bool, consumed) -> tuple[list, K.KExpr | None]:
-    """Statements computing element INDEX, plus its keep condition (None: no filter).
-    `consumed` are the expressions the caller will evaluate (outputs or agg values), so only
-    the inputs something reads are loaded."""
-    stmts = []
-    for k in _used_inputs(prog, consumed):
-        spec = prog.inputs[k]
-        where = K.op("*", INDEX, K.KVar(f"s_{spec.name}", "int64")) if strided else INDEX
-        stmts.append(K.Declare(K.KVar(f"x_{spec.name}", spec.dtype),
-                               K.KLoad(f"in_{spec.name}", where, spec.dtype)))
-    keep = None
-    for s in prog.body:
+def _live(prog: ElementProgram, consumed) -> list:
+    """The body without Lets nothing reads: not the consumed expressions, a Filter, or a
+    later live Let (e.g. a count-only pass needs none of the select results)."""
+    needed = set().union(*(_names(e, E.Var) for e in consumed))
+    live = []
+    for s in reversed(prog.body):
+        if isinstance(s, Filter) or s.name in needed:
+            needed |= _names(s.cond if isinstance(s, Filter) else s.expr, E.Var)
+            live.append(s)
+    return live[::-1]
+
+
+def element(prog: ElementProgram, strided: bool, consumed) -> list:
+    """Statements computing element INDEX in program order. A Filter becomes
+    `if (!cond) continue;`, so the statements after it, and those the caller appends (using
+    `consumed`: outputs or agg values), run only for survivors. The caller places them in a
+    loop over elements with no barrier inside. Each input is loaded just before its first
+    use; inputs and locals nothing reads are left out."""
+    stmts, loaded = [], set()
+
+    def load_inputs(exprs):
+        for k in sorted(set().union(*(_names(e, E.Load) for e in exprs)) - loaded):
+            spec = prog.inputs[k]
+            where = K.op("*", INDEX, K.KVar(f"s_{spec.name}", "int64")) if strided else INDEX
+            stmts.append(K.Declare(K.KVar(f"x_{spec.name}", spec.dtype),
+                                   K.KLoad(f"in_{spec.name}", where, spec.dtype)))
+            loaded.add(k)
+
+    for s in _live(prog, consumed):
         if isinstance(s, Let):
+            load_inputs([s.expr])
             name = f"v_{check_name(s.name, 'local')}"
             stmts.append(K.Declare(K.KVar(name, s.expr.dtype), K.Elem(rename(s.expr, prog))))
-        elif isinstance(s, Filter):
-            cond = rename(s.cond, prog)
-            keep = cond if keep is None else E.Binary("and", keep, cond, "bool")
-    return stmts, (K.Elem(keep) if keep is not None else None)
+        else:
+            load_inputs([s.cond])
+            drop = E.Unary("not", rename(s.cond, prog), "bool")
+            stmts.append(K.If(K.Elem(drop), (K.Continue(),)))
+    load_inputs(consumed)
+    return stmts
 
 
 def elems_per_thread(dtypes) -> int:
@@ -104,10 +123,11 @@ def declare_base(ept: int) -> K.Declare:
 
 
 def per_thread_loop(ept: int, body: list) -> K.For:
-    """for k in 0..ept: i = base + k; if (i < n) body   (the thread's consecutive elements;
-    `declare_base` must precede it)"""
+    """for k in 0..ept: i = base + k; stop at n; body   (the thread's consecutive elements;
+    `declare_base` must precede it; `body` may `continue` to drop element i)"""
     k = K.KVar("k", "int32")
     n = K.KVar("n", "int64")
     inner = (K.Declare(INDEX, K.op("+", BASE, K.KCast(k, "int64"))),
-             K.If(K.op("<", INDEX, n), tuple(body)))
+             K.If(K.op(">=", INDEX, n), (K.Break(),)),     # the rest of the run is past n too
+             *body)
     return K.For(k, K.i32(0), K.op("<", k, K.i32(ept)), K.op("+", k, K.i32(1)), inner, unroll=True)

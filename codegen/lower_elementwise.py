@@ -23,7 +23,7 @@ def lower_elementwise(p: Pass, ept: int):
     outs = output_args(p)
     kernels, specs = [], []
     for strided in (False, True):
-        body, _ = element(prog, strided, prog.outputs)
+        body = element(prog, strided, prog.outputs)
         body += [K.Store(a.name, INDEX, K.Elem(rename(e, prog))) for a, e in zip(outs, prog.outputs)]
         args = tuple(input_args(prog, strided)) + (KernelArg("n", "n", "int64"),) + outs
         kname = f"{name}_map" + ("_strided" if strided else "")

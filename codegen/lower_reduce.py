@@ -62,7 +62,9 @@ def make_acc(j: int, agg: Agg, prog) -> tuple[Acc, tuple[E.Expr, ...], tuple[str
         return acc, (E.Cast(rename(agg.values[0], prog), "uint32"),), ("uint32",), (ResultSlot(j, "flag", "uint32"),)
     if agg.op == "count":
         slot = K.KVar(name, "int64")
-        return (Acc((slot,), (K.KConst(0, "int64"),), _binary_acc(slot, "add")), (E.Const(1, "int64"),),
+        # a plain C add: a count never exceeds n, so it cannot overflow
+        count = Acc((slot,), (K.KConst(0, "int64"),), lambda src: [K.Assign(slot, K.op("+", slot, K.Elem(src[0])))])
+        return (count, (E.Const(1, "int64"),),
                 ("int64",), (ResultSlot(j, "count", "int64"),))
     slot = K.KVar(name, agg.dtype)
     if agg.op == "fold":
@@ -107,9 +109,8 @@ def lower_reduce(p: Pass, shuffle_types: tuple[str, ...]):
 
     kernels, specs = [], []
     for strided in (False, True):
-        body, keep = element(prog, strided, consumed)
-        fold_in = [st for a, c in zip(accs, contribs) for st in a.combine(c)]
-        body = body + ([K.If(keep, tuple(fold_in))] if keep is not None else fold_in)
+        # filtered-out elements `continue` before the fold
+        body = element(prog, strided, consumed) + [st for a, c in zip(accs, contribs) for st in a.combine(c)]
         stride = K.op("*", K.KCast(K.KThread("num_groups"), "int64"), K.KCast(K.KThread("local_size"), "int64"))
         start = K.op("+", K.op("*", K.KCast(K.KThread("group_id"), "int64"), K.KCast(K.KThread("local_size"), "int64")),
                      K.KCast(LID, "int64"))

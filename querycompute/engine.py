@@ -166,10 +166,13 @@ def _execute(sig, name, source, cols, n, dts, q, term, infos, trace):
     params = param_values(lowered, infos, source)
     first = len(trace.kernels)
     raw = prepared.run(cols, params, n, trace)
-    # One program holds every kernel of the pass: its build time is shown on the first one.
+    # Backends that know better (a cpu entry point compiled on first use) fill these
+    # themselves; otherwise one program holds every kernel of the pass, so its origin applies
+    # to all and its build time is shown on the first.
     for i, k in enumerate(trace.kernels[first:]):
-        k.cache = origin
-        k.compile_ms = compile_ms if i == 0 else 0.0
+        if not k.cache:
+            k.cache = origin
+            k.compile_ms = compile_ms if i == 0 else 0.0
     return assemble(lowered, raw, term)
 
 

@@ -111,6 +111,34 @@ def test_sum_min_max_over_integer_and_other_float_dtypes(d):
             assert got[0] == np.sum(x, dtype=acc) and type(got[0]) is np.dtype(acc).type
 
 
+def test_fold_combines_chunks_in_source_order():
+    """A non-commutative (but associative) fold, "keep the first value that isn't -1",
+    must see chunks in order: the result is the first kept value, even across chunks."""
+    n = BIG
+    x = np.full(n, -1, dtype=np.int64)
+    x[[2 * CHUNK + 3, CHUNK + 11, n - 2]] = [30, 20, 40]
+    X = E.Load(0, "int64")
+    acc, item = E.Var("acc", "int64"), E.Var("item", "int64")
+    keep_first = E.Where(E.Compare("eq", acc, E.Const(-1, "int64")), item, acc, "int64")
+    prog = ElementProgram((InputSpec("x", "int64"),), (), (), (X,))
+    fold = Agg("fold", (X,), "int64", combine=keep_first, identity=E.Const(-1, "int64"))
+    p = prepared(prog, Reduce((fold,)))
+    assert p.run([x], [], n, Trace()) == [20]
+    assert p.run([x[:CHUNK]], [], CHUNK, Trace()) == [-1]
+
+
+def test_params_may_arrive_as_python_numbers_and_inputs_read_only():
+    """A float32 param given as a Python float is still float32 arithmetic."""
+    from codegen.program import ParamSpec
+    x = np.linspace(0, 1, 101, dtype=np.float32)
+    x.flags.writeable = False
+    k = E.Param("k", "float32")
+    prog = ElementProgram((InputSpec("x", "float32"),), (ParamSpec("k", "float32"),), (),
+                          (E.Binary("mul", X32, k, "float32"),))
+    (got,) = prepared(prog, ToArray()).run([x], [0.1], x.size, Trace())
+    np.testing.assert_array_equal(got, x * np.float32(0.1))
+
+
 def test_first_only_pass_stops_per_chunk_and_finds_smallest_index():
     n = BIG
     x = np.zeros(n, dtype=np.int32)

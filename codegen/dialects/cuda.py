@@ -39,7 +39,7 @@ class Cuda(CFamily):
 
     def store(self, buf, index, value, dtype):
         if dtype == "float16" and buf not in self._shared:
-            return f"{buf}[{index}] = {self.need('qc_f2h')}({value});"
+            return f"{buf}[{index}] = {self.need('qc_f2h')}({value.text});"
         return super().store(buf, index, value, dtype)
 
     def signature(self, k: K.Kernel) -> str:

@@ -8,6 +8,7 @@ SIMD-group shuffles assume 32-wide SIMD groups (every Apple GPU).
 from __future__ import annotations
 
 from .. import kernel_ir as K
+from . import c_syntax as S
 from .c_family import CFamily
 
 
@@ -50,7 +51,7 @@ class Metal(CFamily):
 
     def store(self, buf, index, value, dtype):
         if dtype == "float16" and buf not in self._shared:
-            return f"{buf}[{index}] = (half){value};"
+            return f"{buf}[{index}] = {S.unary('(half)', value).text};"
         return super().store(buf, index, value, dtype)
 
     def signature(self, k: K.Kernel) -> str:

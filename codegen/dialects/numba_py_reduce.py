@@ -83,6 +83,8 @@ class ReducePrinter:
                 v = vals[0]
                 ident = _type_max(agg.dtype) if agg.op == "min" else _type_min(agg.dtype)
                 kt, w = _key_type(agg.dtype)
+                lines.append(f"# agg {k} ({agg.op}): integer order key of the value (of the "
+                             f"identity when dropped or NaN), and a kept-NaN flag")
                 lines.append(f"b{k} = float_bits({_key_float(agg.dtype)}({v} if (keep & ({v} == {v})) else {ident}))")
                 lines.append(f"m{k} = {kt}(b{k} ^ ((b{k} >> {w - 1}) & {(1 << (w - 1)) - 1}))")
                 lines.append(f"n{k} = keep & ({v} != {v})")

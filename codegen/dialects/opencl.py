@@ -31,7 +31,7 @@ class OpenCL(CFamily):
 
     def store(self, buf, index, value, dtype):
         if dtype == "float16" and buf not in self._shared:
-            return f"vstore_half_rte({value}, {index}, {buf});"
+            return f"vstore_half_rte({value.text}, {index}, {buf});"
         return super().store(buf, index, value, dtype)
 
     def signature(self, k: K.Kernel) -> str:

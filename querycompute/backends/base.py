@@ -28,7 +28,7 @@ class KernelRun:
     dialect: str
     grid: tuple = ()
     block: tuple = ()
-    cache: str = "memory"          # "memory", "disk" or "compiled"
+    cache: str = ""                # "memory", "disk" or "compiled" ("" lets the engine fill it)
     compile_ms: float = 0.0
     run_ms: float = 0.0
 

@@ -9,6 +9,7 @@ order, so the choice never changes a result's bits.
 from __future__ import annotations
 
 import linecache
+import threading
 import time
 from typing import Any, Sequence
 
@@ -23,6 +24,10 @@ from .base import Backend, KernelRun, Prepared, Trace
 # Below this many elements the serial entry runs: one chunk's worth of work is cheaper than
 # waking the thread pool.
 SERIAL_MAX = 32768
+
+# numba's fallback "workqueue" threading layer aborts when two Python threads launch
+# parallel kernels at once; serialising parallel launches costs ~0.1 us and is always safe.
+_PARALLEL_LOCK = threading.Lock()
 
 _modules: dict[Pass, dict] = {}       # Pass -> executed namespace (its dispatchers keep
                                       # every specialisation numba compiled for it)
@@ -110,7 +115,8 @@ class CpuPrepared(Prepared):
         self._parallel = _Launch(p, ns, True)
         prog = p.program
         self._f16_inputs = tuple(k for k, s in enumerate(prog.inputs) if s.dtype == "float16")
-        self._f16_params = tuple(k for k, s in enumerate(prog.params) if s.dtype == "float16")
+        # the scalar type each param must arrive as (float16 params travel as float32)
+        self._param_types = tuple(np.dtype(_param_type(s.dtype)).type for s in prog.params)
         self._f16_outputs = tuple(k for k, d in enumerate(prog.output_dtypes) if d == "float16")
         self._reduce = p.terminal.aggs if isinstance(p.terminal, Reduce) else None
         self._runs = 0
@@ -121,12 +127,16 @@ class CpuPrepared(Prepared):
             inputs = list(inputs)
             for k in self._f16_inputs:
                 inputs[k] = np.asarray(inputs[k]).view(np.uint16)
-        if self._f16_params:
-            params = list(params)
-            for k in self._f16_params:
-                params[k] = np.float32(params[k])
+        for k, t in enumerate(self._param_types):
+            if type(params[k]) is not t:   # a Python number would compile a float64/int64
+                params = [pt(v) for pt, v in zip(self._param_types, params)]   # variant
+                break
         parallel = n >= SERIAL_MAX
-        raw = (self._parallel if parallel else self._serial)(n, inputs, params)
+        if parallel:
+            with _PARALLEL_LOCK:
+                raw = self._parallel(n, inputs, params)
+        else:
+            raw = self._serial(n, inputs, params)
         result = self._results(raw)
         run_ms = (time.perf_counter() - t0) * 1e3
         self._runs += 1

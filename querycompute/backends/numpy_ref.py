@@ -141,7 +141,7 @@ class _NumpyPrepared(Prepared):
             else:
                 out = tuple(np.array(ev.full(e) if keep is None else ev.full(e)[keep])
                             for e in prog.outputs)
-        trace.kernels.append(KernelRun(self.p.name, "numpy", cache="memory", run_ms=now_ms() - t0))
+        trace.kernels.append(KernelRun(self.p.name, "numpy", cache="interpreted", run_ms=now_ms() - t0))
         return out
 
 

@@ -8,10 +8,10 @@ imported while it hashes to the key's source. DiskCache inherits these methods.
 from __future__ import annotations
 
 import atexit
-import importlib.util
 import shutil
 import sys
 import tempfile
+import types
 from pathlib import Path
 
 from .entry_format import (META_FILE, DamagedEntry, decode_meta, encode_meta,
@@ -129,21 +129,24 @@ class ModuleEntries:
                             f"({exc}); it will be compiled again next time.")
 
     def import_module(self, path: Path, key: CacheKey):
-        """Import the module file at `path` after checking its bytes hash to `key`'s source
-        hash: only source this package wrote for this key is ever executed."""
+        """Import the module file at `path` if its bytes hash to `key`'s source hash: only
+        source this package wrote for this key is ever executed. The verified bytes are the
+        ones executed (no second read, no bytecode cache), under the file's name so numba
+        finds the file to cache beside and tracebacks show its lines."""
         path = Path(path)
-        if sha256_hex(path.read_bytes()) != key.source_sha256:
+        source = path.read_bytes()
+        if sha256_hex(source) != key.source_sha256:
             raise RuntimeError(f"querycompute: refusing to import {path}: its contents do not "
                                f"match the generated source for key {key.digest[:16]}")
         name = f"querycompute_kernels_{key.digest[:16]}"
         loaded = sys.modules.get(name)
-        if loaded is not None and Path(getattr(loaded, "__file__", "")) == path:
+        if loaded is not None and getattr(loaded, "__file__", None) == str(path):
             return loaded
-        spec = importlib.util.spec_from_file_location(name, path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module        # numba's cache and dataclasses look modules up here
+        module = types.ModuleType(name)
+        module.__file__ = str(path)
+        sys.modules[name] = module        # numba resolves a function's module by name
         try:
-            spec.loader.exec_module(module)
+            exec(compile(source, str(path), "exec", dont_inherit=True), module.__dict__)
         except BaseException:
             sys.modules.pop(name, None)
             raise

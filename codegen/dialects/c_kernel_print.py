@@ -1,0 +1,193 @@
+"""Printing of kernel IR (codegen/kernel_ir.py) for the C family: index expressions,
+statements, kernels and the source file. Mixed into CFamily, whose table (THREAD, BARRIER,
+SHARED, ...) and element-expression printer (`code`) it uses.
+
+Index arithmetic is spelled the way a GPU programmer writes it: one cast where a product
+must be computed in 64 bits (`(long long)blockIdx.x * blockDim.x + threadIdx.x`), no casts
+that C's usual conversions already make, and the thread coordinates a kernel compares or
+indexes with declared once at its top as `int` locals (`lid`, `lane`, ...).
+"""
+from __future__ import annotations
+
+from dataclasses import fields, is_dataclass
+
+from .. import dtypes as D
+from .. import expr as E
+from .. import kernel_ir as K
+from . import c_syntax as S
+from .c_syntax import Code
+
+# KThread.kind -> the int local a kernel declares when it uses that coordinate as a value
+THREAD_LOCALS = {"local_id": "lid", "group_id": "group", "lane": "lane", "warp": "warp",
+                 "local_size": "block_size", "num_groups": "num_groups"}
+_FLOAT_UPDATES = {"add": "+", "sub": "-", "mul": "*"}
+
+
+def _promotes_exactly(e) -> bool:
+    """A cast to a 64-bit index type that C's usual arithmetic conversions would make anyway
+    when the other operand is 64-bit: the operand is a 32-bit signed value or a thread
+    coordinate (non-negative), so the converted value is the same either way."""
+    return (isinstance(e, K.KCast) and D.bits(e.dtype) == 64
+            and D.is_signed(e.x.dtype) and D.bits(e.x.dtype) <= 32)
+
+
+def _is_one(e) -> bool:
+    if isinstance(e, K.Elem):
+        e = e.expr
+    return isinstance(e, (K.KConst, E.Const)) and e.value == 1 and not isinstance(e.value, bool)
+
+
+def _bare_threads(node, found: set) -> set:
+    """Thread coordinates used as int values (not only inside a widening cast)."""
+    if isinstance(node, K.KThread):
+        found.add(node.kind)
+    elif isinstance(node, (tuple, list)):
+        for item in node:
+            _bare_threads(item, found)
+    elif is_dataclass(node) and not isinstance(node, K.Elem) and not (
+            isinstance(node, K.KCast) and isinstance(node.x, K.KThread)):
+        for f in fields(node):
+            _bare_threads(getattr(node, f.name), found)
+    return found
+
+
+def _unwrap(text: str) -> str:
+    """`(a & b)` -> `a & b` when the outer parentheses enclose the whole text."""
+    if not (text.startswith("(") and text.endswith(")")):
+        return text
+    depth = 0
+    for pos, ch in enumerate(text):
+        depth += {"(": 1, ")": -1}.get(ch, 0)
+        if depth == 0 and pos < len(text) - 1:
+            return text
+    return text[1:-1]
+
+
+class KernelPrinter:
+    # ---- kernel expressions -----------------------------------------------------------------
+    def kcode(self, e) -> Code:
+        if isinstance(e, K.Elem):
+            return self.code(e.expr)
+        if isinstance(e, K.KVar):
+            return Code(e.name)
+        if isinstance(e, K.KConst):
+            return self.lit(e.value, e.dtype)
+        if isinstance(e, K.KOp):
+            a, b = self._operands(e.op, e.a, e.b)
+            return S.binary(a, e.op, b)
+        if isinstance(e, K.KSelect):
+            return S.select(self.kcode(e.cond), self.kcode(e.a), self.kcode(e.b))
+        if isinstance(e, K.KCast):
+            return S.unary(f"({self.t(e.dtype)})", self._raw(e.x))
+        if isinstance(e, K.KThread):
+            return Code(THREAD_LOCALS[e.kind])
+        if isinstance(e, K.KLoad):
+            return Code(self.load(e.buffer, self.kcode(e.index).text, e.dtype))
+        if isinstance(e, K.KShuffleDown):
+            return Code(self.SHUFFLE_DOWN.format(v=self.kcode(e.value).text, o=self.kcode(e.offset).text))
+        raise TypeError(f"not a kernel expression: {e!r}")
+
+    def _raw(self, e) -> Code:
+        """Like kcode, but a thread coordinate is spelled as the dialect's builtin."""
+        return Code(self.THREAD[e.kind]) if isinstance(e, K.KThread) else self.kcode(e)
+
+    def _operands(self, op: str, a, b) -> tuple[Code, Code]:
+        """Operands of `a op b`, dropping a widening cast the other operand makes redundant
+        (only for + and *, where every index operand is non-negative)."""
+        if op in ("+", "*"):
+            if _promotes_exactly(b) and D.bits(a.dtype) == 64:
+                return self.kcode(a), self._raw(b.x)
+            if _promotes_exactly(a) and D.bits(b.dtype) == 64 and not _promotes_exactly(b):
+                return self._raw(a.x), self.kcode(b)
+        return self.kcode(a), self.kcode(b)
+
+    def _init(self, var: K.KVar, e) -> str:
+        """An initialiser: assigning to a 64-bit local converts like the cast would."""
+        if _promotes_exactly(e) and e.dtype == var.dtype:
+            return self._raw(e.x).text
+        return self.kcode(e).text
+
+    def _update(self, var: K.KVar, value) -> str:
+        """`var = value` as `var++` / `var op= x` when value is `var op x`."""
+        if isinstance(value, K.KOp) and value.a == var and value.op in ("+", "-", "*", ">>", "<<"):
+            if value.op == "+" and _is_one(value.b):
+                return f"{var.name}++"
+            return f"{var.name} {value.op}= {self._operands(value.op, value.a, value.b)[1].text}"
+        if isinstance(value, K.Elem) and isinstance(value.expr, E.Binary):
+            x = value.expr
+            # float32/64 only: float16 rounds after the op, integers wrap through unsigned casts
+            if x.op in _FLOAT_UPDATES and x.dtype in ("float32", "float64") and x.a == E.Var(var.name, var.dtype):
+                return f"{var.name} {_FLOAT_UPDATES[x.op]}= {self.ex(x.b)}"
+        return f"{var.name} = {self.kcode(value).text}"
+
+    # ---- buffer accesses (dialects override the float16 storage conversions) -----------------
+    def load(self, buf: str, index: str, dtype: str) -> str:
+        if dtype == "bool" and buf not in self._shared:
+            return f"({buf}[{index}] != 0)"
+        return f"{buf}[{index}]"
+
+    def store(self, buf: str, index: str, value: Code, dtype: str) -> str:
+        if dtype == "bool" and buf not in self._shared:
+            return f"{buf}[{index}] = {S.unary(f'({self.storage(dtype)})', value).text};"
+        return f"{buf}[{index}] = {value.text};"
+
+    # ---- statements -------------------------------------------------------------------------
+    def stmts(self, body, depth: int) -> list[str]:
+        return [line for s in body for line in self.stmt(s, depth)]
+
+    def stmt(self, s, depth: int) -> list[str]:
+        pad = "    " * depth
+        if isinstance(s, K.Comment):
+            return [f"{pad}// {line}" for line in s.text.splitlines()]
+        if isinstance(s, K.Declare):
+            return [f"{pad}{self.t(s.var.dtype)} {s.var.name} = {self._init(s.var, s.init)};"]
+        if isinstance(s, K.Assign):
+            return [f"{pad}{self._update(s.var, s.value)};"]
+        if isinstance(s, K.Store):
+            value = self.kcode(s.value)
+            return [pad + self.store(s.buffer, self.kcode(s.index).text, value, self._buffer_dtypes[s.buffer])]
+        if isinstance(s, K.Barrier):
+            return [f"{pad}{self.BARRIER};"]
+        if isinstance(s, K.Continue):
+            return [f"{pad}continue;"]
+        if isinstance(s, K.Break):
+            return [f"{pad}break;"]
+        if isinstance(s, K.If):
+            return self._if(s, pad, depth)
+        if isinstance(s, K.For):
+            v = s.var
+            head = (f"for ({self.t(v.dtype)} {v.name} = {self._init(v, s.init)}; "
+                    f"{self.kcode(s.cond).text}; {self._update(v, s.step)}) {{")
+            return ([f"{pad}{self.UNROLL}"] if s.unroll and self.UNROLL else []) + \
+                [pad + head, *self.stmts(s.body, depth + 1), f"{pad}}}"]
+        raise TypeError(f"not a statement: {s!r}")
+
+    def _if(self, s: K.If, pad: str, depth: int) -> list[str]:
+        head = f"{pad}if ({self.kcode(s.cond).text})"
+        simple = (K.Assign, K.Store, K.Continue, K.Break)
+        if not s.orelse and len(s.then) == 1 and isinstance(s.then[0], simple):
+            return [f"{head} {self.stmt(s.then[0], 0)[0]}"]
+        lines = [f"{head} {{", *self.stmts(s.then, depth + 1)]
+        if s.orelse:
+            lines += [f"{pad}}} else {{", *self.stmts(s.orelse, depth + 1)]
+        return lines + [f"{pad}}}"]
+
+    # ---- kernels and the source file ---------------------------------------------------------
+    def kernel(self, k: K.Kernel) -> str:
+        self._shared = {a.name for a in k.shared}
+        self._buffer_dtypes = {a.name: a.dtype for a in k.args if a.is_buffer}
+        self._buffer_dtypes.update({a.name: a.dtype for a in k.shared})
+        lines = [f"// {line}" for line in k.doc.splitlines()]
+        lines.append(self.signature(k) + " {")
+        lines += [f"    {self.SHARED} {self.t(a.dtype)} {a.name}[{a.size}];" for a in k.shared]
+        used = _bare_threads(k.body, set())
+        lines += [f"    const int {name} = {_unwrap(self.THREAD[kind])};"
+                  for kind, name in THREAD_LOCALS.items() if kind in used]
+        lines += self.stmts(k.body, 1)
+        lines.append("}")
+        return "\n".join(lines)
+
+    def render(self, kernels: list[K.Kernel], header: str) -> str:
+        bodies = [self.kernel(k) for k in kernels]   # first, so `helpers` is complete
+        parts = [header.rstrip(), self.prelude().rstrip(), *self.helpers.values(), *bodies]
+        return "\n\n".join(p for p in parts if p) + "\n"

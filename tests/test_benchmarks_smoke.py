@@ -1,0 +1,58 @@
+"""Smoke runs of the benchmark scripts at tiny n, so they keep working as the engine changes.
+No timing is asserted (figures on a shared CI machine mean nothing); what is asserted is that
+each script runs end to end, that querycompute's results pass the scripts' own numpy check,
+and that the promised outputs (JSON, PNG, report lines) appear."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
+
+
+def run_script(name: str, *args: str, timeout: int = 300) -> str:
+    out = subprocess.run([sys.executable, str(BENCH / name), *args],
+                         capture_output=True, text=True, timeout=timeout)
+    assert out.returncode == 0, f"{name} failed:\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}"
+    return out.stdout
+
+
+def test_peers_every_workload_checks_and_writes_outputs(tmp_path):
+    stdout = run_script("peers.py", "--n", "300", "--repeat", "1", "--backends", "cpu",
+                        "--peers", "numexpr,polars,numba-lanes", "--out", str(tmp_path))
+    report = json.loads((tmp_path / "peers.json").read_text())
+    rows = {(r["workload"], r["impl"]): r for r in report["results"]}
+    for w in ("W1", "W2", "W3", "W4", "W5", "W6"):
+        for impl in ("numpy", "qc-cpu", "numba-lanes", "polars"):
+            assert rows[(w, impl)]["status"] == "ok", rows[(w, impl)]
+            assert rows[(w, impl)]["median_ms"] > 0
+        # numexpr may legitimately be reported wrong (float32 sums), but it must be judged
+        assert rows[(w, "numexpr")]["status"] in ("ok", "wrong"), rows[(w, "numexpr")]
+    assert rows[("W1", "qc-cpu")]["compile_ms"] > 0          # a fresh cache: a real compile
+    assert (tmp_path / "peers.png").stat().st_size > 1000
+    assert "summary" in stdout
+
+
+def test_peers_rejects_unknown_workload(tmp_path):
+    out = subprocess.run([sys.executable, str(BENCH / "peers.py"), "--workloads", "W9", "--n", "10",
+                          "--out", str(tmp_path), "--no-plot"], capture_output=True, text=True, timeout=120)
+    assert out.returncode != 0 and "W9" in out.stderr
+
+
+def test_overhead_reports_warm_and_cold():
+    stdout = run_script("overhead.py", "--backends", "cpu", "--cold-backend", "cpu", "--repeat", "1")
+    assert "numpy" in stdout and "qc cpu" in stdout
+    assert "cold (empty cache)" in stdout and "disk-warm" in stdout
+
+
+def test_handwritten_opencl_agrees_with_generated():
+    pytest.importorskip("pyopencl")
+    import querycompute as qc
+    if not qc.backends()["opencl"]["available"]:
+        pytest.skip(f"no OpenCL device here: {qc.backends()['opencl']['reason']}")
+    stdout = run_script("handwritten_opencl.py", "--n", "5000", "--repeat", "1")
+    assert "gen/hand" in stdout and "5e+03" in stdout
