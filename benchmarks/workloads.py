@@ -169,7 +169,9 @@ def check(kind: str, got, ref) -> tuple[bool, str]:
         return bool(np.array_equal(got, ref, equal_nan=True)), "elements differ"
     if kind == "sum":
         ok, err = _close(got, ref)
-        return ok, f"relative error {err:.1e}"
+        got_dt, ref_dt = np.asarray(got).dtype, np.asarray(ref).dtype
+        dtypes = f" ({got_dt} result, numpy's is {ref_dt})" if got_dt != ref_dt else ""
+        return ok, f"relative error {err:.1e}{dtypes}"
     if kind == "agg":
         ok_mean, err = _close(got[0], ref[0])
         ok_max = float(got[1]) == float(ref[1])

@@ -51,7 +51,8 @@ def render(p: Pass, dialect: str) -> KernelSet:
     else:
         raise TypeError(f"unknown terminal {p.terminal!r}; expected ToArray or Reduce")
     header = (f"// querycompute pass {p.name}: {shape}, {len(kernels)} kernels, {dialect}\n"
-              f"// compile options: {' '.join(pr.OPTIONS) or '(none)'}")
+              f"// compile options: {' '.join(pr.OPTIONS) or '(none)'}"
+              + (f" ({pr.OPTIONS_WHY})" if pr.OPTIONS_WHY else ""))
     source = pr.render(kernels, header)
     return KernelSet(dialect=dialect, pass_name=p.name, shape=shape, source=source, options=pr.OPTIONS,
                      kernels=tuple(specs), outputs=outputs, scratch=scratch, result_slots=slots,

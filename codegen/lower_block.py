@@ -78,11 +78,11 @@ def _shuffle_reduce(accs, slots):
         _halving_loop("offset", WARP_SIZE // 2, shuffle),
         K.If(K.op("==", LANE, K.i32(0)), tuple(K.Store(shared_name(s), WARP, s) for s in slots)),
         K.Barrier()]
-    gather = K.If(K.op("<", LANE, K.i32(warps)),
-                  tuple(K.Assign(s, K.KLoad(shared_name(s), LANE, s.dtype)) for s in slots),
-                  tuple(K.Assign(s, i) for a in accs for s, i in zip(a.slots, a.identity)))
+    has_result = K.op("<", LANE, K.i32(warps))
+    gather = tuple(K.Assign(s, K.KSelect(has_result, K.KLoad(shared_name(s), LANE, s.dtype), i, s.dtype))
+                   for a in accs for s, i in zip(a.slots, a.identity))
     second_level = [K.Comment(f"Warp 0 folds the {warps} warp results the same way."),
-                    K.If(K.op("==", WARP, K.i32(0)), (gather, _halving_loop("offset", warps // 2, shuffle)))]
+                    K.If(K.op("==", WARP, K.i32(0)), gather + (_halving_loop("offset", warps // 2, shuffle),))]
     return shared, first_level + second_level
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from . import kernel_ir as K
 from .launch import BLOCK, BufferSpec, KernelArg, KernelSpec
 from .lower_block import LID, Acc, block_inclusive_scan, block_reduce
-from .lower_element import check_name, declare_base, element, input_args, per_thread_loop, rename
+from .lower_element import check_name, declare_base, element, input_args, per_thread_loop, rename, variant
 from .lower_elementwise import output_args
 from .program import Pass
 
@@ -47,9 +47,8 @@ def lower_compact(p: Pass, ept: int):
         stmts = _count_survivors(prog, strided, ept) + reduce_stmts + [
             K.If(K.op("==", LID, K.i32(0)), (K.Store(counts.name, GROUP, COUNT),))]
         args = tuple(input_args(prog, strided)) + (n, counts)
-        kname = f"{name}_compact_count" + ("_strided" if strided else "")
-        kernels.append(K.Kernel(kname, args, tuple(shared), tuple(stmts),
-                                doc=f"{name} compaction step 1: survivors per block."))
+        kname, doc = variant(f"{name}_compact_count", strided, f"{name} compaction step 1: survivors per block.")
+        kernels.append(K.Kernel(kname, args, tuple(shared), tuple(stmts), doc=doc))
         specs.append(KernelSpec(kname, args, "tiles", "strided" if strided else "contiguous", "count"))
 
     kernels.append(_scan_kernel(name, counts, offsets, total))
@@ -65,9 +64,9 @@ def lower_compact(p: Pass, ept: int):
             K.Declare(pos, K.op("+", K.KLoad(offsets.name, GROUP, "int64"), K.op("-", incl, COUNT))),
             per_thread_loop(ept, element(prog, strided, prog.outputs) + writes)]
         args = tuple(input_args(prog, strided)) + (n, offsets) + outs
-        kname = f"{name}_compact_scatter" + ("_strided" if strided else "")
-        kernels.append(K.Kernel(kname, args, (K.SharedArray("sh_scan", "int64", BLOCK),), tuple(stmts),
-                                doc=f"{name} compaction step 3: recompute, rank and write survivors in order."))
+        kname, doc = variant(f"{name}_compact_scatter", strided,
+                             f"{name} compaction step 3: recompute, rank and write survivors in order.")
+        kernels.append(K.Kernel(kname, args, (K.SharedArray("sh_scan", "int64", BLOCK),), tuple(stmts), doc=doc))
         specs.append(KernelSpec(kname, args, "tiles", "strided" if strided else "contiguous", "scatter"))
     outputs = tuple(BufferSpec(a.name, a.dtype, "n") for a in outs)
     scratch = (BufferSpec("block_counts", "int64", "blocks"), BufferSpec("block_offsets", "int64", "blocks"),

@@ -101,6 +101,14 @@ def element(prog: ElementProgram, strided: bool, consumed) -> list:
     return stmts
 
 
+def variant(kname: str, strided: bool, doc: str) -> tuple[str, str]:
+    """Name and doc comment of the contiguous or the strided variant of kernel `kname` (the
+    strided doc points to the contiguous one instead of repeating it)."""
+    if strided:
+        return f"{kname}_strided", f"{kname}, reading input x at in_x[i * s_x] (strided inputs)."
+    return kname, doc
+
+
 def elems_per_thread(dtypes) -> int:
     """16-byte wide accesses: 16 / largest element size (4 when nothing is read)."""
     sizes = [D.itemsize(d) for d in dtypes]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from . import kernel_ir as K
 from .launch import BufferSpec, KernelArg, KernelSpec
-from .lower_element import INDEX, check_name, declare_base, element, input_args, per_thread_loop, rename
+from .lower_element import INDEX, check_name, declare_base, element, input_args, per_thread_loop, rename, variant
 from .program import Pass
 
 
@@ -26,9 +26,8 @@ def lower_elementwise(p: Pass, ept: int):
         body = element(prog, strided, prog.outputs)
         body += [K.Store(a.name, INDEX, K.Elem(rename(e, prog))) for a, e in zip(outs, prog.outputs)]
         args = tuple(input_args(prog, strided)) + (KernelArg("n", "n", "int64"),) + outs
-        kname = f"{name}_map" + ("_strided" if strided else "")
-        doc = (f"{name}: fused elementwise map; each thread handles {ept} consecutive elements"
-               + (" (inputs gathered with element strides s_*)." if strided else "."))
+        kname, doc = variant(f"{name}_map", strided,
+                             f"{name}: fused elementwise map; each thread handles {ept} consecutive elements.")
         kernels.append(K.Kernel(kname, args, (), (declare_base(ept), per_thread_loop(ept, body)), doc=doc))
         specs.append(KernelSpec(kname, args, "tiles", "strided" if strided else "contiguous", "map"))
     outputs = tuple(BufferSpec(a.name, a.dtype, "n") for a in outs)

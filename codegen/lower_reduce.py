@@ -14,7 +14,7 @@ from . import expr as E
 from . import kernel_ir as K
 from .launch import BufferSpec, KernelArg, KernelSpec, ResultSlot
 from .lower_block import LID, Acc, block_reduce, fold_from
-from .lower_element import INDEX, check_name, element, input_args, rename
+from .lower_element import INDEX, check_name, element, input_args, rename, variant
 from .program import Agg, Pass
 
 INT64_MAX = 2 ** 63 - 1
@@ -116,15 +116,14 @@ def lower_reduce(p: Pass, shuffle_types: tuple[str, ...]):
                      K.KCast(LID, "int64"))
         loop = K.For(INDEX, start, K.op("<", INDEX, K.KVar("n", "int64")), K.op("+", INDEX, stride), tuple(body))
         shared, reduce_stmts = block_reduce(accs, use_shuffles)
-        kname = f"{name}_reduce_partials" + ("_strided" if strided else "")
+        kname, doc = variant(f"{name}_reduce_partials", strided,
+                             f"Stage 1 of {name}: one partial per block and accumulator.")
         args = tuple(input_args(prog, strided)) + (KernelArg("n", "n", "int64"),) + partial_args
         stmts = [s for a in accs for s in a.declare()] + [
             K.Comment("Grid-stride loop: each thread folds its elements into private accumulators."),
             loop, *reduce_stmts, _write(accs, partial_names, K.KThread("group_id"))]
         kernels.append(K.Kernel(kname, args, tuple(shared), tuple(stmts),
-                                doc=f"Stage 1 of {name}: one partial per block and accumulator"
-                                    + (" (strided inputs: element strides s_*)." if strided else "."),
-                                uses_warps=use_shuffles))
+                                doc=doc, uses_warps=use_shuffles))
         specs.append(KernelSpec(kname, args, "reduce", "strided" if strided else "contiguous", "partials"))
 
     partial_dtype = {s.name: d for s, d in zip(slots, buf_dtypes)}

@@ -42,6 +42,19 @@ class TerminalReq:
                           tuple((s.kind, s.fn is not None, type(s.seed), s.seed) for _, s in specs))
 
 
+_plain_reqs: dict = {}
+
+
+def terminal_req(name: str, spec) -> TerminalReq:
+    """The request for a single-spec terminal; shared for spec-less ones (warm path)."""
+    req = _plain_reqs.get((name, id(spec))) if spec is None or spec.fn is None else None
+    if req is None:
+        req = TerminalReq(name, ((name, spec),) if spec is not None else ())
+        if spec is None or (spec.fn is None and spec is T.PLAIN.get(name)):
+            _plain_reqs[(name, id(spec))] = req
+    return req
+
+
 def slot_info(fn) -> tuple:
     """(LambdaSource, current captured values) for a user function or a parsed text lambda."""
     if isinstance(fn, LambdaSource):
@@ -119,38 +132,72 @@ def param_values(lowered: Lowered, infos: list, source: Source) -> list:
     return out
 
 
+class _Fast:
+    """A warm entry: what a repeat of the same chain needs, found without translating."""
+    __slots__ = ("hit", "capture_slots", "capture_sig")
+
+    def __init__(self, hit, infos):
+        self.hit = hit
+        self.capture_slots = tuple(i for i, (src, _) in enumerate(infos) if src.captures)
+        self.capture_sig = tuple(_slot_sig(*infos[i]) for i in self.capture_slots)
+
+
+_fast: dict[tuple, _Fast] = {}
+
+
 def run(q, term: TerminalReq):
     """Execute `term` on query `q`; returns the user's value."""
     t0 = now_ms()
     source = q._source
     cols = source.columns()
     n = source.length(cols)
-    dts = tuple(c.dtype for c in cols)
-    infos = [slot_info(fn) for _, fn in q._ops]
-    if term.fns:
-        infos += [slot_info(fn) for fn in term.fns]
     name = q._backend
     if name == "auto":
         name = registry.choose_auto(n, any(type(c) is not np.ndarray and is_device_array(c) for c in cols))
-    trace = Trace(backend=name, terminal=term.name, n=n)
-    sig = (name, source.kind, source.fields, dts, tuple(k for k, _ in q._ops), term.signature,
-           tuple(_slot_sig(*info) for info in infos))
+    fns = [fn for _, fn in q._ops]
+    if term.fns:
+        fns += term.fns
+    trace = Trace(name, term.name, n)
+    # Warm path: the chain's code objects (not its lambdas, which are new objects on every
+    # call) plus dtypes and terminal identify the compiled pass; only lambdas that capture
+    # values need their captures read, to check the types and bind the parameters.
     try:
-        result = _execute(sig, name, source, cols, n, dts, q, term, infos, trace)
+        fast_key = (name, source.kind, source.fields, q._kinds, term.signature,
+                    tuple([c.dtype for c in cols]), tuple([f.__code__ for f in fns]))
+    except AttributeError:            # text-chain lambdas (CLI) have no code object
+        fast_key = None
+    fast = _fast.get(fast_key) if fast_key is not None else None
+    infos = None
+    if fast is not None:
+        infos = [None] * len(fns)
+        for i in fast.capture_slots:
+            infos[i] = slot_info(fns[i])
+        if tuple(_slot_sig(*infos[i]) for i in fast.capture_slots) != fast.capture_sig:
+            fast, infos = None, None  # a captured value changed type: take the full path
+    try:
+        if fast is not None:
+            memory_stats["hits"] += 1
+            result = _launch(fast.hit, "memory", 0.0, source, cols, n, term, infos, trace)
+        else:
+            infos = [slot_info(fn) for fn in fns]
+            result = _execute(name, source, cols, n, q, term, infos, trace, fast_key)
     except Exception as exc:
         if q._backend != "auto" or name in ("cpu", "numpy") or isinstance(exc, QueryError):
             raise
         registry.mark_broken(name, f"{type(exc).__name__}: {exc}")
-        trace = Trace(backend="cpu", terminal=term.name, n=n,
+        trace = Trace("cpu", term.name, n,
                       fallback=f"{name} failed at run time ({type(exc).__name__}: {exc}); reran on cpu")
-        sig = ("cpu",) + sig[1:]
-        result = _execute(sig, "cpu", source, cols, n, dts, q, term, infos, trace)
+        result = _execute("cpu", source, cols, n, q, term, [slot_info(fn) for fn in fns], trace, None)
     trace.total_ms = now_ms() - t0
     _last[0] = trace
     return result
 
 
-def _execute(sig, name, source, cols, n, dts, q, term, infos, trace):
+def _execute(name, source, cols, n, q, term, infos, trace, fast_key):
+    """The full path: signature with capture types -> memo; translate and compile on a miss."""
+    dts = tuple(c.dtype for c in cols)
+    sig = (name, source.kind, source.fields, dts, q._kinds, term.signature,
+           tuple(_slot_sig(*info) for info in infos))
     hit = _memo.get(sig)
     if hit is None:
         backend = registry.require(name)
@@ -162,8 +209,14 @@ def _execute(sig, name, source, cols, n, dts, q, term, infos, trace):
     else:
         memory_stats["hits"] += 1
         origin, compile_ms = "memory", 0.0
+    if fast_key is not None:
+        _fast[fast_key] = _Fast(hit, infos)
+    return _launch(hit, origin, compile_ms, source, cols, n, term, infos, trace)
+
+
+def _launch(hit, origin, compile_ms, source, cols, n, term, infos, trace):
     lowered, prepared = hit
-    params = param_values(lowered, infos, source)
+    params = param_values(lowered, infos, source) if lowered.bindings else ()
     first = len(trace.kernels)
     raw = prepared.run(cols, params, n, trace)
     # Backends that know better (a cpu entry point compiled on first use) fill these

@@ -18,12 +18,13 @@ _TERMINAL_NAMES = ("to_array", "to_list", "sum", "min", "max", "mean", "count", 
 
 
 class Query:
-    __slots__ = ("_source", "_ops", "_backend")
+    __slots__ = ("_source", "_ops", "_backend", "_kinds")
 
-    def __init__(self, source: Source, ops: tuple = (), backend: str = "auto"):
+    def __init__(self, source: Source, ops: tuple = (), backend: str = "auto", kinds: str = ""):
         self._source = source
         self._ops = ops            # ((kind, fn), ...), kind "select" | "where"
         self._backend = backend
+        self._kinds = kinds        # "s"/"w" per op: the chain's shape, for the kernel signature
 
     def __repr__(self) -> str:
         chain = "".join(f".{k}(...)" for k, _ in self._ops)
@@ -33,7 +34,7 @@ class Query:
     def _with(self, kind: str, fn) -> "Query":
         if not callable(fn) and not hasattr(fn, "body"):
             raise TypeError(f"{kind}() takes a function (a lambda), got {type(fn).__name__}")
-        return Query(self._source, self._ops + ((kind, fn),), self._backend)
+        return Query(self._source, self._ops + ((kind, fn),), self._backend, self._kinds + kind[0])
 
     def select(self, f) -> "Query":
         """Map every element with f (scalar, tuple or dict-literal record result)."""
@@ -47,12 +48,11 @@ class Query:
         """Pin a backend: "auto", "numpy", "cpu", "cuda", "opencl" or "metal"."""
         if backend != "auto" and backend not in registry.NAMES:
             raise QueryError(f"unknown backend {backend!r}; choose one of: auto, {', '.join(registry.NAMES)}")
-        return Query(self._source, self._ops, backend)
+        return Query(self._source, self._ops, backend, self._kinds)
 
     # -- terminal operators -----------------------------------------------------------------
     def _run(self, name: str, spec: T.AggSpec | None = None):
-        specs = ((name, spec),) if spec is not None else ()
-        return engine.run(self, engine.TerminalReq(name, specs))
+        return engine.run(self, engine.terminal_req(name, spec))
 
     def to_array(self):
         """Elements as an array (tuple of arrays for tuples, dict of arrays for records)."""
@@ -62,28 +62,28 @@ class Query:
         return self._run("to_list")
 
     def sum(self, f=None):
-        return self._run("sum", T.AggSpec("sum", f))
+        return self._run("sum", _spec("sum", f))
 
     def min(self, f=None, *, default=T.NO_DEFAULT):
-        return self._run("min", T.AggSpec("min", f, default))
+        return self._run("min", _spec("min", f, default))
 
     def max(self, f=None, *, default=T.NO_DEFAULT):
-        return self._run("max", T.AggSpec("max", f, default))
+        return self._run("max", _spec("max", f, default))
 
     def mean(self, f=None, *, default=T.NO_DEFAULT):
-        return self._run("mean", T.AggSpec("mean", f, default))
+        return self._run("mean", _spec("mean", f, default))
 
     def count(self, pred=None) -> int:
-        return self._run("count", T.AggSpec("count", pred))
+        return self._run("count", _spec("count", pred))
 
     def any(self, pred=None) -> bool:
-        return self._run("any", T.AggSpec("any", pred))
+        return self._run("any", _spec("any", pred))
 
     def all(self, pred=None) -> bool:
-        return self._run("all", T.AggSpec("all", pred))
+        return self._run("all", _spec("all", pred))
 
     def first(self, pred=None, *, default=T.NO_DEFAULT):
-        return self._run("first", T.AggSpec("first", pred, default))
+        return self._run("first", _spec("first", pred, default))
 
     def aggregate(self, func, seed):
         """Fold with an associative func(acc, v) whose identity is seed."""
@@ -110,6 +110,12 @@ class Query:
         """The operation graph, the fused plan, launch shapes and bytes moved per element."""
         from .introspect import explain
         return explain(self, backend, terminal)
+
+
+def _spec(kind: str, f, default=T.NO_DEFAULT) -> T.AggSpec:
+    if f is None and default is T.NO_DEFAULT:
+        return T.PLAIN[kind]
+    return T.AggSpec(kind, f, default)
 
 
 def _agg_specs(named: dict) -> tuple:

@@ -49,6 +49,9 @@ class AggSpec:
         return f"qc.{self.kind}" + ("(<fn>)" if self.fn is not None else "")
 
 
+# Specs without function or default are shared, so the common terminals allocate nothing.
+PLAIN = {k: AggSpec(k) for k in ("sum", "min", "max", "mean", "count", "any", "all", "first")}
+
 sum = AggSpec("sum")      # noqa: A001  (public API names mirror the terminal operators)
 min = AggSpec("min")      # noqa: A001
 max = AggSpec("max")      # noqa: A001

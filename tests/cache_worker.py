@@ -166,7 +166,7 @@ def start_worker(cache_dir, job: dict, **env) -> subprocess.Popen:
                             stderr=subprocess.PIPE, text=True)
 
 
-def result_of(proc: subprocess.Popen, timeout: float = 120) -> dict:
+def result_of(proc: subprocess.Popen, timeout: float = 300) -> dict:
     out, err = proc.communicate(timeout=timeout)
     if proc.returncode != 0:
         raise AssertionError(f"cache worker failed ({proc.returncode}):\n{err}")
@@ -188,4 +188,4 @@ _CLI = ("import argparse, sys\n"
 def run_cache_cli(cache_dir, *argv: str, **env) -> subprocess.CompletedProcess:
     """`querycompute cache ARGV...` in a fresh process, through add_cache_commands."""
     return subprocess.run([sys.executable, "-c", _CLI, "cache", *argv], text=True,
-                          capture_output=True, env=child_env(cache_dir, **env), timeout=120)
+                          capture_output=True, env=child_env(cache_dir, **env), timeout=300)

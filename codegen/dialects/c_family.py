@@ -39,6 +39,7 @@ class CFamily(KernelPrinter):
     BITCAST: dict[str, str] = {}        # target dtype -> format with {v}: reinterpret bits
     FLOAT_SUFFIX = {"float32": "f", "float16": "f", "float64": ""}
     OPTIONS: tuple[str, ...] = ()
+    OPTIONS_WHY = ""                    # what the options are for, said once in the header
     UNSUPPORTED: dict[str, str] = {}    # dtype -> why this dialect can't hold it
     FUNC = "static inline"              # qualifiers of prelude helper functions
     UNROLL = "#pragma unroll"

@@ -88,7 +88,8 @@ class KernelPrinter:
         raise TypeError(f"not a kernel expression: {e!r}")
 
     def _raw(self, e) -> Code:
-        """Like kcode, but a thread coordinate is spelled as the dialect's builtin."""
+        """Like kcode, but a thread coordinate is spelled as the dialect's builtin: index
+        math reads as `(long long)blockIdx.x * blockDim.x + threadIdx.x`."""
         return Code(self.THREAD[e.kind]) if isinstance(e, K.KThread) else self.kcode(e)
 
     def _operands(self, op: str, a, b) -> tuple[Code, Code]:
@@ -138,13 +139,20 @@ class KernelPrinter:
     def stmt(self, s, depth: int) -> list[str]:
         pad = "    " * depth
         if isinstance(s, K.Comment):
+            if s.text in self._said:      # strided / finalize variants repeat the same steps
+                return []
+            self._said.add(s.text)
             return [f"{pad}// {line}" for line in s.text.splitlines()]
         if isinstance(s, K.Declare):
             return [f"{pad}{self.t(s.var.dtype)} {s.var.name} = {self._init(s.var, s.init)};"]
         if isinstance(s, K.Assign):
             return [f"{pad}{self._update(s.var, s.value)};"]
         if isinstance(s, K.Store):
-            value = self.kcode(s.value)
+            v = s.value
+            if (s.buffer in self._shared and isinstance(v, K.KOp) and v.op in ("+", "-", "*")
+                    and v.a == K.KLoad(s.buffer, s.index, v.dtype)):
+                return [f"{pad}{s.buffer}[{self.kcode(s.index).text}] {v.op}= {self.kcode(v.b).text};"]
+            value = self.kcode(v)
             return [pad + self.store(s.buffer, self.kcode(s.index).text, value, self._buffer_dtypes[s.buffer])]
         if isinstance(s, K.Barrier):
             return [f"{pad}{self.BARRIER};"]
@@ -188,6 +196,7 @@ class KernelPrinter:
         return "\n".join(lines)
 
     def render(self, kernels: list[K.Kernel], header: str) -> str:
+        self._said = set()                           # comments already printed
         bodies = [self.kernel(k) for k in kernels]   # first, so `helpers` is complete
         parts = [header.rstrip(), self.prelude().rstrip(), *self.helpers.values(), *bodies]
         return "\n\n".join(p for p in parts if p) + "\n"

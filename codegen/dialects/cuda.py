@@ -25,7 +25,8 @@ class Cuda(CFamily):
                "float64": "__longlong_as_double((long long){v})",
                "uint64": "(unsigned long long)__double_as_longlong({v})"}
     FUNC = "static __device__ __forceinline__"
-    OPTIONS = ("--fmad=false",)        # no FMA contraction: + - * / bit-identical to NumPy
+    OPTIONS = ("--fmad=false",)
+    OPTIONS_WHY = "no FMA contraction, so float results match NumPy bit for bit"
 
     def math(self, fn, dtype):
         """CUDA's C math library: float versions carry an `f` suffix (sqrtf, fmodf...)."""
@@ -55,9 +56,6 @@ class Cuda(CFamily):
 
     def scalar_type(self, dtype):
         return {"bool": "unsigned char", "float16": "float"}.get(dtype) or self.t(dtype)
-
-    def prelude(self):
-        return "// Compile with --fmad=false: no FMA contraction, so float results match NumPy bit for bit."
 
     # float16 in software: buffers hold half bits; values live in floats
     def define_qc_h2f(self):

@@ -15,7 +15,7 @@ Raw results a backend returns from `run`:
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 from codegen.program import Pass
@@ -33,15 +33,21 @@ class KernelRun:
     run_ms: float = 0.0
 
 
-@dataclass
 class Trace:
-    """What the last terminal operator did."""
-    backend: str = ""
-    terminal: str = ""
-    n: int = 0
-    kernels: list[KernelRun] = field(default_factory=list)
-    fallback: str | None = None     # why the requested backend was not the one that ran
-    total_ms: float = 0.0
+    """What the last terminal operator did. (A plain class: one is made per terminal call.)"""
+    __slots__ = ("backend", "terminal", "n", "kernels", "fallback", "total_ms")
+
+    def __init__(self, backend: str = "", terminal: str = "", n: int = 0, fallback: str | None = None):
+        self.backend = backend
+        self.terminal = terminal
+        self.n = n
+        self.kernels: list[KernelRun] = []
+        self.fallback = fallback        # why the requested backend was not the one that ran
+        self.total_ms = 0.0
+
+    def __repr__(self) -> str:
+        return f"Trace(backend={self.backend!r}, terminal={self.terminal!r}, n={self.n}, " \
+               f"kernels={self.kernels!r}, fallback={self.fallback!r}, total_ms={self.total_ms:.3f})"
 
     def __str__(self) -> str:
         lines = [f"backend={self.backend} terminal={self.terminal} n={self.n} total={self.total_ms:.3f} ms"]

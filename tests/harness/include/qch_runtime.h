@@ -44,11 +44,12 @@
 #include <unistd.h>
 #endif
 
-// A waiting thread first yields this many times before it sleeps on a futex: with 256
+// A waiting thread first yields a few times before it sleeps on a futex: with 256
 // threads on a few cores the thread it waits for is usually runnable, and a yield hands it
-// the core ~5x cheaper than a sleep/wake pair.
+// the core ~5x cheaper than a sleep/wake pair. Few, because every yielding thread counts
+// as runnable and would crowd out other processes on a shared machine.
 #ifndef QCH_SPINS
-#define QCH_SPINS 64
+#define QCH_SPINS 4
 #endif
 #ifndef QCH_TIMEOUT_S
 #define QCH_TIMEOUT_S 20
