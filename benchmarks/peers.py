@@ -7,7 +7,8 @@ it, numexpr, polars, and hand-written numba prange loops (with and without fastm
     python benchmarks/peers.py --workloads W1,W4 --backends cpu --n 1e6 --repeat 11
 
 Every result is checked against numpy's before anything is timed; a peer that disagrees is
-reported as wrong with the reason, never timed. Everything runs in one process, so ratios
+reported as wrong with the reason, never timed. Everything runs in one process and the warm
+samples of all implementations are taken round-robin (timing.interleaved), so ratios
 compare like with like. Writes results/peers.json and results/peers.png (see plot.py).
 """
 from __future__ import annotations
@@ -78,31 +79,29 @@ def implementations(wl_keys, backends, peers):
     return impls
 
 
-def run_case(label, setup, wl, data, ref, repeat):
-    """One implementation on one input: check, then time. Returns the JSON record."""
+def check_case(label, setup, wl, data, ref):
+    """First call and check of one implementation on one input.
+    Returns (JSON record, the warm callable or None when it must not be timed)."""
     import querycompute as qc
     import timing
     rec = {"impl": label}
     if setup is None:
-        return {**rec, "status": "n/a"}
+        return {**rec, "status": "n/a"}, None
     try:
         run = setup(data)
         result, rec["first_ms"] = timing.first_call(run)
     except Exception as exc:       # a peer that cannot run this query is reported, not fatal
-        return {**rec, "status": "error", "reason": f"{type(exc).__name__}: {exc}"[:300]}
+        return {**rec, "status": "error", "reason": f"{type(exc).__name__}: {exc}"[:300]}, None
     if label.startswith("qc-"):
         trace = qc.last_trace()
         rec["compile_ms"] = sum(k.compile_ms for k in trace.kernels)
         rec["cache"] = sorted({k.cache for k in trace.kernels})
         if trace.fallback or trace.backend != label[3:]:
-            return {**rec, "status": "fallback", "reason": trace.fallback or trace.backend}
-    if ref is not None:
-        ok, why = wl.check(result, ref)
-        if not ok:
-            return {**rec, "status": "wrong", "reason": why}
-    t = timing.warm(run, repeat)
-    return {**rec, "status": "ok", "median_ms": t.median_ms, "min_ms": t.min_ms,
-            "samples": t.samples, "calls_per_sample": t.calls_per_sample}
+            return {**rec, "status": "fallback", "reason": trace.fallback or trace.backend}, None
+    ok, why = wl.check(result, ref)
+    if not ok:
+        return {**rec, "status": "wrong", "reason": why}, None
+    return {**rec, "status": "ok"}, run
 
 
 class _Checked:
@@ -132,17 +131,21 @@ def run_all(args, backends, peers):
             ref = wl.numpy(data)()
             print(f"\n{key} {wl.title}  n={n:.0e}  input {nbytes / 1e6:.1f} MB  "
                   f"load {timing.load_average():.1f}", flush=True)
-            base = None
-            for label, setups in impls:
-                rec = run_case(label, setups.get(key), _Checked(wl), data, ref, args.repeat)
+            checked = [check_case(label, setups.get(key), _Checked(wl), data, ref)
+                       for label, setups in impls]
+            timed = timing.interleaved({rec["impl"]: run for rec, run in checked if run is not None},
+                                       args.repeat)
+            base = timed["numpy"].median_ms
+            for rec, _ in checked:
                 rec.update(workload=key, n=n, input_bytes=nbytes)
-                if rec["status"] == "ok":
-                    base = rec["median_ms"] if label == "numpy" else base
-                    rec["ratio_numpy"] = rec["median_ms"] / base if base else None
-                    rec["gbps"] = nbytes / (rec["median_ms"] * 1e-3) / 1e9
+                t = timed.get(rec["impl"])
+                if t is not None:
+                    rec.update(median_ms=t.median_ms, min_ms=t.min_ms, samples=t.samples,
+                               calls_per_sample=t.calls_per_sample, ratio_numpy=t.median_ms / base,
+                               gbps=nbytes / (t.median_ms * 1e-3) / 1e9)
                 print_row(rec, flush=True)
                 records.append(rec)
-            del data
+            del data, checked, timed
     return records
 
 
@@ -151,8 +154,7 @@ def print_row(r, flush=False):
         print(f"  {r['impl']:<15} {r['status'].upper():>10}  {r.get('reason', '')}", flush=flush)
         return
     extra = f"  compile {r['compile_ms']:.0f} ms ({','.join(r['cache'])})" if "compile_ms" in r else ""
-    ratio = f"{r['ratio_numpy']:8.2f}x" if r.get("ratio_numpy") else "        -"
-    print(f"  {r['impl']:<15} {r['median_ms']:10.4f} ms {ratio} numpy {r['gbps']:7.2f} GB/s"
+    print(f"  {r['impl']:<15} {r['median_ms']:10.4f} ms {r['ratio_numpy']:8.2f}x numpy {r['gbps']:7.2f} GB/s"
           f"  first {r['first_ms']:9.1f} ms{extra}", flush=flush)
 
 

@@ -1,8 +1,10 @@
-"""Timing: one first call (compile + run, reported apart), then the median of warm runs.
+"""Timing: one first call (compile + run, reported apart), then the median of warm samples.
 
 Small inputs finish in microseconds, below the timer's useful resolution and at the mercy of
 one scheduler hiccup, so each warm *sample* repeats the call enough times to last about
-MIN_SAMPLE_S and reports the per-call mean; the figure is the median of the samples."""
+MIN_SAMPLE_S and reports the per-call mean; the figure is the median of the samples.
+`interleaved` takes the samples of several implementations round-robin, so a burst of load
+from other processes lands on all of them alike and their ratios stay comparable."""
 from __future__ import annotations
 
 import os
@@ -28,20 +30,39 @@ def first_call(run: Callable[[], Any]) -> tuple[Any, float]:
     return result, (time.perf_counter() - t0) * 1e3
 
 
-def warm(run: Callable[[], Any], samples: int) -> Timing:
-    """Median over `samples` samples of the per-call time of `run` (already warmed up)."""
+def _calls_per_sample(run: Callable[[], Any]) -> int:
     t0 = time.perf_counter()
     run()
     once = time.perf_counter() - t0
-    calls = max(1, min(10_000, int(MIN_SAMPLE_S / max(once, 1e-9))))
-    per_call = []
+    return max(1, min(10_000, int(MIN_SAMPLE_S / max(once, 1e-9))))
+
+
+def _sample_ms(run: Callable[[], Any], calls: int) -> float:
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        run()
+    return (time.perf_counter() - t0) / calls * 1e3
+
+
+def _summary(per_call: list[float], calls: int) -> Timing:
+    per_call = sorted(per_call)
+    return Timing(per_call[len(per_call) // 2], per_call[0], len(per_call), calls)
+
+
+def warm(run: Callable[[], Any], samples: int) -> Timing:
+    """Median over `samples` samples of the per-call time of `run` (already warmed up)."""
+    calls = _calls_per_sample(run)
+    return _summary([_sample_ms(run, calls) for _ in range(samples)], calls)
+
+
+def interleaved(runs: dict[str, Callable[[], Any]], samples: int) -> dict[str, Timing]:
+    """Like `warm` for each entry of `runs`, taking their samples round-robin."""
+    calls = {k: _calls_per_sample(r) for k, r in runs.items()}
+    per_call: dict[str, list[float]] = {k: [] for k in runs}
     for _ in range(samples):
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            run()
-        per_call.append((time.perf_counter() - t0) / calls * 1e3)
-    per_call.sort()
-    return Timing(per_call[len(per_call) // 2], per_call[0], samples, calls)
+        for k, r in runs.items():
+            per_call[k].append(_sample_ms(r, calls[k]))
+    return {k: _summary(v, calls[k]) for k, v in per_call.items()}
 
 
 def load_average() -> float:

@@ -90,7 +90,8 @@ def _scan_kernel(name, counts, offsets, total) -> K.Kernel:
             K.Assign(carry, K.op("+", carry, K.KLoad("sh_scan", K.i32(BLOCK - 1), "int64"))),
             K.Barrier()]
     loop = K.For(chunk, K.i64(0), K.op("<", chunk, blocks), K.op("+", chunk, K.i64(BLOCK)), tuple(body))
-    stmts = (K.Declare(carry, K.i64(0)), loop,
+    stmts = (K.Comment("Scan the counts a block-sized chunk at a time; carry = total of the earlier chunks."),
+             K.Declare(carry, K.i64(0)), loop,
              K.If(K.op("==", LID, K.i32(0)), (K.Store(total.name, K.i32(0), carry),)))
     args = (counts, KernelArg("num_blocks", "value", "int64"), offsets, total)
     return K.Kernel(f"{name}_compact_scan", args, (K.SharedArray("sh_scan", "int64", BLOCK),), stmts,

@@ -5,6 +5,7 @@
 """
 from __future__ import annotations
 
+from . import cache            # qc.cache: the compiled-kernel cache (touches no files on import)
 from .backends.registry import backends
 from .engine import last_trace
 from .errors import (BackendUnavailableError, CompileError, EmptySequenceError, QueryError,
@@ -13,14 +14,6 @@ from .query import Query, query, range
 from .terminals import agg, count, max, mean, min, sum
 
 __version__ = "0.1.0"
-
-
-def __getattr__(name):
-    # qc.cache is imported on first use: it touches the file system (cache directory).
-    if name == "cache":
-        from .cache import api
-        return api.cache
-    raise AttributeError(f"module 'querycompute' has no attribute {name!r}")
 
 
 __all__ = ["query", "range", "Query", "agg", "sum", "min", "max", "mean", "count", "backends",

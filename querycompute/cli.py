@@ -93,3 +93,6 @@ def main(argv=None) -> int:
     except (QueryError, TypeError, ValueError) as exc:
         print(f"querycompute: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:          # `querycompute cache list | head`
+        sys.stderr.close()
+        return 0

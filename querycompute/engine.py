@@ -17,6 +17,7 @@ from codegen.program import InputSpec
 from . import terminals as T
 from .backends import registry
 from .backends.base import Trace, now_ms
+from .cache import note_memory_hit
 from .errors import QueryError, codegen_errors
 from .frontend import LambdaSource, RecordVal, Scalar, TupleVal, capture_values, lambda_source
 from .fusion import Lowered, Lowering
@@ -25,7 +26,6 @@ from .sources import Source, is_device_array
 TEXT_ENV = {"np": np, "numpy": np, "math": math}
 _memo: dict[tuple, tuple] = {}
 _last: list[Trace] = [Trace()]
-memory_stats = {"hits": 0}        # read by qc.cache.stats()
 
 
 class TerminalReq:
@@ -176,7 +176,7 @@ def run(q, term: TerminalReq):
             fast, infos = None, None  # a captured value changed type: take the full path
     try:
         if fast is not None:
-            memory_stats["hits"] += 1
+            note_memory_hit()
             result = _launch(fast.hit, "memory", 0.0, source, cols, n, term, infos, trace)
         else:
             infos = [slot_info(fn) for fn in fns]
@@ -207,7 +207,7 @@ def _execute(name, source, cols, n, q, term, infos, trace, fast_key):
         _memo[sig] = hit = (lowered, prepared)
         origin, compile_ms = getattr(prepared, "origin", "compiled"), getattr(prepared, "compile_ms", 0.0)
     else:
-        memory_stats["hits"] += 1
+        note_memory_hit()
         origin, compile_ms = "memory", 0.0
     if fast_key is not None:
         _fast[fast_key] = _Fast(hit, infos)

@@ -156,7 +156,7 @@ def pristine_module_cache(tmp_path_factory):
 def test_damaged_numba_module_entry_is_recompiled_never_run_as_is(tmp_path, damage,
                                                                   pristine_module_cache):
     cache = tmp_path / "cache"
-    # copy2 keeps mtimes: numba's own cache is keyed on the module file's mtime and size.
+    # copy2 keeps mtimes, which older numba versions key their own cache on.
     shutil.copytree(pristine_module_cache, cache, copy_function=shutil.copy2)
     MODULE_DAMAGE[damage](entry_of(cache))
 
@@ -180,3 +180,17 @@ def test_damaged_opencl_program_binary_is_rebuilt_by_the_real_compiler(tmp_path)
     assert second["origin"] == "compiled" and second["right"] and len(second["warnings"]) == 1
     third = run_worker(cache, {"action": "opencl"})
     assert third["origin"] == "disk" and third["right"] and third["warnings"] == []
+
+
+def test_a_numba_cache_miss_on_a_disk_hit_is_resealed_and_then_hit(tmp_path,
+                                                                  pristine_module_cache):
+    # NUMBA_CPU_NAME changes numba's target but not the module: numba misses its own cache,
+    # compiles, adds to its files, and the worker re-seals them (the documented protocol).
+    cache = tmp_path / "cache"
+    shutil.copytree(pristine_module_cache, cache, copy_function=shutil.copy2)
+    second = run_worker(cache, MODULE_JOB, NUMBA_CPU_NAME="generic")
+    assert second["origin"] == "disk" and second["right"] and second["numba_misses"] == 1
+    for env in ({"NUMBA_CPU_NAME": "generic"}, {}):
+        again = run_worker(cache, MODULE_JOB, **env)
+        assert again["origin"] == "disk" and again["right"] and again["warnings"] == []
+        assert (again["numba_hits"], again["numba_misses"]) == (1, 0)

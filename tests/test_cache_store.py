@@ -230,3 +230,11 @@ def test_clear_and_prune_sweep_what_killed_processes_left_behind(store):
     assert removal.entries == 0
     assert not stale.exists() and fresh.exists() and not trash.exists()
     assert store.load(key) == b"abc"
+
+
+def test_a_module_numba_did_not_cache_stays_a_miss(store):
+    key = module_key(MODULE.replace("cache=True", "cache=False"))
+    path = store.store_module(key)
+    assert store.import_module(path, key).twice(3) == 6
+    store.seal_module(key)
+    assert store.load_module(key) is None

@@ -5,6 +5,8 @@ qualifiers, literal suffixes, math names) and overrides a few methods (kernel si
 storage conversions, prelude). Everything semantic is here, once: element expressions are
 printed so that they compute exactly what NumPy 2 computes (codegen/expr.py), using helper
 functions emitted into the prelude only when a kernel needs them (c_helpers.py writes them).
+Kernel IR statements, index arithmetic and whole kernels are printed by the KernelPrinter
+mixin (c_kernel_print.py); operator precedence lives in c_syntax.py.
 One printer instance prints one KernelSet (it remembers which helpers were used).
 """
 from __future__ import annotations

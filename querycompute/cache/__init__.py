@@ -23,7 +23,8 @@ from .sizes import format_size, parse_size
 from .store import CacheWarning, DiskCache
 
 __all__ = [
-    "CacheAPI", "CacheEntry", "CacheKey", "CacheStats", "CacheWarning", "DiskCache", "FORMAT_VERSION",
+    "CacheAPI", "CacheEntry", "CacheKey", "CacheStats", "CacheWarning", "DiskCache",
+    "FORMAT_VERSION",
     "Removal", "cache", "clear", "disk_cache", "dump_source", "entries", "find", "format_size",
     "make_key", "note_memory_hit", "numba_identity", "nvrtc_identity", "opencl_identity",
     "parse_size", "path", "prune", "stats",

@@ -85,13 +85,14 @@ def _entry_from_meta(path: Path, meta: dict) -> CacheEntry:
     def strings(name):
         value = meta.get(name, [])
         return tuple(str(v) for v in value) if isinstance(value, list) else ()
+    compile_ms = meta.get("compile_ms")
     return CacheEntry(
         key=meta["key"], backend=meta["backend"], kind=meta["kind"],
         kernel_names=strings("kernel_names"), query=str(meta.get("query", "")),
         dtypes=strings("dtypes"), compiler=str(meta.get("compiler", "")),
         device=str(meta.get("device", "")), options=strings("options"),
         created=str(meta.get("created", "")), last_used=str(meta.get("last_used", "")),
-        compile_ms=float(meta.get("compile_ms", 0.0)) if isinstance(meta.get("compile_ms"), (int, float)) else 0.0,
+        compile_ms=float(compile_ms) if isinstance(compile_ms, (int, float)) else 0.0,
         hit_count=meta["hit_count"], size_bytes=directory_size(path),
         sizes=meta.get("sizes") if isinstance(meta.get("sizes"), dict) else {},
         extra=meta.get("extra") if isinstance(meta.get("extra"), dict) else {},

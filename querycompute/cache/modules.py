@@ -103,7 +103,8 @@ class ModuleEntries:
     def seal_module(self, key: CacheKey, compile_ms: float | None = None) -> None:
         """Call after numba has compiled (and cached) every function of the module stored
         with `store_module`: records the SHA-256 of each file numba wrote, so later
-        processes load them only while they are intact, and the compile time if given."""
+        processes load them only while they are intact, and the compile time if given.
+        With no numba files to seal the entry stays unsealed, i.e. a miss."""
         if compile_ms is not None:
             self._count("compile_ms", float(compile_ms))
         if not self.writable:
@@ -117,6 +118,11 @@ class ModuleEntries:
                 for path in sorted(cache_dir.iterdir()):
                     if path.is_file() and not path.name.endswith(".tmp"):
                         sealed[path.name] = sha256_hex(path.read_bytes())
+            if not sealed:
+                # Nothing to seal: numba did not cache (or a racing store_module removed its
+                # files). Left unsealed, the entry stays a miss and the next process compiles
+                # and seals it, rather than "hitting" and recompiling in every process.
+                return
             meta["sealed_files"] = sealed
             meta["sizes"] = dict(meta.get("sizes") or {},
                                  numba_cache=sum((cache_dir / n).stat().st_size for n in sealed))

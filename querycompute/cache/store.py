@@ -71,8 +71,8 @@ class DiskCache(ModuleEntries):
             path = disk_cache.store_module(key, source_suffix=".py", kernel_names=...)
         module = disk_cache.import_module(path, key)  # numba's cache=True files go beside it
         <call / .compile() each njit function for its signature>
-        if fresh:
-            disk_cache.seal_module(key, compile_ms=...)
+        if fresh or <numba's dispatcher.stats.cache_misses is not empty>:
+            disk_cache.seal_module(key, compile_ms=...)   # and report "compiled"
     """
 
     make_key = staticmethod(make_key)
@@ -206,7 +206,8 @@ class DiskCache(ModuleEntries):
             meta = decode_meta(key.digest, raw)
             if meta["kind"] != kind:
                 raise DamagedEntry(f"entry holds a {meta['kind']}, expected a {kind}")
-            if meta["source_file"] != source_file_name(key.digest, Path(meta["source_file"]).suffix):
+            expected_name = source_file_name(key.digest, Path(meta["source_file"]).suffix)
+            if meta["source_file"] != expected_name:
                 raise DamagedEntry("metadata names a foreign source file")
             if meta["source_sha256"] != key.source_sha256:
                 raise DamagedEntry("metadata records another source")
@@ -277,7 +278,7 @@ class DiskCache(ModuleEntries):
             source_path = entry / meta["source_file"]
             source = key.source.encode("utf-8")
             # Leave an identical source file alone: rewriting it would change its mtime, and
-            # numba keys its own cache on the module file's mtime and size.
+            # older numba versions key their own cache on the module file's mtime and size.
             if not same_bytes(source_path, source):
                 write_atomic(source_path, source)
             for name, data in files:
