@@ -173,7 +173,6 @@ class Kernel:
     shared: tuple[SharedArray, ...]
     body: tuple
     doc: str = ""
-    uses_warps: bool = False     # body uses lane/warp ids (Metal needs the SIMD attributes)
 
 
 # --- small constructors the lowerings share ------------------------------------------------

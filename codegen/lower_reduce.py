@@ -122,8 +122,7 @@ def lower_reduce(p: Pass, shuffle_types: tuple[str, ...]):
         stmts = [s for a in accs for s in a.declare()] + [
             K.Comment("Grid-stride loop: each thread folds its elements into private accumulators."),
             loop, *reduce_stmts, _write(accs, partial_names, K.KThread("group_id"))]
-        kernels.append(K.Kernel(kname, args, tuple(shared), tuple(stmts),
-                                doc=doc, uses_warps=use_shuffles))
+        kernels.append(K.Kernel(kname, args, tuple(shared), tuple(stmts), doc=doc))
         specs.append(KernelSpec(kname, args, "reduce", "strided" if strided else "contiguous", "partials"))
 
     partial_dtype = {s.name: d for s, d in zip(slots, buf_dtypes)}
@@ -141,8 +140,7 @@ def lower_reduce(p: Pass, shuffle_types: tuple[str, ...]):
         gather, *reduce_stmts, _write(accs, out_names, K.i32(0))]
     fname = f"{name}_reduce_finalize"
     kernels.append(K.Kernel(fname, args, tuple(shared), tuple(stmts),
-                            doc=f"Stage 2 of {name}: one block folds the per-block partials into the results.",
-                            uses_warps=use_shuffles))
+                            doc=f"Stage 2 of {name}: one block folds the per-block partials into the results."))
     specs.append(KernelSpec(fname, args, "one", "any", "finalize"))
     return kernels, specs, outputs, scratch, result_slots
 

@@ -84,6 +84,16 @@ def _slot_sig(src, env) -> tuple:
     return (src.code,) + tuple(_capture_sig(env[c]) for c in src.captures if c in env)
 
 
+def _input_name(source: Source, i: int) -> str:
+    """Kernel-facing input names: the table's field names where they are plain ASCII
+    identifiers (printers prefix them, so C keywords are safe), else x / in0, in1, ..."""
+    if source.kind == "table":
+        f = source.fields[i]
+        if f.isascii() and f.isidentifier() and not f.startswith("_"):
+            return f
+    return "x" if source.kind == "array" else f"in{i}"
+
+
 def initial_element(source: Source, dts: tuple, lw: Lowering):
     """The element value the first lambda sees, and the program's inputs."""
     if source.kind == "range":
@@ -91,7 +101,7 @@ def initial_element(source: Source, dts: tuple, lw: Lowering):
         step = lw.b.param(("range", 2), "int64")
         idx = E.Binary("add", start, E.Binary("mul", E.Index(), step, "int64"), "int64")
         return Scalar(idx, None), []
-    inputs = [InputSpec(f"in{i}", d) for i, d in enumerate(dts)]
+    inputs = [InputSpec(_input_name(source, i), d) for i, d in enumerate(dts)]
     loads = [Scalar(E.Load(i, d), None) for i, d in enumerate(dts)]
     if source.kind == "array":
         return loads[0], inputs
@@ -100,10 +110,9 @@ def initial_element(source: Source, dts: tuple, lw: Lowering):
     return RecordVal(tuple(zip(source.fields, loads))), inputs
 
 
-def lower(source: Source, dts: tuple, ops: tuple, term: TerminalReq, infos: list,
-          name: str = "qc_query") -> Lowered:
+def lower(source: Source, dts: tuple, ops: tuple, term: TerminalReq, infos: list) -> Lowered:
     """Fuse source + chain + terminal into one pass (no compilation)."""
-    lw = Lowering(infos, name)
+    lw = Lowering(infos, f"qc_{term.name}")   # kernel names: qc_sum_reduce_partials, ...
     element, inputs = initial_element(source, dts, lw)
     element = lw.chain(element, tuple((kind, i) for i, (kind, _) in enumerate(ops)))
     if term.name in ("to_array", "to_list"):

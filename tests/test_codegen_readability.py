@@ -12,7 +12,7 @@ import pytest
 import querycompute as qc
 from codegen import expr as E
 from codegen import program as P
-from codegen.gpu import render
+from codegen.gpu import printer, render
 
 DIALECTS = ("cuda", "opencl", "metal")
 X = np.zeros(8, np.float32)
@@ -70,7 +70,9 @@ def test_every_helper_and_local_is_used(sources, w, d):
     for name in re.findall(r"^(?:static[^\n(]*?) (qc_\w+)\(", src, flags=re.M):
         assert len(re.findall(rf"\b{name}\(", src)) >= 2, f"helper {name} defined but never called"
     for kernel in kernel_bodies(src):
-        for name in re.findall(r"^\s+(?:const )?[a-z ]+ (\w+) = ", kernel, flags=re.M):
+        declared = re.findall(r"^\s+(?:const )?[a-z ]+ (\w+) = ", kernel, flags=re.M)
+        thread_params = re.findall(r"uint (qc_\w+) \[\[", kernel)      # Metal's [[thread_...]] inputs
+        for name in declared + thread_params:
             uses = re.findall(rf"\b{name}\b", kernel)
             assert len(uses) >= 2, f"{name} declared but never read in\n{kernel}"
 
@@ -122,3 +124,23 @@ def test_filter_before_a_barrier_never_returns_early():
     for d in DIALECTS:
         src = render(P.Pass(prog, P.ToArray(), "keep_pos"), d).source
         assert "return" not in "\n".join(kernel_bodies(src))
+
+
+@pytest.mark.parametrize("expr, text", [
+    # float subtraction is not associative: the right operand keeps its parentheses
+    (E.Binary("sub", E.Var("a", "float32"), E.Binary("sub", E.Var("b", "float32"), E.Var("c", "float32"), "float32"), "float32"),
+     "a - (b - c)"),
+    (E.Binary("add", E.Binary("mul", E.Var("a", "float32"), E.Var("b", "float32"), "float32"), E.Var("c", "float32"), "float32"),
+     "a * b + c"),
+    # never the token `--`
+    (E.Unary("neg", E.Const(-2.5, "float32"), "float32"), "-(-2.5f)"),
+    # bit operators and mixed &&/|| keep the parentheses a reader needs
+    (E.Compare("eq", E.Binary("bitand", E.Var("a", "uint32"), E.Var("b", "uint32"), "uint32"), E.Var("c", "uint32")),
+     "(a & b) == c"),
+    (E.Binary("and", E.Var("p", "bool"), E.Binary("or", E.Var("q", "bool"), E.Var("r", "bool"), "bool"), "bool"),
+     "p && (q || r)"),
+    (E.Where(E.Compare("lt", E.Var("a", "int32"), E.Var("b", "int32")), E.Var("a", "int32"), E.Var("b", "int32"), "int32"),
+     "a < b ? a : b"),
+])
+def test_expressions_are_parenthesised_where_c_or_a_reader_needs_it(expr, text):
+    assert printer("cuda").ex(expr) == text

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from codegen import dtypes, gpu
 from codegen.errors import UnsupportedType
 from harness import plans, runner
-from harness.passes import data, expected, passes
+from harness.passes import assert_same, data, expected, passes
 
 pytestmark = pytest.mark.skipif(not runner.available()[0], reason=runner.available()[1])
 
@@ -43,30 +43,6 @@ def compiled(dialect: str, d: str):
         sets = {kind: gpu.render(p, dialect) for kind, p in passes(d).items()}
         _modules[key] = (sets, plans.module_for(list(sets.values())))
     return _modules[key]
-
-
-def assert_same(kind: str, d: str, got, want) -> None:
-    if kind in ("map", "where"):
-        assert len(got) == len(want)
-        for g, w in zip(got, want):
-            assert g.dtype == w.dtype
-            np.testing.assert_array_equal(g, w)   # bit-exact (NaN == NaN here)
-        return
-    assert len(got) == len(want)
-    for i, (g, w) in enumerate(zip(got, want)):
-        if isinstance(w, tuple):                   # first: (index, values)
-            assert g[0] == w[0], f"agg {i}: first index {g[0]} != {w[0]}"
-            if w[0] >= 0:
-                np.testing.assert_array_equal(np.array(g[1]), np.array(w[1]))
-        elif isinstance(w, (bool, int)):
-            assert g == w, f"agg {i}: {g} != {w}"
-        elif dtypes.is_float(np.dtype(type(w)).name) and i == 0 and kind == "reduce_filtered":
-            # a float sum: the plan's fixed tree order vs NumPy's pairwise order
-            assert np.dtype(type(g)) == np.dtype(type(w))
-            np.testing.assert_allclose(g, w, rtol=2e-6 if np.dtype(type(w)).itemsize >= 4 else 1e-3)
-        else:
-            assert np.dtype(type(g)) == np.dtype(type(w)), f"agg {i}: {type(g)} vs {type(w)}"
-            np.testing.assert_array_equal(g, w, err_msg=f"agg {i}")
 
 
 def run(dialect, d, kind, x, schedule="alternate"):
@@ -126,3 +102,23 @@ def test_random_sizes_and_values(dialect, d, kind, n, seed):
 def test_metal_rejects_float64_naming_type_and_dialect():
     with pytest.raises(UnsupportedType, match="float64"):
         gpu.render(passes("float64")["map"], "metal")
+
+
+@pytest.mark.parametrize("dialect", ["cuda", "metal"])
+def test_scalar_params_of_every_width(dialect):
+    """Captured values arrive as kernel parameters (bool as uint8, float16 as float32)."""
+    from codegen import expr as E
+    from codegen.program import ElementProgram, InputSpec, ParamSpec, Pass, ToArray
+    x = E.Load(0, "float16")
+    scaled = E.Binary("mul", x, E.Param("h", "float16"), "float16")
+    shifted = E.Binary("add", E.Cast(x, "int8"), E.Param("k", "int8"), "int8")
+    prog = ElementProgram(inputs=(InputSpec("x", "float16"),),
+                          params=(ParamSpec("h", "float16"), ParamSpec("b", "bool"), ParamSpec("k", "int8")),
+                          body=(), outputs=(E.Where(E.Param("b", "bool"), scaled, x, "float16"), shifted))
+    xs = data("float16", 300, seed=9)
+    xs[np.isnan(xs) | np.isinf(xs)] = 1.0
+    xs = np.clip(xs, -100, 100).astype(np.float16)
+    for flag in (True, False):
+        got = plans.run_pass(Pass(prog, ToArray(), "h_params"), dialect, [xs], [np.float16(1.5), flag, np.int8(120)])
+        np.testing.assert_array_equal(got[0], xs * np.float16(1.5) if flag else xs)
+        np.testing.assert_array_equal(got[1], xs.astype(np.int8) + np.int8(120))

@@ -37,17 +37,19 @@ def _is_one(e) -> bool:
     return isinstance(e, (K.KConst, E.Const)) and e.value == 1 and not isinstance(e.value, bool)
 
 
-def _bare_threads(node, found: set) -> set:
-    """Thread coordinates used as int values (not only inside a widening cast)."""
+def thread_kinds(node, bare_only: bool = False, found: set | None = None) -> set:
+    """KThread kinds used in a kernel body; with `bare_only`, those used as int values (not
+    only inside a widening cast), which get an int local."""
+    found = set() if found is None else found
     if isinstance(node, K.KThread):
         found.add(node.kind)
     elif isinstance(node, (tuple, list)):
         for item in node:
-            _bare_threads(item, found)
+            thread_kinds(item, bare_only, found)
     elif is_dataclass(node) and not isinstance(node, K.Elem) and not (
-            isinstance(node, K.KCast) and isinstance(node.x, K.KThread)):
+            bare_only and isinstance(node, K.KCast) and isinstance(node.x, K.KThread)):
         for f in fields(node):
-            _bare_threads(getattr(node, f.name), found)
+            thread_kinds(getattr(node, f.name), bare_only, found)
     return found
 
 
@@ -188,7 +190,7 @@ class KernelPrinter:
         lines = [f"// {line}" for line in k.doc.splitlines()]
         lines.append(self.signature(k) + " {")
         lines += [f"    {self.SHARED} {self.t(a.dtype)} {a.name}[{a.size}];" for a in k.shared]
-        used = _bare_threads(k.body, set())
+        used = thread_kinds(k.body, bare_only=True)
         lines += [f"    const int {name} = {_unwrap(self.THREAD[kind])};"
                   for kind, name in THREAD_LOCALS.items() if kind in used]
         lines += self.stmts(k.body, 1)

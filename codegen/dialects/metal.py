@@ -10,6 +10,7 @@ from __future__ import annotations
 from .. import kernel_ir as K
 from . import c_syntax as S
 from .c_family import CFamily
+from .c_kernel_print import thread_kinds
 
 
 class Metal(CFamily):
@@ -23,13 +24,13 @@ class Metal(CFamily):
     THREAD = {"local_id": "qc_lid", "group_id": "qc_group",
               "local_size": "qc_lsize", "num_groups": "qc_ngroups",
               "lane": "qc_lane", "warp": "qc_simd"}
-    # [[attribute]] parameter each thread coordinate comes from
-    THREAD_ATTRS = (("qc_lid", "thread_position_in_threadgroup"),
-                    ("qc_group", "threadgroup_position_in_grid"),
-                    ("qc_lsize", "threads_per_threadgroup"),
-                    ("qc_ngroups", "threadgroups_per_grid"))
-    SIMD_ATTRS = (("qc_lane", "thread_index_in_simdgroup"),
-                  ("qc_simd", "simdgroup_index_in_threadgroup"))
+    # KThread.kind -> [[attribute]] of the kernel parameter (named THREAD[kind]) it comes from
+    THREAD_ATTRS = {"local_id": "thread_position_in_threadgroup",
+                    "group_id": "threadgroup_position_in_grid",
+                    "local_size": "threads_per_threadgroup",
+                    "num_groups": "threadgroups_per_grid",
+                    "lane": "thread_index_in_simdgroup",
+                    "warp": "simdgroup_index_in_threadgroup"}
     BARRIER = "threadgroup_barrier(mem_flags::mem_threadgroup)"
     SHARED = "threadgroup"
     SHUFFLE_DOWN = "simd_shuffle_down({v}, (ushort){o})"
@@ -62,8 +63,8 @@ class Metal(CFamily):
                 args.append(f"device {const}{self.storage(a.dtype)}* {a.name} [[buffer({i})]]")
             else:
                 args.append(f"constant {self.scalar_type(a.dtype)}& {a.name} [[buffer({i})]]")
-        attrs = self.THREAD_ATTRS + (self.SIMD_ATTRS if k.uses_warps else ())
-        args += [f"uint {name} [[{attr}]]" for name, attr in attrs]
+        used = thread_kinds(k.body)     # only the coordinates the kernel reads
+        args += [f"uint {self.THREAD[kind]} [[{attr}]]" for kind, attr in self.THREAD_ATTRS.items() if kind in used]
         joined = ",\n        ".join(args)
         return f"kernel void {k.name}(\n        {joined})"
 

@@ -5,21 +5,26 @@ fresh namespace, its serial entry is compiled at once (so `prepare` reports the 
 time), and each call picks the serial entry for small n (starting numba's thread pool costs
 tens of microseconds) or the parallel one. Both entries compute the same chunks in the same
 order, so the choice never changes a result's bits.
+
+Disk cache (docs/cache.md): the module is written into its cache entry and imported from
+there with every function `cache=True`, so numba keeps its compiled code beside it and a new
+process loads that instead of compiling. `prepare` says which happened (Prepared.origin).
 """
 from __future__ import annotations
 
-import linecache
 import threading
 import time
 from typing import Any, Sequence
 
 import numpy as np
 
-from codegen.dialects import numba_py, numba_py_runtime
+from codegen.dialects import numba_py
 from codegen.program import Pass, Reduce
 
+from ..cache import disk_cache, dump_source
 from ..errors import CompileError
 from .base import Backend, KernelRun, Prepared, Trace
+from .cpu_module import cache_key, module_source, numba_options
 
 # Below this many elements the serial entry runs: one chunk's worth of work is cheaper than
 # waking the thread pool.
@@ -29,8 +34,8 @@ SERIAL_MAX = 32768
 # parallel kernels at once; serialising parallel launches costs ~0.1 us and is always safe.
 _PARALLEL_LOCK = threading.Lock()
 
-_modules: dict[Pass, dict] = {}       # Pass -> executed namespace (its dispatchers keep
-                                      # every specialisation numba compiled for it)
+_modules: dict[Pass, tuple] = {}      # Pass -> (module namespace, cache key); its
+                                      # dispatchers keep every specialisation numba compiled
 
 
 def _numba():
@@ -38,27 +43,35 @@ def _numba():
     return numba
 
 
-def _load(p: Pass) -> tuple[dict, str, float]:
-    """(namespace, source, compile ms) for pass p, from the memory dict or freshly built."""
-    ns = _modules.get(p)
-    if ns is not None:
-        return ns, ns["__qc_source__"], 0.0
-    src = numba_py.render(p)
-    filename = f"<querycompute-cpu:{p.name}:{len(_modules)}>"
-    # register the text so numba's error messages and tracebacks can quote the lines
-    linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
-    ns = numba_py_runtime.namespace()
-    ns.update(__name__="querycompute_cpu_kernel", __qc_source__=src)
+def _load(p: Pass) -> tuple[dict, Any, str, float]:
+    """(namespace, cache key, origin, ms) for pass p: from the memory dict ("memory"), from
+    the disk cache with numba loading its cached code ("disk"), or compiled ("compiled")."""
+    hit = _modules.get(p)
+    if hit is not None:
+        return hit[0], hit[1], "memory", 0.0
+    src = module_source(p)
+    key = cache_key(src)
     t0 = time.perf_counter()
+    path = disk_cache.load_module(key)
+    fresh = path is None
+    if fresh:
+        dump_source(p.name, "numba", src)
+        path = disk_cache.store_module(key, source_suffix=".py", kernel_names=[p.name],
+                                       dtypes=[s.dtype for s in p.program.inputs])
     try:
-        exec(compile(src, filename, "exec"), ns)
+        ns = disk_cache.import_module(path, key).__dict__
         _compile_serial(p, ns)
     except Exception as exc:  # numba typing/lowering errors: show the source we generated
         raise CompileError("numba", f"{type(exc).__name__}: {exc}", src,
-                           ('error_model="numpy"', "fastmath=False")) from exc
-    compile_ms = (time.perf_counter() - t0) * 1e3
-    _modules[p] = ns
-    return ns, src, compile_ms
+                           numba_options()) from exc
+    ms = (time.perf_counter() - t0) * 1e3
+    # numba keys its own files on more than the module (the CPU it compiles for, say), so a
+    # disk hit can still compile; then its new files are sealed for the next process.
+    compiled = fresh or _Launch(p, ns, False).cache_misses()
+    if compiled:
+        disk_cache.seal_module(key, compile_ms=ms)
+    _modules[p] = (ns, key)
+    return ns, key, "compiled" if compiled else "disk", ms
 
 
 def _compile_serial(p: Pass, ns: dict) -> None:
@@ -90,6 +103,17 @@ class _Launch:
         else:
             self.entry = ns[f"{name}_{kind}"]
             self.shape = "dense"
+        self.dispatchers = ((self.count, self.write) if self.shape == "compact"
+                            else (self.entry,))
+
+    def specialisations(self) -> int:
+        """How many signatures numba holds for these entry points (grows on a compile or a
+        load from numba's cache, e.g. the first strided input)."""
+        return sum(len(d.overloads) for d in self.dispatchers)
+
+    def cache_misses(self) -> int:
+        """How many times numba compiled these entry points rather than loading its cache."""
+        return sum(sum(d.stats.cache_misses.values()) for d in self.dispatchers)
 
     def __call__(self, n, inputs, params):
         if self.shape == "reduce":
@@ -107,12 +131,18 @@ class _Launch:
 class CpuPrepared(Prepared):
     """One pass, compiled; `run` converts float16 storage and picks serial or parallel."""
 
-    def __init__(self, p: Pass, ns: dict, compile_ms: float):
+    def __init__(self, p: Pass, ns: dict, key, origin: str, compile_ms: float):
         self.p = p
-        self.origin = "compiled" if compile_ms else "memory"
+        self.origin = origin
         self.compile_ms = compile_ms
+        self._key = key
         self._serial = _Launch(p, ns, False)
         self._parallel = _Launch(p, ns, True)
+        # specialisations each flavour has now: a run that adds one compiled it (or loaded
+        # numba's cached code for it) and reports that in its trace row
+        self._known = {False: self._serial.specialisations(),
+                       True: self._parallel.specialisations()}
+        self._misses = {False: self._serial.cache_misses(), True: self._parallel.cache_misses()}
         prog = p.program
         self._f16_inputs = tuple(k for k, s in enumerate(prog.inputs) if s.dtype == "float16")
         # the scalar type each param must arrive as (float16 params travel as float32)
@@ -132,20 +162,37 @@ class CpuPrepared(Prepared):
                 params = [pt(v) for pt, v in zip(self._param_types, params)]   # variant
                 break
         parallel = n >= SERIAL_MAX
+        launch = self._parallel if parallel else self._serial
         if parallel:
             with _PARALLEL_LOCK:
-                raw = self._parallel(n, inputs, params)
+                raw = launch(n, inputs, params)
         else:
-            raw = self._serial(n, inputs, params)
+            raw = launch(n, inputs, params)
         result = self._results(raw)
         run_ms = (time.perf_counter() - t0) * 1e3
         self._runs += 1
+        cache, compile_ms = ("memory", 0.0) if self._runs > 1 else (self.origin, self.compile_ms)
+        if launch.specialisations() != self._known[parallel]:
+            origin = self._new_specialisation(launch, parallel, run_ms)
+            cache = "compiled" if "compiled" in (cache, origin) else origin
+            compile_ms += run_ms
         trace.kernels.append(KernelRun(
             name=f"{self.p.name}_{'parallel' if parallel else 'serial'}", dialect="numba",
             grid=(max(1, -(-n // numba_py.CHUNK)),), block=(numba_py.CHUNK,),
-            cache=self.origin if self._runs == 1 else "memory",
-            compile_ms=self.compile_ms if self._runs == 1 else 0.0, run_ms=run_ms))
+            cache=cache, compile_ms=compile_ms, run_ms=run_ms))
         return result
+
+    def _new_specialisation(self, launch: "_Launch", parallel: bool, run_ms: float):
+        """This run made numba compile an entry point, or load it from numba's cache (the
+        parallel flavour on its first big input, any flavour on its first strided input).
+        Its time is inside `run_ms`, which is added to the compile time. Newly compiled code
+        is sealed into the disk entry so the next process loads it. Returns the origin."""
+        self._known[parallel] = launch.specialisations()
+        compiled = launch.cache_misses() > self._misses[parallel]
+        self._misses[parallel] = launch.cache_misses()
+        if compiled:
+            disk_cache.seal_module(self._key, compile_ms=run_ms)
+        return "compiled" if compiled else "disk"
 
     def _results(self, raw):
         if self._reduce is None:
@@ -190,7 +237,7 @@ class CpuBackend(Backend):
         return self._available
 
     def source(self, p: Pass) -> str:
-        return numba_py.render(p)
+        return module_source(p)
 
     def launch_shape(self, p: Pass, n: int) -> list[dict]:
         chunks = max(1, -(-n // numba_py.CHUNK))
@@ -198,5 +245,5 @@ class CpuBackend(Backend):
         return [{"name": f"{p.name}_{kind}", "grid": (chunks,), "block": (numba_py.CHUNK,)}]
 
     def prepare(self, p: Pass) -> Prepared:
-        ns, _src, compile_ms = _load(p)
-        return CpuPrepared(p, ns, compile_ms)
+        ns, key, origin, ms = _load(p)
+        return CpuPrepared(p, ns, key, origin, ms)

@@ -1,9 +1,11 @@
 """The `opencl` backend: runs generated OpenCL C through PyOpenCL (pocl's CPU device here).
 
 Kernels, buffers and launches come from codegen.gpu.render / codegen.launch.plan: this file
-only moves data and binds arguments. Strided inputs: a positive stride of at most
-MAX_GATHER_STEP elements is uploaded as the memory span it covers and gathered on the device
-(the strided kernel variant); any other stride is made contiguous on the host first.
+only moves data and binds arguments. Programs come from the disk kernel cache when an earlier
+process built them for this device (opencl_device.cached_program). Strided inputs: a
+positive stride of at most MAX_GATHER_STEP elements is uploaded as the memory span it covers
+and gathered on the device (the strided kernel variant); any other stride is made contiguous
+on the host first.
 """
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ from codegen.program import Pass
 
 from ..errors import QueryError
 from .base import Backend, KernelRun, Prepared, Trace
-from .opencl_device import DeviceContext, build_program, open_device
+from .opencl_device import DeviceContext, cached_program, open_device
 
 MAX_GATHER_STEP = 8     # larger strides: copying on the host moves less data than the span
 
@@ -44,8 +46,9 @@ def _device_view(x: np.ndarray) -> tuple[np.ndarray, int]:
 
 
 class OpenCLPrepared(Prepared):
-    def __init__(self, dev: DeviceContext, ks: L.KernelSet, program, compile_ms: float):
-        self.dev, self.ks, self.compile_ms = dev, ks, compile_ms
+    def __init__(self, dev: DeviceContext, ks: L.KernelSet, program, origin: str,
+                 compile_ms: float):
+        self.dev, self.ks, self.origin, self.compile_ms = dev, ks, origin, compile_ms
         self.kernels = {k.name: dev.cl.Kernel(program, k.name) for k in ks.kernels}
         self._buffers: dict[str, tuple[int, Any]] = {}   # role -> (bytes, cl.Buffer), reused per size
         self._lock = threading.Lock()                    # buffers are shared: one run at a time
@@ -186,5 +189,7 @@ class OpenCLBackend(Backend):
             raise QueryError(f"float64 is not supported by the OpenCL device {dev.description} "
                              "(no cl_khr_fp64); use float32 or another backend")
         t0 = time.perf_counter()
-        program = build_program(dev.context, dev.device, ks.source, ks.options)
-        return OpenCLPrepared(dev, ks, program, (time.perf_counter() - t0) * 1e3)
+        program, origin = cached_program(dev, ks.source, ks.options,
+                                         [k.name for k in ks.kernels],
+                                         [s.dtype for s in p.program.inputs])
+        return OpenCLPrepared(dev, ks, program, origin, (time.perf_counter() - t0) * 1e3)

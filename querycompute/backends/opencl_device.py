@@ -1,12 +1,17 @@
-"""OpenCL device selection and program building (PyOpenCL).
+"""OpenCL device selection and program building (PyOpenCL), through the disk kernel cache.
 
-`build_program` is the one place a program is compiled, so the kernel cache can wrap it (or
-use `program_from_binary` with a binary it stored: `program.binaries[0]` after a build).
+`cached_program` is the one place a program is made: rebuilt from the program binary an
+earlier process stored for this device (docs/cache.md), else compiled from source by
+`build_program` and its binary stored.
 """
 from __future__ import annotations
 
+import time
+import warnings
 from dataclasses import dataclass
+from functools import cached_property
 
+from ..cache import CacheWarning, disk_cache, dump_source, opencl_identity
 from ..errors import CompileError
 
 INSTALL_HINT = "pip install 'querycompute[opencl]' (PyOpenCL with the pocl CPU device)"
@@ -31,6 +36,11 @@ class DeviceContext:
     @property
     def description(self) -> str:
         return f"{self.device.platform.name.strip()} / {self.device.name.strip()}"
+
+    @cached_property
+    def identity(self) -> tuple[str, str]:
+        """(compiler, device) for cache keys: platform, driver and device versions."""
+        return opencl_identity(self.device)
 
 
 def open_device() -> DeviceContext:
@@ -64,6 +74,36 @@ def build_program(ctx, device, source: str, options) -> object:
 
 
 def program_from_binary(ctx, device, binary: bytes, options) -> object:
-    """Rebuild a program from a binary an earlier `build_program` produced."""
+    """Rebuild a program from a binary an earlier `build_program` produced (cl.Error when
+    the driver refuses it)."""
     import pyopencl as cl
     return cl.Program(ctx, [device], [binary]).build(options=list(options), devices=[device])
+
+
+def cached_program(dev: DeviceContext, source: str, options, kernel_names,
+                   dtypes=()) -> tuple[object, str]:
+    """(built cl.Program, "disk" or "compiled") for `source` on `dev`. The key holds the
+    platform, driver and device identity, the options and the source, so a binary is only
+    ever handed to the device (and driver) that made it."""
+    compiler, device_id = dev.identity
+    key = disk_cache.make_key(backend="opencl", compiler=compiler, device=device_id,
+                              options=options, source=source)
+    binary = disk_cache.load(key)
+    if binary is not None:
+        try:
+            return program_from_binary(dev.context, dev.device, binary, options), "disk"
+        except dev.cl.Error as exc:
+            # The bytes are the ones stored (their hash checked), yet this driver refuses
+            # them, e.g. after an update that kept its version string: rebuild and replace.
+            warnings.warn(f"querycompute: the OpenCL driver rejected cached program binary "
+                          f"{key.digest[:16]} ({exc}); recompiling and rewriting it",
+                          CacheWarning, stacklevel=3)
+    dump_source(kernel_names[0] if len(kernel_names) == 1 else ", ".join(kernel_names),
+                "opencl", source)
+    t0 = time.perf_counter()
+    program = build_program(dev.context, dev.device, source, options)
+    compile_ms = (time.perf_counter() - t0) * 1e3
+    disk_cache.store(key, program.binaries[0], source_suffix=".cl", kernel_names=kernel_names,
+                     dtypes=dtypes, compile_ms=compile_ms,
+                     extra={"device": dev.description})
+    return program, "compiled"

@@ -137,3 +137,28 @@ def data(d: str, n: int, seed: int) -> np.ndarray:
         pos = rng.integers(0, n, min(n, len(edges)))
         x[pos] = np.array(edges[:len(pos)], dtype=d)
     return x
+
+
+def assert_same(kind: str, d: str, got, want) -> None:
+    """Raw results `got` equal NumPy's `want`: bit-exact, except float sums (tree order)."""
+    if kind in ("map", "where"):
+        assert len(got) == len(want)
+        for g, w in zip(got, want):
+            assert g.dtype == w.dtype
+            np.testing.assert_array_equal(g, w)   # bit-exact (NaN == NaN here)
+        return
+    assert len(got) == len(want)
+    for i, (g, w) in enumerate(zip(got, want)):
+        if isinstance(w, tuple):                   # first: (index, values)
+            assert g[0] == w[0], f"agg {i}: first index {g[0]} != {w[0]}"
+            if w[0] >= 0:
+                np.testing.assert_array_equal(np.array(g[1]), np.array(w[1]))
+        elif isinstance(w, (bool, int)):
+            assert g == w, f"agg {i}: {g} != {w}"
+        elif dtypes.is_float(np.dtype(type(w)).name) and i == 0 and kind == "reduce_filtered":
+            # a float sum: the plan's fixed tree order vs NumPy's pairwise order
+            assert np.dtype(type(g)) == np.dtype(type(w))
+            np.testing.assert_allclose(g, w, rtol=2e-6 if np.dtype(type(w)).itemsize >= 4 else 1e-3)
+        else:
+            assert np.dtype(type(g)) == np.dtype(type(w)), f"agg {i}: {type(g)} vs {type(w)}"
+            np.testing.assert_array_equal(g, w, err_msg=f"agg {i}")

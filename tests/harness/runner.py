@@ -128,7 +128,9 @@ def build(source: str | Sequence[str], dialect: str, defines: dict | None = None
 
 
 def _compile(tu: str, so: Path, dialect: str, flags: tuple[str, ...]) -> None:
-    src = so.with_suffix(".cpp")
+    # per-process temp names, published with os.replace: concurrent sessions never see half
+    # a file; the .cpp stays beside the .so for reading what was compiled
+    src = so.with_name(f"{so.stem}.{os.getpid()}.cpp")
     src.write_text(tu)
     tmp = so.with_name(f"{so.name}.{os.getpid()}.tmp")
     proc = subprocess.run([CXX, *flags, "-I", str(INCLUDE), "-x", "c++", str(src), "-o", str(tmp)],
@@ -137,7 +139,8 @@ def _compile(tu: str, so: Path, dialect: str, flags: tuple[str, ...]) -> None:
         numbered = "\n".join(f"{i:4d} | {l}" for i, l in enumerate(tu.splitlines(), 1))
         raise HarnessError(f"{CXX} could not compile the {dialect} kernel:\n{proc.stderr}\n"
                            f"--- translation unit ---\n{numbered}")
-    os.replace(tmp, so)  # atomic: a concurrent session never loads half a library
+    os.replace(src, so.with_suffix(".cpp"))
+    os.replace(tmp, so)
 
 
 class Module:

@@ -53,25 +53,25 @@ inline int seg_base(int width) { return int(lane()) / width * width; }
 template <class T>
 inline T __shfl_sync(unsigned mask, T v, int src, int width = 32) {
   int s = qch::seg_base(width) + (src % width + width) % width;
-  return qch::shuffle_from("__shfl_sync", mask, v, s, false);
+  return qch::shuffle_from("__shfl_sync", mask, v, s);
 }
 template <class T>
 inline T __shfl_down_sync(unsigned mask, T v, unsigned delta, int width = 32) {
   int l = int(qch::lane()), s = l + int(delta);
   bool inside = s < qch::seg_base(width) + width;
-  return qch::shuffle_from("__shfl_down_sync", mask, v, inside ? s : l, false);
+  return qch::shuffle_from("__shfl_down_sync", mask, v, inside ? s : l);
 }
 template <class T>
 inline T __shfl_up_sync(unsigned mask, T v, unsigned delta, int width = 32) {
   int l = int(qch::lane()), s = l - int(delta);
   bool inside = s >= qch::seg_base(width);
-  return qch::shuffle_from("__shfl_up_sync", mask, v, inside ? s : l, false);
+  return qch::shuffle_from("__shfl_up_sync", mask, v, inside ? s : l);
 }
 template <class T>
 inline T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = 32) {
   int l = int(qch::lane()), s = l ^ lane_mask;
   bool inside = s >= qch::seg_base(width) && s < qch::seg_base(width) + width;
-  return qch::shuffle_from("__shfl_xor_sync", mask, v, inside ? s : l, false);
+  return qch::shuffle_from("__shfl_xor_sync", mask, v, inside ? s : l);
 }
 inline unsigned __ballot_sync(unsigned mask, int pred) {
   int all[qch::kWarp];

@@ -1,0 +1,101 @@
+"""CUDA C -> CUBIN / PTX with NVRTC, called through `cupy.cuda.nvrtc` directly.
+
+No device is needed: the target architecture is always passed explicitly. (CuPy's
+`cupy.cuda.compiler` helpers ask the current device for its arch, so they fail on a machine
+without one.) Targets are spelled as NVRTC spells them: "sm_80" gives a CUBIN for that GPU
+generation, "compute_80" gives PTX that the driver can JIT for newer ones.
+"""
+from __future__ import annotations
+
+import os
+import re
+from typing import Sequence
+
+from ..errors import BackendUnavailableError, CompileError, QueryError
+
+ARCH_VAR = "QUERYCOMPUTE_CUDA_ARCH"
+DEFAULT_ARCH = "sm_80"
+INSTALL_HINT = "pip install 'querycompute[cuda12]' (or 'querycompute[cuda13]')"
+_ARCH = re.compile(r"^(?:(sm|compute)_)?(\d{2,3})[a-z]?$")
+
+
+def nvrtc():
+    """The cupy.cuda.nvrtc module, or BackendUnavailableError saying what to install."""
+    try:
+        from cupy.cuda import nvrtc as mod
+        mod.getVersion()                 # loads libnvrtc: fails here when it is missing
+    except ImportError as exc:
+        raise BackendUnavailableError(f"cupy is not installed ({exc}); {INSTALL_HINT}") from None
+    except Exception as exc:             # cupy present, NVRTC library missing or broken
+        raise BackendUnavailableError(
+            f"NVRTC could not be loaded ({type(exc).__name__}: {exc}); "
+            f"pip install nvidia-cuda-nvrtc-cu12, or {INSTALL_HINT}") from None
+    return mod
+
+
+def nvrtc_version() -> tuple[int, int]:
+    return tuple(nvrtc().getVersion())
+
+
+def parse_arch(text: str, origin: str = "arch") -> tuple[str, int]:
+    """'sm_90' / 'compute_90' / '90' / '9.0' -> (kind, number): ('sm', 90), ('compute', 90)."""
+    cleaned = text.strip().lower()
+    if re.fullmatch(r"\d{1,2}\.\d", cleaned):     # a compute capability, e.g. 8.6
+        cleaned = cleaned.replace(".", "")
+    m = _ARCH.match(cleaned)
+    if not m:
+        raise QueryError(f"{origin} {text!r} is not a CUDA architecture; write it as sm_80 "
+                         f"(a CUBIN), compute_80 (PTX), 80 or 8.0")
+    return (m.group(1) or "sm"), int(m.group(2))
+
+
+def targets(device_arch: int | None = None) -> list[str]:
+    """What to compile for: the arch in QUERYCOMPUTE_CUDA_ARCH if set, else the device's, else
+    sm_80; a CUBIN for it plus PTX for its virtual arch (so newer GPUs can JIT it).
+    An explicit compute_NN asks for PTX only."""
+    env = os.environ.get(ARCH_VAR, "").strip()
+    if env:
+        kind, number = parse_arch(env, f"${ARCH_VAR}")
+    elif device_arch is not None:
+        kind, number = "sm", device_arch
+    else:
+        kind, number = parse_arch(DEFAULT_ARCH)
+    supported = supported_archs()
+    if supported and number not in supported:
+        raise QueryError(f"CUDA architecture {kind}_{number} is not supported by NVRTC "
+                         f"{'.'.join(map(str, nvrtc_version()))}; supported: "
+                         f"{', '.join(f'sm_{a}' for a in supported)} (set ${ARCH_VAR})")
+    return [f"compute_{number}"] if kind == "compute" else [f"sm_{number}", f"compute_{number}"]
+
+
+def supported_archs() -> tuple[int, ...]:
+    try:
+        return tuple(int(a) for a in nvrtc().getSupportedArchs())
+    except AttributeError:               # very old NVRTC: no query, let the compile decide
+        return ()
+
+
+def options_for(arch: str, options: Sequence[str]) -> list[str]:
+    return [*options, f"--gpu-architecture={arch}"]
+
+
+def compile_cuda(source: str, options: Sequence[str] = (), arch: str | None = None) -> bytes:
+    """Compile `source` for `arch` ("sm_80" -> CUBIN bytes, "compute_80" -> PTX bytes; default
+    the first of `targets()`). Raises CompileError with the NVRTC log and the line-numbered
+    source, BackendUnavailableError when cupy/NVRTC is missing."""
+    if arch is None:
+        arch = targets()[0]
+    kind, number = parse_arch(arch)
+    arch = f"{kind}_{number}"
+    mod = nvrtc()
+    opts = options_for(arch, options)
+    prog = mod.createProgram(source, "querycompute.cu", [], [])
+    try:
+        try:
+            mod.compileProgram(prog, opts)
+        except mod.NVRTCError as exc:
+            log = mod.getProgramLog(prog) or str(exc)
+            raise CompileError("cuda", log, source, opts) from None
+        return mod.getCUBIN(prog) if kind == "sm" else mod.getPTX(prog)
+    finally:
+        mod.destroyProgram(prog)

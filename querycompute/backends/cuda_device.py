@@ -1,0 +1,39 @@
+"""Finding the CUDA device through CuPy, without crashing when CuPy or the driver is missing."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .cuda_compile import INSTALL_HINT
+
+
+@dataclass(frozen=True)
+class CudaDevice:
+    index: int
+    name: str
+    arch: int              # compute capability as NVRTC numbers it: 8.6 -> 86
+
+    @property
+    def description(self) -> str:
+        return f"CUDA device {self.index}: {self.name} (sm_{self.arch})"
+
+
+def probe() -> tuple[CudaDevice | None, str]:
+    """(the current device, "") or (None, why not and what to install)."""
+    try:
+        import cupy
+    except ImportError as exc:
+        return None, f"cupy is not installed ({exc}); {INSTALL_HINT}"
+    try:
+        count = cupy.cuda.runtime.getDeviceCount()
+    except Exception as exc:  # CUDARuntimeError (no driver, driver too old), missing libcudart
+        return None, (f"no usable CUDA driver/device ({type(exc).__name__}: {exc}); needs an "
+                      f"NVIDIA GPU with a driver matching CuPy's CUDA version, and {INSTALL_HINT}")
+    if count == 0:
+        return None, "the CUDA driver reports no device"
+    try:
+        index = cupy.cuda.runtime.getDevice()
+        props = cupy.cuda.runtime.getDeviceProperties(index)
+        name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
+        return CudaDevice(index, name, 10 * int(props["major"]) + int(props["minor"])), ""
+    except Exception as exc:
+        return None, f"the CUDA device could not be queried ({type(exc).__name__}: {exc})"

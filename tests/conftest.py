@@ -1,0 +1,19 @@
+"""Test-session settings shared by every test file.
+
+The backends read and write the disk kernel cache. Tests must neither fill the user's real
+cache (~/.cache/querycompute) nor find kernels an earlier run left there (a test that checks
+"compiled" in the trace would see "disk"), so each session gets an empty cache directory of
+its own, set before anything uses the cache. Tests that start processes pass their own
+QUERYCOMPUTE_CACHE_DIR (tests/cache_worker.py child_env).
+"""
+import os
+import shutil
+import tempfile
+
+_SESSION_CACHE = tempfile.mkdtemp(prefix="querycompute-test-cache-")
+os.environ["QUERYCOMPUTE_CACHE_DIR"] = _SESSION_CACHE
+os.environ.pop("QUERYCOMPUTE_CACHE", None)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    shutil.rmtree(_SESSION_CACHE, ignore_errors=True)

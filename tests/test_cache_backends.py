@@ -1,0 +1,117 @@
+"""Issue 6 through the public API, in real processes: the cpu and opencl backends put their
+kernels in the disk cache, a second process loads them instead of compiling (checked on the
+trace), QUERYCOMPUTE_CACHE=0 compiles every time, a damaged entry is one warning, a correct
+result and a rewrite, and QUERYCOMPUTE_DUMP_SOURCE=1 prints the source only on a compile."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cache_worker import child_env
+
+SCRIPT = Path(__file__).with_name("cache_query_script.py")
+# cpu: big enough for the parallel entry point, which numba compiles on first use (after
+# `prepare` compiled the serial one), so the lazily compiled half must be cached too.
+SIZES = {"cpu": 40_000, "opencl": 5_000}
+
+
+def opencl_available() -> bool:
+    from querycompute.backends.opencl_device import open_device
+    try:
+        open_device()
+    except RuntimeError:
+        return False
+    return True
+
+
+BACKENDS = ["cpu", pytest.param("opencl", marks=pytest.mark.skipif(
+    not opencl_available(), reason="no OpenCL device (install pyopencl with pocl)"))]
+
+
+def query(backend, cache_dir, **env):
+    """Run the script once; (its JSON answer, its stderr)."""
+    done = subprocess.run([sys.executable, str(SCRIPT), backend, str(SIZES[backend])],
+                          env=child_env(cache_dir, **env), capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1]), done.stderr
+
+
+def origins(answer) -> set:
+    return {k["cache"] for k in answer["kernels"]}
+
+
+def check_result(answer, reference=None):
+    assert answer["result"] == pytest.approx(answer["numpy"], rel=1e-5)
+    if reference is not None:           # a cached kernel gives the very same bits
+        assert answer["result"] == reference["result"]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_second_process_loads_the_first_ones_kernels_without_compiling(tmp_path, backend):
+    cold, cold_err = query(backend, tmp_path, QUERYCOMPUTE_DUMP_SOURCE="1")
+    warm, warm_err = query(backend, tmp_path, QUERYCOMPUTE_DUMP_SOURCE="1")
+    assert cold["backend"] == warm["backend"] == backend
+    assert origins(cold) == {"compiled"} and origins(warm) == {"disk"}
+    assert warm["stats"]["compiles"] == 0 and warm["stats"]["disk_hits"] >= 1
+    assert cold["warnings"] == warm["warnings"] == []
+    assert cold["stats"]["entries_by_backend"] == {backend: 1}
+    check_result(cold)
+    check_result(warm, cold)
+    # the source is printed when compiled, and only then
+    dialect = {"cpu": "numba", "opencl": "opencl"}[backend]
+    assert f"compiling {dialect} kernel" in cold_err and "qc_query" in cold_err
+    assert "compiling" not in warm_err
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_cache_switched_off_compiles_in_every_process(tmp_path, backend):
+    cache = tmp_path / "cache"
+    first, _ = query(backend, cache, QUERYCOMPUTE_CACHE="0")
+    second, _ = query(backend, cache, QUERYCOMPUTE_CACHE="0")
+    assert origins(first) == origins(second) == {"compiled"}
+    assert second["stats"]["disk_hits"] == 0 and not second["stats"]["disk_enabled"]
+    assert not cache.exists()
+    check_result(second, first)
+
+
+def damage(cache_dir: Path, backend: str) -> Path:
+    """Flip bytes in the middle of the entry's binary: the OpenCL program binary, or a
+    compiled-code file numba cached beside the cpu module."""
+    (entry,) = (cache_dir / "v1").iterdir()
+    if backend == "opencl":
+        target = entry / "kernel.bin"
+    else:
+        target = max((entry / "__pycache__").glob("*.nbc"), key=lambda f: f.stat().st_size)
+    data = bytearray(target.read_bytes())
+    middle = len(data) // 2
+    data[middle:middle + 16] = bytes(b ^ 0xFF for b in data[middle:middle + 16])
+    target.write_bytes(bytes(data))
+    return target
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_damaged_entry_is_one_warning_a_correct_result_and_a_rewrite(tmp_path, backend):
+    cold, _ = query(backend, tmp_path)
+    damage(tmp_path, backend)
+    hurt, _ = query(backend, tmp_path)
+    assert len(hurt["warnings"]) == 1 and "damaged" in hurt["warnings"][0]
+    assert origins(hurt) == {"compiled"} and hurt["stats"]["damaged"] == 1
+    check_result(hurt, cold)
+    healed, _ = query(backend, tmp_path)     # the recompile rewrote the entry
+    assert origins(healed) == {"disk"} and healed["warnings"] == []
+    check_result(healed, cold)
+
+
+@pytest.mark.skipif(not opencl_available(), reason="no OpenCL device (install pyopencl with pocl)")
+def test_opencl_build_failure_is_a_compile_error_with_log_and_numbered_source():
+    import querycompute as qc
+    from querycompute.backends.opencl_device import cached_program, open_device
+    source = "__kernel void broken(__global float *y) {\n    y[0] = undefined_name;\n}\n"
+    with pytest.raises(qc.CompileError) as caught:
+        cached_program(open_device(), source, ("-cl-std=CL1.2",), ["broken"])
+    text = str(caught.value)
+    assert caught.value.dialect == "opencl" and "undefined_name" in caught.value.log
+    assert "   2 |     y[0] = undefined_name;" in text and "-cl-std=CL1.2" in text
