@@ -29,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -45,15 +46,17 @@ def child(backend: str, workload: str, n: int) -> None:
     import_ms = (time.perf_counter() - t0) * 1e3
     w = workloads.WORKLOADS[workload]
     data = w.make(n, np.random.default_rng(0))
-    t0 = time.perf_counter()
-    got = w.querycompute(data, backend)()
-    first_ms = (time.perf_counter() - t0) * 1e3
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        t0 = time.perf_counter()
+        got = w.querycompute(data, backend)()
+        first_ms = (time.perf_counter() - t0) * 1e3
     trace = qc.last_trace()
     ok, why = workloads.check(w.kind, got, w.numpy(data)())
     print(json.dumps({"import_ms": import_ms, "first_ms": first_ms, "backend": trace.backend,
                       "cache": sorted({k.cache for k in trace.kernels}),
                       "compile_ms": sum(k.compile_ms for k in trace.kernels),
-                      "ok": ok, "why": why}))
+                      "ok": ok, "why": why, "warnings": [str(m.message) for m in caught]}))
 
 
 def fresh_process(backend: str, workload: str, n: int, cache_dir: str, pocl_dir: str) -> dict:
@@ -84,7 +87,7 @@ def one_round(backend: str, workload: str, n: int) -> dict:
         want = expected.get(label, ["disk"])
         if run["cache"] != want:
             raise SystemExit(f"{backend} {workload} {label}: kernels came from {run['cache']}, "
-                             f"expected {want}")
+                             f"expected {want}; warnings: {run['warnings']}")
     return runs
 
 

@@ -18,12 +18,16 @@ def plot_file(json_path, png_path) -> Path:
     cols = min(3, len(keys))
     rows = (len(keys) + cols - 1) // cols
     fig, axes = plt.subplots(rows, cols, figsize=(5 * cols, 3.8 * rows), squeeze=False)
+    # one colour per implementation across all panels, so a line is found by colour alone
+    palette = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    colour = {impl: palette[i % len(palette)]
+              for i, impl in enumerate(dict.fromkeys(r["impl"] for r in results))}
     for ax, key in zip(axes.flat, keys):
         ok = [r for r in results if r["workload"] == key and r["status"] == "ok"]
         for impl in dict.fromkeys(r["impl"] for r in ok):
             pts = sorted((r["n"], r["median_ms"]) for r in ok if r["impl"] == impl)
             style = "-o" if impl.startswith("qc-") else "--."
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], style, label=impl)
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], style, label=impl, color=colour[impl])
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_title(key)

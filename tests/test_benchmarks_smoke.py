@@ -27,11 +27,13 @@ def test_peers_every_workload_checks_and_writes_outputs(tmp_path):
     report = json.loads((tmp_path / "peers.json").read_text())
     rows = {(r["workload"], r["impl"]): r for r in report["results"]}
     for w in ("W1", "W2", "W3", "W4", "W5", "W6"):
-        for impl in ("numpy", "qc-cpu", "numba-lanes", "polars"):
+        for impl in ("numpy", "qc-cpu", "numba-lanes"):      # ours: must agree with numpy
             assert rows[(w, impl)]["status"] == "ok", rows[(w, impl)]
             assert rows[(w, impl)]["median_ms"] > 0
-        # numexpr may legitimately be reported wrong (float32 sums), but it must be judged
-        assert rows[(w, "numexpr")]["status"] in ("ok", "wrong"), rows[(w, "numexpr")]
+        # third-party peers may legitimately be judged wrong (numexpr sums float32 sequentially,
+        # polars' float % can go negative), but they must be run and judged, not crash
+        for impl in ("numexpr", "polars"):
+            assert rows[(w, impl)]["status"] in ("ok", "wrong"), rows[(w, impl)]
     assert rows[("W1", "qc-cpu")]["compile_ms"] > 0          # a fresh cache: a real compile
     assert (tmp_path / "peers.png").stat().st_size > 1000
     assert "summary" in stdout

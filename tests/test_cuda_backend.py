@@ -12,7 +12,6 @@ from harness.passes import assert_same, expected, passes
 from querycompute.backends import cuda as cuda_mod
 from querycompute.backends.cuda_compile import ARCH_VAR, compile_cuda, nvrtc, parse_arch, targets
 from querycompute.backends.cuda_device import probe
-from querycompute.backends.metal import MetalBackend  # noqa: F401  (both shells import cleanly)
 from querycompute.errors import BackendUnavailableError, CompileError, QueryError
 
 pytest.importorskip("cupy")

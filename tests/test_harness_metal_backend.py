@@ -2,7 +2,6 @@
 a clear error for float64, and its source running correctly through the CPU harness."""
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 from harness import plans, runner

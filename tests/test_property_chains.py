@@ -101,3 +101,55 @@ def test_backend_matches_numpy(backend, data, dtype, terminal):
     want = run_terminal(q.on("numpy"), terminal)
     got = run_terminal(q.on(backend), terminal)
     assert_same(got, want, values)
+
+
+# -- CUDA C and Metal: the same random chains, executed by the CPU harness (tests/harness) ----
+from codegen.errors import UnsupportedType  # noqa: E402
+
+from harness.plans import run_pass  # noqa: E402
+from querycompute.engine import assemble  # noqa: E402
+from querycompute.terminals import AggSpec  # noqa: E402
+
+HARNESS_SIZES = [0, 1, 31, 32, 33, 255, 257, 1000]
+
+
+AGG = qc.agg(total=qc.sum, peak=qc.max, n=qc.count, avg=qc.mean)
+
+
+def harness_terminal(name: str):
+    """The terminal as run_terminal asks for it (default=None where a default applies)."""
+    if name == "agg":
+        return AGG
+    if name in ("min", "max", "mean", "first"):
+        return AggSpec(name, None, None)
+    return name
+
+
+def run_in_harness(q, terminal: str, dialect: str):
+    """What the cuda/metal backend would return: the plan's kernels, run on CPU threads."""
+    term = harness_terminal(terminal)
+    lowered, req, cols, _ = q.lowered(term)
+    raw = run_pass(lowered.pass_, dialect, cols, ())
+    try:
+        return assemble(lowered, raw, req)
+    except qc.QueryError as exc:
+        return type(exc)
+
+
+@pytest.mark.parametrize("dialect", ["cuda", "metal"])
+@given(data=st.data(), dtype=st.sampled_from(ALL_DTYPES),
+       terminal=st.sampled_from(["to_array", "sum", "min", "max", "count", "first", "agg"]))
+@settings(max_examples=12, **SETTINGS)
+def test_harness_dialects_match_numpy(dialect, data, dtype, terminal):
+    steps = data.draw(chain(dtype))
+    n = data.draw(st.sampled_from(HARNESS_SIZES))
+    seed = data.draw(arrays(dtype, 40))
+    x = np.resize(seed if len(seed) else np.zeros(1, dtype), n)   # odd sizes, partial blocks
+    q = build(x, steps)
+    values = q.on("numpy").to_array()
+    want = run_terminal(q.on("numpy"), terminal)
+    try:
+        got = run_in_harness(q, terminal, dialect)
+    except UnsupportedType:
+        return                       # float64 on Metal: the clear error is tested elsewhere
+    assert_same(got, want, values)

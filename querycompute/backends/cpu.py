@@ -60,18 +60,19 @@ def _load(p: Pass) -> tuple[dict, Any, str, float]:
                                        dtypes=[s.dtype for s in p.program.inputs])
     try:
         ns = disk_cache.import_module(path, key).__dict__
-        _compile_serial(p, ns)
+        if fresh:             # compile now, so errors surface here, with the source
+            _compile_serial(p, ns)
     except Exception as exc:  # numba typing/lowering errors: show the source we generated
         raise CompileError("numba", f"{type(exc).__name__}: {exc}", src,
                            numba_options()) from exc
     ms = (time.perf_counter() - t0) * 1e3
-    # numba keys its own files on more than the module (the CPU it compiles for, say), so a
-    # disk hit can still compile; then its new files are sealed for the next process.
-    compiled = fresh or _Launch(p, ns, False).cache_misses()
-    if compiled:
+    if fresh:
         disk_cache.seal_module(key, compile_ms=ms)
+    # On a disk hit numba loads each entry point's code from its cache when first called,
+    # so only the flavour a call needs is loaded; CpuPrepared.run reports that load (or a
+    # compile, when numba's own key differs, e.g. another CPU name) and seals what it adds.
     _modules[p] = (ns, key)
-    return ns, key, "compiled" if compiled else "disk", ms
+    return ns, key, "compiled" if fresh else "disk", ms
 
 
 def _compile_serial(p: Pass, ns: dict) -> None:
