@@ -17,7 +17,9 @@ from codegen.program import InputSpec
 from . import terminals as T
 from .backends import registry
 from .backends.base import Trace, now_ms
-from .cache import note_memory_hit
+from .cache import disk_cache
+
+note_memory_hit = disk_cache.note_memory_hit
 from .errors import QueryError, codegen_errors
 from .frontend import LambdaSource, RecordVal, Scalar, TupleVal, capture_values, lambda_source
 from .fusion import Lowered, Lowering
@@ -159,36 +161,34 @@ def run(q, term: TerminalReq):
     t0 = now_ms()
     source = q._source
     cols = source.columns()
-    n = source.length(cols)
+    n = len(cols[0]) if cols else source.length(cols)
     name = q._backend
     if name == "auto":
         name = registry.choose_auto(n, any(type(c) is not np.ndarray and is_device_array(c) for c in cols))
-    fns = [fn for _, fn in q._ops]
-    if term.fns:
-        fns += term.fns
     trace = Trace(name, term.name, n)
     # Warm path: the chain's code objects (not its lambdas, which are new objects on every
     # call) plus dtypes and terminal identify the compiled pass; only lambdas that capture
     # values need their captures read, to check the types and bind the parameters.
-    try:
-        fast_key = (name, source.kind, source.fields, q._kinds, term.signature,
-                    tuple([c.dtype for c in cols]), tuple([f.__code__ for f in fns]))
-    except AttributeError:            # text-chain lambdas (CLI) have no code object
-        fast_key = None
-    fast = _fast.get(fast_key) if fast_key is not None else None
+    codes = q._codes
+    if term.fns:
+        codes = codes + tuple([getattr(f, "__code__", f) for f in term.fns])
+    fast_key = (name, source.kind, source.fields, q._kinds, term.signature,
+                tuple([c.dtype for c in cols]), codes)
+    fast = _fast.get(fast_key)
     infos = None
-    if fast is not None:
+    if fast is not None and fast.capture_slots:
+        fns = _fns(q, term)
         infos = [None] * len(fns)
         for i in fast.capture_slots:
             infos[i] = slot_info(fns[i])
         if tuple(_slot_sig(*infos[i]) for i in fast.capture_slots) != fast.capture_sig:
-            fast, infos = None, None  # a captured value changed type: take the full path
+            fast = None               # a captured value changed type: take the full path
     try:
         if fast is not None:
             note_memory_hit()
             result = _launch(fast.hit, "memory", 0.0, source, cols, n, term, infos, trace)
         else:
-            infos = [slot_info(fn) for fn in fns]
+            infos = [slot_info(fn) for fn in _fns(q, term)]
             result = _execute(name, source, cols, n, q, term, infos, trace, fast_key)
     except Exception as exc:
         if q._backend != "auto" or name in ("cpu", "numpy") or isinstance(exc, QueryError):
@@ -196,10 +196,16 @@ def run(q, term: TerminalReq):
         registry.mark_broken(name, f"{type(exc).__name__}: {exc}")
         trace = Trace("cpu", term.name, n,
                       fallback=f"{name} failed at run time ({type(exc).__name__}: {exc}); reran on cpu")
-        result = _execute("cpu", source, cols, n, q, term, [slot_info(fn) for fn in fns], trace, None)
+        infos = [slot_info(fn) for fn in _fns(q, term)]
+        result = _execute("cpu", source, cols, n, q, term, infos, trace, None)
     trace.total_ms = now_ms() - t0
     _last[0] = trace
     return result
+
+
+def _fns(q, term: TerminalReq) -> list:
+    """Every lambda of the query, chain first, then the terminal's: the slots, in order."""
+    return [fn for _, fn in q._ops] + term.fns
 
 
 def _execute(name, source, cols, n, q, term, infos, trace, fast_key):
@@ -226,12 +232,11 @@ def _execute(name, source, cols, n, q, term, infos, trace, fast_key):
 def _launch(hit, origin, compile_ms, source, cols, n, term, infos, trace):
     lowered, prepared = hit
     params = param_values(lowered, infos, source) if lowered.bindings else ()
-    first = len(trace.kernels)
     raw = prepared.run(cols, params, n, trace)
     # Backends that know better (a cpu entry point compiled on first use) fill these
     # themselves; otherwise one program holds every kernel of the pass, so its origin applies
     # to all and its build time is shown on the first.
-    for i, k in enumerate(trace.kernels[first:]):
+    for i, k in enumerate(trace.kernels):
         if not k.cache:
             k.cache = origin
             k.compile_ms = compile_ms if i == 0 else 0.0
@@ -239,23 +244,25 @@ def _launch(hit, origin, compile_ms, source, cols, n, term, infos, trace):
 
 
 def assemble(lowered: Lowered, raw, term: TerminalReq):
-    if term.name in ("to_array", "to_list"):
-        arrays = tuple(raw)
-        if term.name == "to_list":
-            lists = [a.tolist() for a in arrays]
-            if lowered.shape == "scalar":
-                return lists[0]
-            if lowered.shape == "tuple":
-                return list(zip(*lists))
-            return [dict(zip(lowered.fields, row)) for row in zip(*lists)]
+    """Raw backend results -> the user's value: aggregates via terminals.finish, arrays shaped
+    like the element (array, tuple of arrays, dict of arrays; lists for to_list)."""
+    if term.specs:
+        if term.standalone:
+            return T.finish(lowered.finishes[0], raw, term.specs[0][1], None)
+        return {key: T.finish(f, raw, spec, key) for f, (key, spec) in zip(lowered.finishes, term.specs)}
+    arrays = tuple(raw)
+    if term.name == "to_list":
+        lists = [a.tolist() for a in arrays]
         if lowered.shape == "scalar":
-            return arrays[0]
+            return lists[0]
         if lowered.shape == "tuple":
-            return arrays
-        return dict(zip(lowered.fields, arrays))
-    values = {key: T.finish(f, raw, spec, spec.kind if term.standalone else f"{key} ({spec.kind})")
-              for f, (key, spec) in zip(lowered.finishes, term.specs)}
-    return values if not term.standalone else next(iter(values.values()))
+            return list(zip(*lists))
+        return [dict(zip(lowered.fields, row)) for row in zip(*lists)]
+    if lowered.shape == "scalar":
+        return arrays[0]
+    if lowered.shape == "tuple":
+        return arrays
+    return dict(zip(lowered.fields, arrays))
 
 
 def last_trace() -> Trace:

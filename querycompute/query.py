@@ -12,19 +12,23 @@ from . import engine
 from . import terminals as T
 from .backends import registry
 from .errors import QueryError
-from .sources import Source, from_args, from_range, validated
+from .sources import Source, from_args, from_range, is_plain_1d, validated
 
 _TERMINAL_NAMES = ("to_array", "to_list", "sum", "min", "max", "mean", "count", "any", "all", "first")
 
 
 class Query:
-    __slots__ = ("_source", "_ops", "_backend", "_kinds")
+    __slots__ = ("_source", "_ops", "_backend", "_kinds", "_codes")
 
-    def __init__(self, source: Source, ops: tuple = (), backend: str = "auto", kinds: str = ""):
+    def __init__(self, source: Source, ops: tuple = (), backend: str = "auto", kinds: str = "",
+                 codes: tuple = ()):
         self._source = source
         self._ops = ops            # ((kind, fn), ...), kind "select" | "where"
         self._backend = backend
-        self._kinds = kinds        # "s"/"w" per op: the chain's shape, for the kernel signature
+        # Built as the chain grows, for the warm-path signature (engine.run): "s"/"w" per op,
+        # and each lambda's code object (a parsed text lambda stands for itself).
+        self._kinds = kinds
+        self._codes = codes
 
     def __repr__(self) -> str:
         chain = "".join(f".{k}(...)" for k, _ in self._ops)
@@ -34,7 +38,8 @@ class Query:
     def _with(self, kind: str, fn) -> "Query":
         if not callable(fn) and not hasattr(fn, "body"):
             raise TypeError(f"{kind}() takes a function (a lambda), got {type(fn).__name__}")
-        return Query(self._source, self._ops + ((kind, fn),), self._backend, self._kinds + kind[0])
+        return Query(self._source, self._ops + ((kind, fn),), self._backend, self._kinds + kind[0],
+                     self._codes + (getattr(fn, "__code__", fn),))
 
     def select(self, f) -> "Query":
         """Map every element with f (scalar, tuple or dict-literal record result)."""
@@ -48,7 +53,7 @@ class Query:
         """Pin a backend: "auto", "numpy", "cpu", "cuda", "opencl" or "metal"."""
         if backend != "auto" and backend not in registry.NAMES:
             raise QueryError(f"unknown backend {backend!r}; choose one of: auto, {', '.join(registry.NAMES)}")
-        return Query(self._source, self._ops, backend, self._kinds)
+        return Query(self._source, self._ops, backend, self._kinds, self._codes)
 
     # -- terminal operators -----------------------------------------------------------------
     def _run(self, name: str, spec: T.AggSpec | None = None):
@@ -132,6 +137,8 @@ def _agg_specs(named: dict) -> tuple:
 
 def query(*arrays, **columns) -> Query:
     """qc.query(x) / qc.query(a, b) / qc.query(table) / qc.query(price=p, qty=q)."""
+    if len(arrays) == 1 and not columns and is_plain_1d(arrays[0]):
+        return Query(Source("array", arrays))          # the common case, checked cheaply
     return Query(validated(from_args(arrays, columns)))
 
 

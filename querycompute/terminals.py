@@ -90,33 +90,42 @@ class Finish:
     bool_flip: bool = False  # min/max over bool are computed as all/any
 
 
-def finish(f: Finish, raw: list, spec: AggSpec, what: str) -> Any:
-    """Turn raw backend results into the user's value for one spec."""
+_SCALAR = {name: np.dtype(name).type for name in
+           ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+            "float16", "float32", "float64")}
+
+
+def finish(f: Finish, raw: list, spec: AggSpec, key: str | None) -> Any:
+    """Turn raw backend results into the user's value for one spec (`key`: its agg() name)."""
     r = raw[f.agg]
-    if f.kind in ("count",):
+    kind = f.kind
+    if kind == "sum" or kind == "fold":
+        return _SCALAR[f.result_dtype](r)
+    if kind == "count":
         return int(r)
-    if f.kind in ("any", "all"):
+    if kind == "any" or kind == "all":
         return bool(r)
-    if f.kind == "first":
+    if kind == "first":
         index, values = r
         if index < 0:
-            return _empty(spec, what)
+            return _empty(spec, key)
         if f.shape == "scalar":
             return values[0]
         if f.shape == "record":
             return dict(zip(f.fields, values))
         return tuple(values)
-    if f.kind in ("min", "max", "mean") and int(raw[f.count]) == 0:
-        return _empty(spec, what)
-    if f.kind == "mean":
-        n = int(raw[f.count])
-        acc = np.dtype(f.result_dtype if f.result_dtype != "float16" else "float32").type
-        return np.dtype(f.result_dtype).type(acc(r) / n)
-    return np.dtype(f.result_dtype).type(r)
+    n = int(raw[f.count])
+    if n == 0:                              # min / max / mean of nothing
+        return _empty(spec, key)
+    if kind == "mean":
+        acc = _SCALAR["float32" if f.result_dtype == "float16" else f.result_dtype]
+        return _SCALAR[f.result_dtype](acc(r) / n)
+    return _SCALAR[f.result_dtype](r)
 
 
-def _empty(spec: AggSpec, what: str):
+def _empty(spec: AggSpec, key: str | None):
     if spec.default is NO_DEFAULT:
+        what = spec.kind if key is None else f"{key} ({spec.kind})"
         raise EmptySequenceError(f"{what} of an empty sequence (no element survived); "
                                  f"pass default=... to get a value instead")
     return spec.default

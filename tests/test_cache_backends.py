@@ -1,7 +1,8 @@
 """Issue 6 through the public API, in real processes: the cpu and opencl backends put their
 kernels in the disk cache, a second process loads them instead of compiling (checked on the
 trace), QUERYCOMPUTE_CACHE=0 compiles every time, a damaged entry is one warning, a correct
-result and a rewrite, and QUERYCOMPUTE_DUMP_SOURCE=1 prints the source only on a compile."""
+result and a rewrite, and QUERYCOMPUTE_DUMP_SOURCE=1 prints the source only on a compile.
+CUDA (no device here) is checked one level down, on `prepare`, which NVRTC runs anywhere."""
 import json
 import subprocess
 import sys
@@ -115,3 +116,57 @@ def test_opencl_build_failure_is_a_compile_error_with_log_and_numbered_source():
     text = str(caught.value)
     assert caught.value.dialect == "opencl" and "undefined_name" in caught.value.log
     assert "   2 |     y[0] = undefined_name;" in text and "-cl-std=CL1.2" in text
+
+
+CUDA_PREPARE = """
+import hashlib, json, sys, warnings
+sys.path.insert(0, {tests!r})
+from gpu_passes import filter_program
+from codegen import program as P
+from querycompute.backends.cuda import CudaBackend
+import querycompute as qc
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    prep = CudaBackend().prepare(P.Pass(filter_program("float32"), P.ToArray(), "qc_cached"))
+print(json.dumps({{"origin": prep.origin,
+                  "binaries": {{a: hashlib.sha256(b).hexdigest() for a, b in prep.binaries.items()}},
+                  "warnings": [str(w.message) for w in caught
+                               if w.category.__name__ == "CacheWarning"]}}))
+"""
+
+
+def nvrtc_available() -> bool:
+    from querycompute.backends.cuda_compile import nvrtc
+    from querycompute.errors import BackendUnavailableError
+    try:
+        nvrtc()
+    except BackendUnavailableError:
+        return False
+    return True
+
+
+@pytest.mark.skipif(not nvrtc_available(), reason="NVRTC is not installed "
+                    "(pip install nvidia-cuda-nvrtc-cu12)")
+def test_cuda_cubin_and_ptx_are_stored_then_loaded_and_healed_after_damage(tmp_path):
+    """No GPU needed: NVRTC compiles for an explicit arch, so `prepare` runs anywhere."""
+    code = CUDA_PREPARE.format(tests=str(Path(__file__).parent))
+
+    def prepare():
+        done = subprocess.run([sys.executable, "-c", code], env=child_env(tmp_path),
+                              capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    cold = prepare()
+    warm = prepare()
+    assert cold["origin"] == "compiled" and warm["origin"] == "disk"
+    assert set(cold["binaries"]) == {"sm_80", "compute_80"}      # CUBIN and PTX
+    assert warm["binaries"] == cold["binaries"] and warm["warnings"] == []
+    entries = sorted((tmp_path / "v1").iterdir())
+    assert len(entries) == 2
+    target = entries[0] / "kernel.bin"
+    target.write_bytes(target.read_bytes()[:-7])                  # truncated
+    hurt = prepare()
+    assert hurt["origin"] == "compiled" and len(hurt["warnings"]) == 1
+    assert hurt["binaries"] == cold["binaries"]
+    assert prepare()["origin"] == "disk"
