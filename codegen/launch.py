@@ -215,3 +215,14 @@ def decode_reduce(ks: KernelSet, slot_values: Sequence[Any]) -> list:
         else:
             results.append(np.dtype(slots[0][0].dtype).type(slots[0][1]))
     return results
+
+
+# Scalar kernel arguments travel in the type the printers declare them with: bool as a byte
+# (C has no portable 1-byte bool argument across the dialects), float16 as float32 (not every
+# dialect takes a half by value). Every runtime converts with this one function.
+SCALAR_HOST_TYPE = {"bool": "uint8", "float16": "float32"}
+
+
+def scalar_arg(dtype: str, value):
+    """The numpy scalar to pass for a "param" argument of `dtype`."""
+    return np.dtype(SCALAR_HOST_TYPE.get(dtype, dtype)).type(value)

@@ -2,6 +2,8 @@
 // source (tests/test_codegen_metal.py). Address-space qualifiers become nothing; [[buffer(i)]]
 // and [[thread_position_in_grid]]-style attributes are standard C++11 attribute syntax that
 // g++ ignores; device functions are declared, never defined (we only compile, never run).
+// It checks the generated text exactly as a Metal compiler would receive it; the execution
+// harness (tests/harness/include/metal_stdlib) instead runs a rewritten copy on CPU threads.
 #pragma once
 #include <cmath>
 #include <cstdint>

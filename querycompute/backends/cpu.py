@@ -1,14 +1,15 @@
 """The `cpu` backend: runs a fused pass as numba-compiled Python (dialect "numba").
 
-codegen.dialects.numba_py prints the pass as a Python module; here it is executed into a
-fresh namespace, its serial entry is compiled at once (so `prepare` reports the compile
-time), and each call picks the serial entry for small n (starting numba's thread pool costs
-tens of microseconds) or the parallel one. Both entries compute the same chunks in the same
-order, so the choice never changes a result's bits.
+codegen.dialects.numba_py prints the pass as a Python module (cpu_module makes it importable
+and cached by numba); each call picks the serial entry for small n (starting numba's thread
+pool costs tens of microseconds) or the parallel one. Both entries compute the same chunks
+in the same order, so the choice never changes a result's bits.
 
 Disk cache (docs/cache.md): the module is written into its cache entry and imported from
-there with every function `cache=True`, so numba keeps its compiled code beside it and a new
-process loads that instead of compiling. `prepare` says which happened (Prepared.origin).
+there, so numba keeps its compiled code beside it and a new process loads that instead of
+compiling. A fresh module's serial entry is compiled in `prepare` (so errors and the compile
+time show there); other entry points compile, or load from numba's cache, on first use.
+Prepared.origin and each trace row say which happened.
 """
 from __future__ import annotations
 

@@ -17,6 +17,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from codegen import launch as L
+from codegen.launch import scalar_arg
 from codegen.errors import CodegenError
 from codegen.gpu import render
 from codegen.program import Pass
@@ -27,12 +28,6 @@ from .cuda_compile import compile_cuda, nvrtc_version, options_for, targets
 from .cuda_device import CudaDevice, probe
 
 MAX_GATHER_STEP = 8     # larger host strides: copying contiguously moves less than the span
-
-
-def scalar_arg(dtype: str, value) -> np.generic:
-    """Scalar kernel arguments as the printers declare them: bool as uint8, float16 as float32."""
-    host = {"bool": "uint8", "float16": "float32"}.get(dtype, dtype)
-    return np.dtype(host).type(value)
 
 
 def _is_cupy(x) -> bool:

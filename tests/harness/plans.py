@@ -15,7 +15,7 @@ from typing import Sequence
 import numpy as np
 
 from codegen import gpu
-from codegen.launch import KernelSet, decode_reduce, output_sizes, plan, scratch_sizes
+from codegen.launch import KernelSet, decode_reduce, output_sizes, plan, scratch_sizes, scalar_arg
 from codegen.program import Pass
 
 from . import runner
@@ -51,9 +51,8 @@ def _bind(arg, launch, inputs, params, n, outs, scratch):
     if arg.kind == "stride":
         a = inputs[arg.index]
         return np.int64(a.strides[0] // a.itemsize)
-    if arg.kind == "param":   # as the printers declare scalars: bool as uint8, float16 as float32
-        host = {"bool": "uint8", "float16": "float32"}.get(arg.dtype, arg.dtype)
-        return np.dtype(host).type(params[arg.index])
+    if arg.kind == "param":
+        return scalar_arg(arg.dtype, params[arg.index])
     if arg.kind == "n":
         return np.int64(n)
     if arg.kind == "output":
