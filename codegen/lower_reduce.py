@@ -1,7 +1,8 @@
 """Lowering of a Reduce pass into a two-stage reduction in kernel IR.
 
 Stage 1 (`<pass>_reduce_partials`, contiguous and strided variants): a grid-stride loop in
-which each thread folds its elements into private accumulators, then a block reduction;
+which each thread takes runs of `ept` consecutive elements (16-byte wide reads, as the
+elementwise kernels do) and folds them in order into private accumulators, then a block reduction;
 thread 0 writes one partial per block and accumulator slot. Stage 2
 (`<pass>_reduce_finalize`, one block): each thread folds partials t, t + block, ... in order,
 then the same block reduction writes the results. The grid depends only on n and every tree
@@ -14,7 +15,7 @@ from . import expr as E
 from . import kernel_ir as K
 from .launch import BufferSpec, KernelArg, KernelSpec, ResultSlot
 from .lower_block import LID, Acc, block_reduce, fold_from
-from .lower_element import INDEX, check_name, element, input_args, rename, variant
+from .lower_element import INDEX, check_name, element, grid_stride_runs, input_args, rename, variant
 from .program import Agg, Pass
 
 INT64_MAX = 2 ** 63 - 1
@@ -89,8 +90,9 @@ def _write(accs, names, at) -> K.If:
     return K.If(K.op("==", LID, K.i32(0)), tuple(stores))
 
 
-def lower_reduce(p: Pass, shuffle_types: tuple[str, ...]):
-    """-> (kernels, kernel specs, outputs, scratch, result slots) of the two-stage reduction."""
+def lower_reduce(p: Pass, ept: int, shuffle_types: tuple[str, ...]):
+    """-> (kernels, kernel specs, outputs, scratch, result slots) of the two-stage reduction;
+    stage 1 threads take runs of `ept` consecutive elements."""
     prog = p.program
     name = check_name(p.name, "pass")
     built = [make_acc(j, a, prog) for j, a in enumerate(p.terminal.aggs)]
@@ -111,16 +113,13 @@ def lower_reduce(p: Pass, shuffle_types: tuple[str, ...]):
     for strided in (False, True):
         # filtered-out elements `continue` before the fold
         body = element(prog, strided, consumed) + [st for a, c in zip(accs, contribs) for st in a.combine(c)]
-        stride = K.op("*", K.KCast(K.KThread("num_groups"), "int64"), K.KCast(K.KThread("local_size"), "int64"))
-        start = K.op("+", K.op("*", K.KCast(K.KThread("group_id"), "int64"), K.KCast(K.KThread("local_size"), "int64")),
-                     K.KCast(LID, "int64"))
-        loop = K.For(INDEX, start, K.op("<", INDEX, K.KVar("n", "int64")), K.op("+", INDEX, stride), tuple(body))
+        loop = grid_stride_runs(ept, body)
         shared, reduce_stmts = block_reduce(accs, use_shuffles)
         kname, doc = variant(f"{name}_reduce_partials", strided,
                              f"Stage 1 of {name}: one partial per block and accumulator.")
         args = tuple(input_args(prog, strided)) + (KernelArg("n", "n", "int64"),) + partial_args
         stmts = [s for a in accs for s in a.declare()] + [
-            K.Comment("Grid-stride loop: each thread folds its elements into private accumulators."),
+            K.Comment(f"Grid-stride loop over runs of {ept} consecutive elements, folded into private accumulators."),
             loop, *reduce_stmts, _write(accs, partial_names, K.KThread("group_id"))]
         kernels.append(K.Kernel(kname, args, tuple(shared), tuple(stmts), doc=doc))
         specs.append(KernelSpec(kname, args, "reduce", "strided" if strided else "contiguous", "partials"))

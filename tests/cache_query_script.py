@@ -1,8 +1,9 @@
 """One query through the public API in a fresh process, for the backend cache tests.
 
-    python tests/cache_query_script.py BACKEND N
+    python tests/cache_query_script.py BACKEND N [strided]
 
-runs W1 (select v*2, where v > 1000, sum) on N float32 values with `.on(BACKEND)` and prints
+runs W1 (select v*2, where v > 1000, sum) on N float32 values (every other one of 2N with
+`strided`) with `.on(BACKEND)` and prints
 one JSON line: the result and NumPy's, each kernel's trace row (name, cache origin), every
 CacheWarning's message and the cache counters. The lambdas live in this file because
 querycompute reads them from source.
@@ -19,6 +20,8 @@ def main() -> None:
     import numpy as np
     import querycompute as qc
     x = np.random.default_rng(7).random(n, dtype=np.float32) * 2000
+    if sys.argv[3:] == ["strided"]:
+        x = np.repeat(x, 2)[::2]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         got = qc.query(x).select(lambda v: v * 2).where(lambda v: v > 1000).on(backend).sum()

@@ -69,14 +69,36 @@ def predicate(draw, kind: str, unsigned: bool = False) -> str:
     return draw(st.sampled_from([f"{a} > {c}", f"{a} <= {c}", f"{a} != {c}", f"-3 < {a} < 50"]))
 
 
+# Casts that change the element kind. Only NumPy casts and bool(): a Python int or float
+# (int(v), float(v)) would make the oracle raise ZeroDivisionError on x // 0 where NumPy
+# scalars give 0 / inf, and float -> int of NaN/inf is undefined in NumPy too.
+CASTS = {
+    "int": [("float", "np.float64(v)"), ("float", "np.float32(v)"), ("float", "np.float16(v)"),
+            ("bool", "bool(v)"), ("int", "np.int16(v)")],
+    "float": [("float", "np.float64(v)"), ("float", "np.float32(v)"), ("bool", "bool(v)")],
+    "bool": [("int", "np.int64(v)"), ("float", "np.float32(v)"), ("int", "np.uint8(v)")],
+}
+# Functions whose results may differ by an ulp between libms: only where results are
+# compared with the same NumPy implementation (the numpy backend against plain Python).
+TRANSCENDENTAL = ["np.tanh({})", "np.exp({} / 1000)", "np.sin({})", "np.log1p(abs({}))"]
+
+
 @st.composite
-def chain(draw, dtype: str):
-    """[(op, lambda text)] of 1..3 select/where steps keeping the element kind."""
+def chain(draw, dtype: str, transcendental: bool = False):
+    """[(op, lambda text)] of 1..3 select/where/cast steps; each lambda keeps its kind."""
     kind, unsigned = kind_of(dtype), dtype.startswith("uint")
     steps = []
     for _ in range(draw(st.integers(1, 3))):
-        if draw(st.booleans()):
+        step = draw(st.sampled_from(["where", "select", "select", "cast"]))
+        if step == "where":
             steps.append(("where", f"lambda v: {draw(predicate(kind, unsigned))}"))
+        elif step == "cast":
+            kind, text = draw(st.sampled_from(CASTS[kind]))
+            unsigned = text == "np.uint8(v)"
+            steps.append(("select", f"lambda v: {text}"))
+        elif transcendental and kind == "float" and draw(st.booleans()):
+            fn = draw(st.sampled_from(TRANSCENDENTAL))
+            steps.append(("select", f"lambda v: {fn.format(draw(expr(kind, 1, unsigned)))}"))
         else:
             steps.append(("select", f"lambda v: {draw(expr(kind, 0, unsigned))}"))
     return steps

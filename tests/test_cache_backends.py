@@ -170,3 +170,27 @@ def test_cuda_cubin_and_ptx_are_stored_then_loaded_and_healed_after_damage(tmp_p
     assert hurt["origin"] == "compiled" and len(hurt["warnings"]) == 1
     assert hurt["binaries"] == cold["binaries"]
     assert prepare()["origin"] == "disk"
+
+
+def test_cpu_entry_points_compiled_later_are_sealed_for_the_next_process(tmp_path):
+    """A small input compiles only the serial entry point; a later process with a big input
+    finds the entry, compiles the parallel one (seals it into the entry), and the process
+    after that loads both from disk. A strided input makes numba add a specialisation to an
+    entry point's existing cache files: resealed too, so no process sees them as damaged."""
+    def run(n, *layout):
+        done = subprocess.run([sys.executable, str(SCRIPT), "cpu", str(n), *layout],
+                              env=child_env(tmp_path), capture_output=True, text=True,
+                              timeout=600)
+        assert done.returncode == 0, done.stderr
+        answer = json.loads(done.stdout.strip().splitlines()[-1])
+        assert answer["warnings"] == []
+        (kernel,) = answer["kernels"]
+        return kernel["name"].rsplit("_", 1)[-1], kernel["cache"], answer["stats"]["compiles"]
+
+    assert run(1_000) == ("serial", "compiled", 1)
+    assert run(40_000) == ("parallel", "compiled", 1)     # a disk hit, then numba compiled
+    assert run(40_000) == ("parallel", "disk", 0)
+    assert run(1_000) == ("serial", "disk", 0)
+    assert run(1_000, "strided") == ("serial", "compiled", 1)
+    assert run(1_000, "strided") == ("serial", "disk", 0)
+    assert run(1_000) == ("serial", "disk", 0)

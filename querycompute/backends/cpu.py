@@ -193,7 +193,7 @@ class CpuPrepared(Prepared):
         compiled = launch.cache_misses() > self._misses[parallel]
         self._misses[parallel] = launch.cache_misses()
         if compiled:
-            disk_cache.seal_module(self._key, compile_ms=run_ms)
+            disk_cache.seal_module(self._key, compile_ms=run_ms, new_compile=True)
         return "compiled" if compiled else "disk"
 
     def _results(self, raw):

@@ -68,7 +68,10 @@ def build_program(ctx, device, source: str, options) -> object:
     """Compile OpenCL C `source` for `device` -> cl.Program; CompileError with the build log."""
     import pyopencl as cl
     try:
-        return cl.Program(ctx, source).build(options=list(options), devices=[device])
+        # cache_dir=False: PyOpenCL's own binary cache would duplicate ours, and a build it
+        # served would be reported as a compile.
+        return cl.Program(ctx, source).build(options=list(options), devices=[device],
+                                             cache_dir=False)
     except cl.Error as exc:
         raise CompileError("opencl", str(exc), source, options) from None
 

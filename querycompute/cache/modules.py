@@ -100,12 +100,17 @@ class ModuleEntries:
         write_atomic(path, key.source.encode("utf-8"))
         return path
 
-    def seal_module(self, key: CacheKey, compile_ms: float | None = None) -> None:
+    def seal_module(self, key: CacheKey, compile_ms: float | None = None, *,
+                    new_compile: bool = False) -> None:
         """Call after numba has compiled (and cached) every function of the module stored
         with `store_module`: records the SHA-256 of each file numba wrote, so later
         processes load them only while they are intact, and the compile time if given.
         With no numba files to seal the entry stays unsealed, i.e. a miss. Call it again
-        after numba compiles more of the module: it re-records the files and adds the time."""
+        after numba compiles more of the module: it re-records the files and adds the time;
+        pass new_compile=True when that compile followed a disk hit (store_module, which
+        counts a compile, was not called), so this process's stats count it."""
+        if new_compile:
+            self._count("compiles")
         if compile_ms is not None:
             self._count("compile_ms", float(compile_ms))
         if not self.writable:
