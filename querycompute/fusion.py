@@ -10,11 +10,10 @@ parameters; `Lowered.bindings` records where each parameter's value is read on e
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from codegen import dtypes
 from codegen import expr as E
-from codegen.program import Agg, ElementProgram, Filter, InputSpec, Let, ParamSpec, Pass, Reduce, ToArray
+from codegen.program import Agg, ElementProgram, Filter, Let, ParamSpec, Pass, Reduce, ToArray
 
 from . import terminals as T
 from .errors import QueryError, UnsupportedLambdaError

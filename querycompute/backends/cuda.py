@@ -18,12 +18,11 @@ import numpy as np
 
 from codegen import launch as L
 from codegen.launch import scalar_arg
-from codegen.errors import CodegenError
-from codegen.gpu import render
 from codegen.program import Pass
 
 from ..errors import BackendUnavailableError, QueryError
-from .base import Backend, KernelRun, Prepared, Trace
+from .generated import GeneratedSourceBackend
+from .base import KernelRun, Prepared, Trace
 from .cuda_compile import compile_cuda, nvrtc_version, options_for, targets
 from .cuda_device import CudaDevice, probe
 
@@ -133,7 +132,7 @@ class CudaPrepared(Prepared):
         raise QueryError(f"cuda backend: unknown kernel argument kind {a.kind!r} in {launch.name}")
 
 
-class CudaBackend(Backend):
+class CudaBackend(GeneratedSourceBackend):
     name = "cuda"
     dialect = "cuda"
 
@@ -141,7 +140,7 @@ class CudaBackend(Backend):
         self._probed = False
         self._device: CudaDevice | None = None
         self._why = ""
-        self._sets: dict[Pass, L.KernelSet] = {}
+        super().__init__()
 
     def _probe(self) -> None:
         if not self._probed:
@@ -163,22 +162,6 @@ class CudaBackend(Backend):
     def availability(self) -> tuple[bool, str]:
         self._probe()
         return (True, self._device.description) if self._device else (False, self._why)
-
-    def kernel_set(self, p: Pass) -> L.KernelSet:
-        ks = self._sets.get(p)
-        if ks is None:
-            try:
-                ks = render(p, self.dialect)
-            except CodegenError as exc:
-                raise QueryError(f"cuda backend: {exc}") from None
-            self._sets[p] = ks
-        return ks
-
-    def source(self, p: Pass) -> str:
-        return self.kernel_set(p).source
-
-    def launch_shape(self, p: Pass, n: int) -> list[dict]:
-        return L.launch_shapes(self.kernel_set(p), n)
 
     def prepare(self, p: Pass) -> Prepared:
         """Compile for every target (from the disk cache when it has them). Works without a

@@ -16,21 +16,15 @@ from typing import Any, Sequence
 import numpy as np
 
 from codegen import launch as L
-from codegen.errors import CodegenError
-from codegen.gpu import render
+from codegen.launch import scalar_arg
 from codegen.program import Pass
 
 from ..errors import QueryError
-from .base import Backend, KernelRun, Prepared, Trace
+from .generated import GeneratedSourceBackend
+from .base import KernelRun, Prepared, Trace
 from .opencl_device import DeviceContext, cached_program, open_device
 
 MAX_GATHER_STEP = 8     # larger strides: copying on the host moves less data than the span
-
-
-def _scalar(dtype: str, value) -> np.generic:
-    """Scalar kernel arguments: bool travels as uint8 and float16 as float32 (launch.py)."""
-    host = {"bool": "uint8", "float16": "float32"}.get(dtype, dtype)
-    return np.dtype(host).type(value)
 
 
 def _device_view(x: np.ndarray) -> tuple[np.ndarray, int]:
@@ -96,7 +90,7 @@ class OpenCLPrepared(Prepared):
                 elif a.kind == "stride":
                     args.append(np.int64(views[a.index][1]))
                 elif a.kind == "param":
-                    args.append(_scalar(a.dtype, params[a.index]))
+                    args.append(scalar_arg(a.dtype, params[a.index]))
                 elif a.kind == "n":
                     args.append(np.int64(n))
                 elif a.kind == "output":
@@ -138,14 +132,14 @@ class OpenCLPrepared(Prepared):
         return tuple(outs)
 
 
-class OpenCLBackend(Backend):
+class OpenCLBackend(GeneratedSourceBackend):
     name = "opencl"
     dialect = "opencl"
 
     def __init__(self):
         self._dev: DeviceContext | None = None
         self._why = ""
-        self._sets: dict[Pass, L.KernelSet] = {}
+        super().__init__()
 
     def _device(self) -> DeviceContext | None:
         if self._dev is None and not self._why:
@@ -163,22 +157,6 @@ class OpenCLBackend(Backend):
     def availability(self) -> tuple[bool, str]:
         dev = self._device()
         return (True, dev.description) if dev else (False, self._why)
-
-    def kernel_set(self, p: Pass) -> L.KernelSet:
-        ks = self._sets.get(p)
-        if ks is None:
-            try:
-                ks = render(p, self.dialect)
-            except CodegenError as exc:
-                raise QueryError(f"opencl backend: {exc}") from None
-            self._sets[p] = ks
-        return ks
-
-    def source(self, p: Pass) -> str:
-        return self.kernel_set(p).source
-
-    def launch_shape(self, p: Pass, n: int) -> list[dict]:
-        return L.launch_shapes(self.kernel_set(p), n)
 
     def prepare(self, p: Pass) -> Prepared:
         dev = self._device()
