@@ -89,69 +89,112 @@ def _param_type(dtype: str) -> str:
 
 
 class _Launch:
-    """Calls one flavour (serial or parallel) of a pass's entry points: n, inputs and
-    params in, the raw tuple out (outputs in storage dtypes)."""
+    """Calls one flavour (serial or parallel) of a pass's entry points: `call(n, inputs,
+    params)` returns the raw result (outputs in storage dtypes). The method is chosen once
+    here, so a warm call goes straight to numba."""
 
     def __init__(self, p: Pass, ns: dict, parallel: bool):
         kind = "parallel" if parallel else "serial"
         name = p.name
-        self.storage = [np.dtype(numba_py.storage_dtype(d)) for d in p.program.output_dtypes]
+        self.name = f"{name}_{kind}"
+        self.storage = tuple(np.dtype(numba_py.storage_dtype(d)) for d in p.program.output_dtypes)
         if isinstance(p.terminal, Reduce):
             self.entry = ns[f"{name}_{kind}"]
-            self.shape = "reduce"
+            self.call = self._reduce
         elif p.program.has_filter:
             self.count, self.write = ns[f"{name}_count_{kind}"], ns[f"{name}_write_{kind}"]
-            self.shape = "compact"
+            self.call = self._compact
         else:
             self.entry = ns[f"{name}_{kind}"]
-            self.shape = "dense"
-        self.dispatchers = ((self.count, self.write) if self.shape == "compact"
+            self.call = self._dense
+        self.dispatchers = ((self.count, self.write) if self.call == self._compact
                             else (self.entry,))
+        # numba's per-dispatcher signature tables: they only grow, and only when a call
+        # compiled or loaded a new specialisation, so their total size tells a warm call
+        # (nothing new) from one that must report a compile or a load, at ~50 ns
+        self._tables = tuple(d.overloads for d in self.dispatchers)
+        self.known = self.specialisations()
+        self.misses = self.cache_misses()
 
     def specialisations(self) -> int:
         """How many signatures numba holds for these entry points (grows on a compile or a
         load from numba's cache, e.g. the first strided input)."""
-        return sum(len(d.overloads) for d in self.dispatchers)
+        t = self._tables
+        return len(t[0]) if len(t) == 1 else len(t[0]) + len(t[1])
 
     def cache_misses(self) -> int:
         """How many times numba compiled these entry points rather than loading its cache."""
         return sum(sum(d.stats.cache_misses.values()) for d in self.dispatchers)
 
-    def __call__(self, n, inputs, params):
-        if self.shape == "reduce":
-            return self.entry(n, *inputs, *params)
-        if self.shape == "dense":
-            outs = tuple(np.empty(n, dt) for dt in self.storage)
-            self.entry(n, *outs, *inputs, *params)
-            return outs
+    def _reduce(self, n, inputs, params):
+        return self.entry(n, *inputs, *params)
+
+    def _dense(self, n, inputs, params):
+        outs = tuple([np.empty(n, dt) for dt in self.storage])
+        self.entry(n, *outs, *inputs, *params)
+        return outs
+
+    def _compact(self, n, inputs, params):
         offsets = self.count(n, *inputs, *params)
-        outs = tuple(np.empty(int(offsets[-1]), dt) for dt in self.storage)
+        total = int(offsets[-1])
+        outs = tuple([np.empty(total, dt) for dt in self.storage])
         self.write(n, offsets, *outs, *inputs, *params)
         return outs
 
+    def __call__(self, n, inputs, params):
+        return self.call(n, inputs, params)
+
+
+def _agg_converters(aggs) -> tuple:
+    """One function per Agg: (raw result tuple) -> that agg's value, as the engine expects
+    it (numba boxes float32 as a Python float, so each sum/min/max/fold gets its numpy type
+    back). Built once per pass so a warm run does no dtype lookups."""
+    convs, j = [], 0
+    for agg in aggs:
+        if agg.op == "first":
+            types = tuple(np.dtype(v.dtype).type for v in agg.values)
+
+            def conv(raw, j=j, types=types):
+                idx = int(raw[j])
+                if idx < 0:
+                    return (idx, ())
+                return (idx, tuple(t(x) for t, x in zip(types, raw[j + 1:j + 1 + len(types)])))
+        elif agg.op == "count":
+            def conv(raw, j=j):
+                return int(raw[j])
+        elif agg.op in ("any", "all"):
+            def conv(raw, j=j):
+                return bool(raw[j])
+        else:
+            def conv(raw, j=j, t=np.dtype(agg.dtype).type):
+                return t(raw[j])
+        convs.append(conv)
+        j += numba_py.result_slots(agg)
+    return tuple(convs)
+
 
 class CpuPrepared(Prepared):
-    """One pass, compiled; `run` converts float16 storage and picks serial or parallel."""
+    """One pass, compiled; `run` converts float16 storage and picks serial or parallel.
+
+    The warm path (the kernel ran before with this flavour and argument types) is a type
+    check of the params, the numba call, the result conversion and one trace row; anything
+    new (the first run, a specialisation numba had to compile or load) takes `_first_use`.
+    """
 
     def __init__(self, p: Pass, ns: dict, key, origin: str, compile_ms: float):
         self.p = p
         self.origin = origin
         self.compile_ms = compile_ms
         self._key = key
-        self._serial = _Launch(p, ns, False)
-        self._parallel = _Launch(p, ns, True)
-        # specialisations each flavour has now: a run that adds one compiled it (or loaded
-        # numba's cached code for it) and reports that in its trace row
-        self._known = {False: self._serial.specialisations(),
-                       True: self._parallel.specialisations()}
-        self._misses = {False: self._serial.cache_misses(), True: self._parallel.cache_misses()}
+        self._launches = (_Launch(p, ns, False), _Launch(p, ns, True))
         prog = p.program
         self._f16_inputs = tuple(k for k, s in enumerate(prog.inputs) if s.dtype == "float16")
         # the scalar type each param must arrive as (float16 params travel as float32)
         self._param_types = tuple(np.dtype(_param_type(s.dtype)).type for s in prog.params)
         self._f16_outputs = tuple(k for k, d in enumerate(prog.output_dtypes) if d == "float16")
-        self._reduce = p.terminal.aggs if isinstance(p.terminal, Reduce) else None
-        self._runs = 0
+        self._convs = (_agg_converters(p.terminal.aggs) if isinstance(p.terminal, Reduce)
+                       else None)
+        self._ran = False
 
     def run(self, inputs: Sequence[Any], params: Sequence[Any], n: int, trace: Trace) -> Any:
         t0 = time.perf_counter()
@@ -159,66 +202,57 @@ class CpuPrepared(Prepared):
             inputs = list(inputs)
             for k in self._f16_inputs:
                 inputs[k] = np.asarray(inputs[k]).view(np.uint16)
-        for k, t in enumerate(self._param_types):
-            if type(params[k]) is not t:   # a Python number would compile a float64/int64
-                params = [pt(v) for pt, v in zip(self._param_types, params)]   # variant
-                break
+        if params and tuple(map(type, params)) != self._param_types:
+            # a Python number would make numba compile a float64/int64 variant
+            params = [pt(v) for pt, v in zip(self._param_types, params)]
         parallel = n >= SERIAL_MAX
-        launch = self._parallel if parallel else self._serial
+        launch = self._launches[parallel]
         if parallel:
             with _PARALLEL_LOCK:
-                raw = launch(n, inputs, params)
+                raw = launch.call(n, inputs, params)
         else:
-            raw = launch(n, inputs, params)
+            raw = launch.call(n, inputs, params)
         result = self._results(raw)
         run_ms = (time.perf_counter() - t0) * 1e3
-        self._runs += 1
-        cache, compile_ms = ("memory", 0.0) if self._runs > 1 else (self.origin, self.compile_ms)
-        if launch.specialisations() != self._known[parallel]:
-            origin = self._new_specialisation(launch, parallel, run_ms)
-            cache = "compiled" if "compiled" in (cache, origin) else origin
-            compile_ms += run_ms
-        trace.kernels.append(KernelRun(
-            name=f"{self.p.name}_{'parallel' if parallel else 'serial'}", dialect="numba",
-            grid=(max(1, -(-n // numba_py.CHUNK)),), block=(numba_py.CHUNK,),
-            cache=cache, compile_ms=compile_ms, run_ms=run_ms))
+        if self._ran and launch.specialisations() == launch.known:
+            cache, compile_ms = "memory", 0.0
+        else:
+            cache, compile_ms = self._first_use(launch, run_ms)
+        trace.kernels.append(KernelRun(launch.name, "numba", (-(-n // numba_py.CHUNK) or 1,),
+                                       (numba_py.CHUNK,), cache, compile_ms, run_ms))
         return result
 
-    def _new_specialisation(self, launch: "_Launch", parallel: bool, run_ms: float):
-        """This run made numba compile an entry point, or load it from numba's cache (the
-        parallel flavour on its first big input, any flavour on its first strided input).
-        Its time is inside `run_ms`, which is added to the compile time. Newly compiled code
-        is sealed into the disk entry so the next process loads it. Returns the origin."""
-        self._known[parallel] = launch.specialisations()
-        compiled = launch.cache_misses() > self._misses[parallel]
-        self._misses[parallel] = launch.cache_misses()
+    def _first_use(self, launch: _Launch, run_ms: float) -> tuple[str, float]:
+        """(cache origin, compile ms) of a run that is the Prepared's first, or that made
+        numba compile an entry point or load it from numba's cache (the parallel flavour on
+        its first big input, any flavour on its first strided input). That time is inside
+        `run_ms` and is added to the compile time. Newly compiled code is sealed into the
+        disk entry so the next process loads it."""
+        cache, compile_ms = ("memory", 0.0) if self._ran else (self.origin, self.compile_ms)
+        self._ran = True
+        if launch.specialisations() == launch.known:
+            return cache, compile_ms
+        launch.known = launch.specialisations()
+        misses = launch.cache_misses()
+        compiled = misses > launch.misses
+        launch.misses = misses
         if compiled:
             disk_cache.seal_module(self._key, compile_ms=run_ms, new_compile=True)
-        return "compiled" if compiled else "disk"
+        origin = "compiled" if compiled else "disk"
+        return ("compiled" if "compiled" in (cache, origin) else origin), compile_ms + run_ms
 
     def _results(self, raw):
-        if self._reduce is None:
+        convs = self._convs
+        if convs is None:
             if not self._f16_outputs:
                 return raw
             out = list(raw)
             for k in self._f16_outputs:
                 out[k] = out[k].view(np.float16)
             return tuple(out)
-        results, j = [], 0
-        for agg in self._reduce:
-            if agg.op == "first":
-                idx = int(raw[j])
-                vals = tuple(np.dtype(v.dtype).type(x)
-                             for v, x in zip(agg.values, raw[j + 1:j + 1 + len(agg.values)]))
-                results.append((idx, vals if idx >= 0 else ()))
-            elif agg.op == "count":
-                results.append(int(raw[j]))
-            elif agg.op in ("any", "all"):
-                results.append(bool(raw[j]))
-            else:
-                results.append(np.dtype(agg.dtype).type(raw[j]))
-            j += numba_py.result_slots(agg)
-        return results
+        if len(convs) == 1:
+            return [convs[0](raw)]
+        return [c(raw) for c in convs]
 
 
 class CpuBackend(Backend):
