@@ -62,15 +62,31 @@ def require(name: str) -> Backend:
 
 
 def gpu_threshold() -> int:
-    """Smallest input (elements) worth sending to a GPU; QUERYCOMPUTE_GPU_MIN_ELEMENTS overrides."""
-    return int(os.environ.get("QUERYCOMPUTE_GPU_MIN_ELEMENTS", 1 << 18))
+    """Smallest input (elements) worth sending to a GPU; QUERYCOMPUTE_GPU_MIN_ELEMENTS overrides
+    (read at import, so the warm path does not consult the environment)."""
+    return _THRESHOLD
+
+
+_THRESHOLD = int(os.environ.get("QUERYCOMPUTE_GPU_MIN_ELEMENTS", 1 << 18))
+
+
+_auto: dict[bool, str] = {}        # large input? -> backend; forgotten when one breaks
 
 
 def choose_auto(n: int, on_device: bool) -> str:
     """cuda for CUDA-resident data; a real GPU for large inputs; else the cpu backend."""
     if on_device:
         return "cuda"
-    if n >= gpu_threshold():
+    large = n >= gpu_threshold()
+    name = _auto.get(large)
+    if name is None:
+        name = _choose(large)
+        _auto[large] = name
+    return name
+
+
+def _choose(large: bool) -> str:
+    if large:
         for name in ("cuda", "opencl"):
             if availability(name)[0] and getattr(get(name), "is_gpu", False):
                 return name
@@ -81,5 +97,6 @@ def mark_broken(name: str, why: str) -> None:
     """A GPU backend failed at run time: warn once, never pick it again in this process."""
     if name not in _broken:
         _broken[name] = why
+        _auto.clear()
         warnings.warn(f"querycompute: backend {name!r} failed ({why}); falling back to 'cpu' for "
                       f"the rest of this process (see qc.last_trace())", RuntimeWarning, stacklevel=4)
