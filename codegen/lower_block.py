@@ -59,13 +59,18 @@ def block_reduce(accs: list[Acc], use_shuffles: bool) -> tuple[list[K.SharedArra
         return _shuffle_reduce(accs, slots)
     shared = [K.SharedArray(shared_name(s), s.dtype, BLOCK) for s in slots]
     publish = [K.Store(shared_name(s), LID, s) for s in slots]
-    step = lambda off: [  # noqa: E731  (tiny closure keeps the tree readable)
+    # Values cross barriers only in shared memory: each step re-reads the thread's own slots,
+    # and every thread reads the result at the end. A register live across a barrier costs
+    # pocl a per-thread spill (its work-item loops split at barriers): ~7% of W1 stage 1 at 1e6.
+    reload = lambda at: [K.Assign(s, K.KLoad(shared_name(s), at, s.dtype)) for s in slots]  # noqa: E731
+    step = lambda off: [  # noqa: E731  (tiny closures keep the tree readable)
         K.If(K.op("<", LID, off),
-             tuple(fold_from(accs, lambda s: K.KLoad(shared_name(s), K.op("+", LID, off), s.dtype))
+             tuple(reload(LID)
+                   + fold_from(accs, lambda s: K.KLoad(shared_name(s), K.op("+", LID, off), s.dtype))
                    + publish)),
         K.Barrier()]
-    stmts = [K.Comment("Shared-memory tree: halve the active threads each step; thread 0 ends with the block's result."),
-             *publish, K.Barrier(), _halving_loop("stride", BLOCK // 2, step)]
+    stmts = [K.Comment("Shared-memory tree: halve the active threads each step; slot 0 ends with the block's result."),
+             *publish, K.Barrier(), _halving_loop("stride", BLOCK // 2, step), *reload(K.i32(0))]
     return shared, stmts
 
 

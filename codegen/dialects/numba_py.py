@@ -24,12 +24,10 @@ from __future__ import annotations
 
 from ..program import Agg, Filter, Let, Pass, Reduce, ToArray
 from .numba_py_expr import ExprPrinter
-from .numba_py_helpers import SCALAR_JIT, helper_source
+from .numba_py_helpers import helper_source, jit_decorator
 from .numba_py_reduce import ReducePrinter
 
 CHUNK = 1 << 16                       # elements per chunk (fixed: results don't depend on threads)
-_ENTRY_JIT = {"serial": '@njit(error_model="numpy", fastmath=False, cache=False)',
-              "parallel": '@njit(error_model="numpy", fastmath=False, parallel=True, cache=False)'}
 
 
 def storage_dtype(dtype: str) -> str:
@@ -49,18 +47,25 @@ def _describe(t) -> str:
     return "reduce " + ", ".join(f"{a.op}:{a.dtype}" for a in t.aggs)
 
 
-def render(p: Pass) -> str:
-    """The module source for pass `p`."""
-    return _ModulePrinter(p).render()
+def render(p: Pass, cache: bool = False) -> str:
+    """The module source for pass `p`; `cache=True` switches numba's on-disk cache on for
+    every function (for a module imported from a file, as the cpu backend does)."""
+    return _ModulePrinter(p, cache).render()
 
 
 class _ModulePrinter:
-    def __init__(self, p: Pass):
+    def __init__(self, p: Pass, cache: bool):
         if not p.name.isidentifier():
             raise ValueError(f"Pass.name {p.name!r} is not a valid identifier")
         self.p = p
         self.prog = p.program
         self.helpers: set = set()
+        self.cache = cache
+        # decorators: "scalar" (helpers, element, fold), "chunk" (reduce partials, with the
+        # reassociation that vectorises float sums), "serial" and "parallel" entry points
+        self.jits = {"scalar": jit_decorator(cache), "serial": jit_decorator(cache),
+                     "chunk": jit_decorator(cache, fastmath='{"reassoc"}'),
+                     "parallel": jit_decorator(cache, parallel=True)}
         ins = [f"in_{s.name}" for s in self.prog.inputs]
         # inputs then params: every kernel function takes them after its own arguments
         self.args = ", ".join(ins + [f"p_{s.name}" for s in self.prog.params])
@@ -74,12 +79,12 @@ class _ModulePrinter:
             kernels = self._to_array()
         elif isinstance(self.p.terminal, Reduce):
             reduce = ReducePrinter(self.p, self._element_name(), self.args,
-                                   self.helpers, _ENTRY_JIT)
+                                   self.helpers, self.jits)
             element = self._element(reduce)
             kernels = reduce.render()
         else:
             raise TypeError(f"unknown terminal {type(self.p.terminal).__name__}")
-        helpers = [helper_source(kind, ft) for kind, ft in sorted(self.helpers, key=str)]
+        helpers = [helper_source(kind, ft, self.cache) for kind, ft in sorted(self.helpers, key=str)]
         return "\n\n\n".join([self._header()] + helpers + [element] + kernels) + "\n"
 
     def _header(self) -> str:
@@ -130,7 +135,7 @@ class _ModulePrinter:
         else:
             values = reduce.element_returns(values, ep.lines)
         ret = ", ".join(["keep"] + values)
-        return (f"{SCALAR_JIT}\n"
+        return (f"{self.jits['scalar']}\n"
                 f"def {self._element_name()}({self._a('i')}):\n"
                 f'    """Element i: (keep, values...); i is unsigned so loads skip '
                 f'negative-index fix-ups."""\n'
@@ -160,7 +165,7 @@ class _ModulePrinter:
         if not self.prog.has_filter:
             def dense(loop: str) -> str:
                 stores = "".join(f"        {o}[i] = {e}\n" for o, e in zip(outs, elems))
-                return (f"{_ENTRY_JIT[loop]}\n"
+                return (f"{self.jits[loop]}\n"
                         f"def {self.p.name}_{loop}({self._a('n, ' + out_args)}):\n"
                         f'    """No filter: element i is stored at index i of every output."""\n'
                         f"    for i in {'prange' if loop == 'parallel' else 'range'}(n):\n"
@@ -170,7 +175,7 @@ class _ModulePrinter:
 
         def count(loop: str) -> str:
             rng = "prange" if loop == "parallel" else "range"
-            return (f"{_ENTRY_JIT[loop]}\n"
+            return (f"{self.jits[loop]}\n"
                     f"def {self.p.name}_count_{loop}({self._a('n')}):\n"
                     f'    """Compaction pass 1: survivors per fixed chunk, prefix-summed, so\n'
                     f"    offsets[c] is where chunk c's first survivor goes and offsets[-1]\n"
@@ -189,17 +194,24 @@ class _ModulePrinter:
 
         def write(loop: str) -> str:
             rng = "prange" if loop == "parallel" else "range"
-            stores = "".join(f"                {o}[pos] = {e}\n" for o, e in zip(outs, elems))
-            return (f"{_ENTRY_JIT[loop]}\n"
+            stores = "".join(f"                {o}[np.uint64(pos)] = {e}\n"
+                             for o, e in zip(outs, elems))
+            return (f"{self.jits[loop]}\n"
                     f"def {self.p.name}_write_{loop}({self._a('n, offsets, ' + out_args)}):\n"
                     f'    """Compaction pass 2: each chunk writes its survivors, in source\n'
-                    f'    order, from its offset; chunks never overlap, so order is kept."""\n'
+                    f"    order, from its offset; chunks never overlap, so order is kept.\n"
+                    f"    Every element is stored at the next free slot and only a survivor\n"
+                    f"    moves it on (a dropped one is overwritten by the next survivor):\n"
+                    f"    no branch on `keep`, which mispredicts on real data. The only branch\n"
+                    f"    stops the stores after the chunk's last survivor, so a chunk never\n"
+                    f'    writes into the next one\'s slots."""\n'
                     f"    nch = (n + CHUNK - 1) // CHUNK\n"
                     f"    for c in {rng}(nch):\n"
                     f"        pos = offsets[c]\n"
+                    f"        end = offsets[c + 1]\n"
                     f"        for i in range(c * CHUNK, min(n, c * CHUNK + CHUNK)):\n"
                     f"            {unpack} = {call}\n"
-                    f"            if keep:\n"
+                    f"            if pos < end:\n"
                     f"{stores}"
-                    f"                pos += 1").rstrip("\n")
+                    f"            pos += np.int64(keep)").rstrip("\n")
         return [count("serial"), write("serial"), count("parallel"), write("parallel")]

@@ -177,8 +177,11 @@ class ExprPrinter:
         raise ValueError(f"unknown binary op {op!r}; expected one of {E.BINARY_OPS}")
 
     def _float_helper(self, kind: str, a: str, b: str, d: str) -> str:
+        """Float // or % (both call the fmod helper of their float type)."""
         if d == "float16":                 # NumPy computes half divmod in float32, then rounds
+            self._helper("fmod", "float32")
             return self._round(d, f"{self._helper(kind, 'float32')}({a}, {b})")
+        self._helper("fmod", d)
         return f"{self._helper(kind, d)}({a}, {b})"
 
     def _shift(self, op: str, a: str, b: str, d: str) -> str:

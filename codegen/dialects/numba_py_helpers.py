@@ -7,9 +7,14 @@ rounding), and they must not inherit a kernel's reassociation flag.
 """
 from __future__ import annotations
 
-# The decorator every scalar helper and the element function use. `fastmath=False` is
-# explicit because numba otherwise *inherits* the caller's flags into a callee.
-SCALAR_JIT = '@njit(error_model="numpy", fastmath=False, cache=False)'
+
+def jit_decorator(cache: bool, fastmath: str = "False", parallel: bool = False) -> str:
+    """The `@njit(...)` line of a generated function. Scalar helpers and the element
+    function use the default: `fastmath=False` is explicit because numba otherwise
+    *inherits* the caller's flags into a callee. `cache` switches numba's on-disk cache."""
+    par = "parallel=True, " if parallel else ""
+    return f'@njit(error_model="numpy", fastmath={fastmath}, {par}cache={cache})'
+
 
 _TEMPLATES = {
     # float16 values live in float32 registers; after every operation they are rounded to
@@ -115,14 +120,15 @@ def _ipow(a, b):
 
 # Float floor division and remainder transcribe NumPy's npy_divmod / npy_floor_divide /
 # npy_remainder (numpy/_core/src/npymath/npy_math_internal.h.src) operation by operation,
-# in the operands' own float type {T}, so inf/nan/zero cases come out bit-identical.
+# in the operands' own float type {T}, so inf/nan/zero cases come out bit-identical. Their
+# fmod is the "fmod" helper `_fmod_{T}`: see _FMOD for why float32 has its own.
 _FLOAT_TEMPLATES = {
     "ffloordiv": '''
 {jit}
 def _ffloordiv_{T}(a, b):
     if b == 0:
         return np.{T}(a / b)
-    mod = np.{T}(np.fmod(a, b))
+    mod = _fmod_{T}(a, b)
     div = np.{T}((a - mod) / b)
     if mod != 0:
         if (b < 0) != (mod < 0):
@@ -137,7 +143,7 @@ def _ffloordiv_{T}(a, b):
     "fremainder": '''
 {jit}
 def _fremainder_{T}(a, b):
-    mod = np.{T}(np.fmod(a, b))
+    mod = _fmod_{T}(a, b)
     if b == 0:
         return mod
     if mod != 0:
@@ -149,13 +155,50 @@ def _fremainder_{T}(a, b):
 }
 
 
+# fmod is a libm call (LLVM's frem) costing tens of cycles and no vector form. For float32
+# operands it is computed exactly in float64 instead whenever |a/b| < 2**28, falling back to
+# the libm call otherwise (inf, nan, b == 0, huge quotients). Why that is exact: a and b are
+# integer multiples of u = the smaller of their ulps, and b < 2**24 of b's ulps, so a
+# non-integer a/b is at least 2**-24 from every integer once |a/b| >= 1 (and for |a/b| < 1
+# it is far from 1 unless a and b share a binade, where the same bound holds); the double
+# quotient's error is below |a/b| * 2**-53 < 2**-25, so trunc() of it is the true integer
+# quotient q. q (< 2**28) times b (24 bits) fits 53 bits, and a - q*b is a multiple of u
+# smaller than |b|, so both are exact: the result is fmod's, whose sign is a's (copysign
+# also gives -0.0 for a == -0.0 or an exact zero remainder of a negative a).
+# The fallback is an opaque libm call (numba_py_runtime.libm_fmod): LLVM would evaluate an
+# `frem` on every element of a vectorised loop. tests/test_cpu_fmod.py checks all of this
+# bit for bit against np.fmod / np.remainder.
+_FMOD = {
+    "float32": '''
+{jit}
+def _fmod_float32(a, b):
+    """np.fmod(a, b) of float32 operands, exactly, mostly without the libm call."""
+    x = np.float64(a)
+    y = np.float64(b)
+    q = x / y
+    if abs(q) < 268435456.0 and abs(y) < np.inf:
+        return np.float32(math.copysign(x - np.trunc(q) * y, x))
+    return libm_fmod(a, b)
+''',
+    "float64": '''
+{jit}
+def _fmod_float64(a, b):
+    """np.fmod(a, b) of float64 operands (the libm call: no wider type to compute in)."""
+    return np.float64(np.fmod(a, b))
+''',
+}
+
+
 def helper_name(kind: str, float_type: str | None = None) -> str:
     """The function name a generated module calls for helper `kind`."""
     return f"_{kind}_{float_type}" if float_type else f"_{kind}"
 
 
-def helper_source(kind: str, float_type: str | None = None) -> str:
+def helper_source(kind: str, float_type: str | None = None, cache: bool = False) -> str:
     """Source text of one helper (float helpers are instantiated per float type)."""
+    jit = jit_decorator(cache)
+    if kind == "fmod":
+        return _FMOD[float_type].replace("{jit}", jit).strip()
     if float_type:
-        return _FLOAT_TEMPLATES[kind].replace("{T}", float_type).replace("{jit}", SCALAR_JIT).strip()
-    return _TEMPLATES[kind].replace("{jit}", SCALAR_JIT).strip()
+        return _FLOAT_TEMPLATES[kind].replace("{T}", float_type).replace("{jit}", jit).strip()
+    return _TEMPLATES[kind].replace("{jit}", jit).strip()

@@ -3,7 +3,8 @@
 Every Agg owns a few state variables. Per element, the chunk loop updates all of them
 without branching (a dropped element contributes the identity), so LLVM vectorises the
 loop. Per chunk the state is returned as a tuple, stored in per-chunk arrays, and combined
-in chunk order by the entry point, which makes results deterministic.
+in chunk order by the entry point, which makes results deterministic (and the same for a
+strided input as for a contiguous one: see `_entry`).
 
 State per op (agg k):
   sum    s_k                     float identity is -0.0 (x + -0.0 == x for every x, -0.0 too)
@@ -20,10 +21,7 @@ from __future__ import annotations
 from .. import dtypes as D
 from ..program import Agg, Pass
 from .numba_py_expr import ExprPrinter, const_text, register_type
-from .numba_py_helpers import SCALAR_JIT
 from .numba_py_runtime import order_key
-
-_CHUNK_JIT = '@njit(error_model="numpy", fastmath={"reassoc"}, cache=False)'
 
 
 def _type_max(d: str) -> str:
@@ -48,14 +46,16 @@ def _zero(d: str) -> str:
 
 
 class ReducePrinter:
-    def __init__(self, p: Pass, element: str, args: str, helpers: set, entry_jit: dict):
+    def __init__(self, p: Pass, element: str, args: str, helpers: set, jits: dict):
+        """`jits`: the decorator lines by function kind (see numba_py._ModulePrinter)."""
         self.p = p
         self.aggs: tuple[Agg, ...] = p.terminal.aggs
         self.element = element
         self.args = args
         self.helpers = helpers
-        self.entry_jit = entry_jit
+        self.jits = jits
         self.first_only = all(a.op == "first" for a in self.aggs)
+        self.inputs = [f"in_{s.name}" for s in p.program.inputs]
         # element return names, per agg, in the element's return order
         self.values: list[list[str]] = []
         k = 0
@@ -205,7 +205,7 @@ class ReducePrinter:
         ep.bind_var("item", "item")
         result = ep.value(agg.combine)
         body = "".join(f"    {line}\n" for line in ep.lines)
-        return (f"{SCALAR_JIT}\n"
+        return (f"{self.jits['scalar']}\n"
                 f"def {self.p.name}_fold{k}(acc, item):\n"
                 f'    """The fold combine of agg {k}: associative, so per-chunk partials '
                 f'combine in order."""\n'
@@ -226,7 +226,7 @@ class ReducePrinter:
                 loop += self._update(k, agg)
         body = "".join(f"        {line}\n" for line in loop)
         ret = ", ".join(name for name, _, _ in states)
-        return (f"{_CHUNK_JIT}\n"
+        return (f"{self.jits['chunk']}\n"
                 f"def {self.p.name}_chunk({self._a('lo, hi')}):\n"
                 f'    """Partial state of elements [lo, hi). Only the accumulating adds here\n'
                 f"    are float ops, so `reassoc` lets LLVM keep several vector lanes of\n"
@@ -239,7 +239,14 @@ class ReducePrinter:
     def _entry(self, loop: str) -> str:
         states = [st for k, agg in enumerate(self.aggs) for st in self._state(k, agg)]
         rng = "prange" if loop == "parallel" else "range"
-        lines = ["nch = (n + CHUNK - 1) // CHUNK"]
+        lines = []
+        if any(a.op == "sum" and D.is_float(a.dtype) for a in self.aggs):
+            # `reassoc` lets LLVM vectorise a contiguous chunk loop, but a strided one
+            # differently (other lane partial sums, other bits). A strided input is copied
+            # to a contiguous one so the same values always add in the same order; for a
+            # contiguous input numba compiles this to nothing.
+            lines += [f"{x} = np.ascontiguousarray({x})" for x in self.inputs]
+        lines.append("nch = (n + CHUNK - 1) // CHUNK")
         lines += [f"P_{name} = np.empty(nch, {T})" for name, T, _ in states]
         lines += [f"for c in {rng}(nch):",
                   f"    r = {self.p.name}_chunk({self._a('c * CHUNK, min(n, c * CHUNK + CHUNK)')})"]
@@ -253,7 +260,7 @@ class ReducePrinter:
             lines += self._finish(k, agg)
         lines.append(f"return ({', '.join(self._result_names())},)")
         body = "".join(f"    {line}\n" for line in lines)
-        return (f"{self.entry_jit[loop]}\n"
+        return (f"{self.jits[loop]}\n"
                 f"def {self.p.name}_{loop}({self._a('n')}):\n"
                 f'    """Chunks of CHUNK elements ({"in parallel" if loop == "parallel" else "one after another"}), '
                 f'partials combined in chunk order."""\n'

@@ -5,6 +5,11 @@ float's bits as a same-width integer and back (numba has no scalar `.view`). Flo
 reductions use them: the integer key `b ^ ((b >> (w-1)) & MAX)` orders like the float
 (-0.0 just below +0.0), and integer min/max reductions vectorise without any fast-math
 flag, while float compare-selects need `nnan` on the whole function.
+
+`libm_fmod` calls the C library's fmodf / fmod as an opaque function. numba's np.fmod is
+LLVM's `frem` instruction, which LLVM treats as free of side effects: in a vectorised loop it
+evaluates a rarely taken `frem` for every lane (a libm call per element). An opaque call
+stays on its branch, so the float32 fmod fast path (numba_py_helpers._FMOD) keeps its speed.
 """
 from __future__ import annotations
 
@@ -12,7 +17,7 @@ import math
 
 import numpy as np
 
-NAMESPACE_NAMES = ("np", "math", "njit", "prange", "float_bits", "bits_float")
+NAMESPACE_NAMES = ("np", "math", "njit", "prange", "float_bits", "bits_float", "libm_fmod")
 _cached: dict | None = None
 
 
@@ -26,7 +31,9 @@ def namespace() -> dict:
 
 def _build() -> dict:
     import numba
+    from llvmlite import ir
     from numba import types
+    from numba.core import cgutils
     from numba.extending import intrinsic
 
     widths = {types.float32: types.int32, types.float64: types.int64}
@@ -54,8 +61,23 @@ def _build() -> dict:
             return builder.bitcast(args[0], context.get_value_type(rt))
         return rt(k), codegen
 
+    libm_names = {types.float32: "fmodf", types.float64: "fmod"}
+
+    @intrinsic
+    def libm_fmod(typingctx, a, b):
+        """fmod(a, b) of two float32 or two float64 by a call into the C library."""
+        if a != b or a not in libm_names:
+            return None
+
+        def codegen(context, builder, sig, args):
+            ftype = context.get_value_type(sig.return_type)
+            fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ftype, [ftype, ftype]),
+                                                libm_names[sig.return_type])
+            return builder.call(fn, args)
+        return a(a, b), codegen
+
     return {"np": np, "math": math, "njit": numba.njit, "prange": numba.prange,
-            "float_bits": float_bits, "bits_float": bits_float}
+            "float_bits": float_bits, "bits_float": bits_float, "libm_fmod": libm_fmod}
 
 
 def order_key(value: float, dtype: str) -> int:

@@ -35,6 +35,9 @@ SERIAL_MAX = 32768
 # parallel kernels at once; serialising parallel launches costs ~0.1 us and is always safe.
 _PARALLEL_LOCK = threading.Lock()
 
+_clock = time.perf_counter
+_CHUNK, _BLOCK = numba_py.CHUNK, (numba_py.CHUNK,)      # a trace row's grid and block
+
 _modules: dict[Pass, tuple] = {}      # Pass -> (module namespace, cache key); its
                                       # dispatchers keep every specialisation numba compiled
 
@@ -96,6 +99,9 @@ class _Launch:
     def __init__(self, p: Pass, ns: dict, parallel: bool):
         kind = "parallel" if parallel else "serial"
         name = p.name
+        self.parallel = parallel
+        # the serial flavour only sees n < SERIAL_MAX <= CHUNK: always one chunk
+        self.grid = (1,) if not parallel and SERIAL_MAX <= numba_py.CHUNK else None
         self.name = f"{name}_{kind}"
         self.storage = tuple(np.dtype(numba_py.storage_dtype(d)) for d in p.program.output_dtypes)
         if isinstance(p.terminal, Reduce):
@@ -111,16 +117,17 @@ class _Launch:
                             else (self.entry,))
         # numba's per-dispatcher signature tables: they only grow, and only when a call
         # compiled or loaded a new specialisation, so their total size tells a warm call
-        # (nothing new) from one that must report a compile or a load, at ~50 ns
+        # (nothing new) from one that must report a compile or a load, at ~50 ns.
+        # specialisations() -> how many signatures numba holds for these entry points.
         self._tables = tuple(d.overloads for d in self.dispatchers)
+        self.specialisations = (self._tables[0].__len__ if len(self._tables) == 1
+                                else self._two_tables)
         self.known = self.specialisations()
         self.misses = self.cache_misses()
 
-    def specialisations(self) -> int:
-        """How many signatures numba holds for these entry points (grows on a compile or a
-        load from numba's cache, e.g. the first strided input)."""
-        t = self._tables
-        return len(t[0]) if len(t) == 1 else len(t[0]) + len(t[1])
+    def _two_tables(self) -> int:
+        """specialisations() of a compaction: count and write each have a table."""
+        return len(self._tables[0]) + len(self._tables[1])
 
     def cache_misses(self) -> int:
         """How many times numba compiled these entry points rather than loading its cache."""
@@ -197,7 +204,7 @@ class CpuPrepared(Prepared):
         self._ran = False
 
     def run(self, inputs: Sequence[Any], params: Sequence[Any], n: int, trace: Trace) -> Any:
-        t0 = time.perf_counter()
+        t0 = _clock()
         if self._f16_inputs:      # numba has no CPU float16: pass the bits (a view, no copy)
             inputs = list(inputs)
             for k in self._f16_inputs:
@@ -205,21 +212,29 @@ class CpuPrepared(Prepared):
         if params and tuple(map(type, params)) != self._param_types:
             # a Python number would make numba compile a float64/int64 variant
             params = [pt(v) for pt, v in zip(self._param_types, params)]
-        parallel = n >= SERIAL_MAX
-        launch = self._launches[parallel]
-        if parallel:
+        launch = self._launches[n >= SERIAL_MAX]
+        convs = self._convs
+        if launch.parallel:
             with _PARALLEL_LOCK:
                 raw = launch.call(n, inputs, params)
+        elif convs is not None:   # the common small reduce, without the extra call level
+            raw = launch.entry(n, *inputs, *params)
         else:
             raw = launch.call(n, inputs, params)
-        result = self._results(raw)
-        run_ms = (time.perf_counter() - t0) * 1e3
+        if convs is None:
+            result = self._arrays(raw)
+        elif len(convs) == 1:
+            result = [convs[0](raw)]
+        else:
+            result = [c(raw) for c in convs]
+        run_ms = (_clock() - t0) * 1e3
         if self._ran and launch.specialisations() == launch.known:
             cache, compile_ms = "memory", 0.0
         else:
             cache, compile_ms = self._first_use(launch, run_ms)
-        trace.kernels.append(KernelRun(launch.name, "numba", (-(-n // numba_py.CHUNK) or 1,),
-                                       (numba_py.CHUNK,), cache, compile_ms, run_ms))
+        grid = launch.grid if launch.grid is not None else (-(-n // _CHUNK),)
+        trace.kernels.append(KernelRun(launch.name, "numba", grid, _BLOCK, cache, compile_ms,
+                                       run_ms))
         return result
 
     def _first_use(self, launch: _Launch, run_ms: float) -> tuple[str, float]:
@@ -241,18 +256,14 @@ class CpuPrepared(Prepared):
         origin = "compiled" if compiled else "disk"
         return ("compiled" if "compiled" in (cache, origin) else origin), compile_ms + run_ms
 
-    def _results(self, raw):
-        convs = self._convs
-        if convs is None:
-            if not self._f16_outputs:
-                return raw
-            out = list(raw)
-            for k in self._f16_outputs:
-                out[k] = out[k].view(np.float16)
-            return tuple(out)
-        if len(convs) == 1:
-            return [convs[0](raw)]
-        return [c(raw) for c in convs]
+    def _arrays(self, raw: tuple) -> tuple:
+        """ToArray outputs in their dtypes: float16 ones arrive as uint16 bits."""
+        if not self._f16_outputs:
+            return raw
+        out = list(raw)
+        for k in self._f16_outputs:
+            out[k] = out[k].view(np.float16)
+        return tuple(out)
 
 
 class CpuBackend(Backend):

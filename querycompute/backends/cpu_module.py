@@ -1,10 +1,10 @@
 """The cpu backend's module as it is compiled and cached: the numba dialect's source made
 importable on its own, with numba's own cache switched on, and its disk-cache key.
 
-codegen.dialects.numba_py prints a module meant to run in numba_py_runtime.namespace() with
-`cache=False` on every function. Here it gets a two-line prelude that pulls that namespace in
-(so the file, imported from its cache entry, runs as it is) and `cache=True`, so numba writes
-its compiled code into __pycache__/ beside the file, where the disk cache seals it.
+codegen.dialects.numba_py prints a module meant to run in numba_py_runtime.namespace(); here
+it is printed with `cache=True` on every function, so numba writes its compiled code into
+__pycache__/ beside the file, where the disk cache seals it, and gets a two-line prelude that
+pulls that namespace in (so the file, imported from its cache entry, runs as it is).
 """
 from __future__ import annotations
 
@@ -17,20 +17,11 @@ from ..cache import disk_cache, numba_identity
 
 PRELUDE = ("from codegen.dialects.numba_py_runtime import namespace as _qc_namespace\n"
            "globals().update(_qc_namespace())\n")
-_JIT_OFF, _JIT_ON = "cache=False)", "cache=True)"
 
 
 def module_source(p: Pass) -> str:
     """The exact text the cpu backend writes, imports and numba compiles for pass p."""
-    src = numba_py.render(p)
-    decorators = src.count("@njit(")
-    if src.count(_JIT_OFF) != decorators:
-        # A dialect change this module does not know: better a loud error than functions
-        # numba silently never caches (every process would compile again).
-        raise RuntimeError(f"numba dialect printed {decorators} @njit decorators but "
-                           f"{src.count(_JIT_OFF)} with {_JIT_OFF!r}; update "
-                           f"querycompute/backends/cpu_module.py to switch numba's cache on")
-    return PRELUDE + src.replace(_JIT_OFF, _JIT_ON)
+    return PRELUDE + numba_py.render(p, cache=True)
 
 
 @lru_cache(maxsize=1)
