@@ -106,15 +106,13 @@ class _Launch:
         self.storage = tuple(np.dtype(numba_py.storage_dtype(d)) for d in p.program.output_dtypes)
         if isinstance(p.terminal, Reduce):
             self.entry = ns[f"{name}_{kind}"]
-            self.call = self._reduce
+            self.call, self.dispatchers = self._reduce, (self.entry,)
         elif p.program.has_filter:
             self.count, self.write = ns[f"{name}_count_{kind}"], ns[f"{name}_write_{kind}"]
-            self.call = self._compact
+            self.call, self.dispatchers = self._compact, (self.count, self.write)
         else:
             self.entry = ns[f"{name}_{kind}"]
-            self.call = self._dense
-        self.dispatchers = ((self.count, self.write) if self.call == self._compact
-                            else (self.entry,))
+            self.call, self.dispatchers = self._dense, (self.entry,)
         # numba's per-dispatcher signature tables: they only grow, and only when a call
         # compiled or loaded a new specialisation, so their total size tells a warm call
         # (nothing new) from one that must report a compile or a load, at ~50 ns.
