@@ -21,7 +21,7 @@ from .cache import disk_cache
 
 note_memory_hit = disk_cache.note_memory_hit
 from .errors import QueryError, codegen_errors
-from .frontend import LambdaSource, RecordVal, Scalar, TupleVal, capture_values, lambda_source
+from .frontend import LambdaSource, capture_key, RecordVal, Scalar, TupleVal, capture_values, lambda_source
 from .fusion import Lowered, Lowering
 from .sources import Source, is_device_array
 
@@ -67,23 +67,11 @@ def slot_info(fn) -> tuple:
     return src, capture_values(fn, src)
 
 
-def _capture_sig(v) -> Any:
-    t = type(v)
-    if t is bool or t is int or t is float:
-        return t
-    if isinstance(v, np.generic):
-        return v.dtype
-    try:
-        hash(v)
-        return v
-    except TypeError:
-        return ("unhashable", id(v))
-
-
 def _slot_sig(src, env) -> tuple:
+    """What a lambda's IR depends on: its code and the types (not values) of its captures."""
     if src.code is None:
         return (src,)
-    return (src.code,) + tuple(_capture_sig(env[c]) for c in src.captures if c in env)
+    return (src.code,) + capture_key(env)
 
 
 def _input_name(source: Source, i: int) -> str:
@@ -132,9 +120,15 @@ def lower(source: Source, dts: tuple, ops: tuple, term: TerminalReq, infos: list
 
 def param_values(lowered: Lowered, infos: list, source: Source) -> list:
     out = []
-    for key in lowered.bindings:
+    for key, limits in zip(lowered.bindings, lowered.limits):
         where, name, dtype = key
         v = source.range_args[name] if where == "range" else infos[where][1][name]
+        if limits is not None and type(v) is int and not limits[0] <= v <= limits[1]:
+            src = infos[where][0]
+            raise QueryError(f"{src.where(src.body)}: captured {name!r} = {v} is out of bounds for "
+                             f"{limits[2]}, the type it meets in `{src.text}` (NumPy 2 raises "
+                             f"OverflowError here); use a value in [{limits[0]}, {limits[1]}] "
+                             f"or make the element wider first, e.g. np.int64(v)")
         try:
             out.append(np.dtype(dtype).type(v))
         except (OverflowError, ValueError, TypeError) as exc:

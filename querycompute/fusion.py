@@ -28,6 +28,32 @@ class Lowered:
     fields: tuple          # record field names / tuple arity placeholder
     finishes: tuple        # per terminal spec: terminals.Finish
     steps: tuple = ()      # per chain operator: (kind, element bytes after it), for explain()
+    limits: tuple = ()     # per program param: (lo, hi, dtype) it must fit when it is a
+                           # Python int (NumPy 2 raises OverflowError there), or None
+
+
+def _all_exprs(p: Pass):
+    prog = p.program
+    roots = [st.expr if isinstance(st, Let) else st.cond for st in prog.body] + list(prog.outputs)
+    if isinstance(p.terminal, Reduce):
+        for a in p.terminal.aggs:
+            roots += list(a.values) + ([a.combine] if a.combine is not None else [])
+    for r in roots:
+        yield from E.walk(r)
+
+
+def param_limits(p: Pass) -> tuple:
+    """Where an int64 parameter is cast to a narrower integer type, a Python int captured for
+    it must be in that type's range: NumPy 2 refuses `int8_value + 300` (OverflowError), and
+    so do we, at launch, rather than wrap silently."""
+    bounds: dict[str, tuple] = {}
+    for e in _all_exprs(p):
+        if isinstance(e, E.Cast) and isinstance(e.x, E.Param) and e.x.dtype == "int64" \
+                and dtypes.is_int(e.dtype) and e.dtype != "int64":
+            lo, hi = dtypes.int_limits(e.dtype)
+            old = bounds.get(e.x.name, (lo, hi, e.dtype))
+            bounds[e.x.name] = (max(lo, old[0]), min(hi, old[1]), e.dtype if hi <= old[1] else old[2])
+    return tuple(bounds.get(ps.name) for ps in p.program.params)
 
 
 def _where(src) -> str:
@@ -162,8 +188,8 @@ class Lowering:
     def to_array(self, inputs, element) -> Lowered:
         shape, fields, items = leaves(element)
         prog = self.program(inputs, [s.expr for s in items])
-        return Lowered(Pass(prog, ToArray(), self.name), tuple(self.b.bindings), shape, fields, (),
-                       tuple(self.steps))
+        p = Pass(prog, ToArray(), self.name)
+        return Lowered(p, tuple(self.b.bindings), shape, fields, (), tuple(self.steps), param_limits(p))
 
     def reduce(self, inputs, element, specs: list, standalone: bool) -> Lowered:
         """specs: [(AggSpec, slot or None)]. A standalone count/first predicate becomes a Filter."""
@@ -187,8 +213,9 @@ class Lowering:
             value = element if slot is None or spec.kind == "fold" else self.apply(slot, element)
             finishes.append(self._agg(spec, slot, value, aggs, need_count))
         prog = self.program(inputs, [])
-        return Lowered(Pass(prog, Reduce(tuple(aggs)), self.name), tuple(self.b.bindings),
-                       "scalar", (), tuple(finishes), tuple(self.steps))
+        p = Pass(prog, Reduce(tuple(aggs)), self.name)
+        return Lowered(p, tuple(self.b.bindings), "scalar", (), tuple(finishes), tuple(self.steps),
+                       param_limits(p))
 
     def _agg(self, spec, slot, value, aggs: list, need_count) -> T.Finish:
         kind = spec.kind

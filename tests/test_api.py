@@ -185,3 +185,15 @@ def test_explain_shows_graph_plan_and_bytes():
     text = qc.query(X).select(lambda v: v * 2).where(lambda v: v > 1000).explain("cpu", terminal="sum")
     assert "operation graph" in text and "fused plan" in text and "keep if" in text
     assert "fused reads 4 B" in text
+
+
+def test_captured_python_int_out_of_range_is_refused_like_numpy(on):
+    x = np.arange(5, dtype=np.int8)
+    k = 100
+    q = qc.query(x).select(lambda v: v + k).on(on)
+    assert q.to_list() == [100, 101, 102, 103, 104]
+    k = 300                                   # np.int8(1) + 300 raises OverflowError in NumPy 2
+    with pytest.raises(qc.QueryError, match=r"test_api.py:\d+:\d+: captured 'k' = 300 is out of bounds for int8"):
+        q.to_list()
+    k = np.int64(300)                         # a NumPy int64 is strong: int64 arithmetic, no error
+    assert q.to_list() == [300, 301, 302, 303, 304]
