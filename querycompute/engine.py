@@ -7,7 +7,6 @@ launch. Parsing, translating, lowering and compiling happen only on a miss.
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import numpy as np
 
