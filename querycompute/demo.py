@@ -49,12 +49,14 @@ def run_demo(n: int = 5_000_000) -> int:
         got = run_qc()
         first = time.perf_counter() - t
         trace = qc.last_trace()
+        origin = trace.kernels[0].cache if trace.kernels else "memory"
         want = run_np()
         same = bool(np.isclose(float(got), float(want), rtol=1e-4))
         ok &= same
         warm, ref = _best(run_qc), _best(run_np)
         print(f"\n{title}\n  result {got!r} (numpy {want!r}) {'ok' if same else 'MISMATCH'}"
-              f"\n  backend {trace.backend}: first call {first * 1e3:.1f} ms (compile included), "
+              f"\n  backend {trace.backend}: first call {first * 1e3:.1f} ms (kernel "
+              f"{'compiled' if origin == 'compiled' else 'from the ' + origin + ' cache'}), "
               f"warm {warm * 1e3:.2f} ms, numpy {ref * 1e3:.2f} ms ({ref / warm:.1f}x)")
     q = qc.query(x).select(lambda v: v * 2).where(lambda v: v > 1000)
     backend = qc.last_trace().backend
