@@ -43,17 +43,9 @@ class TerminalReq:
                           tuple((s.kind, s.fn is not None, type(s.seed), s.seed) for _, s in specs))
 
 
-_plain_reqs: dict = {}
-
-
-def terminal_req(name: str, spec) -> TerminalReq:
-    """The request for a single-spec terminal; shared for spec-less ones (warm path)."""
-    req = _plain_reqs.get((name, id(spec))) if spec is None or spec.fn is None else None
-    if req is None:
-        req = TerminalReq(name, ((name, spec),) if spec is not None else ())
-        if spec is None or (spec.fn is None and spec is T.PLAIN.get(name)):
-            _plain_reqs[(name, id(spec))] = req
-    return req
+# The request of every terminal called without function or default, made once.
+PLAIN_REQUESTS = {name: TerminalReq(name) for name in ("to_array", "to_list")}
+PLAIN_REQUESTS.update({name: TerminalReq(name, ((name, spec),)) for name, spec in T.PLAIN.items()})
 
 
 def slot_info(fn) -> tuple:

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from . import engine
 from . import terminals as T
 from .backends import registry
 from .errors import QueryError
-from .sources import Source, from_args, from_range, is_plain_1d, validated
+from .sources import NATIVE_DTYPES, Source, from_args, from_range, validated
 
 _TERMINAL_NAMES = ("to_array", "to_list", "sum", "min", "max", "mean", "count", "any", "all", "first")
 
@@ -35,19 +37,22 @@ class Query:
         return f"<Query {self._source.kind}{chain} on {self._backend}>"
 
     # -- lazy operators ---------------------------------------------------------------------
-    def _with(self, kind: str, fn) -> "Query":
-        if not callable(fn) and not hasattr(fn, "body"):
-            raise TypeError(f"{kind}() takes a function (a lambda), got {type(fn).__name__}")
-        return Query(self._source, self._ops + ((kind, fn),), self._backend, self._kinds + kind[0],
-                     self._codes + (getattr(fn, "__code__", fn),))
+    def _with(self, kind: str, letter: str, fn) -> "Query":
+        code = getattr(fn, "__code__", None)
+        if code is None:                 # not a Python function: a parsed text lambda (CLI)?
+            if not hasattr(fn, "body"):
+                raise TypeError(f"{kind}() takes a function (a lambda), got {type(fn).__name__}")
+            code = fn
+        return Query(self._source, self._ops + ((kind, fn),), self._backend, self._kinds + letter,
+                     self._codes + (code,))
 
     def select(self, f) -> "Query":
         """Map every element with f (scalar, tuple or dict-literal record result)."""
-        return self._with("select", f)
+        return self._with("select", "s", f)
 
     def where(self, pred) -> "Query":
         """Keep the elements for which pred is true; order is preserved."""
-        return self._with("where", pred)
+        return self._with("where", "w", pred)
 
     def on(self, backend: str) -> "Query":
         """Pin a backend: "auto", "numpy", "cpu", "cuda", "opencl" or "metal"."""
@@ -56,8 +61,12 @@ class Query:
         return Query(self._source, self._ops, backend, self._kinds, self._codes)
 
     # -- terminal operators -----------------------------------------------------------------
-    def _run(self, name: str, spec: T.AggSpec | None = None):
-        return engine.run(self, engine.terminal_req(name, spec))
+    def _run(self, name: str, f=None, default=T.NO_DEFAULT):
+        if f is None and default is T.NO_DEFAULT:
+            req = engine.PLAIN_REQUESTS[name]          # shared: the warm path allocates none
+        else:
+            req = engine.TerminalReq(name, ((name, T.AggSpec(name, f, default)),))
+        return engine.run(self, req)
 
     def to_array(self):
         """Elements as an array (tuple of arrays for tuples, dict of arrays for records)."""
@@ -67,34 +76,34 @@ class Query:
         return self._run("to_list")
 
     def sum(self, f=None):
-        return self._run("sum", _spec("sum", f))
+        return self._run("sum", f)
 
     def min(self, f=None, *, default=T.NO_DEFAULT):
-        return self._run("min", _spec("min", f, default))
+        return self._run("min", f, default)
 
     def max(self, f=None, *, default=T.NO_DEFAULT):
-        return self._run("max", _spec("max", f, default))
+        return self._run("max", f, default)
 
     def mean(self, f=None, *, default=T.NO_DEFAULT):
-        return self._run("mean", _spec("mean", f, default))
+        return self._run("mean", f, default)
 
     def count(self, pred=None) -> int:
-        return self._run("count", _spec("count", pred))
+        return self._run("count", pred)
 
     def any(self, pred=None) -> bool:
-        return self._run("any", _spec("any", pred))
+        return self._run("any", pred)
 
     def all(self, pred=None) -> bool:
-        return self._run("all", _spec("all", pred))
+        return self._run("all", pred)
 
     def first(self, pred=None, *, default=T.NO_DEFAULT):
-        return self._run("first", _spec("first", pred, default))
+        return self._run("first", pred, default)
 
     def aggregate(self, func, seed):
         """Fold with an associative func(acc, v) whose identity is seed."""
         if not callable(func) and not hasattr(func, "body"):
             raise TypeError(f"aggregate() takes a function func(acc, v), got {type(func).__name__}")
-        return self._run("aggregate", T.AggSpec("fold", func, seed=seed))
+        return engine.run(self, engine.TerminalReq("aggregate", (("aggregate", T.AggSpec("fold", func, seed=seed)),)))
 
     def agg(self, **named) -> dict:
         """Several aggregates in one pass: q.agg(total=qc.sum, peak=qc.max, n=qc.count)."""
@@ -117,12 +126,6 @@ class Query:
         return explain(self, backend, terminal)
 
 
-def _spec(kind: str, f, default=T.NO_DEFAULT) -> T.AggSpec:
-    if f is None and default is T.NO_DEFAULT:
-        return T.PLAIN[kind]
-    return T.AggSpec(kind, f, default)
-
-
 def _agg_specs(named: dict) -> tuple:
     if not named:
         raise TypeError("agg() needs at least one named aggregate, e.g. q.agg(total=qc.sum)")
@@ -137,8 +140,10 @@ def _agg_specs(named: dict) -> tuple:
 
 def query(*arrays, **columns) -> Query:
     """qc.query(x) / qc.query(a, b) / qc.query(table) / qc.query(price=p, qty=q)."""
-    if len(arrays) == 1 and not columns and is_plain_1d(arrays[0]):
-        return Query(Source("array", arrays))          # the common case, checked cheaply
+    if len(arrays) == 1 and not columns:
+        x = arrays[0]
+        if type(x) is np.ndarray and x.ndim == 1 and x.dtype in NATIVE_DTYPES:
+            return Query(Source("array", arrays))      # the common case, checked cheaply
     return Query(validated(from_args(arrays, columns)))
 
 

@@ -26,17 +26,12 @@ def is_device_array(a: Any) -> bool:
     return cp is not None and isinstance(a, cp.ndarray)
 
 
-_NATIVE = frozenset(np.dtype(d) for d in dtypes.ALL)   # native byte order only
-
-
-def is_plain_1d(a: Any) -> bool:
-    """A 1-D numpy array of a kernel dtype in native byte order: usable as it is."""
-    return type(a) is np.ndarray and a.ndim == 1 and a.dtype in _NATIVE
+NATIVE_DTYPES = frozenset(np.dtype(d) for d in dtypes.ALL)   # native byte order only
 
 
 def _as_1d(a: Any, what: str):
     """Accept numpy/cupy arrays and anything with __array__ / DLPack; reject what kernels can't hold."""
-    if type(a) is np.ndarray and a.ndim == 1 and a.dtype in _NATIVE:
+    if type(a) is np.ndarray and a.ndim == 1 and a.dtype in NATIVE_DTYPES:
         return a                                      # the warm path: nothing to convert
     if not is_device_array(a) and not isinstance(a, np.ndarray):
         if hasattr(a, "__array__"):

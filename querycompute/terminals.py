@@ -100,7 +100,8 @@ def finish(f: Finish, raw: list, spec: AggSpec, key: str | None) -> Any:
     r = raw[f.agg]
     kind = f.kind
     if kind == "sum" or kind == "fold":
-        return _SCALAR[f.result_dtype](r)
+        t = _SCALAR[f.result_dtype]
+        return r if type(r) is t else t(r)
     if kind == "count":
         return int(r)
     if kind == "any" or kind == "all":
