@@ -40,7 +40,7 @@ class TerminalReq:
         self.standalone = standalone
         self.fns = [s.fn for _, s in specs if s.fn is not None]
         self.signature = (name, standalone,
-                          tuple((s.kind, s.fn is not None, type(s.seed), s.seed) for _, s in specs))
+                          tuple([(s.kind, s.fn is not None, type(s.seed), s.seed) for _, s in specs]))
 
 
 # The request of every terminal called without function or default, made once.

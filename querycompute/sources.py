@@ -54,6 +54,19 @@ def _as_1d(a: Any, what: str):
     return a
 
 
+def _plain_columns(items: tuple) -> bool:
+    """Every item a 1-D native numpy array, all of one length: usable as they are."""
+    n = -1
+    for a in items:
+        if type(a) is not np.ndarray or a.ndim != 1 or a.dtype not in NATIVE_DTYPES:
+            return False
+        if n != len(a):
+            if n >= 0:
+                return False
+            n = len(a)
+    return True
+
+
 class Source:
     """kind + how to get the columns. `fields` names the record fields of a table."""
     __slots__ = ("kind", "_items", "fields", "range_args")
@@ -68,6 +81,8 @@ class Source:
         """The 1-D arrays to read, in input order (validated; reads DataFrame columns now)."""
         if self.kind == "array":
             return (_as_1d(self._items[0], "the input"),)
+        if self.kind != "range" and _plain_columns(self._items):
+            return self._items                        # zip / dict table of plain arrays
         if self.kind == "range":
             return ()
         if self.kind == "table" and len(self._items) == 1 and not isinstance(self._items[0], np.ndarray) \

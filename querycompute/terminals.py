@@ -27,14 +27,17 @@ NO_DEFAULT = _NoDefault()
 NEEDS_ELEMENT = ("min", "max", "mean", "first")
 
 
-@dataclass(frozen=True)
 class AggSpec:
     """One aggregate: kind, optional lambda (final select, or predicate for count/any/all/first),
-    default for empty sequences, seed for `aggregate`."""
-    kind: str
-    fn: Any = None
-    default: Any = NO_DEFAULT
-    seed: Any = None
+    default for empty sequences, seed for `aggregate`. Treated as immutable; a plain slotted
+    class because one is made per terminal call that takes a function."""
+    __slots__ = ("kind", "fn", "default", "seed")
+
+    def __init__(self, kind: str, fn: Any = None, default: Any = NO_DEFAULT, seed: Any = None):
+        self.kind = kind
+        self.fn = fn
+        self.default = default
+        self.seed = seed
 
     def __call__(self, f=None, *, default=NO_DEFAULT) -> "AggSpec":
         if self.fn is not None:
