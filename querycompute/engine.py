@@ -130,12 +130,23 @@ def param_values(lowered: Lowered, infos: list, source: Source) -> list:
 
 class _Fast:
     """A warm entry: what a repeat of the same chain needs, found without translating."""
-    __slots__ = ("hit", "capture_slots", "capture_sig")
+    __slots__ = ("hit", "capture_slots", "capture_sig", "captured")
 
     def __init__(self, hit, infos):
         self.hit = hit
         self.capture_slots = tuple(i for i, (src, _) in enumerate(infos) if src.captures)
         self.capture_sig = tuple(_slot_sig(*infos[i]) for i in self.capture_slots)
+        # The captured objects themselves: when every one is still the very same object
+        # (a module like np, a function, an unchanged value), the types are too.
+        self.captured = tuple(tuple(infos[i][1].values()) for i in self.capture_slots)
+
+    def still_matches(self, infos) -> bool:
+        for k, i in enumerate(self.capture_slots):
+            now = tuple(infos[i][1].values())
+            if any(a is not b for a, b in zip(now, self.captured[k])) and \
+                    _slot_sig(*infos[i]) != self.capture_sig[k]:
+                return False
+        return True
 
 
 _fast: dict[tuple, _Fast] = {}
@@ -166,7 +177,7 @@ def run(q, term: TerminalReq):
         infos = [None] * len(fns)
         for i in fast.capture_slots:
             infos[i] = slot_info(fns[i])
-        if tuple(_slot_sig(*infos[i]) for i in fast.capture_slots) != fast.capture_sig:
+        if not fast.still_matches(infos):
             fast = None               # a captured value changed type: take the full path
     try:
         if fast is not None:

@@ -107,7 +107,13 @@ class Query:
 
     def agg(self, **named) -> dict:
         """Several aggregates in one pass: q.agg(total=qc.sum, peak=qc.max, n=qc.count)."""
-        return engine.run(self, engine.TerminalReq("agg", _agg_specs(named), standalone=False))
+        key = tuple(named.items())
+        req = _AGG_REQUESTS.get(key)
+        if req is None:
+            req = engine.TerminalReq("agg", _agg_specs(named), standalone=False)
+            if all(spec.fn is None for _, spec in req.specs):
+                _AGG_REQUESTS[key] = req        # qc.sum, qc.max...: long-lived, reusable
+        return engine.run(self, req)
 
     # -- introspection ----------------------------------------------------------------------
     def lowered(self, terminal: Any = "to_array"):
@@ -124,6 +130,11 @@ class Query:
         """The operation graph, the fused plan, launch shapes and bytes moved per element."""
         from .introspect import explain
         return explain(self, backend, terminal)
+
+
+# agg(...) requests made only of function-less specs (module-level qc.sum, qc.max...), by
+# (name, spec object) pairs: the warm path builds nothing for them.
+_AGG_REQUESTS: dict[tuple, "engine.TerminalReq"] = {}
 
 
 def _agg_specs(named: dict) -> tuple:
