@@ -88,11 +88,11 @@ def explain(q, backend: str | None, terminal: Any) -> str:
             out.append(f"  {k['name']}: grid={k['grid']} block={k['block']}")
     except ImportError as exc:
         out.append(f"  (launch shapes unavailable: {exc})")
-    out += _traffic(lowered)
+    out += _traffic(lowered, term)
     return "\n".join(out)
 
 
-def _traffic(lowered) -> list[str]:
+def _traffic(lowered, term: TerminalReq) -> list[str]:
     """Bytes per element of the fused pass against one kernel per operator."""
     prog = lowered.pass_.program
     read = _element_bytes(i.dtype for i in prog.inputs)
@@ -105,6 +105,11 @@ def _traffic(lowered) -> list[str]:
     for kind, width in lowered.steps:
         unfused += current + (width if kind == "select" else 1 + 2 * current)
         current = width
+    for _, spec in term.specs:           # a terminal's own function is one more kernel
+        if spec.fn is not None:
+            out = 1 if spec.kind in ("count", "any", "all", "first") else current
+            unfused += current + out
+            current = out
     unfused += current + written
     return [f"memory traffic per element: fused reads {read} B, writes {written} B"
             + (" (plus one partial per block)" if reduce else " (at most: only survivors are written)"),
