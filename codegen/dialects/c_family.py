@@ -14,6 +14,7 @@ from __future__ import annotations
 from .. import dtypes as D
 from .. import expr as E
 from .. import kernel_ir as K
+from ..launch import BLOCK
 from ..errors import UnsupportedType
 from . import c_helpers
 from . import c_syntax as S
@@ -219,9 +220,50 @@ class CFamily(KernelPrinter):
             return Code(self.round_f16(S.unary("(float)", x).text))
         return S.unary(f"({self.t(dst)})", x)
 
-    # ---- dialect hooks ----------------------------------------------------------------------
+    # ---- kernel signatures, from the dialect's table ------------------------------------------
+    # KERNEL_HEAD: what precedes the argument list ({name}, {block}); BUFFER_ARG / SCALAR_ARG:
+    # one argument ({const}, {type}, {name}, {i} = its position); SCALAR_ARG_TYPES: scalars
+    # passed in another type than they compute in (launch.SCALAR_HOST_TYPE on the host side).
+    KERNEL_HEAD = ""
+    BUFFER_ARG = "{const}{type}* {name}"
+    SCALAR_ARG = "{type} {name}"
+    SCALAR_ARG_TYPES: dict[str, str] = {}
+
     def signature(self, k: K.Kernel) -> str:
-        raise NotImplementedError
+        args = [(self.BUFFER_ARG if a.is_buffer else self.SCALAR_ARG).format(
+                    const="const " if a.kind == "input" else "", name=a.name, i=i,
+                    type=self.storage(a.dtype) if a.is_buffer else self.scalar_type(a.dtype))
+                for i, a in enumerate(k.args)] + self.extra_args(k)
+        joined = ",\n        ".join(args)
+        return self.KERNEL_HEAD.format(name=k.name, block=BLOCK) + f"(\n        {joined})"
+
+    def scalar_type(self, dtype: str) -> str:
+        return self.SCALAR_ARG_TYPES.get(dtype) or self.t(dtype)
+
+    def extra_args(self, k: K.Kernel) -> list[str]:
+        """Arguments beyond the kernel's own (Metal's thread-coordinate attributes)."""
+        return []
+
+    # ---- float16 buffers: HALF_LOAD ({buf}, {i}) / HALF_STORE ({buf}, {i}, {v}) from the
+    # table; a {h2f} / {f2h} placeholder names a prelude helper the dialect defines.
+    HALF_LOAD = ""
+    HALF_STORE = ""
+
+    def load(self, buf, index, dtype):
+        if dtype == "float16" and buf not in self._shared:
+            return self.HALF_LOAD.format(buf=buf, i=index, **self._half_helpers(self.HALF_LOAD))
+        return super().load(buf, index, dtype)
+
+    def store(self, buf, index, value, dtype):
+        if dtype == "float16" and buf not in self._shared:
+            return self.HALF_STORE.format(buf=buf, i=index, v=value.text,
+                                          **self._half_helpers(self.HALF_STORE))
+        return super().store(buf, index, value, dtype)
+
+    def _half_helpers(self, fmt: str) -> dict:
+        return {k: self.need(f"qc_{k}") for k in ("h2f", "f2h") if "{" + k + "}" in fmt}
+
+    # ---- dialect hooks ----------------------------------------------------------------------
 
     def prelude(self) -> str:
         """Dialect pragmas/includes first, then the helpers the kernels used."""

@@ -1,8 +1,6 @@
 """CUDA C (compiled by NVRTC): the table of spellings, then the few overrides."""
 from __future__ import annotations
 
-from .. import kernel_ir as K
-from ..launch import BLOCK
 from .c_family import CFamily
 
 
@@ -27,35 +25,16 @@ class Cuda(CFamily):
     FUNC = "static __device__ __forceinline__"
     OPTIONS = ("--fmad=false",)
     OPTIONS_WHY = "no FMA contraction, so float results match NumPy bit for bit"
+    KERNEL_HEAD = 'extern "C" __global__ void __launch_bounds__({block}) {name}'
+    BUFFER_ARG = "{const}{type}* __restrict__ {name}"
+    SCALAR_ARG_TYPES = {"bool": "unsigned char", "float16": "float"}
+    HALF_LOAD = "{h2f}({buf}[{i}])"                  # half bits <-> float in software
+    HALF_STORE = "{buf}[{i}] = {f2h}({v});"
 
     def math(self, fn, dtype):
         """CUDA's C math library: float versions carry an `f` suffix (sqrtf, fmodf...)."""
         base = super().math(fn, dtype)
         return base + "f" if dtype in ("float32", "float16") else base
-
-    def load(self, buf, index, dtype):
-        if dtype == "float16" and buf not in self._shared:
-            return f"{self.need('qc_h2f')}({buf}[{index}])"
-        return super().load(buf, index, dtype)
-
-    def store(self, buf, index, value, dtype):
-        if dtype == "float16" and buf not in self._shared:
-            return f"{buf}[{index}] = {self.need('qc_f2h')}({value.text});"
-        return super().store(buf, index, value, dtype)
-
-    def signature(self, k: K.Kernel) -> str:
-        args = []
-        for a in k.args:
-            if a.is_buffer:
-                const = "const " if a.kind == "input" else ""
-                args.append(f"{const}{self.storage(a.dtype)}* __restrict__ {a.name}")
-            else:
-                args.append(f"{self.scalar_type(a.dtype)} {a.name}")
-        joined = ",\n        ".join(args)
-        return f'extern "C" __global__ void __launch_bounds__({BLOCK}) {k.name}(\n        {joined})'
-
-    def scalar_type(self, dtype):
-        return {"bool": "unsigned char", "float16": "float"}.get(dtype) or self.t(dtype)
 
     # float16 in software: buffers hold half bits; values live in floats
     def define_qc_h2f(self):

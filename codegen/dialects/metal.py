@@ -39,37 +39,25 @@ class Metal(CFamily):
     OPTIONS = ("-fno-fast-math",)      # MTLCompileOptions.fastMathEnabled = false
     UNROLL = ""
     MISSING_MATH = ("expm1", "log1p", "hypot")   # not in the Metal standard library: prelude helpers
+    KERNEL_HEAD = "kernel void {name}"
+    BUFFER_ARG = "device {const}{type}* {name} [[buffer({i})]]"
+    SCALAR_ARG = "constant {type}& {name} [[buffer({i})]]"
+    SCALAR_ARG_TYPES = {"bool": "uchar", "float16": "float"}
+    HALF_LOAD = "(float){buf}[{i}]"             # half storage, float arithmetic (store: below)
 
     def math(self, fn, dtype):
         if fn in self.MISSING_MATH:
             return self.need(f"qc_{fn}")
         return super().math(fn, dtype)
 
-    def load(self, buf, index, dtype):
-        if dtype == "float16" and buf not in self._shared:
-            return f"(float){buf}[{index}]"
-        return super().load(buf, index, dtype)
-
     def store(self, buf, index, value, dtype):
         if dtype == "float16" and buf not in self._shared:
             return f"{buf}[{index}] = {S.unary('(half)', value).text};"
         return super().store(buf, index, value, dtype)
 
-    def signature(self, k: K.Kernel) -> str:
-        args = []
-        for i, a in enumerate(k.args):
-            if a.is_buffer:
-                const = "const " if a.kind == "input" else ""
-                args.append(f"device {const}{self.storage(a.dtype)}* {a.name} [[buffer({i})]]")
-            else:
-                args.append(f"constant {self.scalar_type(a.dtype)}& {a.name} [[buffer({i})]]")
+    def extra_args(self, k: K.Kernel) -> list[str]:
         used = thread_kinds(k.body)     # only the coordinates the kernel reads
-        args += [f"uint {self.THREAD[kind]} [[{attr}]]" for kind, attr in self.THREAD_ATTRS.items() if kind in used]
-        joined = ",\n        ".join(args)
-        return f"kernel void {k.name}(\n        {joined})"
-
-    def scalar_type(self, dtype):
-        return {"bool": "uchar", "float16": "float"}.get(dtype) or self.t(dtype)
+        return [f"uint {self.THREAD[kind]} [[{attr}]]" for kind, attr in self.THREAD_ATTRS.items() if kind in used]
 
     def prelude(self):
         return ("// Compile with fast math disabled (MTLCompileOptions.fastMathEnabled = false,\n"

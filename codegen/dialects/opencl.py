@@ -1,8 +1,6 @@
 """OpenCL C 1.2 (PyOpenCL, pocl): the table of spellings, then the few overrides."""
 from __future__ import annotations
 
-from .. import kernel_ir as K
-from ..launch import BLOCK
 from .c_family import CFamily
 
 
@@ -23,32 +21,12 @@ class OpenCL(CFamily):
     # IEEE-exact: correctly rounded float32 / and sqrt; never -cl-fast-relaxed-math or -cl-mad-enable
     OPTIONS = ("-cl-fp32-correctly-rounded-divide-sqrt",)
     UNROLL = ""            # OpenCL 1.2 has no unroll pragma; constant-trip loops unroll anyway
-
-    def load(self, buf, index, dtype):
-        if dtype == "float16" and buf not in self._shared:
-            return f"vload_half({index}, {buf})"
-        return super().load(buf, index, dtype)
-
-    def store(self, buf, index, value, dtype):
-        if dtype == "float16" and buf not in self._shared:
-            return f"vstore_half_rte({value.text}, {index}, {buf});"
-        return super().store(buf, index, value, dtype)
-
-    def signature(self, k: K.Kernel) -> str:
-        args = []
-        for a in k.args:
-            if a.is_buffer:
-                const = "const " if a.kind == "input" else ""
-                args.append(f"__global {const}{self.storage(a.dtype)}* restrict {a.name}")
-            else:
-                args.append(f"const {self.scalar_type(a.dtype)} {a.name}")
-        joined = ",\n        ".join(args)
-        return (f"__kernel __attribute__((reqd_work_group_size({BLOCK}, 1, 1)))\n"
-                f"void {k.name}(\n        {joined})")
-
-    def scalar_type(self, dtype):
-        """bool kernel arguments are not allowed in OpenCL C: passed as uchar."""
-        return {"bool": "uchar", "float16": "float"}.get(dtype) or self.t(dtype)
+    KERNEL_HEAD = "__kernel __attribute__((reqd_work_group_size({block}, 1, 1)))\nvoid {name}"
+    BUFFER_ARG = "__global {const}{type}* restrict {name}"
+    SCALAR_ARG = "const {type} {name}"
+    SCALAR_ARG_TYPES = {"bool": "uchar", "float16": "float"}   # no bool kernel arguments in OpenCL C
+    HALF_LOAD = "vload_half({i}, {buf})"
+    HALF_STORE = "vstore_half_rte({v}, {i}, {buf});"
 
     def prelude(self):
         lines = ["// No FMA contraction: + - * / give NumPy's bits.", "#pragma OPENCL FP_CONTRACT OFF"]
