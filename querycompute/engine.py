@@ -199,6 +199,17 @@ def run(q, term: TerminalReq):
     return result
 
 
+def describe(q, term: TerminalReq, infos: list) -> str:
+    """The chain as text, e.g. select(lambda v: v * 2).where(lambda v: v > 1000).sum(), for
+    the kernel cache's metadata (what `querycompute cache list` shows)."""
+    texts = [src.text for src, _ in infos]
+    parts = [f"{kind}({texts[i]})" for i, (kind, _) in enumerate(q._ops)]
+    fn_texts = iter(texts[len(q._ops):])
+    args = ", ".join(f"{key}={spec.kind}" if not term.standalone else
+                     (next(fn_texts) if spec.fn is not None else "") for key, spec in term.specs)
+    return ".".join(parts + [f"{term.name}({args})"])
+
+
 def _fns(q, term: TerminalReq) -> list:
     """Every lambda of the query, chain first, then the terminal's: the slots, in order."""
     return [fn for _, fn in q._ops] + term.fns
@@ -213,8 +224,12 @@ def _execute(name, source, cols, n, q, term, infos, trace, fast_key):
     if hit is None:
         backend = registry.require(name)
         lowered = lower(source, tuple(str(d) for d in dts), q._ops, term, infos)
-        with codegen_errors(name):
-            prepared = backend.prepare(lowered.pass_)
+        disk_cache.query_hint = describe(q, term, infos)
+        try:
+            with codegen_errors(name):
+                prepared = backend.prepare(lowered.pass_)
+        finally:
+            disk_cache.query_hint = ""
         _memo[sig] = hit = (lowered, prepared)
         origin, compile_ms = getattr(prepared, "origin", "compiled"), getattr(prepared, "compile_ms", 0.0)
     else:

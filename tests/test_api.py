@@ -197,3 +197,10 @@ def test_captured_python_int_out_of_range_is_refused_like_numpy(on):
         q.to_list()
     k = np.int64(300)                         # a NumPy int64 is strong: int64 arithmetic, no error
     assert q.to_list() == [300, 301, 302, 303, 304]
+
+
+def test_cache_entries_record_the_query_text():
+    x = np.arange(50, dtype=np.float32)
+    qc.query(x).select(lambda v: v * 3).where(lambda v: v > 7).on("cpu").max()
+    texts = [e.query for e in qc.cache.entries(backend="cpu")]
+    assert "select(lambda v: v * 3).where(lambda v: v > 7).max()" in texts

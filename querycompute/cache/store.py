@@ -82,6 +82,8 @@ class DiskCache(ModuleEntries):
         $QUERYCOMPUTE_CACHE. Both are read on first use, not here."""
         self._root_arg = root
         self._enabled_arg = enabled
+        # What the query layer is compiling right now (its chain as text), for the metadata.
+        self.query_hint = ""
         self._lock = threading.Lock()
         self.counters = Counters()
         self._configured = False
@@ -262,7 +264,7 @@ class DiskCache(ModuleEntries):
             "format": FORMAT_VERSION, "key": key.digest, "kind": kind,
             "backend": key.backend, "compiler": key.compiler, "device": key.device,
             "options": list(key.options), "kernel_names": [str(k) for k in kernel_names],
-            "query": str(query), "dtypes": [str(d) for d in dtypes],
+            "query": str(query or self.query_hint), "dtypes": [str(d) for d in dtypes],
             "source_file": source_file_name(key.digest, source_suffix),
             "source_sha256": key.source_sha256, "created": now, "last_used": now,
             "compile_ms": round(float(compile_ms), 3), "hit_count": 0,
