@@ -6,8 +6,6 @@ launch. Parsing, translating, lowering and compiling happen only on a miss.
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from codegen import expr as E
@@ -17,14 +15,13 @@ from . import terminals as T
 from .backends import registry
 from .backends.base import Trace, now_ms
 from .cache import disk_cache
-
-note_memory_hit = disk_cache.note_memory_hit
 from .errors import QueryError, codegen_errors
-from .frontend import LambdaSource, capture_key, RecordVal, Scalar, TupleVal, capture_values, lambda_source
+from .frontend import (LambdaSource, RecordVal, Scalar, TupleVal, capture_key, capture_values,
+                       lambda_source)
 from .fusion import Lowered, Lowering
 from .sources import Source, is_device_array
 
-TEXT_ENV = {"np": np, "numpy": np, "math": math}
+note_memory_hit = disk_cache.note_memory_hit
 _memo: dict[tuple, tuple] = {}
 _last: list[Trace] = [Trace()]
 
@@ -50,8 +47,8 @@ PLAIN_REQUESTS.update({name: TerminalReq(name, ((name, spec),)) for name, spec i
 
 def slot_info(fn) -> tuple:
     """(LambdaSource, current captured values) for a user function or a parsed text lambda."""
-    if isinstance(fn, LambdaSource):
-        return fn, TEXT_ENV
+    if isinstance(fn, LambdaSource):          # parsed from CLI text: np / math / builtins only
+        return fn, capture_values(None, fn)
     if not callable(fn):
         raise TypeError(f"expected a function (a lambda), got {type(fn).__name__}")
     src = lambda_source(fn)
