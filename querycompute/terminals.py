@@ -104,7 +104,11 @@ def finish(f: Finish, raw: list, spec: AggSpec, key: str | None) -> Any:
     kind = f.kind
     if kind == "sum" or kind == "fold":
         t = _SCALAR[f.result_dtype]
-        return r if type(r) is t else t(r)
+        if type(r) is t:
+            return r
+        if f.result_dtype == "float16":   # float32 accumulator -> float16: inf if it overflows,
+            return _to_half(r)            # as np.sum gives, without a warning
+        return t(r)
     if kind == "count":
         return int(r)
     if kind == "any" or kind == "all":
@@ -123,8 +127,15 @@ def finish(f: Finish, raw: list, spec: AggSpec, key: str | None) -> Any:
         return _empty(spec, key)
     if kind == "mean":
         acc = _SCALAR["float32" if f.result_dtype == "float16" else f.result_dtype]
+        if f.result_dtype == "float16":
+            return _to_half(acc(r) / n)
         return _SCALAR[f.result_dtype](acc(r) / n)
     return _SCALAR[f.result_dtype](r)
+
+
+def _to_half(x) -> np.float16:
+    with np.errstate(over="ignore"):
+        return np.float16(x)
 
 
 def _empty(spec: AggSpec, key: str | None):
