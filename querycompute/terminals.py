@@ -106,8 +106,8 @@ def finish(f: Finish, raw: list, spec: AggSpec, key: str | None) -> Any:
         t = _SCALAR[f.result_dtype]
         if type(r) is t:
             return r
-        if f.result_dtype == "float16":   # float32 accumulator -> float16: inf if it overflows,
-            return _to_half(r)            # as np.sum gives, without a warning
+        if f.result_dtype == "float16":   # float32 accumulator -> float16: inf if it overflows
+            return _to_half(r)            # (np.sum gives inf too)
         return t(r)
     if kind == "count":
         return int(r)
