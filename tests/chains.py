@@ -97,10 +97,13 @@ def chain(draw, dtype: str, transcendental: bool = False):
             unsigned = text == "np.uint8(v)"
             steps.append(("select", f"lambda v: {text}"))
         elif transcendental and kind == "float" and draw(st.booleans()):
-            fn = draw(st.sampled_from(TRANSCENDENTAL))
-            steps.append(("select", f"lambda v: {fn.format(draw(expr(kind, 1, unsigned)))}"))
+            fn, e = draw(st.sampled_from(TRANSCENDENTAL)), draw(expr(kind, 1, unsigned))
+            steps.append(("select", f"lambda v: {fn.format(e if 'v' in e else 'v')}"))
         else:
-            steps.append(("select", f"lambda v: {draw(expr(kind, 0, unsigned))}"))
+            # a constant result would make later lambdas fold constants with Python's own
+            # semantics (2 // 0 raises there), so every select reads v
+            e = draw(expr(kind, 0, unsigned))
+            steps.append(("select", f"lambda v: {e if 'v' in e else 'v'}"))
     return steps
 
 
