@@ -17,3 +17,12 @@ os.environ.pop("QUERYCOMPUTE_CACHE", None)
 
 def pytest_sessionfinish(session, exitstatus):
     shutil.rmtree(_SESSION_CACHE, ignore_errors=True)
+
+
+# CI explores the same examples on every run (a red run then means a change broke something,
+# not that a new random draw found an old edge); locally each run draws new examples.
+from hypothesis import settings as _hsettings  # noqa: E402
+
+_hsettings.register_profile("ci", derandomize=True, print_blob=True)
+if os.environ.get("CI"):
+    _hsettings.load_profile("ci")
