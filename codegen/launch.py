@@ -226,3 +226,30 @@ SCALAR_HOST_TYPE = {"bool": "uint8", "float16": "float32"}
 def scalar_arg(dtype: str, value):
     """The numpy scalar to pass for a "param" argument of `dtype`."""
     return np.dtype(SCALAR_HOST_TYPE.get(dtype, dtype)).type(value)
+
+
+def bind(launch: "Launch", inputs, strides, params, n: int, outputs, scratch) -> list:
+    """The argument values of one launch, in `KernelSpec.args` order. `inputs`, `outputs` and
+    `scratch` (by name) are the runtime's own buffers, of whatever type it passes; `strides`
+    holds each input's element stride; scalars come back as numpy scalars of the declared
+    argument types (see `scalar_arg`)."""
+    out = []
+    for a in launch.kernel.args:
+        kind = a.kind
+        if kind == "input":
+            out.append(inputs[a.index])
+        elif kind == "stride":
+            out.append(np.int64(strides[a.index]))
+        elif kind == "param":
+            out.append(scalar_arg(a.dtype, params[a.index]))
+        elif kind == "n":
+            out.append(np.int64(n))
+        elif kind == "output":
+            out.append(outputs[a.index])
+        elif kind == "scratch":
+            out.append(scratch[a.scratch])
+        elif kind == "value":
+            out.append(np.int64(launch.values[a.name]))
+        else:
+            raise ValueError(f"unknown kernel argument kind {kind!r} in {launch.kernel.name}")
+    return out

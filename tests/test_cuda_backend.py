@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from codegen import gpu
+from codegen import launch as L
 from harness.passes import assert_same, expected, passes
 from querycompute.backends import cuda as cuda_mod
 from querycompute.backends.cuda_compile import ARCH_VAR, compile_cuda, nvrtc, parse_arch, targets
@@ -143,9 +144,9 @@ def test_source_and_launch_shape_need_no_device():
 
 
 def test_scalar_arguments_follow_the_printers_declarations():
-    assert cuda_mod.scalar_arg("bool", True).dtype == np.uint8
-    assert cuda_mod.scalar_arg("float16", 1.5).dtype == np.float32
-    assert cuda_mod.scalar_arg("int8", -3).dtype == np.int8
+    assert L.scalar_arg("bool", True).dtype == np.uint8
+    assert L.scalar_arg("float16", 1.5).dtype == np.float32
+    assert L.scalar_arg("int8", -3).dtype == np.int8
 
 
 @pytest.mark.gpu

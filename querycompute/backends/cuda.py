@@ -17,10 +17,9 @@ from typing import Any, Sequence
 import numpy as np
 
 from codegen import launch as L
-from codegen.launch import scalar_arg
 from codegen.program import Pass
 
-from ..errors import BackendUnavailableError, QueryError
+from ..errors import BackendUnavailableError
 from .generated import GeneratedSourceBackend
 from .base import KernelRun, Prepared, Trace
 from .cuda_compile import compile_cuda, nvrtc_version, options_for, targets
@@ -97,7 +96,7 @@ class CudaPrepared(Prepared):
         scratch = {b.name: cp.empty(sizes[b.name], b.dtype) for b in ks.scratch}
         timed = []
         for launch in launches:
-            args = [self._arg(a, launch, views, params, n, outs, scratch) for a in launch.kernel.args]
+            args = L.bind(launch, [v[0] for v in views], [v[1] for v in views], params, n, outs, scratch)
             start, end = cp.cuda.Event(), cp.cuda.Event()
             start.record()
             functions[launch.name]((launch.grid,), (launch.block,), tuple(args))
@@ -112,24 +111,6 @@ class CudaPrepared(Prepared):
             return L.decode_reduce(ks, [o[:1].get()[0] for o in outs])
         count = int(scratch["total"][:1].get()[0]) if ks.shape == "compact" else n
         return tuple(o[:count] if on_device else o[:count].get() for o in outs)
-
-    @staticmethod
-    def _arg(a, launch, views, params, n, outs, scratch):
-        if a.kind == "input":
-            return views[a.index][0]
-        if a.kind == "stride":
-            return np.int64(views[a.index][1])
-        if a.kind == "param":
-            return scalar_arg(a.dtype, params[a.index])
-        if a.kind == "n":
-            return np.int64(n)
-        if a.kind == "output":
-            return outs[a.index]
-        if a.kind == "scratch":
-            return scratch[a.scratch]
-        if a.kind == "value":
-            return np.int64(launch.values[a.name])
-        raise QueryError(f"cuda backend: unknown kernel argument kind {a.kind!r} in {launch.name}")
 
 
 class CudaBackend(GeneratedSourceBackend):

@@ -16,7 +16,6 @@ from typing import Any, Sequence
 import numpy as np
 
 from codegen import launch as L
-from codegen.launch import scalar_arg
 from codegen.program import Pass
 
 from ..errors import QueryError
@@ -82,23 +81,9 @@ class OpenCLPrepared(Prepared):
         sizes = L.scratch_sizes(ks, n)
         scratch = {b.name: self._buffer(b.name, sizes[b.name] * np.dtype(b.dtype).itemsize) for b in ks.scratch}
         events = []
+        strides = [v[1] for v in views]
         for launch in launches:
-            args = []
-            for a in launch.kernel.args:
-                if a.kind == "input":
-                    args.append(in_bufs[a.index])
-                elif a.kind == "stride":
-                    args.append(np.int64(views[a.index][1]))
-                elif a.kind == "param":
-                    args.append(scalar_arg(a.dtype, params[a.index]))
-                elif a.kind == "n":
-                    args.append(np.int64(n))
-                elif a.kind == "output":
-                    args.append(out_bufs[a.index])
-                elif a.kind == "scratch":
-                    args.append(scratch[a.scratch])
-                else:
-                    args.append(np.int64(launch.values[a.name]))
+            args = L.bind(launch, in_bufs, strides, params, n, out_bufs, scratch)
             kernel = self.kernels[launch.name]
             kernel.set_args(*args)
             events.append(cl.enqueue_nd_range_kernel(queue, kernel, (launch.grid * launch.block,), (launch.block,)))

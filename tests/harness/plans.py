@@ -15,7 +15,7 @@ from typing import Sequence
 import numpy as np
 
 from codegen import gpu
-from codegen.launch import KernelSet, decode_reduce, output_sizes, plan, scratch_sizes, scalar_arg
+from codegen.launch import KernelSet, bind, decode_reduce, output_sizes, plan, scratch_sizes
 from codegen.program import Pass
 
 from . import runner
@@ -45,25 +45,6 @@ def run_pass(p: Pass, dialect: str, inputs: Sequence[np.ndarray], params: Sequen
     return run_kernel_set(ks, module_for([ks]), inputs, params)
 
 
-def _bind(arg, launch, inputs, params, n, outs, scratch):
-    if arg.kind == "input":
-        return inputs[arg.index]
-    if arg.kind == "stride":
-        a = inputs[arg.index]
-        return np.int64(a.strides[0] // a.itemsize)
-    if arg.kind == "param":
-        return scalar_arg(arg.dtype, params[arg.index])
-    if arg.kind == "n":
-        return np.int64(n)
-    if arg.kind == "output":
-        return outs[arg.index]
-    if arg.kind == "scratch":
-        return scratch[arg.scratch]
-    if arg.kind == "value":
-        return np.int64(launch.values[arg.name])
-    raise ValueError(f"unknown kernel argument kind {arg.kind!r} ({arg})")
-
-
 def run_kernel_set(ks: KernelSet, module: runner.Module, inputs: Sequence[np.ndarray],
                    params: Sequence = (), schedule: str = "alternate"):
     """Raw results of the pass for `inputs` (1-D numpy arrays, maybe strided). `schedule` is
@@ -78,7 +59,7 @@ def run_kernel_set(ks: KernelSet, module: runner.Module, inputs: Sequence[np.nda
         if ks.dialect == "metal" and kernel.info.buffer_indices != tuple(range(len(launch.kernel.args))):
             raise AssertionError(f"{launch.name}: [[buffer(i)]] indices {kernel.info.buffer_indices} "
                                  f"do not follow KernelSpec.args order")
-        args = [_bind(a, launch, inputs, params, n, outs, scratch) for a in launch.kernel.args]
+        args = bind(launch, inputs, [a.strides[0] // a.itemsize for a in inputs], params, n, outs, scratch)
         kernel.launch(launch.grid, launch.block, args, schedule=schedule)
     if ks.shape == "reduce":
         return decode_reduce(ks, [o[0] for o in outs])
