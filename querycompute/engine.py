@@ -170,7 +170,7 @@ def run(q, term: TerminalReq):
     fast = _fast.get(fast_key)
     infos = None
     if fast is not None and fast.capture_slots:
-        fns = _fns(q, term)
+        fns = slot_functions(q, term)
         infos = [None] * len(fns)
         for i in fast.capture_slots:
             infos[i] = slot_info(fns[i])
@@ -181,7 +181,7 @@ def run(q, term: TerminalReq):
             note_memory_hit()
             result = _launch(fast.hit, "memory", 0.0, source, cols, n, term, infos, trace)
         else:
-            infos = [slot_info(fn) for fn in _fns(q, term)]
+            infos = [slot_info(fn) for fn in slot_functions(q, term)]
             result = _execute(name, source, cols, n, q, term, infos, trace, fast_key)
     except Exception as exc:
         if q._backend != "auto" or name in ("cpu", "numpy") or isinstance(exc, QueryError):
@@ -189,7 +189,7 @@ def run(q, term: TerminalReq):
         registry.mark_broken(name, f"{type(exc).__name__}: {exc}")
         trace = Trace("cpu", term.name, n,
                       fallback=f"{name} failed at run time ({type(exc).__name__}: {exc}); reran on cpu")
-        infos = [slot_info(fn) for fn in _fns(q, term)]
+        infos = [slot_info(fn) for fn in slot_functions(q, term)]
         result = _execute("cpu", source, cols, n, q, term, infos, trace, None)
     trace.total_ms = now_ms() - t0
     _last[0] = trace
@@ -207,7 +207,7 @@ def describe(q, term: TerminalReq, infos: list) -> str:
     return ".".join(parts + [f"{term.name}({args})"])
 
 
-def _fns(q, term: TerminalReq) -> list:
+def slot_functions(q, term: TerminalReq) -> list:
     """Every lambda of the query, chain first, then the terminal's: the slots, in order."""
     return [fn for _, fn in q._ops] + term.fns
 

@@ -14,20 +14,15 @@ from codegen.program import Reduce
 
 from . import terminals as T
 from .backends import registry
-from .engine import TerminalReq, lower, slot_info
+from .engine import PLAIN_REQUESTS, TerminalReq, slot_functions, lower, slot_info
 from .errors import QueryError, codegen_errors
-
-_PLAIN = {"to_array", "to_list", "sum", "min", "max", "mean", "count", "any", "all", "first"}
-
 
 def terminal_request(terminal: Any) -> TerminalReq:
     """A terminal given by name ("sum"), by spec (qc.sum(f)) or as qc.agg(...)."""
     if isinstance(terminal, str):
-        if terminal in ("to_array", "to_list"):
-            return TerminalReq(terminal)
-        if terminal in _PLAIN:
-            return TerminalReq(terminal, ((terminal, T.AggSpec(terminal)),))
-        raise QueryError(f"unknown terminal {terminal!r}; use one of {', '.join(sorted(_PLAIN))}, "
+        if terminal in PLAIN_REQUESTS:
+            return PLAIN_REQUESTS[terminal]
+        raise QueryError(f"unknown terminal {terminal!r}; use one of {', '.join(sorted(PLAIN_REQUESTS))}, "
                          f"an aggregate spec such as qc.sum(lambda v: v * v), or qc.agg(...)")
     if isinstance(terminal, T.AggSpec):
         return TerminalReq(terminal.kind, ((terminal.kind, terminal),))
@@ -40,7 +35,7 @@ def lower_for(q, terminal: Any):
     term = terminal_request(terminal)
     cols = q._source.columns()
     dts = tuple(str(c.dtype) for c in cols)
-    infos = [slot_info(fn) for fn in [f for _, f in q._ops] + term.fns]
+    infos = [slot_info(fn) for fn in slot_functions(q, term)]
     return lower(q._source, dts, q._ops, term, infos), term, cols, infos
 
 

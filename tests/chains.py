@@ -48,7 +48,9 @@ def expr(draw, kind: str, depth: int = 0, unsigned: bool = False) -> str:
     if "v" not in a and "v" not in b:
         a = "v"
     ops = [f"({a} + {b})", f"({a} - {b})", f"({a} * {b})", f"({a} // {b})", f"({a} % {b})",
-           f"abs({a})", f"max({a}, {b})", f"min({a}, {b})", f"(-{a})"]
+           f"abs({a})", f"max({a}, {b})", f"min({a}, {b})"]
+    if "v" in a:            # -(constant) is a negative literal: out of range for unsigned
+        ops.append(f"(-{a})")
     if "v" in a and "v" in b:   # both branches NumPy-typed, as the typed kernels assume
         ops.append(f"({a} if {a} > {b} else {b})")
     if kind == "int":

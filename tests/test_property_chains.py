@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import querycompute as qc
-from chains import ALL_DTYPES, arrays, chain, load_lambdas, python_oracle
+from chains import ALL_DTYPES, TRANSCENDENTAL, arrays, chain, load_lambdas, python_oracle
 
 SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 RUNNABLE = [b for b in ("cpu", "opencl") if qc.backends()[b]["available"]]
@@ -87,7 +87,12 @@ def test_numpy_backend_matches_plain_python(data, dtype):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         expected = np.array(want, dtype=got.dtype)
-    np.testing.assert_array_equal(got, expected, err_msg=str(steps))
+    if got.dtype.kind == "f" and any(fn.split("(")[0] in t for fn in TRANSCENDENTAL for _, t in steps):
+        # NumPy's SIMD array loops and its scalar path may differ by an ulp for exp/tanh/...
+        np.testing.assert_allclose(got, expected, rtol=8 * np.finfo(got.dtype).eps,
+                                   equal_nan=True, err_msg=str(steps))
+    else:
+        np.testing.assert_array_equal(got, expected, err_msg=str(steps))
 
 
 @pytest.mark.parametrize("backend", RUNNABLE)
