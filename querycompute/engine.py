@@ -1,157 +1,99 @@
 """Running a terminal operator: signature -> (fused plan, compiled kernel) -> results.
 
-The warm path is: read the source's columns, read each lambda's captured values, build a
-signature tuple (code objects, capture types, dtypes, terminal, backend), one dict lookup,
-launch. Parsing, translating, lowering and compiling happen only on a miss.
+Three ways through, fastest first (warm.py holds the entries):
+* hot: the Query ran this terminal before; the same columns, dtypes and lambda code objects
+  go straight to the compiled pass (Prepared.run_quick), with no key built;
+* warm: a signature tuple (code objects, dtypes, terminal, backend) finds the pass in a
+  process-wide dict; only lambdas that capture values have their captures read;
+* full: capture, translate, lower and compile (or load from the kernel cache).
+The trace of a hot call is built only when qc.last_trace() asks for it.
 """
 from __future__ import annotations
 
-import numpy as np
+import time
 
-from codegen import expr as E
-from codegen.program import InputSpec
+import numpy as np
 
 from . import terminals as T
 from .backends import registry
-from .backends.base import Trace, now_ms
+from .backends.base import Trace
 from .cache import disk_cache
 from .errors import QueryError, codegen_errors
-from .frontend import (LambdaSource, RecordVal, Scalar, TupleVal, capture_key, capture_values,
-                       lambda_source)
-from .fusion import Lowered, Lowering
-from .sources import Source, is_device_array
+from .fusion import Lowered
+from .plan import lower, param_values, slot_info
+from .sources import is_device_array
+from .warm import FastEntry, Hot, plain_items, slot_sig
 
 note_memory_hit = disk_cache.note_memory_hit
-_memo: dict[tuple, tuple] = {}
-_last: list[Trace] = [Trace()]
+_clock = time.perf_counter
+_memo: dict[tuple, tuple] = {}          # full signature -> (Lowered, Prepared)
+_fast: dict[tuple, FastEntry] = {}      # warm signature -> entry
+# The last terminal's Trace, or what builds it: (backend, terminal, n, prepared, row, t0, t1).
+_last: list = [Trace()]
 
 
 class TerminalReq:
     """What the terminal operator asks for. `specs` holds (result key, AggSpec) pairs;
-    `signature` is what of it changes the compiled pass (not defaults)."""
-    __slots__ = ("name", "specs", "standalone", "fns", "signature")
+    `signature` is what of it changes the compiled pass (not defaults). `fns` are the
+    lambdas the specs carry; a shared request (made once, reused by every call) carries
+    T.PER_CALL instead and each call passes its own lambdas to `run`."""
+    __slots__ = ("name", "specs", "standalone", "fns", "signature", "shared")
 
-    def __init__(self, name: str, specs: tuple = (), standalone: bool = True):
+    def __init__(self, name: str, specs: tuple = (), standalone: bool = True, shared: bool = False):
         self.name = name
         self.specs = specs
         self.standalone = standalone
-        self.fns = [s.fn for _, s in specs if s.fn is not None]
+        self.shared = shared
+        self.fns = tuple([s.fn for _, s in specs if s.fn is not None and s.fn is not T.PER_CALL])
         self.signature = (name, standalone,
                           tuple([(s.kind, s.fn is not None, type(s.seed), s.seed) for _, s in specs]))
 
 
-# The request of every terminal called without function or default, made once.
-PLAIN_REQUESTS = {name: TerminalReq(name) for name in ("to_array", "to_list")}
-PLAIN_REQUESTS.update({name: TerminalReq(name, ((name, spec),)) for name, spec in T.PLAIN.items()})
+# Shared requests: every terminal called without a default, with no function (PLAIN_REQUESTS)
+# or with one given per call (FN_REQUESTS: q.count(lambda v: ...)). The warm path allocates none.
+PLAIN_REQUESTS = {name: TerminalReq(name, shared=True) for name in ("to_array", "to_list")}
+PLAIN_REQUESTS.update({name: TerminalReq(name, ((name, spec),), shared=True)
+                       for name, spec in T.PLAIN.items()})
+FN_REQUESTS = {name: TerminalReq(name, ((name, T.AggSpec(name, T.PER_CALL)),), shared=True)
+               for name in T.PLAIN}
 
 
-def slot_info(fn) -> tuple:
-    """(LambdaSource, current captured values) for a user function or a parsed text lambda."""
-    if isinstance(fn, LambdaSource):          # parsed from CLI text: np / math / builtins only
-        return fn, capture_values(None, fn)
-    if not callable(fn):
-        raise TypeError(f"expected a function (a lambda), got {type(fn).__name__}")
-    src = lambda_source(fn)
-    return src, capture_values(fn, src)
+def run(q, term: TerminalReq, fns=None):
+    """Execute `term` on query `q`; returns the user's value. `fns`: the terminal's lambdas
+    for this call (a shared request carries none); by default the request's own."""
+    t0 = _clock()
+    if fns is None:
+        fns = term.fns
+    hot = q._hot
+    if hot is not None and hot.term is term:
+        n = hot.length(fns, q._source)
+        if n >= 0 and (hot.pinned or registry.auto_choice(n) == hot.name):
+            fast = hot.fast
+            infos = _captures(fast, q, fns) if fast.capture_slots else None
+            if infos is not False:
+                try:
+                    params = param_values(hot.lowered, infos, q._source) if hot.lowered.bindings else ()
+                    raw, row = hot.prepared.run_quick(hot.items, params, n)
+                except Exception as exc:
+                    return _failed(q, term, fns, hot.name, n, exc, t0)
+                note_memory_hit()
+                result = assemble(hot.lowered, raw, term)
+                _last[0] = (hot.name, term.name, n, hot.prepared, row, t0, _clock())
+                return result
+    return _run_full(q, term, fns, t0)
 
 
-def _slot_sig(src, env) -> tuple:
-    """What a lambda's IR depends on: its code and the types (not values) of its captures."""
-    if src.code is None:
-        return (src,)
-    return (src.code,) + capture_key(env)
+def _captures(fast: FastEntry, q, fns) -> list | bool:
+    """The slot infos of the lambdas that capture values (others None), or False when a
+    captured value changed type since `fast` was made (the pass must be looked up anew)."""
+    slots = slot_functions(q, fns)
+    infos = [None] * len(slots)
+    for i in fast.capture_slots:
+        infos[i] = slot_info(slots[i])
+    return infos if fast.still_matches(infos) else False
 
 
-def _input_name(source: Source, i: int) -> str:
-    """Kernel-facing input names: the table's field names where they are plain ASCII
-    identifiers (printers prefix them, so C keywords are safe), else x / in0, in1, ..."""
-    if source.kind == "table":
-        f = source.fields[i]
-        if f.isascii() and f.isidentifier() and not f.startswith("_"):
-            return f
-    return "x" if source.kind == "array" else f"in{i}"
-
-
-def initial_element(source: Source, dts: tuple, lw: Lowering):
-    """The element value the first lambda sees, and the program's inputs."""
-    if source.kind == "range":
-        start = lw.b.param(("range", 0), "int64")
-        step = lw.b.param(("range", 2), "int64")
-        idx = E.Binary("add", start, E.Binary("mul", E.Index(), step, "int64"), "int64")
-        return Scalar(idx, None), []
-    inputs = [InputSpec(_input_name(source, i), d) for i, d in enumerate(dts)]
-    loads = [Scalar(E.Load(i, d), None) for i, d in enumerate(dts)]
-    if source.kind == "array":
-        return loads[0], inputs
-    if source.kind == "zip":
-        return TupleVal(tuple(loads)), inputs
-    return RecordVal(tuple(zip(source.fields, loads))), inputs
-
-
-def lower(source: Source, dts: tuple, ops: tuple, term: TerminalReq, infos: list) -> Lowered:
-    """Fuse source + chain + terminal into one pass (no compilation)."""
-    lw = Lowering(infos, f"qc_{term.name}")   # kernel names: qc_sum_reduce_partials, ...
-    element, inputs = initial_element(source, dts, lw)
-    element = lw.chain(element, tuple((kind, i) for i, (kind, _) in enumerate(ops)))
-    if term.name in ("to_array", "to_list"):
-        return lw.to_array(inputs, element)
-    slot = len(ops)
-    specs = []
-    for _, spec in term.specs:
-        if spec.fn is not None:
-            specs.append((spec, slot))
-            slot += 1
-        else:
-            specs.append((spec, None))
-    return lw.reduce(inputs, element, specs, term.standalone)
-
-
-def param_values(lowered: Lowered, infos: list, source: Source) -> list:
-    out = []
-    for key, limits in zip(lowered.bindings, lowered.limits):
-        where, name, dtype = key
-        v = source.range_args[name] if where == "range" else infos[where][1][name]
-        if limits is not None and type(v) is int and not limits[0] <= v <= limits[1]:
-            src = infos[where][0]
-            raise QueryError(f"{src.where(src.body)}: captured {name!r} = {v} is out of bounds for "
-                             f"{limits[2]}, the type it meets in `{src.text}` (NumPy 2 raises "
-                             f"OverflowError here); use a value in [{limits[0]}, {limits[1]}] "
-                             f"or make the element wider first, e.g. np.int64(v)")
-        try:
-            out.append(np.dtype(dtype).type(v))
-        except (OverflowError, ValueError, TypeError) as exc:
-            raise QueryError(f"captured value {name!r} = {v!r} does not fit the parameter type "
-                             f"{dtype} it was compiled for ({exc})") from None
-    return out
-
-
-class _Fast:
-    """A warm entry: what a repeat of the same chain needs, found without translating."""
-    __slots__ = ("hit", "capture_slots", "capture_sig", "captured")
-
-    def __init__(self, hit, infos):
-        self.hit = hit
-        self.capture_slots = tuple(i for i, (src, _) in enumerate(infos) if src.captures)
-        self.capture_sig = tuple(_slot_sig(*infos[i]) for i in self.capture_slots)
-        # The captured objects themselves: when every one is still the very same object
-        # (a module like np, a function, an unchanged value), the types are too.
-        self.captured = tuple(tuple(infos[i][1].values()) for i in self.capture_slots)
-
-    def still_matches(self, infos) -> bool:
-        for k, i in enumerate(self.capture_slots):
-            now = tuple(infos[i][1].values())
-            if any(a is not b for a, b in zip(now, self.captured[k])) and \
-                    _slot_sig(*infos[i]) != self.capture_sig[k]:
-                return False
-        return True
-
-
-_fast: dict[tuple, _Fast] = {}
-
-
-def run(q, term: TerminalReq):
-    """Execute `term` on query `q`; returns the user's value."""
-    t0 = now_ms()
+def _run_full(q, term: TerminalReq, fns, t0: float):
     source = q._source
     cols = source.columns()
     n = len(cols[0]) if cols else source.length(cols)
@@ -159,39 +101,52 @@ def run(q, term: TerminalReq):
     if name == "auto":
         name = registry.choose_auto(n, any(type(c) is not np.ndarray and is_device_array(c) for c in cols))
     trace = Trace(name, term.name, n)
-    # Warm path: the chain's code objects (not its lambdas, which are new objects on every
-    # call) plus dtypes and terminal identify the compiled pass; only lambdas that capture
-    # values need their captures read, to check the types and bind the parameters.
     codes = q._codes
-    if term.fns:
-        codes = codes + tuple([getattr(f, "__code__", f) for f in term.fns])
+    if fns:
+        codes = codes + tuple([getattr(f, "__code__", f) for f in fns])
     fast_key = (name, source.kind, source.fields, q._kinds, term.signature,
                 tuple([c.dtype for c in cols]), codes)
     fast = _fast.get(fast_key)
     infos = None
     if fast is not None and fast.capture_slots:
-        fns = slot_functions(q, term)
-        infos = [None] * len(fns)
-        for i in fast.capture_slots:
-            infos[i] = slot_info(fns[i])
-        if not fast.still_matches(infos):
+        infos = _captures(fast, q, fns)
+        if infos is False:
             fast = None               # a captured value changed type: take the full path
     try:
         if fast is not None:
             note_memory_hit()
-            result = _launch(fast.hit, "memory", 0.0, source, cols, n, term, infos, trace)
+            origin, compile_ms = "memory", 0.0
         else:
-            infos = [slot_info(fn) for fn in slot_functions(q, term)]
-            result = _execute(name, source, cols, n, q, term, infos, trace, fast_key)
+            infos = [slot_info(fn) for fn in slot_functions(q, fns)]
+            hit, origin, compile_ms = _compiled(name, source, cols, q, term, infos)
+            fast = _fast[fast_key] = FastEntry(hit, infos)
+        result = _launch(fast.hit, origin, compile_ms, source, cols, n, term, infos, trace)
     except Exception as exc:
-        if q._backend != "auto" or name in ("cpu", "numpy") or isinstance(exc, QueryError):
-            raise
-        registry.mark_broken(name, f"{type(exc).__name__}: {exc}")
-        trace = Trace("cpu", term.name, n,
-                      fallback=f"{name} failed at run time ({type(exc).__name__}: {exc}); reran on cpu")
-        infos = [slot_info(fn) for fn in slot_functions(q, term)]
-        result = _execute("cpu", source, cols, n, q, term, infos, trace, None)
-    trace.total_ms = now_ms() - t0
+        return _failed(q, term, fns, name, n, exc, t0)
+    if term.shared:
+        items = plain_items(source, cols)
+        if items is not None:
+            q._hot = Hot(term, name, q._backend != "auto", items, codes[len(q._codes):], fast)
+    trace.total_ms = (_clock() - t0) * 1e3
+    _last[0] = trace
+    return result
+
+
+def _failed(q, term: TerminalReq, fns, name: str, n: int, exc: Exception, t0: float):
+    """A run raised. Errors of the query itself, and failures of a backend the user pinned
+    (or of cpu / numpy), propagate; a GPU backend `auto` chose is marked broken (warned once)
+    and the query reruns on cpu, which the trace says."""
+    if q._backend != "auto" or name in ("cpu", "numpy") or isinstance(exc, QueryError):
+        raise exc
+    registry.mark_broken(name, f"{type(exc).__name__}: {exc}")
+    trace = Trace("cpu", term.name, n,
+                  fallback=f"{name} failed at run time ({type(exc).__name__}: {exc}); reran on cpu")
+    source = q._source
+    cols = source.columns()
+    infos = [slot_info(fn) for fn in slot_functions(q, fns)]
+    hit, origin, compile_ms = _compiled("cpu", source, cols, q, term, infos)
+    result = _launch(hit, origin, compile_ms, source, cols, n, term, infos, trace)
+    trace.total_ms = (_clock() - t0) * 1e3
     _last[0] = trace
     return result
 
@@ -207,47 +162,46 @@ def describe(q, term: TerminalReq, infos: list) -> str:
     return ".".join(parts + [f"{term.name}({args})"])
 
 
-def slot_functions(q, term: TerminalReq) -> list:
-    """Every lambda of the query, chain first, then the terminal's: the slots, in order."""
-    return [fn for _, fn in q._ops] + term.fns
+def slot_functions(q, fns) -> list:
+    """Every lambda of the query, chain first, then the terminal's `fns`: the slots, in order."""
+    return [fn for _, fn in q._ops] + list(fns)
 
 
-def _execute(name, source, cols, n, q, term, infos, trace, fast_key):
-    """The full path: signature with capture types -> memo; translate and compile on a miss."""
+def _compiled(name, source, cols, q, term, infos) -> tuple:
+    """(hit = (Lowered, Prepared), origin, compile ms) by the full signature, which includes
+    the capture types: from the memo, else lowered and prepared (compiled or from disk)."""
     dts = tuple(c.dtype for c in cols)
     sig = (name, source.kind, source.fields, dts, q._kinds, term.signature,
-           tuple(_slot_sig(*info) for info in infos))
+           tuple(slot_sig(*info) for info in infos))
     hit = _memo.get(sig)
-    if hit is None:
-        backend = registry.require(name)
-        lowered = lower(source, tuple(str(d) for d in dts), q._ops, term, infos)
-        disk_cache.query_hint = describe(q, term, infos)
-        try:
-            with codegen_errors(name):
-                prepared = backend.prepare(lowered.pass_)
-        finally:
-            disk_cache.query_hint = ""
-        _memo[sig] = hit = (lowered, prepared)
-        origin, compile_ms = getattr(prepared, "origin", "compiled"), getattr(prepared, "compile_ms", 0.0)
-    else:
+    if hit is not None:
         note_memory_hit()
-        origin, compile_ms = "memory", 0.0
-    if fast_key is not None:
-        _fast[fast_key] = _Fast(hit, infos)
-    return _launch(hit, origin, compile_ms, source, cols, n, term, infos, trace)
+        return hit, "memory", 0.0
+    backend = registry.require(name)
+    lowered = lower(source, tuple(str(d) for d in dts), q._ops, term, infos)
+    disk_cache.query_hint = describe(q, term, infos)
+    try:
+        with codegen_errors(name):
+            prepared = backend.prepare(lowered.pass_)
+    finally:
+        disk_cache.query_hint = ""
+    _memo[sig] = hit = (lowered, prepared)
+    return hit, getattr(prepared, "origin", "compiled"), getattr(prepared, "compile_ms", 0.0)
 
 
 def _launch(hit, origin, compile_ms, source, cols, n, term, infos, trace):
     lowered, prepared = hit
     params = param_values(lowered, infos, source) if lowered.bindings else ()
-    raw = prepared.run(cols, params, n, trace)
+    raw, row = prepared.run_quick(cols, params, n)
     # Backends that know better (a cpu entry point compiled on first use) fill these
     # themselves; otherwise one program holds every kernel of the pass, so its origin applies
     # to all and its build time is shown on the first.
-    for i, k in enumerate(trace.kernels):
+    rows = prepared.trace_rows(row)
+    for i, k in enumerate(rows):
         if not k.cache:
             k.cache = origin
             k.compile_ms = compile_ms if i == 0 else 0.0
+    trace.kernels.extend(rows)
     return assemble(lowered, raw, term)
 
 
@@ -275,4 +229,13 @@ def assemble(lowered: Lowered, raw, term: TerminalReq):
 
 def last_trace() -> Trace:
     """What the last terminal operator did (backend, kernels, cache origin, times, fallback)."""
-    return _last[0]
+    last = _last[0]
+    if type(last) is tuple:           # a hot call: build its Trace now
+        name, terminal, n, prepared, row, t0, t1 = last
+        trace = Trace(name, terminal, n)
+        trace.kernels = prepared.trace_rows(row)
+        for k in trace.kernels:
+            k.cache = k.cache or "memory"
+        trace.total_ms = (t1 - t0) * 1e3
+        _last[0] = last = trace
+    return last

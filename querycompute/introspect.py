@@ -14,8 +14,10 @@ from codegen.program import Reduce
 
 from . import terminals as T
 from .backends import registry
-from .engine import PLAIN_REQUESTS, TerminalReq, slot_functions, lower, slot_info
+from .engine import PLAIN_REQUESTS, TerminalReq, slot_functions
 from .errors import QueryError, codegen_errors
+from .plan import lower, slot_info
+
 
 def terminal_request(terminal: Any) -> TerminalReq:
     """A terminal given by name ("sum"), by spec (qc.sum(f)) or as qc.agg(...)."""
@@ -35,7 +37,7 @@ def lower_for(q, terminal: Any):
     term = terminal_request(terminal)
     cols = q._source.columns()
     dts = tuple(str(c.dtype) for c in cols)
-    infos = [slot_info(fn) for fn in slot_functions(q, term)]
+    infos = [slot_info(fn) for fn in slot_functions(q, term.fns)]
     return lower(q._source, dts, q._ops, term, infos), term, cols, infos
 
 

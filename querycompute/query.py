@@ -20,7 +20,7 @@ _TERMINAL_NAMES = ("to_array", "to_list", "sum", "min", "max", "mean", "count", 
 
 
 class Query:
-    __slots__ = ("_source", "_ops", "_backend", "_kinds", "_codes")
+    __slots__ = ("_source", "_ops", "_backend", "_kinds", "_codes", "_hot")
 
     def __init__(self, source: Source, ops: tuple = (), backend: str = "auto", kinds: str = "",
                  codes: tuple = ()):
@@ -31,6 +31,7 @@ class Query:
         # and each lambda's code object (a parsed text lambda stands for itself).
         self._kinds = kinds
         self._codes = codes
+        self._hot = None           # warm.Hot: the last terminal run, ready to repeat
 
     def __repr__(self) -> str:
         chain = "".join(f".{k}(...)" for k, _ in self._ops)
@@ -62,11 +63,11 @@ class Query:
 
     # -- terminal operators -----------------------------------------------------------------
     def _run(self, name: str, f=None, default=T.NO_DEFAULT):
-        if f is None and default is T.NO_DEFAULT:
-            req = engine.PLAIN_REQUESTS[name]          # shared: the warm path allocates none
-        else:
-            req = engine.TerminalReq(name, ((name, T.AggSpec(name, f, default)),))
-        return engine.run(self, req)
+        if default is T.NO_DEFAULT:    # shared requests: the warm path allocates none
+            if f is None:
+                return engine.run(self, engine.PLAIN_REQUESTS[name], ())
+            return engine.run(self, engine.FN_REQUESTS[name], (f,))
+        return engine.run(self, engine.TerminalReq(name, ((name, T.AggSpec(name, f, default)),)))
 
     def to_array(self):
         """Elements as an array (tuple of arrays for tuples, dict of arrays for records)."""
@@ -110,8 +111,10 @@ class Query:
         key = tuple(named.items())
         req = _AGG_REQUESTS.get(key)
         if req is None:
-            req = engine.TerminalReq("agg", _agg_specs(named), standalone=False)
-            if all(spec.fn is None for _, spec in req.specs):
+            specs = _agg_specs(named)
+            shared = all(spec.fn is None for _, spec in specs)
+            req = engine.TerminalReq("agg", specs, standalone=False, shared=shared)
+            if shared:
                 _AGG_REQUESTS[key] = req        # qc.sum, qc.max...: long-lived, reusable
         return engine.run(self, req)
 

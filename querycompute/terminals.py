@@ -23,6 +23,18 @@ class _NoDefault:
 
 NO_DEFAULT = _NoDefault()
 
+
+class _PerCall:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<function given per call>"
+
+
+# The `fn` of a spec in a shared request (engine.FN_REQUESTS): "a function, passed with each
+# call", so one request object serves q.count(lambda v: ...) however often it is called.
+PER_CALL = _PerCall()
+
 # Aggregate kinds that need at least one element unless a default is given.
 NEEDS_ELEMENT = ("min", "max", "mean", "first")
 

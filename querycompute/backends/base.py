@@ -73,6 +73,18 @@ class Prepared:
         Prepared was reused, else its origin) and return the raw results described above."""
         raise NotImplementedError
 
+    def run_quick(self, inputs: Sequence[Any], params: Sequence[Any], n: int) -> tuple:
+        """`run` for the query layer's warm path: (raw results, row), where `trace_rows(row)`
+        makes the KernelRun rows later, only if qc.last_trace() asks. This default runs
+        `run` with a scratch Trace; a backend whose per-call work is worth shaving at small
+        n (cpu) overrides both."""
+        trace = Trace()
+        raw = self.run(inputs, params, n, trace)
+        return raw, trace.kernels
+
+    def trace_rows(self, row) -> list:
+        return row
+
 
 class Backend:
     """Base class of a backend (one instance per process, registered by name)."""

@@ -202,6 +202,11 @@ class CpuPrepared(Prepared):
         self._ran = False
 
     def run(self, inputs: Sequence[Any], params: Sequence[Any], n: int, trace: Trace) -> Any:
+        raw, row = self.run_quick(inputs, params, n)
+        trace.kernels.extend(self.trace_rows(row))
+        return raw
+
+    def run_quick(self, inputs: Sequence[Any], params: Sequence[Any], n: int) -> tuple:
         t0 = _clock()
         if self._f16_inputs:      # numba has no CPU float16: pass the bits (a view, no copy)
             inputs = list(inputs)
@@ -227,13 +232,14 @@ class CpuPrepared(Prepared):
             result = [c(raw) for c in convs]
         run_ms = (_clock() - t0) * 1e3
         if self._ran and launch.specialisations() == launch.known:
-            cache, compile_ms = "memory", 0.0
-        else:
-            cache, compile_ms = self._first_use(launch, run_ms)
+            return result, (launch, n, run_ms, "memory", 0.0)
+        return result, (launch, n, run_ms) + self._first_use(launch, run_ms)
+
+    def trace_rows(self, row: tuple) -> list[KernelRun]:
+        """The one trace row of a run: (launch, n, run ms, cache origin, compile ms)."""
+        launch, n, run_ms, cache, compile_ms = row
         grid = launch.grid if launch.grid is not None else (-(-n // _CHUNK),)
-        trace.kernels.append(KernelRun(launch.name, "numba", grid, _BLOCK, cache, compile_ms,
-                                       run_ms))
-        return result
+        return [KernelRun(launch.name, "numba", grid, _BLOCK, cache, compile_ms, run_ms)]
 
     def _first_use(self, launch: _Launch, run_ms: float) -> tuple[str, float]:
         """(cache origin, compile ms) of a run that is the Prepared's first, or that made

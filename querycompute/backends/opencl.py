@@ -2,10 +2,14 @@
 
 Kernels, buffers and launches come from codegen.gpu.render / codegen.launch.plan: this file
 only moves data and binds arguments. Programs come from the disk kernel cache when an earlier
-process built them for this device (opencl_device.cached_program). Strided inputs: a
-positive stride of at most MAX_GATHER_STEP elements is uploaded as the memory span it covers
-and gathered on the device (the strided kernel variant); any other stride is made contiguous
-on the host first.
+process built them for this device (opencl_device.cached_program).
+
+Inputs: on a CPU device (pocl) kernels read the caller's arrays in place (zero-copy, see
+DeviceContext.zero_copy); other devices get them copied into device buffers reused across
+calls. Strided inputs are handed over as the memory span they cover and gathered on the
+device (the strided kernel variant): any positive stride when zero-copy, at most
+MAX_GATHER_STEP elements when copying; other strides are made contiguous on the host first.
+Warm calls with the same n reuse the launch plan, the buffers and the bound arguments.
 """
 from __future__ import annotations
 
@@ -23,19 +27,36 @@ from .generated import GeneratedSourceBackend
 from .base import KernelRun, Prepared, Trace
 from .opencl_device import DeviceContext, cached_program, open_device
 
-MAX_GATHER_STEP = 8     # larger strides: copying on the host moves less data than the span
+MAX_GATHER_STEP = 8     # copying to a device: larger strides copy less on the host than the span
 
 
-def _device_view(x: np.ndarray) -> tuple[np.ndarray, int]:
-    """(contiguous array to upload, element stride to pass) for a 1-D input."""
+def _device_view(x: np.ndarray, max_step: float) -> tuple[np.ndarray, int]:
+    """(array holding the elements the kernel reads, element stride to pass) for a 1-D input:
+    the input itself when contiguous, the memory span a positive stride of at most
+    `max_step` elements covers (gathered on the device), else a contiguous host copy."""
     item = x.dtype.itemsize
     if x.flags.c_contiguous or len(x) <= 1:
         return np.ascontiguousarray(x), 1
     step, rem = divmod(x.strides[0], item)
-    if rem == 0 and 0 < step <= MAX_GATHER_STEP:
+    if rem == 0 and 0 < step <= max_step:
         span = np.lib.stride_tricks.as_strided(x, shape=((len(x) - 1) * step + 1,), strides=(item,))
         return span, step
     return np.ascontiguousarray(x), 1
+
+
+def _arg_key(value):
+    """What identifies a bound argument: scalars by dtype and bits (so 0.0 and -0.0, or a NaN
+    payload, never look equal), buffers by the object (kept alive, so its handle can't be reused)."""
+    return (value.dtype.str, value.tobytes()) if isinstance(value, np.generic) else value
+
+
+class _CallShape:
+    """Launches and device buffers for one (n, contiguity): warm calls with the same n reuse
+    them, and the kernels keep the arguments bound by the last such call."""
+    __slots__ = ("launches", "out_sizes", "out_bufs", "scratch")
+
+    def __init__(self, launches, out_sizes, out_bufs, scratch):
+        self.launches, self.out_sizes, self.out_bufs, self.scratch = launches, out_sizes, out_bufs, scratch
 
 
 class OpenCLPrepared(Prepared):
@@ -43,7 +64,12 @@ class OpenCLPrepared(Prepared):
                  compile_ms: float):
         self.dev, self.ks, self.origin, self.compile_ms = dev, ks, origin, compile_ms
         self.kernels = {k.name: dev.cl.Kernel(program, k.name) for k in ks.kernels}
+        # Positions of the input-buffer arguments: with zero-copy inputs they change every call.
+        self._input_pos = {k.name: [j for j, a in enumerate(k.args) if a.kind == "input"] for k in ks.kernels}
+        self._bound: dict[str, tuple] = {}               # kernel -> keys of its other args as last set
         self._buffers: dict[str, tuple[int, Any]] = {}   # role -> (bytes, cl.Buffer), reused per size
+        self._shape: tuple[tuple, _CallShape] | None = None
+        self._max_step = float("inf") if dev.zero_copy else MAX_GATHER_STEP
         self._lock = threading.Lock()                    # buffers are shared: one run at a time
         self._runs = 0
 
@@ -55,61 +81,90 @@ class OpenCLPrepared(Prepared):
             self._buffers[role] = have
         return have[1]
 
+    def _input_buffer(self, k: int, host: np.ndarray):
+        """Device buffer holding input k. Zero-copy devices read the host memory in place
+        (an element-aligned copy first when the view is not aligned to its element size);
+        others get it copied into a buffer reused across calls."""
+        cl = self.dev.cl
+        if not host.nbytes:
+            return self._buffer(f"in{k}", 0)
+        if self.dev.zero_copy:
+            if host.ctypes.data % host.dtype.alignment:
+                host = host.copy()
+            return cl.Buffer(self.dev.context, cl.mem_flags.READ_ONLY | cl.mem_flags.USE_HOST_PTR, hostbuf=host)
+        buf = self._buffer(f"in{k}", host.nbytes)
+        cl.enqueue_copy(self.dev.queue, buf, host, is_blocking=False)
+        return buf
+
+    def _call_shape(self, n: int, contiguous: bool) -> _CallShape:
+        key = (n, contiguous)
+        if self._shape is None or self._shape[0] != key:
+            ks = self.ks
+            out_sizes = L.output_sizes(ks, n)
+            out_bufs = [self._buffer(f"out{k}", size * np.dtype(b.dtype).itemsize)
+                        for k, (b, size) in enumerate(zip(ks.outputs, out_sizes))]
+            sizes = L.scratch_sizes(ks, n)
+            scratch = {b.name: self._buffer(b.name, sizes[b.name] * np.dtype(b.dtype).itemsize) for b in ks.scratch}
+            self._shape = (key, _CallShape(L.plan(ks, n, contiguous), out_sizes, out_bufs, scratch))
+        return self._shape[1]
+
+    def _bind(self, launch: L.Launch, args: list):
+        """The launch's kernel with `args` bound. set_args costs as much as a small kernel on
+        pocl, so only the input buffers are rebound when nothing else changed since last call."""
+        kernel = self.kernels[launch.name]
+        inputs = self._input_pos[launch.name]
+        rest = tuple(_arg_key(a) for j, a in enumerate(args) if j not in inputs)
+        if self._bound.get(launch.name) != rest:
+            kernel.set_args(*args)
+            self._bound[launch.name] = rest
+        else:
+            for j in inputs:
+                kernel.set_arg(j, args[j])
+        return kernel
+
     def run(self, inputs: Sequence[Any], params: Sequence[Any], n: int, trace: Trace) -> Any:
         with self._lock:
             return self._run(inputs, params, n, trace)
 
     def _run(self, inputs, params, n, trace):
-        ks, cl, queue = self.ks, self.dev.cl, self.dev.queue
-        views = [_device_view(np.asarray(x)) for x in inputs]
-        contiguous = all(step == 1 for _, step in views)
-        launches = L.plan(ks, n, contiguous)
+        cl, queue = self.dev.cl, self.dev.queue
+        views = [_device_view(np.asarray(x), self._max_step) for x in inputs]
+        strides = [step for _, step in views]
+        shape = self._call_shape(n, all(step == 1 for step in strides))
         cache = "memory" if self._runs else self.origin
         compile_ms = 0.0 if self._runs else self.compile_ms
         self._runs += 1
-        if not launches:                     # n == 0 for a ToArray pass: nothing to launch
-            return tuple(np.empty(0, b.dtype) for b in ks.outputs)
-        in_bufs = []
-        for k, (host, _) in enumerate(views):
-            buf = self._buffer(f"in{k}", host.nbytes)
-            if host.nbytes:
-                cl.enqueue_copy(queue, buf, host, is_blocking=False)
-            in_bufs.append(buf)
-        out_sizes = L.output_sizes(ks, n)
-        out_bufs = [self._buffer(f"out{k}", size * np.dtype(b.dtype).itemsize)
-                    for k, (b, size) in enumerate(zip(ks.outputs, out_sizes))]
-        sizes = L.scratch_sizes(ks, n)
-        scratch = {b.name: self._buffer(b.name, sizes[b.name] * np.dtype(b.dtype).itemsize) for b in ks.scratch}
+        if not shape.launches:               # n == 0 for a ToArray pass: nothing to launch
+            return tuple(np.empty(0, b.dtype) for b in self.ks.outputs)
+        in_bufs = [self._input_buffer(k, host) for k, (host, _) in enumerate(views)]
         events = []
-        strides = [v[1] for v in views]
-        for launch in launches:
-            args = L.bind(launch, in_bufs, strides, params, n, out_bufs, scratch)
-            kernel = self.kernels[launch.name]
-            kernel.set_args(*args)
+        for launch in shape.launches:
+            args = L.bind(launch, in_bufs, strides, params, n, shape.out_bufs, shape.scratch)
+            kernel = self._bind(launch, args)
             events.append(cl.enqueue_nd_range_kernel(queue, kernel, (launch.grid * launch.block,), (launch.block,)))
-        result = self._read(out_bufs, scratch, out_sizes)
-        for launch, ev in zip(launches, events):
+        result = self._read(shape)
+        for launch, ev in zip(shape.launches, events):
             trace.kernels.append(KernelRun(launch.name, "opencl", (launch.grid,), (launch.block,), cache,
                                            compile_ms, (ev.profile.end - ev.profile.start) * 1e-6))
             compile_ms = 0.0                 # the program's build time is reported once
         return result
 
-    def _read(self, out_bufs, scratch, out_sizes):
+    def _read(self, shape: _CallShape):
+        """Copy the results back; the last copy blocks, so every kernel (and every read of a
+        zero-copy input) has finished when this returns."""
         ks, cl, queue = self.ks, self.dev.cl, self.dev.queue
         if ks.shape == "reduce":
-            slots = []
-            for b, buf in zip(ks.outputs, out_bufs):
-                host = np.empty(1, b.dtype)
-                cl.enqueue_copy(queue, host, buf)
-                slots.append(host[0])
-            return L.decode_reduce(ks, slots)
-        count = out_sizes[0] if out_sizes else 0
+            slots = [np.empty(1, b.dtype) for b in ks.outputs]
+            for k, (host, buf) in enumerate(zip(slots, shape.out_bufs)):
+                cl.enqueue_copy(queue, host, buf, is_blocking=k == len(slots) - 1)
+            return L.decode_reduce(ks, [host[0] for host in slots])
+        count = shape.out_sizes[0] if shape.out_sizes else 0
         if ks.shape == "compact":
             total = np.empty(1, np.int64)
-            cl.enqueue_copy(queue, total, scratch["total"])
+            cl.enqueue_copy(queue, total, shape.scratch["total"])
             count = int(total[0])
         outs = []
-        for b, buf in zip(ks.outputs, out_bufs):
+        for b, buf in zip(ks.outputs, shape.out_bufs):
             host = np.empty(count, b.dtype)
             if count:
                 cl.enqueue_copy(queue, host, buf)

@@ -34,6 +34,14 @@ class DeviceContext:
         return "cl_khr_fp64" in self.device.extensions or bool(getattr(self.device, "double_fp_config", 0))
 
     @property
+    def zero_copy(self) -> bool:
+        """Kernels read the caller's arrays in place (CL_MEM_USE_HOST_PTR) instead of copies.
+        On a CPU device "device memory" is host memory, so the upload is a memcpy that costs
+        as much as W1's whole kernel at 1e7 elements; a GPU needs the transfer (and may
+        answer USE_HOST_PTR with a hidden copy per launch), so GPUs keep device buffers."""
+        return bool(self.device.type & self.cl.device_type.CPU)
+
+    @property
     def description(self) -> str:
         return f"{self.device.platform.name.strip()} / {self.device.name.strip()}"
 

@@ -85,6 +85,12 @@ def choose_auto(n: int, on_device: bool) -> str:
     return name
 
 
+def auto_choice(n: int) -> str | None:
+    """The backend `auto` chose last time for host data of n elements (None if it has not
+    chosen yet, or a backend broke since): lets a repeated call skip choose_auto."""
+    return _auto.get(n >= _THRESHOLD)
+
+
 def _choose(large: bool) -> str:
     if large:
         for name in ("cuda", "opencl"):

@@ -1,0 +1,88 @@
+"""From a Query to its fused plan: the lambdas' sources, the element the chain starts from,
+the lowering of chain + terminal into one `Lowered` pass, and the kernel parameters' values.
+Used by the engine on a cache miss (and for every call's parameters) and by introspect.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from codegen import expr as E
+from codegen.program import InputSpec
+
+from .errors import QueryError
+from .frontend import LambdaSource, RecordVal, Scalar, TupleVal, capture_values, lambda_source
+from .fusion import Lowered, Lowering
+from .sources import Source
+
+
+def slot_info(fn) -> tuple:
+    """(LambdaSource, current captured values) for a user function or a parsed text lambda."""
+    if isinstance(fn, LambdaSource):          # parsed from CLI text: np / math / builtins only
+        return fn, capture_values(None, fn)
+    if not callable(fn):
+        raise TypeError(f"expected a function (a lambda), got {type(fn).__name__}")
+    src = lambda_source(fn)
+    return src, capture_values(fn, src)
+
+
+def _input_name(source: Source, i: int) -> str:
+    """Kernel-facing input names: the table's field names where they are plain ASCII
+    identifiers (printers prefix them, so C keywords are safe), else x / in0, in1, ..."""
+    if source.kind == "table":
+        f = source.fields[i]
+        if f.isascii() and f.isidentifier() and not f.startswith("_"):
+            return f
+    return "x" if source.kind == "array" else f"in{i}"
+
+
+def initial_element(source: Source, dts: tuple, lw: Lowering):
+    """The element value the first lambda sees, and the program's inputs."""
+    if source.kind == "range":
+        start = lw.b.param(("range", 0), "int64")
+        step = lw.b.param(("range", 2), "int64")
+        idx = E.Binary("add", start, E.Binary("mul", E.Index(), step, "int64"), "int64")
+        return Scalar(idx, None), []
+    inputs = [InputSpec(_input_name(source, i), d) for i, d in enumerate(dts)]
+    loads = [Scalar(E.Load(i, d), None) for i, d in enumerate(dts)]
+    if source.kind == "array":
+        return loads[0], inputs
+    if source.kind == "zip":
+        return TupleVal(tuple(loads)), inputs
+    return RecordVal(tuple(zip(source.fields, loads))), inputs
+
+
+def lower(source: Source, dts: tuple, ops: tuple, term, infos: list) -> Lowered:
+    """Fuse source + chain + terminal into one pass (no compilation)."""
+    lw = Lowering(infos, f"qc_{term.name}")   # kernel names: qc_sum_reduce_partials, ...
+    element, inputs = initial_element(source, dts, lw)
+    element = lw.chain(element, tuple((kind, i) for i, (kind, _) in enumerate(ops)))
+    if term.name in ("to_array", "to_list"):
+        return lw.to_array(inputs, element)
+    slot = len(ops)
+    specs = []
+    for _, spec in term.specs:
+        if spec.fn is not None:
+            specs.append((spec, slot))
+            slot += 1
+        else:
+            specs.append((spec, None))
+    return lw.reduce(inputs, element, specs, term.standalone)
+
+
+def param_values(lowered: Lowered, infos: list, source: Source) -> list:
+    out = []
+    for key, limits in zip(lowered.bindings, lowered.limits):
+        where, name, dtype = key
+        v = source.range_args[name] if where == "range" else infos[where][1][name]
+        if limits is not None and type(v) is int and not limits[0] <= v <= limits[1]:
+            src = infos[where][0]
+            raise QueryError(f"{src.where(src.body)}: captured {name!r} = {v} is out of bounds for "
+                             f"{limits[2]}, the type it meets in `{src.text}` (NumPy 2 raises "
+                             f"OverflowError here); use a value in [{limits[0]}, {limits[1]}] "
+                             f"or make the element wider first, e.g. np.int64(v)")
+        try:
+            out.append(np.dtype(dtype).type(v))
+        except (OverflowError, ValueError, TypeError) as exc:
+            raise QueryError(f"captured value {name!r} = {v!r} does not fit the parameter type "
+                             f"{dtype} it was compiled for ({exc})") from None
+    return out
