@@ -66,8 +66,8 @@ def run(q, term: TerminalReq, fns=None):
         fns = term.fns
     hot = q._hot
     if hot is not None and hot.term is term:
-        n = hot.length(fns, q._source)
-        if n >= 0 and (hot.pinned or registry.auto_choice(n) == hot.name):
+        n = hot.length()
+        if n >= 0 and hot.same_fns(fns) and (hot.pinned or registry.auto_choice(n) == hot.name):
             fast = hot.fast
             infos = _captures(fast, q, fns) if fast.capture_slots else None
             if infos is not False:
@@ -77,7 +77,7 @@ def run(q, term: TerminalReq, fns=None):
                 except Exception as exc:
                     return _failed(q, term, fns, hot.name, n, exc, t0)
                 note_memory_hit()
-                result = assemble(hot.lowered, raw, term)
+                result = hot.finish(raw)
                 _last[0] = (hot.name, term.name, n, hot.prepared, row, t0, _clock())
                 return result
     return _run_full(q, term, fns, t0)
@@ -126,7 +126,8 @@ def _run_full(q, term: TerminalReq, fns, t0: float):
     if term.shared:
         items = plain_items(source, cols)
         if items is not None:
-            q._hot = Hot(term, name, q._backend != "auto", items, codes[len(q._codes):], fast)
+            q._hot = Hot(term, name, q._backend != "auto", items, codes[len(q._codes):], fast,
+                         finisher(fast.hit[0], term), lambda: source.length(()))
     trace.total_ms = (_clock() - t0) * 1e3
     _last[0] = trace
     return result
@@ -225,6 +226,13 @@ def assemble(lowered: Lowered, raw, term: TerminalReq):
     if lowered.shape == "tuple":
         return arrays
     return dict(zip(lowered.fields, arrays))
+
+
+def finisher(lowered: Lowered, term: TerminalReq):
+    """assemble() for this lowered pass and request, as a function of the raw results."""
+    if term.specs and term.standalone:
+        return T.finisher(lowered.finishes[0], term.specs[0][1])
+    return lambda raw: assemble(lowered, raw, term)
 
 
 def last_trace() -> Trace:

@@ -49,40 +49,68 @@ class FastEntry:
 
 class Hot:
     """The last terminal a Query ran, ready to run again (see the module docstring)."""
-    __slots__ = ("term", "name", "pinned", "items", "dtypes", "fn_codes", "fast", "lowered",
-                 "prepared")
+    __slots__ = ("term", "name", "pinned", "items", "fast", "lowered", "prepared", "finish",
+                 "length", "same_fns")
 
     def __init__(self, term, name: str, pinned: bool, items: tuple, fn_codes: tuple,
-                 fast: FastEntry):
+                 fast: FastEntry, finish, range_length):
         self.term = term
         self.name = name              # the backend that ran
         self.pinned = pinned          # .on(name): no auto choice to repeat
         self.items = items            # the plain numpy columns (empty for a range)
-        self.dtypes = tuple([c.dtype for c in items])
-        self.fn_codes = fn_codes      # code objects of the terminal's per-call lambdas
         self.fast = fast
         self.lowered, self.prepared = fast.hit
+        self.finish = finish          # raw results -> the user's value
+        self.length = _length_check(items, range_length)     # () -> n, or -1
+        self.same_fns = _fns_check(fn_codes)                   # (fns) -> bool
 
-    def length(self, fns, source) -> int:
-        """n if this entry still applies to a call with terminal lambdas `fns`, else -1.
-        A column's dtype or number of dimensions can change in place (a.dtype = ...,
-        a.shape = ...), so both are checked; the columns themselves are fixed by the Query."""
-        items = self.items
-        if items:
-            n = len(items[0])
-            for c, dt in zip(items, self.dtypes):
-                if c.dtype is not dt or c.ndim != 1 or len(c) != n:
-                    return -1
-        else:
-            n = source.length(())
-        codes = self.fn_codes
-        if codes:
-            if len(fns) != len(codes):
+
+# The checks are closures over exactly what they compare, unrolled for the common shapes:
+# on this path every attribute load and loop iteration shows in small-n timings.
+def _length_check(items: tuple, range_length):
+    """() -> n when every column still has its dtype and one dimension (both can change in
+    place: a.dtype = ..., a.shape = ...), all of one length; else -1. The columns themselves
+    are fixed by the Query."""
+    dtypes = tuple([c.dtype for c in items])
+    if not items:
+        return range_length
+    if len(items) == 1:
+        (c,), (dt,) = items, dtypes
+
+        def one() -> int:
+            return len(c) if c.dtype is dt and c.ndim == 1 else -1
+        return one
+    if len(items) == 2:
+        (c, d), (dc, dd) = items, dtypes
+
+        def two() -> int:
+            if c.dtype is dc and d.dtype is dd and c.ndim == 1 and d.ndim == 1 and len(c) == len(d):
+                return len(c)
+            return -1
+        return two
+
+    def many() -> int:
+        n = len(items[0])
+        for c, dt in zip(items, dtypes):
+            if c.dtype is not dt or c.ndim != 1 or len(c) != n:
                 return -1
-            for f, code in zip(fns, codes):
-                if getattr(f, "__code__", f) is not code:
-                    return -1
         return n
+    return many
+
+
+def _fns_check(codes: tuple):
+    """(fns) -> whether this call's terminal lambdas have the code objects the entry has."""
+    if not codes:
+        return _no_fns
+    if len(codes) == 1:
+        (code,) = codes
+        return lambda fns: len(fns) == 1 and getattr(fns[0], "__code__", fns[0]) is code
+    return lambda fns: len(fns) == len(codes) and all(
+        getattr(f, "__code__", f) is c for f, c in zip(fns, codes))
+
+
+def _no_fns(fns) -> bool:
+    return not fns
 
 
 def plain_items(source, cols: tuple) -> tuple | None:

@@ -233,7 +233,33 @@ class CpuPrepared(Prepared):
         run_ms = (_clock() - t0) * 1e3
         if self._ran and launch.specialisations() == launch.known:
             return result, (launch, n, run_ms, "memory", 0.0)
-        return result, (launch, n, run_ms) + self._first_use(launch, run_ms)
+        row = (launch, n, run_ms) + self._first_use(launch, run_ms)
+        if convs is not None and not self._f16_inputs and not self._param_types:
+            self.run_quick = self._small_reduce()
+        return result, row
+
+    def _small_reduce(self):
+        """run_quick for the case that decides small-n speed: a reduce without parameters or
+        float16 inputs, on fewer than SERIAL_MAX elements, after its first run. What it reads
+        is bound once (closure variables load faster than attributes); any other call, and
+        one where numba had to add a specialisation, goes through the general method."""
+        general = CpuPrepared.run_quick.__get__(self)
+        launch = self._launches[0]
+        entry, specialisations = launch.entry, launch.specialisations
+        convs = self._convs
+        conv = convs[0] if len(convs) == 1 else (lambda raw: [c(raw) for c in convs])
+
+        def small_reduce(inputs, params, n):
+            if n >= SERIAL_MAX or params:
+                return general(inputs, params, n)
+            t0 = _clock()
+            raw = entry(n, *inputs)
+            result = [conv(raw)] if len(convs) == 1 else conv(raw)
+            run_ms = (_clock() - t0) * 1e3
+            if specialisations() == launch.known:
+                return result, (launch, n, run_ms, "memory", 0.0)
+            return result, (launch, n, run_ms) + self._first_use(launch, run_ms)
+        return small_reduce
 
     def trace_rows(self, row: tuple) -> list[KernelRun]:
         """The one trace row of a run: (launch, n, run ms, cache origin, compile ms)."""
