@@ -10,6 +10,7 @@ The trace of a hot call is built only when qc.last_trace() asks for it.
 """
 from __future__ import annotations
 
+import operator
 import time
 
 import numpy as np
@@ -26,6 +27,7 @@ from .warm import FastEntry, Hot, plain_items, slot_sig
 
 note_memory_hit = disk_cache.note_memory_hit
 _clock = time.perf_counter
+_dtype_of = operator.attrgetter("dtype")
 _memo: dict[tuple, tuple] = {}          # full signature -> (Lowered, Prepared)
 _fast: dict[tuple, FastEntry] = {}      # warm signature -> entry
 # The last terminal's Trace, or what builds it: (backend, terminal, n, prepared, row, t0, t1).
@@ -65,7 +67,7 @@ def run(q, term: TerminalReq, fns=None):
     if fns is None:
         fns = term.fns
     hot = q._hot
-    if hot is not None and hot.term is term:
+    if hot and hot.term is term:
         n = hot.length()
         if n >= 0 and hot.same_fns(fns) and (hot.pinned or registry.auto_choice(n) == hot.name):
             fast = hot.fast
@@ -94,43 +96,67 @@ def _captures(fast: FastEntry, q, fns) -> list | bool:
 
 
 def _run_full(q, term: TerminalReq, fns, t0: float):
+    """Not hot: read the columns, build the warm signature, look it up; compile on a miss."""
     source = q._source
     cols = source.columns()
     n = len(cols[0]) if cols else source.length(cols)
     name = q._backend
     if name == "auto":
-        name = registry.choose_auto(n, any(type(c) is not np.ndarray and is_device_array(c) for c in cols))
-    trace = Trace(name, term.name, n)
+        on_device = False
+        for c in cols:                # (a loop: a generator costs more on this path)
+            if type(c) is not np.ndarray and is_device_array(c):
+                on_device = True
+        name = registry.choose_auto(n, on_device)
     codes = q._codes
     if fns:
         codes = codes + tuple([getattr(f, "__code__", f) for f in fns])
     fast_key = (name, source.kind, source.fields, q._kinds, term.signature,
-                tuple([c.dtype for c in cols]), codes)
+                tuple(map(_dtype_of, cols)), codes)
     fast = _fast.get(fast_key)
     infos = None
     if fast is not None and fast.capture_slots:
         infos = _captures(fast, q, fns)
         if infos is False:
             fast = None               # a captured value changed type: take the full path
-    try:
-        if fast is not None:
-            note_memory_hit()
-            origin, compile_ms = "memory", 0.0
-        else:
+    if fast is None:
+        trace = Trace(name, term.name, n)
+        try:
             infos = [slot_info(fn) for fn in slot_functions(q, fns)]
             hit, origin, compile_ms = _compiled(name, source, cols, q, term, infos)
-            fast = _fast[fast_key] = FastEntry(hit, infos)
-        result = _launch(fast.hit, origin, compile_ms, source, cols, n, term, infos, trace)
-    except Exception as exc:
-        return _failed(q, term, fns, name, n, exc, t0)
+            fast = _fast[fast_key] = FastEntry(hit, infos, term, finisher(hit[0], term))
+            result = _launch(hit, origin, compile_ms, source, cols, n, term, infos, trace)
+        except Exception as exc:
+            return _failed(q, term, fns, name, n, exc, t0)
+        trace.total_ms = (_clock() - t0) * 1e3
+        last = trace
+    else:
+        lowered, prepared = fast.hit
+        try:
+            params = param_values(lowered, infos, source) if lowered.bindings else ()
+            raw, row = prepared.run_quick(cols, params, n)
+        except Exception as exc:
+            return _failed(q, term, fns, name, n, exc, t0)
+        note_memory_hit()
+        result = fast.finish(raw) if fast.finish_term is term else assemble(lowered, raw, term)
+        last = (name, term.name, n, prepared, row, t0, _clock())
     if term.shared:
-        items = plain_items(source, cols)
-        if items is not None:
-            q._hot = Hot(term, name, q._backend != "auto", items, codes[len(q._codes):], fast,
-                         finisher(fast.hit[0], term), lambda: source.length(()))
-    trace.total_ms = (_clock() - t0) * 1e3
-    _last[0] = trace
+        _remember(q, term, name, source, cols, codes[len(q._codes):], fast)
+    _last[0] = last
     return result
+
+
+def _remember(q, term: TerminalReq, name: str, source, cols: tuple, fn_codes: tuple,
+              fast: FastEntry) -> None:
+    """Make `q` hot for `term`, from its second run on: a query built and run once per call
+    (the whole chain inline in a loop) never pays for the Hot entry."""
+    if q._hot is None:
+        q._hot = False
+        return
+    items = plain_items(source, cols)
+    if items is not None:
+        finish = fast.finish if fast.finish_term is term else finisher(fast.hit[0], term)
+        q._hot = Hot(term, name, q._backend != "auto", items, fn_codes, fast, finish,
+                     lambda: source.length(()))
 
 
 def _failed(q, term: TerminalReq, fns, name: str, n: int, exc: Exception, t0: float):

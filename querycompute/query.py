@@ -32,6 +32,7 @@ class Query:
         self._kinds = kinds
         self._codes = codes
         self._hot = None           # warm.Hot: the last terminal run, ready to repeat
+                                   # (False: ran once; engine._remember)
 
     def __repr__(self) -> str:
         chain = "".join(f".{k}(...)" for k, _ in self._ops)

@@ -28,10 +28,13 @@ def slot_sig(src, env) -> tuple:
 
 class FastEntry:
     """A warm entry found by signature: the compiled pass plus what its captures looked like."""
-    __slots__ = ("hit", "capture_slots", "capture_sig", "captured")
+    __slots__ = ("hit", "capture_slots", "capture_sig", "captured", "finish_term", "finish")
 
-    def __init__(self, hit, infos):
+    def __init__(self, hit, infos, term, finish):
         self.hit = hit
+        # raw results -> the user's value, for the request `term` only: requests with one
+        # signature can differ in defaults and agg() result names
+        self.finish_term, self.finish = term, finish
         self.capture_slots = tuple(i for i, (src, _) in enumerate(infos) if src.captures)
         self.capture_sig = tuple(slot_sig(*infos[i]) for i in self.capture_slots)
         # The captured objects themselves: when every one is still the very same object

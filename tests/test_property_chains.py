@@ -108,6 +108,30 @@ def test_backend_matches_numpy(backend, data, dtype, terminal):
     assert_same(got, want, values)
 
 
+def _ulps_apart(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Distance in units in the last place (NaN against NaN and equal infinities: 0)."""
+    same = (a == b) | (np.isnan(a) & np.isnan(b))
+    with np.errstate(all="ignore"):
+        spacing = np.abs(np.spacing(np.maximum(np.abs(a), np.abs(b)).astype(a.dtype)))
+        dist = np.where(same, 0.0, np.abs(a.astype(np.float64) - b.astype(np.float64)) / spacing)
+    return np.where(np.isnan(dist), np.inf, dist)
+
+
+@pytest.mark.parametrize("backend", RUNNABLE)
+@given(data=st.data(), dtype=st.sampled_from(["float32", "float64"]),
+       fn=st.sampled_from(TRANSCENDENTAL))
+@settings(max_examples=20, **SETTINGS)
+def test_math_functions_agree_with_numpy_within_a_few_ulp(backend, data, dtype, fn):
+    """tanh/exp/sin/log1p: each libm (numba's, pocl's, NumPy's SIMD loops) rounds its own
+    way, so these are compared by ulp distance (OpenCL allows up to 4-5 ulp for float)."""
+    x = data.draw(arrays(dtype, max_size=200))
+    (f,) = load_lambdas([f"lambda v: {fn.format('v')}"])
+    got = qc.query(x).select(f).on(backend).to_array()
+    want = qc.query(x).select(f).on("numpy").to_array()
+    assert got.dtype == want.dtype
+    assert (_ulps_apart(got, want) <= 5).all(), (fn, x[_ulps_apart(got, want) > 5])
+
+
 # -- CUDA C and Metal: the same random chains, executed by the CPU harness (tests/harness) ----
 from codegen.errors import UnsupportedType  # noqa: E402
 

@@ -22,7 +22,9 @@ def test_repeat_call_takes_the_hot_path_and_its_trace_is_built_on_request():
     x = np.arange(1000, dtype=np.float32)
     q = qc.query(x).select(lambda v: v * 2).on("cpu")
     first = q.sum()
-    assert hot(q) is not None and qc.last_trace().kernels[0].cache in ("compiled", "disk", "memory")
+    assert hot(q) is False        # ran once: a query built per call never pays for an entry
+    assert qc.last_trace().kernels[0].cache in ("compiled", "disk", "memory")
+    assert q.sum() == first and hot(q)          # the second run makes it hot
     again = q.sum()
     assert again == first == np.float32((x * 2).sum()) and type(again) is np.float32
     t = qc.last_trace()
@@ -120,7 +122,8 @@ def test_auto_choice_is_repeated_when_the_backend_it_chose_breaks(monkeypatch):
     monkeypatch.setattr(registry, "_broken", {})
     x = np.arange(1000, dtype=np.float32)
     q = qc.query(x).select(lambda v: v + 1)
-    assert q.sum() == np.float32(x.sum() + 1000) and qc.last_trace().backend == "opencl"
+    for _ in range(2):
+        assert q.sum() == np.float32(x.sum() + 1000) and qc.last_trace().backend == "opencl"
     assert hot(q).name == "opencl"
 
     def driver_failure(*args):
@@ -135,3 +138,17 @@ def test_auto_choice_is_repeated_when_the_backend_it_chose_breaks(monkeypatch):
         warnings.simplefilter("error")
         assert q.sum() == np.float32(x.sum() + 1000)
     assert qc.last_trace().backend == "cpu" and qc.last_trace().fallback is None
+
+
+def test_requests_that_share_a_signature_keep_their_own_defaults_and_names():
+    x = np.arange(5, dtype=np.float32)
+    empty = qc.query(x).where(lambda v: v > 100).on("cpu")
+    for _ in range(3):
+        assert empty.max(default=-1.0) == -1.0          # compiled by a non-shared request
+        with pytest.raises(qc.EmptySequenceError):
+            empty.max()                                  # same pass, no default
+    q = qc.query(x).on("cpu")
+    for _ in range(3):
+        assert q.agg(a=qc.sum) == {"a": 10.0}
+        assert q.agg(b=qc.sum) == {"b": 10.0}            # same pass, another result name
+        assert qc.query(x).on("cpu").agg(c=qc.sum) == {"c": 10.0}
