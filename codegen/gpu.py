@@ -47,7 +47,8 @@ def render(p: Pass, dialect: str) -> KernelSet:
     elif isinstance(p.terminal, Reduce):
         shape = "reduce"
         ept = elems_per_thread(in_dtypes)
-        kernels, specs, outputs, scratch, slots = lower_reduce(p, ept, pr.SHUFFLE_TYPES if pr.SHUFFLE_DOWN else ())
+        kernels, specs, outputs, scratch, slots = lower_reduce(p, ept, pr.SHUFFLE_TYPES if pr.SHUFFLE_DOWN else (),
+                                                               pr.FOLD_RUNS_APART)
     else:
         raise TypeError(f"unknown terminal {p.terminal!r}; expected ToArray or Reduce")
     header = (f"// querycompute pass {p.name}: {shape}, {len(kernels)} kernels, {dialect}\n"

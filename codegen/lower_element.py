@@ -145,8 +145,9 @@ def per_thread_loop(ept: int, body: list) -> K.For:
     return K.For(k, K.i32(0), K.op("<", k, K.i32(ept)), K.op("+", k, K.i32(1)), inner, unroll=True)
 
 
-def grid_stride_runs(ept: int, body: list) -> K.For:
-    """for base = thread_base; base < n; base += grid threads * ept: per_thread_loop(body).
+def grid_stride_runs(ept: int, body: list, before: list = (), after: list = ()) -> K.For:
+    """for base = thread_base; base < n; base += grid threads * ept:
+    `before`; per_thread_loop(body); `after`.
     Each step a thread takes its next run of `ept` consecutive elements, so contiguous inputs
     are read 16 bytes per thread at a time (one scalar element per thread and step kept pocl
     from vectorising: 3x slower), and the order in which a thread meets its elements depends
@@ -154,4 +155,4 @@ def grid_stride_runs(ept: int, body: list) -> K.For:
     n = K.KVar("n", "int64")
     threads = K.op("*", K.KCast(K.KThread("num_groups"), "int64"), K.KCast(K.KThread("local_size"), "int64"))
     return K.For(BASE, thread_base(ept), K.op("<", BASE, n), K.op("+", BASE, _times_ept(threads, ept)),
-                 (per_thread_loop(ept, body),))
+                 (*before, per_thread_loop(ept, body), *after))

@@ -36,10 +36,11 @@ def _extreme(op: str, dtype: str):
     return hi if op == "min" else lo
 
 
-def make_acc(j: int, agg: Agg, prog) -> tuple[Acc, tuple[E.Expr, ...], tuple[str, ...], tuple[ResultSlot, ...]]:
-    """Accumulator of agg number j, the element's contribution to it, the buffer dtype of each
-    slot (partials and result) and the result slots it fills."""
-    name = f"acc{j}"
+def make_acc(j: int, agg: Agg, prog, name: str = "") -> tuple[Acc, tuple[E.Expr, ...], tuple[str, ...], tuple[ResultSlot, ...]]:
+    """Accumulator of agg number j (registers named after `name`, default acc<j>), the
+    element's contribution to it, the buffer dtype of each slot (partials and result) and
+    the result slots it fills."""
+    name = name or f"acc{j}"
     if agg.op == "first":
         idx = K.KVar(f"{name}_idx", "int64")
         # bool values travel as uint8 registers: no bool shuffles / shared bool arrays needed
@@ -90,9 +91,13 @@ def _write(accs, names, at) -> K.If:
     return K.If(K.op("==", LID, K.i32(0)), tuple(stores))
 
 
-def lower_reduce(p: Pass, ept: int, shuffle_types: tuple[str, ...]):
+def lower_reduce(p: Pass, ept: int, shuffle_types: tuple[str, ...], fold_runs_apart: bool = False):
     """-> (kernels, kernel specs, outputs, scratch, result slots) of the two-stage reduction;
-    stage 1 threads take runs of `ept` consecutive elements."""
+    stage 1 threads take runs of `ept` consecutive elements. With `fold_runs_apart`, each
+    run is folded into fresh accumulators (acc<j>) that then fold into the thread's
+    (thread_acc<j>): the runs' chains of combines are independent, so a CPU device overlaps
+    consecutive runs instead of waiting on one chain through all of a thread's elements.
+    Either way the order of combines depends only on n."""
     prog = p.program
     name = check_name(p.name, "pass")
     built = [make_acc(j, a, prog) for j, a in enumerate(p.terminal.aggs)]
@@ -109,18 +114,27 @@ def lower_reduce(p: Pass, ept: int, shuffle_types: tuple[str, ...]):
     outputs = tuple(BufferSpec(f"res{k}", d, "one") for k, d in enumerate(buf_dtypes))
     consumed = [v for a in p.terminal.aggs for v in a.values]
 
+    # The element's value folds into `accs`; the block tree reduces `thread_accs`.
+    run_start, run_end, thread_accs = [], [], accs
+    if fold_runs_apart:
+        thread_accs = [make_acc(j, a, prog, f"thread_acc{j}")[0] for j, a in enumerate(p.terminal.aggs)]
+        run_start = [s for a in accs for s in a.declare()]
+        run_end = [st for t, a in zip(thread_accs, accs)
+                   for st in t.combine(tuple(E.Var(s.name, s.dtype) for s in a.slots))]
+    loop_doc = f"Grid-stride loop over runs of {ept} consecutive elements, folded into private accumulators" + (
+        ": each run apart, then into the thread's." if fold_runs_apart else ".")
+
     kernels, specs = [], []
     for strided in (False, True):
         # filtered-out elements `continue` before the fold
         body = element(prog, strided, consumed) + [st for a, c in zip(accs, contribs) for st in a.combine(c)]
-        loop = grid_stride_runs(ept, body)
-        shared, reduce_stmts = block_reduce(accs, use_shuffles)
+        loop = grid_stride_runs(ept, body, run_start, run_end)
+        shared, reduce_stmts = block_reduce(thread_accs, use_shuffles)
         kname, doc = variant(f"{name}_reduce_partials", strided,
                              f"Stage 1 of {name}: one partial per block and accumulator.")
         args = tuple(input_args(prog, strided)) + (KernelArg("n", "n", "int64"),) + partial_args
-        stmts = [s for a in accs for s in a.declare()] + [
-            K.Comment(f"Grid-stride loop over runs of {ept} consecutive elements, folded into private accumulators."),
-            loop, *reduce_stmts, _write(accs, partial_names, K.KThread("group_id"))]
+        stmts = [s for a in thread_accs for s in a.declare()] + [
+            K.Comment(loop_doc), loop, *reduce_stmts, _write(thread_accs, partial_names, K.KThread("group_id"))]
         kernels.append(K.Kernel(kname, args, tuple(shared), tuple(stmts), doc=doc))
         specs.append(KernelSpec(kname, args, "reduce", "strided" if strided else "contiguous", "partials"))
 

@@ -21,6 +21,7 @@ class OpenCL(CFamily):
     # IEEE-exact: correctly rounded float32 / and sqrt; never -cl-fast-relaxed-math or -cl-mad-enable
     OPTIONS = ("-cl-fp32-correctly-rounded-divide-sqrt",)
     UNROLL = ""            # OpenCL 1.2 has no unroll pragma; constant-trip loops unroll anyway
+    FOLD_RUNS_APART = True # CPU devices (pocl) run OpenCL: W1 stage 1 1.3x faster, as fast as float4 code
     KERNEL_HEAD = "__kernel __attribute__((reqd_work_group_size({block}, 1, 1)))\nvoid {name}"
     BUFFER_ARG = "__global {const}{type}* restrict {name}"
     SCALAR_ARG = "const {type} {name}"

@@ -44,10 +44,9 @@ def _device_view(x: np.ndarray, max_step: float) -> tuple[np.ndarray, int]:
     return np.ascontiguousarray(x), 1
 
 
-def _arg_key(value):
-    """What identifies a bound argument: scalars by dtype and bits (so 0.0 and -0.0, or a NaN
-    payload, never look equal), buffers by the object (kept alive, so its handle can't be reused)."""
-    return (value.dtype.str, value.tobytes()) if isinstance(value, np.generic) else value
+def _bits_key(values) -> tuple:
+    """Scalars by type and bits, so 0.0 and -0.0 (or two NaN payloads) never look equal."""
+    return tuple((type(v), np.asarray(v).tobytes()) for v in values)
 
 
 class _CallShape:
@@ -64,9 +63,11 @@ class OpenCLPrepared(Prepared):
                  compile_ms: float):
         self.dev, self.ks, self.origin, self.compile_ms = dev, ks, origin, compile_ms
         self.kernels = {k.name: dev.cl.Kernel(program, k.name) for k in ks.kernels}
-        # Positions of the input-buffer arguments: with zero-copy inputs they change every call.
-        self._input_pos = {k.name: [j for j, a in enumerate(k.args) if a.kind == "input"] for k in ks.kernels}
-        self._bound: dict[str, tuple] = {}               # kernel -> keys of its other args as last set
+        # (argument position, input number) of each kernel's input buffers: zero-copy inputs
+        # are new buffers every call, so these are rebound every call.
+        self._input_pos = {k.name: [(j, a.index) for j, a in enumerate(k.args) if a.kind == "input"]
+                           for k in ks.kernels}
+        self._bound: dict[str, tuple] = {}               # kernel -> (call shape, strides, params) last bound
         self._buffers: dict[str, tuple[int, Any]] = {}   # role -> (bytes, cl.Buffer), reused per size
         self._shape: tuple[tuple, _CallShape] | None = None
         self._max_step = float("inf") if dev.zero_copy else MAX_GATHER_STEP
@@ -89,7 +90,7 @@ class OpenCLPrepared(Prepared):
         if not host.nbytes:
             return self._buffer(f"in{k}", 0)
         if self.dev.zero_copy:
-            if host.ctypes.data % host.dtype.alignment:
+            if not host.flags.aligned:
                 host = host.copy()
             return cl.Buffer(self.dev.context, cl.mem_flags.READ_ONLY | cl.mem_flags.USE_HOST_PTR, hostbuf=host)
         buf = self._buffer(f"in{k}", host.nbytes)
@@ -108,46 +109,48 @@ class OpenCLPrepared(Prepared):
             self._shape = (key, _CallShape(L.plan(ks, n, contiguous), out_sizes, out_bufs, scratch))
         return self._shape[1]
 
-    def _bind(self, launch: L.Launch, args: list):
-        """The launch's kernel with `args` bound. set_args costs as much as a small kernel on
-        pocl, so only the input buffers are rebound when nothing else changed since last call."""
+    def _bind(self, launch: L.Launch, shape: _CallShape, in_bufs, strides, params, n: int, key: tuple):
+        """The launch's kernel with its arguments bound. set_args costs as much as a small
+        kernel on pocl, so when the kernel was last bound with the same `key` (call shape,
+        strides, parameter bits) only the input buffers are rebound."""
         kernel = self.kernels[launch.name]
-        inputs = self._input_pos[launch.name]
-        rest = tuple(_arg_key(a) for j, a in enumerate(args) if j not in inputs)
-        if self._bound.get(launch.name) != rest:
-            kernel.set_args(*args)
-            self._bound[launch.name] = rest
+        if self._bound.get(launch.name) != key:
+            kernel.set_args(*L.bind(launch, in_bufs, strides, params, n, shape.out_bufs, shape.scratch))
+            self._bound[launch.name] = key
         else:
-            for j in inputs:
-                kernel.set_arg(j, args[j])
+            for pos, k in self._input_pos[launch.name]:
+                kernel.set_arg(pos, in_bufs[k])
         return kernel
 
     def run(self, inputs: Sequence[Any], params: Sequence[Any], n: int, trace: Trace) -> Any:
         with self._lock:
-            return self._run(inputs, params, n, trace)
+            raw, (launches, events, cache, compile_ms) = self._run(inputs, params, n)
+        info = self.dev.cl.profiling_info
+        for launch, ev in zip(launches, events):
+            run_ms = (ev.get_profiling_info(info.END) - ev.get_profiling_info(info.START)) * 1e-6
+            trace.kernels.append(KernelRun(launch.name, "opencl", (launch.grid,), (launch.block,), cache,
+                                           compile_ms, run_ms))
+            compile_ms = 0.0                 # the program's build time is reported once
+        return raw
 
-    def _run(self, inputs, params, n, trace):
+    def _run(self, inputs, params, n):
+        """-> (raw results, (launches, their events, cache origin, compile ms))."""
         cl, queue = self.dev.cl, self.dev.queue
         views = [_device_view(np.asarray(x), self._max_step) for x in inputs]
-        strides = [step for _, step in views]
+        strides = tuple(step for _, step in views)
         shape = self._call_shape(n, all(step == 1 for step in strides))
         cache = "memory" if self._runs else self.origin
         compile_ms = 0.0 if self._runs else self.compile_ms
         self._runs += 1
         if not shape.launches:               # n == 0 for a ToArray pass: nothing to launch
-            return tuple(np.empty(0, b.dtype) for b in self.ks.outputs)
+            return tuple(np.empty(0, b.dtype) for b in self.ks.outputs), ((), (), cache, compile_ms)
         in_bufs = [self._input_buffer(k, host) for k, (host, _) in enumerate(views)]
+        key = (shape, strides, _bits_key(params))
         events = []
         for launch in shape.launches:
-            args = L.bind(launch, in_bufs, strides, params, n, shape.out_bufs, shape.scratch)
-            kernel = self._bind(launch, args)
+            kernel = self._bind(launch, shape, in_bufs, strides, params, n, key)
             events.append(cl.enqueue_nd_range_kernel(queue, kernel, (launch.grid * launch.block,), (launch.block,)))
-        result = self._read(shape)
-        for launch, ev in zip(shape.launches, events):
-            trace.kernels.append(KernelRun(launch.name, "opencl", (launch.grid,), (launch.block,), cache,
-                                           compile_ms, (ev.profile.end - ev.profile.start) * 1e-6))
-            compile_ms = 0.0                 # the program's build time is reported once
-        return result
+        return self._read(shape), (shape.launches, events, cache, compile_ms)
 
     def _read(self, shape: _CallShape):
         """Copy the results back; the last copy blocks, so every kernel (and every read of a

@@ -33,7 +33,7 @@ class DeviceContext:
     def has_fp64(self) -> bool:
         return "cl_khr_fp64" in self.device.extensions or bool(getattr(self.device, "double_fp_config", 0))
 
-    @property
+    @cached_property
     def zero_copy(self) -> bool:
         """Kernels read the caller's arrays in place (CL_MEM_USE_HOST_PTR) instead of copies.
         On a CPU device "device memory" is host memory, so the upload is a memcpy that costs
