@@ -8,8 +8,8 @@ it, numexpr, polars, and hand-written numba prange loops (with and without fastm
 
 Every result is checked against numpy's before anything is timed; a peer that disagrees is
 reported as wrong with the reason, never timed. Everything runs in one process and the warm
-samples of all implementations are taken round-robin (timing.interleaved), so ratios
-compare like with like. Writes results/peers.json and results/peers.png (see plot.py).
+samples of all implementations are taken round-robin, in a rotating order
+(timing.interleaved), so ratios compare like with like. Writes results/peers.json and results/peers.png (see plot.py).
 """
 from __future__ import annotations
 

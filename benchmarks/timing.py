@@ -4,7 +4,11 @@ Small inputs finish in microseconds, below the timer's useful resolution and at 
 one scheduler hiccup, so each warm *sample* repeats the call enough times to last about
 MIN_SAMPLE_S and reports the per-call mean; the figure is the median of the samples.
 `interleaved` takes the samples of several implementations round-robin, so a burst of load
-from other processes lands on all of them alike and their ratios stay comparable."""
+from other processes lands on all of them alike and their ratios stay comparable. The order
+changes every round (a rotation) and each sample starts with one untimed call: whoever ran
+right after an implementation that sweeps the caches (numpy's temporaries) paid for refilling
+them while the next one found its input warm (this machine's 32 MB L3 holds most of a 40 MB
+input), so a fixed order decided ratios by up to 25%."""
 from __future__ import annotations
 
 import os
@@ -59,9 +63,11 @@ def interleaved(runs: dict[str, Callable[[], Any]], samples: int) -> dict[str, T
     """Like `warm` for each entry of `runs`, taking their samples round-robin."""
     calls = {k: _calls_per_sample(r) for k, r in runs.items()}
     per_call: dict[str, list[float]] = {k: [] for k in runs}
-    for _ in range(samples):
-        for k, r in runs.items():
-            per_call[k].append(_sample_ms(r, calls[k]))
+    names = list(runs)
+    for i in range(samples):
+        for k in names[i % len(names):] + names[:i % len(names)]:     # rotated (docstring)
+            runs[k]()
+            per_call[k].append(_sample_ms(runs[k], calls[k]))
     return {k: _summary(v, calls[k]) for k, v in per_call.items()}
 
 

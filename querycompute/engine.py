@@ -140,18 +140,18 @@ def _run_full(q, term: TerminalReq, fns, t0: float):
         result = fast.finish(raw) if fast.finish_term is term else assemble(lowered, raw, term)
         last = (name, term.name, n, prepared, row, t0, _clock())
     if term.shared:
-        _remember(q, term, name, source, cols, codes[len(q._codes):], fast)
+        if q._hot is None:
+            q._hot = False            # ran once: a Hot entry from the second run on
+        else:
+            _remember(q, term, name, source, cols, codes[len(q._codes):], fast)
     _last[0] = last
     return result
 
 
 def _remember(q, term: TerminalReq, name: str, source, cols: tuple, fn_codes: tuple,
               fast: FastEntry) -> None:
-    """Make `q` hot for `term`, from its second run on: a query built and run once per call
-    (the whole chain inline in a loop) never pays for the Hot entry."""
-    if q._hot is None:
-        q._hot = False
-        return
+    """Make `q` hot for `term` (from its second run on: a query built and run once per call,
+    the whole chain inline in a loop, never pays for the Hot entry)."""
     items = plain_items(source, cols)
     if items is not None:
         finish = fast.finish if fast.finish_term is term else finisher(fast.hit[0], term)

@@ -80,7 +80,10 @@ class Source:
     def columns(self) -> tuple:
         """The 1-D arrays to read, in input order (validated; reads DataFrame columns now)."""
         if self.kind == "array":
-            return (_as_1d(self._items[0], "the input"),)
+            a = self._items[0]
+            if type(a) is np.ndarray and a.ndim == 1 and a.dtype in NATIVE_DTYPES:
+                return self._items                    # the warm path: nothing to convert
+            return (_as_1d(a, "the input"),)
         if self.kind != "range" and _plain_columns(self._items):
             return self._items                        # zip / dict table of plain arrays
         if self.kind == "range":
