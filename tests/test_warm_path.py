@@ -129,7 +129,7 @@ def test_auto_choice_is_repeated_when_the_backend_it_chose_breaks(monkeypatch):
     def driver_failure(*args):
         raise RuntimeError("clEnqueueNDRangeKernel failed: OUT_OF_RESOURCES (injected)")
 
-    monkeypatch.setattr(hot(q).prepared, "run", driver_failure)
+    monkeypatch.setattr(hot(q).prepared, "run_quick", driver_failure)
     with pytest.warns(RuntimeWarning, match="opencl.*falling back to 'cpu'"):
         assert q.sum() == np.float32(x.sum() + 1000)
     t = qc.last_trace()
@@ -152,3 +152,15 @@ def test_requests_that_share_a_signature_keep_their_own_defaults_and_names():
         assert q.agg(a=qc.sum) == {"a": 10.0}
         assert q.agg(b=qc.sum) == {"b": 10.0}            # same pass, another result name
         assert qc.query(x).on("cpu").agg(c=qc.sum) == {"c": 10.0}
+
+
+def test_opencl_trace_rows_are_read_when_asked():
+    if not registry.availability("opencl")[0]:
+        pytest.skip("no OpenCL device here")
+    x = np.arange(5000, dtype=np.float32)
+    q = qc.query(x).where(lambda v: v > 10).on("opencl")
+    for _ in range(3):
+        assert q.sum() == x[x > 10].sum()
+    t = qc.last_trace()
+    assert t.backend == "opencl" and len(t.kernels) == 2         # partials, then finalize
+    assert all(k.dialect == "opencl" and k.cache == "memory" and k.run_ms > 0 for k in t.kernels)
