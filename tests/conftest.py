@@ -26,3 +26,17 @@ from hypothesis import settings as _hsettings  # noqa: E402
 _hsettings.register_profile("ci", derandomize=True, print_blob=True)
 if os.environ.get("CI"):
     _hsettings.load_profile("ci")
+
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def ocl():
+    """The opencl backend, for tests that drive it directly; skips without a device."""
+    from querycompute.backends.opencl import OpenCLBackend
+    b = OpenCLBackend()
+    ok, why = b.availability()
+    if not ok:
+        pytest.skip(f"no OpenCL device: {why}")
+    return b

@@ -1,4 +1,4 @@
-"""Host side of the opencl backend (querycompute/backends/opencl.py) on pocl: inputs are read
+"""Host side of the opencl ocl (querycompute/backends/opencl.py) on pocl: inputs are read
 in place on a CPU device and copied on other devices, both paths give NumPy's answer for
 contiguous, misaligned, strided and reversed views, and the arguments a warm call leaves
 bound never leak into a call with another n or another parameter value."""
@@ -12,19 +12,10 @@ import pytest
 from codegen import expr as E
 from codegen import program as P
 from querycompute.backends.base import Trace
-from querycompute.backends.opencl import OpenCLBackend, OpenCLPrepared
+from querycompute.backends.opencl import OpenCLPrepared
 from querycompute.backends.opencl_device import DeviceContext
 
 import gpu_passes as G
-
-
-@pytest.fixture(scope="module")
-def backend():
-    b = OpenCLBackend()
-    ok, why = b.availability()
-    if not ok:
-        pytest.skip(f"no OpenCL device: {why}")
-    return b
 
 
 class CopyingDevice(DeviceContext):
@@ -32,8 +23,8 @@ class CopyingDevice(DeviceContext):
     zero_copy = False
 
 
-def prepared(backend, p: P.Pass, copying: bool) -> OpenCLPrepared:
-    prep = backend.prepare(p)
+def prepared(ocl, p: P.Pass, copying: bool) -> OpenCLPrepared:
+    prep = ocl.prepare(p)
     if not copying:
         return prep
     dev = CopyingDevice(**{f.name: getattr(prep.dev, f.name) for f in dataclasses.fields(DeviceContext)})
@@ -54,9 +45,9 @@ def filtered_sum(x: np.ndarray, lo) -> tuple:
     return kept.astype(np.int64).sum(), len(kept)
 
 
-def test_pocl_is_read_in_place(backend):
+def test_pocl_is_read_in_place(ocl):
     """A CPU device's kernels read the caller's memory: the input buffer wraps its pointer."""
-    prep = backend.prepare(sum_pass("int32", "qc_host_inplace"))
+    prep = ocl.prepare(sum_pass("int32", "qc_host_inplace"))
     assert prep.dev.zero_copy
     x = np.arange(1000, dtype=np.int32)
     buf = prep._input_buffer(0, x)
@@ -65,8 +56,8 @@ def test_pocl_is_read_in_place(backend):
     assert buf.get_host_array(x.shape, x.dtype).ctypes.data == x.ctypes.data
 
 
-def test_copying_device_uploads_into_a_reused_buffer(backend):
-    prep = prepared(backend, sum_pass("int32", "qc_host_copy"), copying=True)
+def test_copying_device_uploads_into_a_reused_buffer(ocl):
+    prep = prepared(ocl, sum_pass("int32", "qc_host_copy"), copying=True)
     x = np.arange(1000, dtype=np.int32)
     first = prep._input_buffer(0, x)
     assert not first.get_info(prep.dev.cl.mem_info.FLAGS) & prep.dev.cl.mem_flags.USE_HOST_PTR
@@ -86,8 +77,8 @@ def views(dtype: str) -> dict:
 
 @pytest.mark.parametrize("copying", [False, True], ids=["zero-copy", "copying"])
 @pytest.mark.parametrize("dtype", ["int32", "float64"])
-def test_every_layout_gives_numpys_answer(backend, copying, dtype):
-    prep = prepared(backend, sum_pass(dtype, f"qc_host_layouts_{dtype}"), copying)
+def test_every_layout_gives_numpys_answer(ocl, copying, dtype):
+    prep = prepared(ocl, sum_pass(dtype, f"qc_host_layouts_{dtype}"), copying)
     lo = np.dtype(dtype).type(0)
     for label, x in views(dtype).items():
         if dtype == "float64" and label == "misaligned":
@@ -98,9 +89,9 @@ def test_every_layout_gives_numpys_answer(backend, copying, dtype):
 
 
 @pytest.mark.parametrize("copying", [False, True], ids=["zero-copy", "copying"])
-def test_warm_calls_rebind_what_changed(backend, copying):
+def test_warm_calls_rebind_what_changed(ocl, copying):
     """Alternating n, inputs and parameter values on one Prepared: every call sees its own."""
-    prep = prepared(backend, sum_pass("int32", "qc_host_rebind"), copying)
+    prep = prepared(ocl, sum_pass("int32", "qc_host_rebind"), copying)
     rng = np.random.default_rng(9)
     a = rng.integers(-50, 50, 300_001).astype(np.int32)
     b = rng.integers(-50, 50, 1_000).astype(np.int32)
@@ -111,14 +102,14 @@ def test_warm_calls_rebind_what_changed(backend, copying):
         assert [k.name for k in trace.kernels][-1].endswith("finalize")
 
 
-def test_negative_zero_parameter_is_not_mistaken_for_zero(backend):
+def test_negative_zero_parameter_is_not_mistaken_for_zero(ocl):
     """Bound scalars are compared by their bits: lo = -0.0 after lo = 0.0 is a new value."""
     dtype = "float32"
     x = E.Load(0, dtype)
     prog = P.ElementProgram((P.InputSpec("x", dtype),), (P.ParamSpec("s", dtype),), (), ())
     aggs = (P.Agg("min", (E.Binary("truediv", E.Const(1.0, dtype), E.Param("s", dtype), dtype),), dtype),
             P.Agg("sum", (x,), dtype))
-    prep = backend.prepare(P.Pass(prog, P.Reduce(aggs), "qc_host_negzero"))
+    prep = ocl.prepare(P.Pass(prog, P.Reduce(aggs), "qc_host_negzero"))
     data = np.ones(10, np.float32)
     assert prep.run([data], [np.float32(0.0)], 10, Trace())[0] == np.inf
     assert prep.run([data], [np.float32(-0.0)], 10, Trace())[0] == -np.inf

@@ -1,4 +1,4 @@
-"""Generated OpenCL C executed on pocl through the opencl backend, compared with NumPy
+"""Generated OpenCL C executed on pocl through the opencl ocl, compared with NumPy
 computing the same thing: every kernel shape, every dtype, edge values, strided inputs."""
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ from codegen import dtypes as D
 from codegen import expr as E
 from codegen import program as P
 from querycompute.backends.base import Trace
-from querycompute.backends.opencl import OpenCLBackend
 
 import gpu_passes as G
 
@@ -17,21 +16,12 @@ SIZES = (0, 1, 31, 32, 33, 255, 257, 1000, 65537)
 TRANSCENDENTAL = {"pow", "hypot", "atan2", "exp", "log1p"}   # may differ by the library's ulp
 
 
-@pytest.fixture(scope="module")
-def backend():
-    b = OpenCLBackend()
-    ok, why = b.availability()
-    if not ok:
-        pytest.skip(f"no OpenCL device: {why}")
-    return b
-
-
 _prepared: dict = {}
 
 
-def run(backend, p: P.Pass, inputs, params=(), n=None):
+def run(ocl, p: P.Pass, inputs, params=(), n=None):
     if p not in _prepared:
-        _prepared[p] = backend.prepare(p)
+        _prepared[p] = ocl.prepare(p)
     n = len(inputs[0]) if n is None else n
     return _prepared[p].run(list(inputs), list(params), n, Trace())
 
@@ -110,12 +100,12 @@ def assert_same(got, want, exact: bool, what: str):
 
 @pytest.mark.parametrize("dtype", G.ALL_DTYPES)
 @pytest.mark.parametrize("layout", ["contiguous", "strided", "small"])
-def test_elementwise_ops_match_numpy(backend, dtype, layout):
+def test_elementwise_ops_match_numpy(ocl, dtype, layout):
     p = P.Pass(G.ops_program(dtype), P.ToArray(), f"qc_ops_{dtype}")
     n = {"contiguous": 1000, "strided": 700, "small": 33}[layout]
     step = 3 if layout == "strided" else 1
     a, b = sample(dtype, n * step, 1)[::step], sample(dtype, n * step, 2)[::-1][::step]
-    got = run(backend, p, [a, b])
+    got = run(ocl, p, [a, b])
     with np.errstate(all="ignore"):
         for k, e in enumerate(p.program.outputs):
             want = np.asarray(numpy_expr(e, a, b)).astype(e.dtype)
@@ -139,24 +129,24 @@ def low_param(dtype):
 
 
 @pytest.mark.parametrize("dtype", G.ALL_DTYPES)
-def test_compaction_keeps_source_order(backend, dtype):
+def test_compaction_keeps_source_order(ocl, dtype):
     p = P.Pass(G.filter_program(dtype), P.ToArray(), f"qc_filter_{dtype}")
     lo = low_param(dtype)
     for n in SIZES:
         x = sample(dtype, n, n)
         keep, y = filter_reference(dtype, x, lo)
-        got = run(backend, p, [x], [np.dtype(dtype).type(lo)])
+        got = run(ocl, p, [x], [np.dtype(dtype).type(lo)])
         np.testing.assert_array_equal(got[1], np.flatnonzero(keep), err_msg=f"n={n}")
         assert_same(got[0], x[keep], True, f"x n={n}")
         assert_same(got[2], y[keep], True, f"y n={n}")
 
 
-def test_compaction_of_strided_input(backend):
+def test_compaction_of_strided_input(ocl):
     p = P.Pass(G.filter_program("float32"), P.ToArray(), "qc_filter_float32")
     base = sample("float32", 3 * 65537, 5)
     for x in (base[::3], base[::-2], base[::40]):
         keep, _ = filter_reference("float32", x, 0.0)
-        got = run(backend, p, [x], [np.float32(0.0)])
+        got = run(ocl, p, [x], [np.float32(0.0)])
         np.testing.assert_array_equal(got[0], x[keep])
         np.testing.assert_array_equal(got[1], np.flatnonzero(keep))
 
@@ -177,12 +167,12 @@ def reduce_reference(dtype, x, lo):
 
 
 @pytest.mark.parametrize("dtype", G.ALL_DTYPES)
-def test_reduction_of_every_agg_in_one_pass(backend, dtype):
+def test_reduction_of_every_agg_in_one_pass(ocl, dtype):
     p = P.Pass(G.filter_program(dtype), P.Reduce(G.reduce_aggs(dtype)), f"qc_reduce_{dtype}")
     lo = low_param(dtype)
     for n in SIZES:
         x = sample(dtype, n, 100 + n)
-        got = run(backend, p, [x], [np.dtype(dtype).type(lo)])
+        got = run(ocl, p, [x], [np.dtype(dtype).type(lo)])
         want = reduce_reference(dtype, x, lo)
         what = f"{dtype} n={n}"
         if D.is_float(G.sum_dtype(dtype)):
@@ -200,36 +190,36 @@ def test_reduction_of_every_agg_in_one_pass(backend, dtype):
 
 
 @pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
-def test_min_max_propagate_nan_and_results_are_deterministic(backend, dtype):
+def test_min_max_propagate_nan_and_results_are_deterministic(ocl, dtype):
     x = E.Load(0, dtype)
     aggs = (P.Agg("min", (x,), dtype), P.Agg("max", (x,), dtype),
             P.Agg("sum", (E.Cast(x, G.sum_dtype(dtype)),), G.sum_dtype(dtype)))
     p = P.Pass(P.ElementProgram((P.InputSpec("x", dtype),), (), (), ()), P.Reduce(aggs), f"qc_nan_{dtype}")
     data = (np.random.default_rng(7).standard_normal(65537) * 1e3).astype(dtype)
-    mn, mx, total = run(backend, p, [data])
+    mn, mx, total = run(ocl, p, [data])
     assert mn == data.min() and mx == data.max()
-    again = run(backend, p, [data])
+    again = run(ocl, p, [data])
     assert np.array([total]).tobytes() == np.array([again[2]]).tobytes()
     for view in (data[::2], data[::-1], data[::9]):     # device gather, then two host copies
-        mn, mx, _ = run(backend, p, [view])
+        mn, mx, _ = run(ocl, p, [view])
         assert mn == view.min() and mx == view.max()
     for at in (0, 4000, 65536):
         with_nan = data.copy()
         with_nan[at] = np.nan
-        mn, mx, _ = run(backend, p, [with_nan])
+        mn, mx, _ = run(ocl, p, [with_nan])
         assert np.isnan(mn) and np.isnan(mx), f"NaN at {at} lost"
 
 
-def test_empty_reduction_gives_identities(backend):
+def test_empty_reduction_gives_identities(ocl):
     p = P.Pass(G.filter_program("int32"), P.Reduce(G.reduce_aggs("int32")), "qc_reduce_int32")
-    got = run(backend, p, [np.empty(0, np.int32)], [np.int32(0)])
+    got = run(ocl, p, [np.empty(0, np.int32)], [np.int32(0)])
     assert got[:2] == [0, 0] and got[2] == (-1, got[2][1]) and got[3] is False and got[4] is True
     assert got[5] == np.iinfo(np.int32).max and got[6] == np.iinfo(np.int32).min
 
 
-def test_trace_records_each_kernel_and_reuse(backend):
+def test_trace_records_each_kernel_and_reuse(ocl):
     p = P.Pass(G.filter_program("float32"), P.ToArray(), "qc_trace_float32")
-    prepared = backend.prepare(p)
+    prepared = ocl.prepare(p)
     first, second = Trace(), Trace()
     x = sample("float32", 5000, 3)
     prepared.run([x], [np.float32(0)], len(x), first)

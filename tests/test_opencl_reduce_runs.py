@@ -13,18 +13,8 @@ from codegen import program as P
 from codegen.launch import BLOCK, MAX_REDUCE_BLOCKS
 from codegen.lower_element import elems_per_thread
 from querycompute.backends.base import Trace
-from querycompute.backends.opencl import OpenCLBackend
 
 import gpu_passes as G
-
-
-@pytest.fixture(scope="module")
-def backend():
-    b = OpenCLBackend()
-    ok, why = b.availability()
-    if not ok:
-        pytest.skip(f"no OpenCL device: {why}")
-    return b
 
 
 def one_step(dtype: str) -> int:
@@ -32,12 +22,12 @@ def one_step(dtype: str) -> int:
     return MAX_REDUCE_BLOCKS * BLOCK * elems_per_thread([dtype])
 
 
-def run(backend, p: P.Pass, x, params=()):
-    return backend.prepare(p).run([x], list(params), len(x), Trace())
+def run(ocl, p: P.Pass, x, params=()):
+    return ocl.prepare(p).run([x], list(params), len(x), Trace())
 
 
 @pytest.mark.parametrize("dtype", ["int16", "int32"])
-def test_filtered_aggs_over_several_steps_match_numpy(backend, dtype):
+def test_filtered_aggs_over_several_steps_match_numpy(ocl, dtype):
     step = one_step(dtype)
     n = 2 * step + 5                         # three steps; the last one ends mid-run
     rng = np.random.default_rng(11)
@@ -47,7 +37,7 @@ def test_filtered_aggs_over_several_steps_match_numpy(backend, dtype):
     x[keep_at] = rng.integers(1, 1000, len(keep_at)).astype(dtype)
     x[keep_at[-2]] = 1000                                  # the max sits in a late run
     p = P.Pass(G.filter_program(dtype), P.Reduce(G.reduce_aggs(dtype)), f"qc_runs_{dtype}")
-    total, count, (first, values), anyv, allv, mn, mx, fold = run(backend, p, x, [np.dtype(dtype).type(0)])
+    total, count, (first, values), anyv, allv, mn, mx, fold = run(ocl, p, x, [np.dtype(dtype).type(0)])
     kept = x[keep_at]
     assert total == kept.astype(np.int64).sum() and count == len(keep_at)
     assert first == keep_at[0] and values == (x[first], x[first] + x[first])
@@ -55,29 +45,29 @@ def test_filtered_aggs_over_several_steps_match_numpy(backend, dtype):
     assert (mn, mx, fold) == (kept.min(), 1000, 1000)
 
 
-def test_nan_in_the_last_partial_run_propagates_and_sums_repeat_bit_for_bit(backend):
+def test_nan_in_the_last_partial_run_propagates_and_sums_repeat_bit_for_bit(ocl):
     dtype = "float64"
     x = E.Load(0, dtype)
     aggs = (P.Agg("min", (x,), dtype), P.Agg("max", (x,), dtype), P.Agg("sum", (x,), dtype))
     p = P.Pass(P.ElementProgram((P.InputSpec("x", dtype),), (), (), ()), P.Reduce(aggs), "qc_runs_nan")
     n = 2 * one_step(dtype) + 1
     data = np.random.default_rng(5).standard_normal(n) * 1e3
-    mn, mx, total = run(backend, p, data)
+    mn, mx, total = run(ocl, p, data)
     assert mn == data.min() and mx == data.max()
     assert abs(total - data.sum()) <= 1e-12 * np.abs(data).sum()
-    again = run(backend, p, data)[2]
+    again = run(ocl, p, data)[2]
     assert np.float64(total).tobytes() == np.float64(again).tobytes()
     data[-1] = np.nan
-    mn, mx, _ = run(backend, p, data)
+    mn, mx, _ = run(ocl, p, data)
     assert np.isnan(mn) and np.isnan(mx)
 
 
-def test_strided_input_over_several_steps(backend):
+def test_strided_input_over_several_steps(ocl):
     dtype = "int32"
     base = np.arange(3 * (one_step(dtype) + 7), dtype=dtype) % 1000 - 500
     view = base[::3]
     p = P.Pass(G.filter_program(dtype), P.Reduce(G.reduce_aggs(dtype)), "qc_runs_strided")
-    total, count, (first, _), *_ = run(backend, p, view, [np.int32(0)])
+    total, count, (first, _), *_ = run(ocl, p, view, [np.int32(0)])
     kept = view[view > 0]
     assert total == kept.astype(np.int64).sum() and count == len(kept)
     assert first == int(np.flatnonzero(view > 0)[0])
