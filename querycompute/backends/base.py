@@ -76,8 +76,8 @@ class Prepared:
     def run_quick(self, inputs: Sequence[Any], params: Sequence[Any], n: int) -> tuple:
         """`run` for the query layer's warm path: (raw results, row), where `trace_rows(row)`
         makes the KernelRun rows later, only if qc.last_trace() asks. This default runs
-        `run` with a scratch Trace; a backend whose per-call work is worth shaving at small
-        n (cpu) overrides both."""
+        `run` with a scratch Trace; a backend whose per-call work is worth shaving (cpu at
+        small n; opencl, whose profiling times cost microseconds to read) overrides both."""
         trace = Trace()
         raw = self.run(inputs, params, n, trace)
         return raw, trace.kernels
