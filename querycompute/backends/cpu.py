@@ -25,11 +25,8 @@ from codegen.program import Pass, Reduce
 from ..cache import disk_cache, dump_source
 from ..errors import CompileError
 from .base import Backend, KernelRun, Prepared, Trace
+from .cpu_launch import SERIAL_MAX, Launch, agg_converters
 from .cpu_module import cache_key, module_source, numba_options
-
-# Below this many elements the serial entry runs: one chunk's worth of work is cheaper than
-# waking the thread pool.
-SERIAL_MAX = 32768
 
 # numba's fallback "workqueue" threading layer aborts when two Python threads launch
 # parallel kernels at once; serialising parallel launches costs ~0.1 us and is always safe.
@@ -84,98 +81,11 @@ def _compile_serial(p: Pass, ns: dict) -> None:
     prog = p.program
     inputs = [np.empty(0, numba_py.storage_dtype(s.dtype)) for s in prog.inputs]
     params = [np.dtype(_param_type(s.dtype)).type(0) for s in prog.params]
-    _Launch(p, ns, False)(0, inputs, params)
+    Launch(p, ns, False)(0, inputs, params)
 
 
 def _param_type(dtype: str) -> str:
     return "float32" if dtype == "float16" else dtype     # float16 is held in float32
-
-
-class _Launch:
-    """Calls one flavour (serial or parallel) of a pass's entry points: `call(n, inputs,
-    params)` returns the raw result (outputs in storage dtypes). The method is chosen once
-    here, so a warm call goes straight to numba."""
-
-    def __init__(self, p: Pass, ns: dict, parallel: bool):
-        kind = "parallel" if parallel else "serial"
-        name = p.name
-        self.parallel = parallel
-        # the serial flavour only sees n < SERIAL_MAX <= CHUNK: always one chunk
-        self.grid = (1,) if not parallel and SERIAL_MAX <= numba_py.CHUNK else None
-        self.name = f"{name}_{kind}"
-        self.storage = tuple(np.dtype(numba_py.storage_dtype(d)) for d in p.program.output_dtypes)
-        if isinstance(p.terminal, Reduce):
-            self.entry = ns[f"{name}_{kind}"]
-            self.call, self.dispatchers = self._reduce, (self.entry,)
-        elif p.program.has_filter:
-            self.count, self.write = ns[f"{name}_count_{kind}"], ns[f"{name}_write_{kind}"]
-            self.call, self.dispatchers = self._compact, (self.count, self.write)
-        else:
-            self.entry = ns[f"{name}_{kind}"]
-            self.call, self.dispatchers = self._dense, (self.entry,)
-        # numba's per-dispatcher signature tables: they only grow, and only when a call
-        # compiled or loaded a new specialisation, so their total size tells a warm call
-        # (nothing new) from one that must report a compile or a load, at ~50 ns.
-        # specialisations() -> how many signatures numba holds for these entry points.
-        self._tables = tuple(d.overloads for d in self.dispatchers)
-        self.specialisations = (self._tables[0].__len__ if len(self._tables) == 1
-                                else self._two_tables)
-        self.known = self.specialisations()
-        self.misses = self.cache_misses()
-
-    def _two_tables(self) -> int:
-        """specialisations() of a compaction: count and write each have a table."""
-        return len(self._tables[0]) + len(self._tables[1])
-
-    def cache_misses(self) -> int:
-        """How many times numba compiled these entry points rather than loading its cache."""
-        return sum(sum(d.stats.cache_misses.values()) for d in self.dispatchers)
-
-    def _reduce(self, n, inputs, params):
-        return self.entry(n, *inputs, *params)
-
-    def _dense(self, n, inputs, params):
-        outs = tuple([np.empty(n, dt) for dt in self.storage])
-        self.entry(n, *outs, *inputs, *params)
-        return outs
-
-    def _compact(self, n, inputs, params):
-        offsets = self.count(n, *inputs, *params)
-        total = int(offsets[-1])
-        outs = tuple([np.empty(total, dt) for dt in self.storage])
-        self.write(n, offsets, *outs, *inputs, *params)
-        return outs
-
-    def __call__(self, n, inputs, params):
-        return self.call(n, inputs, params)
-
-
-def _agg_converters(aggs) -> tuple:
-    """One function per Agg: (raw result tuple) -> that agg's value, as the engine expects
-    it (numba boxes float32 as a Python float, so each sum/min/max/fold gets its numpy type
-    back). Built once per pass so a warm run does no dtype lookups."""
-    convs, j = [], 0
-    for agg in aggs:
-        if agg.op == "first":
-            types = tuple(np.dtype(v.dtype).type for v in agg.values)
-
-            def conv(raw, j=j, types=types):
-                idx = int(raw[j])
-                if idx < 0:
-                    return (idx, ())
-                return (idx, tuple(t(x) for t, x in zip(types, raw[j + 1:j + 1 + len(types)])))
-        elif agg.op == "count":
-            def conv(raw, j=j):
-                return int(raw[j])
-        elif agg.op in ("any", "all"):
-            def conv(raw, j=j):
-                return bool(raw[j])
-        else:
-            def conv(raw, j=j, t=np.dtype(agg.dtype).type):
-                return t(raw[j])
-        convs.append(conv)
-        j += numba_py.result_slots(agg)
-    return tuple(convs)
 
 
 class CpuPrepared(Prepared):
@@ -191,13 +101,13 @@ class CpuPrepared(Prepared):
         self.origin = origin
         self.compile_ms = compile_ms
         self._key = key
-        self._launches = (_Launch(p, ns, False), _Launch(p, ns, True))
+        self._launches = (Launch(p, ns, False), Launch(p, ns, True))
         prog = p.program
         self._f16_inputs = tuple(k for k, s in enumerate(prog.inputs) if s.dtype == "float16")
         # the scalar type each param must arrive as (float16 params travel as float32)
         self._param_types = tuple(np.dtype(_param_type(s.dtype)).type for s in prog.params)
         self._f16_outputs = tuple(k for k, d in enumerate(prog.output_dtypes) if d == "float16")
-        self._convs = (_agg_converters(p.terminal.aggs) if isinstance(p.terminal, Reduce)
+        self._convs = (agg_converters(p.terminal.aggs) if isinstance(p.terminal, Reduce)
                        else None)
         self._ran = False
 
@@ -267,7 +177,7 @@ class CpuPrepared(Prepared):
         grid = launch.grid if launch.grid is not None else (-(-n // _CHUNK),)
         return [KernelRun(launch.name, "numba", grid, _BLOCK, cache, compile_ms, run_ms)]
 
-    def _first_use(self, launch: _Launch, run_ms: float) -> tuple[str, float]:
+    def _first_use(self, launch: Launch, run_ms: float) -> tuple[str, float]:
         """(cache origin, compile ms) of a run that is the Prepared's first, or that made
         numba compile an entry point or load it from numba's cache (the parallel flavour on
         its first big input, any flavour on its first strided input). That time is inside
