@@ -69,7 +69,7 @@ def run(q, term: TerminalReq, fns=None):
     hot = q._hot
     if hot and hot.term is term:
         n = hot.length()
-        if n >= 0 and hot.same_fns(fns) and (hot.pinned or registry.auto_choice(n) == hot.name):
+        if n >= 0 and hot.same_fns(fns) and (q._backend != "auto" or registry.auto_choice(n) == hot.name):
             fast = hot.fast
             infos = _captures(fast, q, fns) if fast.capture_slots else None
             if infos is not False:
@@ -155,7 +155,7 @@ def _remember(q, term: TerminalReq, name: str, source, cols: tuple, fn_codes: tu
     items = plain_items(source, cols)
     if items is not None:
         finish = fast.finish if fast.finish_term is term else finisher(fast.hit[0], term)
-        q._hot = Hot(term, name, q._backend != "auto", items, fn_codes, fast, finish,
+        q._hot = Hot(term, name, items, fn_codes, fast, finish,
                      lambda: source.length(()))
 
 

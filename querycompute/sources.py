@@ -55,15 +55,17 @@ def _as_1d(a: Any, what: str):
 
 
 def _plain_columns(items: tuple) -> bool:
-    """Every item a 1-D native numpy array, all of one length: usable as they are."""
-    n = -1
-    for a in items:
-        if type(a) is not np.ndarray or a.ndim != 1 or a.dtype not in NATIVE_DTYPES:
+    """Every item a 1-D native numpy array, all of one length: usable as they are. (Checked
+    on every terminal call of a query not yet hot, so the one-array case goes first.)"""
+    a = items[0]
+    if type(a) is not np.ndarray or a.ndim != 1 or a.dtype not in NATIVE_DTYPES:
+        return False
+    if len(items) == 1:
+        return True
+    n = len(a)
+    for b in items[1:]:
+        if type(b) is not np.ndarray or b.ndim != 1 or b.dtype not in NATIVE_DTYPES or len(b) != n:
             return False
-        if n != len(a):
-            if n >= 0:
-                return False
-            n = len(a)
     return True
 
 
@@ -78,16 +80,15 @@ class Source:
         self.range_args = range_args   # (start, stop, step) for ranges
 
     def columns(self) -> tuple:
-        """The 1-D arrays to read, in input order (validated; reads DataFrame columns now)."""
-        if self.kind == "array":
-            a = self._items[0]
-            if type(a) is np.ndarray and a.ndim == 1 and a.dtype in NATIVE_DTYPES:
-                return self._items                    # the warm path: nothing to convert
-            return (_as_1d(a, "the input"),)
-        if self.kind != "range" and _plain_columns(self._items):
-            return self._items                        # zip / dict table of plain arrays
+        """The 1-D arrays to read, in input order (validated; reads DataFrame columns now).
+        When the items are usable as they are, the items tuple itself is returned (the
+        engine's Hot entries rely on that identity: warm.plain_items)."""
         if self.kind == "range":
             return ()
+        if _plain_columns(self._items):
+            return self._items                        # the warm path: nothing to convert
+        if self.kind == "array":
+            return (_as_1d(self._items[0], "the input"),)
         if self.kind == "table" and len(self._items) == 1 and not isinstance(self._items[0], np.ndarray) \
                 and hasattr(self._items[0], "columns"):
             frame = self._items[0]

@@ -14,8 +14,6 @@ Two levels, both holding the same (Lowered, Prepared) pair the engine's memo hol
 """
 from __future__ import annotations
 
-import numpy as np
-
 from .frontend import capture_key
 
 
@@ -52,14 +50,13 @@ class FastEntry:
 
 class Hot:
     """The last terminal a Query ran, ready to run again (see the module docstring)."""
-    __slots__ = ("term", "name", "pinned", "items", "fast", "lowered", "prepared", "finish",
+    __slots__ = ("term", "name", "items", "fast", "lowered", "prepared", "finish",
                  "length", "same_fns")
 
-    def __init__(self, term, name: str, pinned: bool, items: tuple, fn_codes: tuple,
+    def __init__(self, term, name: str, items: tuple, fn_codes: tuple,
                  fast: FastEntry, finish, range_length):
         self.term = term
         self.name = name              # the backend that ran
-        self.pinned = pinned          # .on(name): no auto choice to repeat
         self.items = items            # the plain numpy columns (empty for a range)
         self.fast = fast
         self.lowered, self.prepared = fast.hit
@@ -117,13 +114,10 @@ def _no_fns(fns) -> bool:
 
 
 def plain_items(source, cols: tuple) -> tuple | None:
-    """The columns a Hot entry may hold for `source`: its own items when they are the 1-D
-    numpy arrays the kernel reads (not a DataFrame's converted columns, not a copy made to
-    fix byte order), () for a range; None when every call must read the columns anew."""
+    """The columns a Hot entry may hold for `source`: its own items when `columns()` handed
+    them over as they are (1-D native numpy arrays: not a DataFrame's converted columns, not
+    a copy made to fix byte order), () for a range; None when every call must read the
+    columns anew."""
     if source.kind == "range":
         return ()
-    items = source._items
-    if len(items) != len(cols) or any(a is not b or type(a) is not np.ndarray
-                                      for a, b in zip(items, cols)):
-        return None
-    return items
+    return cols if cols is source._items else None

@@ -66,23 +66,27 @@ class Prepared:
     origin: str = "compiled"        # where the binary came from: "compiled", "disk" or "memory"
     compile_ms: float = 0.0
 
+    # A backend overrides either `run` (numpy, cuda) or the pair `run_quick` + `trace_rows`
+    # (cpu, opencl: their per-call bookkeeping is worth deferring); each default is written
+    # in terms of the other.
     def run(self, inputs: Sequence[Any], params: Sequence[Any], n: int, trace: Trace) -> Any:
         """Execute. `inputs` follow p.program.inputs (1-D arrays, maybe strided); `params`
         follow p.program.params (numpy scalars of the param dtypes); n is the sequence length.
         Append one KernelRun per launched kernel to `trace.kernels` (cache="memory" when this
         Prepared was reused, else its origin) and return the raw results described above."""
-        raise NotImplementedError
+        raw, row = self.run_quick(inputs, params, n)
+        trace.kernels.extend(self.trace_rows(row))
+        return raw
 
     def run_quick(self, inputs: Sequence[Any], params: Sequence[Any], n: int) -> tuple:
         """`run` for the query layer's warm path: (raw results, row), where `trace_rows(row)`
-        makes the KernelRun rows later, only if qc.last_trace() asks. This default runs
-        `run` with a scratch Trace; a backend whose per-call work is worth shaving (cpu at
-        small n; opencl, whose profiling times cost microseconds to read) overrides both."""
+        makes the KernelRun rows later, only if qc.last_trace() asks."""
         trace = Trace()
         raw = self.run(inputs, params, n, trace)
         return raw, trace.kernels
 
     def trace_rows(self, row) -> list:
+        """The KernelRun rows of a run_quick `row` (by default the rows themselves)."""
         return row
 
 

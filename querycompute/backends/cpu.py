@@ -24,7 +24,7 @@ from codegen.program import Pass, Reduce
 
 from ..cache import disk_cache, dump_source
 from ..errors import CompileError
-from .base import Backend, KernelRun, Prepared, Trace
+from .base import Backend, KernelRun, Prepared
 from .cpu_launch import SERIAL_MAX, Launch, agg_converters
 from .cpu_module import cache_key, module_source, numba_options
 
@@ -110,11 +110,6 @@ class CpuPrepared(Prepared):
         self._convs = (agg_converters(p.terminal.aggs) if isinstance(p.terminal, Reduce)
                        else None)
         self._ran = False
-
-    def run(self, inputs: Sequence[Any], params: Sequence[Any], n: int, trace: Trace) -> Any:
-        raw, row = self.run_quick(inputs, params, n)
-        trace.kernels.extend(self.trace_rows(row))
-        return raw
 
     def run_quick(self, inputs: Sequence[Any], params: Sequence[Any], n: int) -> tuple:
         t0 = _clock()

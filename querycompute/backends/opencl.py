@@ -24,7 +24,7 @@ from codegen.program import Pass
 
 from ..errors import QueryError
 from .generated import GeneratedSourceBackend
-from .base import KernelRun, Prepared, Trace
+from .base import KernelRun, Prepared
 from .opencl_device import DeviceContext, cached_program, open_device
 
 MAX_GATHER_STEP = 8     # copying to a device: larger strides copy less on the host than the span
@@ -121,11 +121,6 @@ class OpenCLPrepared(Prepared):
             for pos, k in self._input_pos[launch.name]:
                 kernel.set_arg(pos, in_bufs[k])
         return kernel
-
-    def run(self, inputs: Sequence[Any], params: Sequence[Any], n: int, trace: Trace) -> Any:
-        raw, row = self.run_quick(inputs, params, n)
-        trace.kernels.extend(self.trace_rows(row))
-        return raw
 
     def run_quick(self, inputs: Sequence[Any], params: Sequence[Any], n: int) -> tuple:
         """(raw results, row): the kernels' profiling times are read (5-10 us a call on
