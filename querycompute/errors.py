@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 
-from codegen.errors import CodegenError, UnsupportedType
+from querycompute._codegen.errors import CodegenError, UnsupportedType
 
 
 class QueryError(Exception):

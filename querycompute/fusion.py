@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from codegen import dtypes
-from codegen import expr as E
-from codegen.program import Agg, ElementProgram, Filter, Let, ParamSpec, Pass, Reduce, ToArray
+from querycompute._codegen import dtypes
+from querycompute._codegen import expr as E
+from querycompute._codegen.program import Agg, ElementProgram, Filter, Let, ParamSpec, Pass, Reduce, ToArray
 
 from . import terminals as T
 from .errors import QueryError, UnsupportedLambdaError

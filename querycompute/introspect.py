@@ -9,8 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from codegen import pretty
-from codegen.program import Reduce
+from querycompute._codegen import pretty
+from querycompute._codegen.program import Reduce
 
 from . import terminals as T
 from .backends import registry

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from codegen import expr as E
-from codegen.program import InputSpec
+from querycompute._codegen import expr as E
+from querycompute._codegen.program import InputSpec
 
 from .errors import QueryError
 from .frontend import LambdaSource, RecordVal, Scalar, TupleVal, capture_values, lambda_source

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from codegen import dtypes
+from querycompute._codegen import dtypes
 
 KINDS = ("array", "zip", "table", "range")
 

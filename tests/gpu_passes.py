@@ -2,9 +2,9 @@
 tests (NVRTC, Metal via g++, OpenCL on pocl). The lambda frontend is not involved."""
 from __future__ import annotations
 
-from codegen import dtypes as D
-from codegen import expr as E
-from codegen import program as P
+from querycompute._codegen import dtypes as D
+from querycompute._codegen import expr as E
+from querycompute._codegen import program as P
 
 ALL_DTYPES = ("bool",) + D.INTEGERS + D.FLOATS
 

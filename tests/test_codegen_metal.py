@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from codegen import expr as E
-from codegen import program as P
-from codegen.errors import UnsupportedType
-from codegen.gpu import render
+from querycompute._codegen import expr as E
+from querycompute._codegen import program as P
+from querycompute._codegen.errors import UnsupportedType
+from querycompute._codegen.gpu import render
 
 import gpu_passes as G
 

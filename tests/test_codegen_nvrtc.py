@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from codegen import expr as E
-from codegen import program as P
-from codegen.gpu import render
+from querycompute._codegen import expr as E
+from querycompute._codegen import program as P
+from querycompute._codegen.gpu import render
 
 import gpu_passes as G
 

@@ -4,14 +4,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from codegen import expr as E
-from codegen import launch as L
-from codegen import program as P
-from codegen.dialects.cuda import Cuda
-from codegen.dialects.metal import Metal
-from codegen.dialects.opencl import OpenCL
-from codegen.errors import InvalidName
-from codegen.gpu import render
+from querycompute._codegen import expr as E
+from querycompute._codegen import launch as L
+from querycompute._codegen import program as P
+from querycompute._codegen.dialects.cuda import Cuda
+from querycompute._codegen.dialects.metal import Metal
+from querycompute._codegen.dialects.opencl import OpenCL
+from querycompute._codegen.errors import InvalidName
+from querycompute._codegen.gpu import render
 
 import gpu_passes as G
 

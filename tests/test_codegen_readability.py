@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 import querycompute as qc
-from codegen import expr as E
-from codegen import program as P
-from codegen.gpu import printer, render
+from querycompute._codegen import expr as E
+from querycompute._codegen import program as P
+from querycompute._codegen.gpu import printer, render
 
 DIALECTS = ("cuda", "opencl", "metal")
 X = np.zeros(8, np.float32)

@@ -4,8 +4,8 @@ vectorise the two layouts into different lane sums), serially and in parallel.""
 import numpy as np
 import pytest
 
-from codegen import expr as E
-from codegen.program import Agg, ElementProgram, InputSpec, Pass, Reduce
+from querycompute._codegen import expr as E
+from querycompute._codegen.program import Agg, ElementProgram, InputSpec, Pass, Reduce
 from querycompute.backends.base import Trace
 from querycompute.backends.cpu import SERIAL_MAX, CpuBackend
 
@@ -37,7 +37,7 @@ def test_strided_and_contiguous_inputs_sum_to_the_same_bits(dtype, n):
 
 
 def test_render_switches_numbas_cache_on_every_function_or_none():
-    from codegen.dialects import numba_py
+    from querycompute._codegen.dialects import numba_py
     from querycompute.backends.cpu_module import module_source
     p = sum_pass("float32")
     off, on = numba_py.render(p), numba_py.render(p, cache=True)

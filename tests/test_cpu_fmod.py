@@ -4,8 +4,8 @@ np.floor_divide over random bit patterns, quotients near the 2**28 switch to lib
 multiples, subnormals, signed zeros, inf and nan."""
 import numpy as np
 
-from codegen import expr as E
-from codegen.program import ElementProgram, InputSpec, Pass, ToArray
+from querycompute._codegen import expr as E
+from querycompute._codegen.program import ElementProgram, InputSpec, Pass, ToArray
 from querycompute.backends.base import Trace
 from querycompute.backends.cpu import CpuBackend
 

@@ -8,9 +8,9 @@ import itertools
 import numpy as np
 import pytest
 
-from codegen import dtypes as D
-from codegen import expr as E
-from codegen.program import ElementProgram, InputSpec, Let, ParamSpec, Pass, ToArray
+from querycompute._codegen import dtypes as D
+from querycompute._codegen import expr as E
+from querycompute._codegen.program import ElementProgram, InputSpec, Let, ParamSpec, Pass, ToArray
 from querycompute.backends.base import Trace
 from querycompute.backends.cpu import CpuBackend
 

@@ -7,8 +7,8 @@ import sys
 import numpy as np
 import pytest
 
-from codegen import gpu
-from codegen import launch as L
+from querycompute._codegen import gpu
+from querycompute._codegen import launch as L
 from harness.passes import assert_same, expected, passes
 from querycompute.backends import cuda as cuda_mod
 from querycompute.backends.cuda_compile import ARCH_VAR, compile_cuda, nvrtc, parse_arch, targets

@@ -10,8 +10,8 @@ import numpy as xp
 import numpy as np
 import pytest
 
-from codegen import dtypes
-from codegen.expr import (Binary, Call, Cast, Compare, Const, Load, Param, Unary, Where,
+from querycompute._codegen import dtypes
+from querycompute._codegen.expr import (Binary, Call, Cast, Compare, Const, Load, Param, Unary, Where,
                           walk)
 from querycompute.errors import UnsupportedLambdaError
 from querycompute.frontend import (RecordVal, Scalar, TupleVal, capture_values,

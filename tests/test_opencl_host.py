@@ -9,8 +9,8 @@ import dataclasses
 import numpy as np
 import pytest
 
-from codegen import expr as E
-from codegen import program as P
+from querycompute._codegen import expr as E
+from querycompute._codegen import program as P
 from querycompute.backends.base import Trace
 from querycompute.backends.opencl import OpenCLPrepared
 from querycompute.backends.opencl_device import DeviceContext

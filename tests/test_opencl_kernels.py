@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from codegen import dtypes as D
-from codegen import expr as E
-from codegen import program as P
+from querycompute._codegen import dtypes as D
+from querycompute._codegen import expr as E
+from querycompute._codegen import program as P
 from querycompute.backends.base import Trace
 
 import gpu_passes as G

@@ -133,7 +133,7 @@ def test_math_functions_agree_with_numpy_within_a_few_ulp(backend, data, dtype, 
 
 
 # -- CUDA C and Metal: the same random chains, executed by the CPU harness (tests/harness) ----
-from codegen.errors import UnsupportedType  # noqa: E402
+from querycompute._codegen.errors import UnsupportedType  # noqa: E402
 
 from harness.plans import run_pass  # noqa: E402
 from querycompute.engine import assemble  # noqa: E402

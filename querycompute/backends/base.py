@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from codegen.program import Pass
+from querycompute._codegen.program import Pass
 
 
 @dataclass

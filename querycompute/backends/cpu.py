@@ -19,8 +19,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from codegen.dialects import numba_py
-from codegen.program import Pass, Reduce
+from querycompute._codegen.dialects import numba_py
+from querycompute._codegen.program import Pass, Reduce
 
 from ..cache import disk_cache, dump_source
 from ..errors import CompileError

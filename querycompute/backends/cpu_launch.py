@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from codegen.dialects import numba_py
-from codegen.program import Pass, Reduce
+from querycompute._codegen.dialects import numba_py
+from querycompute._codegen.program import Pass, Reduce
 
 # Below this many elements the serial entry runs: one chunk's worth of work is cheaper than
 # waking the thread pool.

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from codegen.dialects import numba_py
-from codegen.program import Pass
+from querycompute._codegen.dialects import numba_py
+from querycompute._codegen.program import Pass
 
 from ..cache import disk_cache, numba_identity
 
-PRELUDE = ("from codegen.dialects.numba_py_runtime import namespace as _qc_namespace\n"
+PRELUDE = ("from querycompute._codegen.dialects.numba_py_runtime import namespace as _qc_namespace\n"
            "globals().update(_qc_namespace())\n")
 
 

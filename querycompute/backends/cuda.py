@@ -1,6 +1,6 @@
 """The `cuda` backend: generated CUDA C, compiled with NVRTC, launched with CuPy.
 
-Kernels, buffers and launch shapes come from codegen.gpu.render / codegen.launch.plan (the
+Kernels, buffers and launch shapes come from querycompute._codegen.gpu.render / codegen.launch.plan (the
 planner the OpenCL backend and the CPU test harness share): this file compiles, moves data
 and binds arguments. numpy inputs are copied to the device and results copied back; cupy
 inputs stay on the device and ToArray returns cupy arrays.
@@ -16,8 +16,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from codegen import launch as L
-from codegen.program import Pass
+from querycompute._codegen import launch as L
+from querycompute._codegen.program import Pass
 
 from ..errors import BackendUnavailableError
 from .generated import GeneratedSourceBackend

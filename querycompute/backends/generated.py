@@ -5,9 +5,9 @@ Codegen errors (a type the dialect lacks, e.g. float64 on Metal) become QueryErr
 the backend and the type."""
 from __future__ import annotations
 
-from codegen import launch as L
-from codegen.gpu import render
-from codegen.program import Pass
+from querycompute._codegen import launch as L
+from querycompute._codegen.gpu import render
+from querycompute._codegen.program import Pass
 
 from ..errors import codegen_errors
 from .base import Backend

@@ -11,8 +11,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from codegen import expr as E
-from codegen.program import Filter, Let, Pass, Reduce
+from querycompute._codegen import expr as E
+from querycompute._codegen.program import Filter, Let, Pass, Reduce
 
 from .base import Backend, KernelRun, Prepared, Trace, now_ms
 

@@ -1,6 +1,6 @@
 """The `opencl` backend: runs generated OpenCL C through PyOpenCL (pocl's CPU device here).
 
-Kernels, buffers and launches come from codegen.gpu.render / codegen.launch.plan: this file
+Kernels, buffers and launches come from querycompute._codegen.gpu.render / codegen.launch.plan: this file
 only moves data and binds arguments. Programs come from the disk kernel cache when an earlier
 process built them for this device (opencl_device.cached_program).
 
@@ -19,8 +19,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from codegen import launch as L
-from codegen.program import Pass
+from querycompute._codegen import launch as L
+from querycompute._codegen.program import Pass
 
 from ..errors import QueryError
 from .generated import GeneratedSourceBackend

@@ -14,8 +14,8 @@ from typing import Callable, Mapping
 
 import numpy as np
 
-from codegen import dtypes
-from codegen.expr import Const, Param
+from querycompute._codegen import dtypes
+from querycompute._codegen.expr import Const, Param
 from .capture import LambdaSource
 from .translate_calls import MODULE_CONSTANTS, SUPPORTED, call_handler
 from .translate_ops import binary, const, fail, logical, logical_not, select, unary

@@ -13,8 +13,8 @@ import math
 
 import numpy as np
 
-from codegen import dtypes
-from codegen.expr import Binary, Call, Cast, Compare, Const, Unary, Where
+from querycompute._codegen import dtypes
+from querycompute._codegen.expr import Binary, Call, Cast, Compare, Const, Unary, Where
 from .promotion import PromotionError, ufunc_loop
 from .translate_ops import binary, const, describe, fail, fold_cast, to_dtype, truthy, unary
 from .values import Scalar

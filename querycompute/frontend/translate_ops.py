@@ -12,8 +12,8 @@ import warnings
 
 import numpy as np
 
-from codegen import dtypes
-from codegen.expr import Binary, Cast, Compare, Const, Expr, Unary, Where
+from querycompute._codegen import dtypes
+from querycompute._codegen.expr import Binary, Cast, Compare, Const, Expr, Unary, Where
 from ..errors import UnsupportedLambdaError
 from .promotion import KIND_RANK, PY_BINARY, UFUNC, PromotionError, common_type, python_kind, ufunc_loop
 from .values import WEAK_DTYPE, Scalar

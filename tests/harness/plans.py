@@ -14,9 +14,9 @@ from typing import Sequence
 
 import numpy as np
 
-from codegen import gpu
-from codegen.launch import KernelSet, bind, decode_reduce, output_sizes, plan, scratch_sizes
-from codegen.program import Pass
+from querycompute._codegen import gpu
+from querycompute._codegen.launch import KernelSet, bind, decode_reduce, output_sizes, plan, scratch_sizes
+from querycompute._codegen.program import Pass
 
 from . import runner
 

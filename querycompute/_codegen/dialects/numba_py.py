@@ -95,7 +95,7 @@ class _ModulePrinter:
                 f'(dialect numba, generated).\n\n'
                 f"inputs: {ins}\nparams: {params}\n"
                 f"terminal: {_describe(self.p.terminal)}\n"
-                f'Globals come from codegen.dialects.numba_py_runtime.namespace().\n"""\n'
+                f'Globals come from querycompute._codegen.dialects.numba_py_runtime.namespace().\n"""\n'
                 f"CHUNK = {CHUNK}")
 
     def _element_name(self) -> str:

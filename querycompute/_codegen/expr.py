@@ -56,7 +56,7 @@ FLOAT_PREDICATES = ("isnan", "isinf", "isfinite")
 
 @dataclass(frozen=True)
 class Expr:
-    """Base class. Every node has a `dtype` (a name from codegen.dtypes.ALL)."""
+    """Base class. Every node has a `dtype` (a name from querycompute._codegen.dtypes.ALL)."""
 
 
 @dataclass(frozen=True)
