@@ -7,7 +7,6 @@ import os
 import re
 import shutil
 import time
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -124,7 +123,7 @@ def remove_entry(entries_root: Path, path: Path) -> int:
     """Remove one entry directory, returning the bytes freed. It is first renamed out of
     its key's name (atomic), so no reader ever sees a half-deleted entry under that key."""
     size = directory_size(path)
-    trash = entries_root / f".trash-{uuid.uuid4().hex}"
+    trash = entries_root / f".trash-{os.urandom(16).hex()}"
     try:
         os.rename(path, trash)
     except FileNotFoundError:

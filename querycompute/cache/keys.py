@@ -9,7 +9,6 @@ import hashlib
 import json
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import metadata
 
 # Bump when the entry layout, the binary header or the key recipe changes: old entries then
 # simply stop matching (they live under another "v<N>" directory and are never read).
@@ -18,6 +17,7 @@ FORMAT_VERSION = 1
 
 @lru_cache(maxsize=1)
 def package_version() -> str:
+    from importlib import metadata      # here, not at import: it costs ~20 ms to import
     try:
         return metadata.version("querycompute")
     except metadata.PackageNotFoundError:     # running from a source tree that isn't installed
