@@ -24,6 +24,7 @@ from querycompute._codegen.program import Pass, Reduce
 
 from ..cache import disk_cache, dump_source
 from ..errors import CompileError
+from ..locks import KeyedLocks
 from .base import Backend, KernelRun, Prepared
 from .cpu_launch import SERIAL_MAX, Launch, agg_converters
 from .cpu_module import cache_key, module_source, numba_options
@@ -37,6 +38,8 @@ _CHUNK, _BLOCK = numba_py.CHUNK, (numba_py.CHUNK,)      # a trace row's grid and
 
 _modules: dict[Pass, tuple] = {}      # Pass -> (module namespace, cache key); its
                                       # dispatchers keep every specialisation numba compiled
+_loading = KeyedLocks()               # one thread imports (and compiles) a pass's module:
+                                      # another would see it half executed
 
 
 def _numba():
@@ -50,6 +53,15 @@ def _load(p: Pass) -> tuple[dict, Any, str, float]:
     hit = _modules.get(p)
     if hit is not None:
         return hit[0], hit[1], "memory", 0.0
+    with _loading.hold(p):
+        hit = _modules.get(p)
+        if hit is not None:
+            return hit[0], hit[1], "memory", 0.0
+        return _load_new(p)
+
+
+def _load_new(p: Pass) -> tuple[dict, Any, str, float]:
+    """_load for a pass this process has not loaded (the caller holds its lock)."""
     src = module_source(p)
     key = cache_key(src)
     t0 = time.perf_counter()

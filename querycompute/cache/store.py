@@ -83,13 +83,24 @@ class DiskCache(ModuleEntries):
         self._root_arg = root
         self._enabled_arg = enabled
         # What the query layer is compiling right now (its chain as text), for the metadata.
-        self.query_hint = ""
+        self._hint = threading.local()    # the query text of the compile this thread runs
         self._lock = threading.Lock()
         self.counters = Counters()
         self._configured = False
         self._private_dir: Path | None = None
 
     # ----- configuration ---------------------------------------------------------------
+    @property
+    def query_hint(self) -> str:
+        """The chain text that the compile running in this thread is for (set by the engine
+        around a compile, recorded in the entry's metadata): per thread, as compiles of
+        different queries run at once."""
+        return getattr(self._hint, "text", "")
+
+    @query_hint.setter
+    def query_hint(self, text: str) -> None:
+        self._hint.text = text
+
     def reset(self) -> None:
         """Forget counters, warnings and the unwritable state, and re-read the environment."""
         with self._lock:
