@@ -19,7 +19,7 @@ from . import terminals as T
 from .backends import registry
 from .backends.base import Trace
 from .cache import disk_cache
-from .errors import QueryError, codegen_errors
+from .errors import BackendUnavailableError, QueryError, codegen_errors
 from .fusion import Lowered
 from .plan import lower, param_values, slot_info
 from .sources import is_device_array
@@ -162,8 +162,10 @@ def _remember(q, term: TerminalReq, name: str, source, cols: tuple, fn_codes: tu
 def _failed(q, term: TerminalReq, fns, name: str, n: int, exc: Exception, t0: float):
     """A run raised. Errors of the query itself, and failures of a backend the user pinned
     (or of cpu / numpy), propagate; a GPU backend `auto` chose is marked broken (warned once)
-    and the query reruns on cpu, which the trace says."""
-    if q._backend != "auto" or name in ("cpu", "numpy") or isinstance(exc, QueryError):
+    and the query reruns on cpu, which the trace says. BackendUnavailableError is a QueryError
+    that `auto` falls back from (e.g. a GPU newer/older than NVRTC can compile for)."""
+    own_error = isinstance(exc, QueryError) and not isinstance(exc, BackendUnavailableError)
+    if q._backend != "auto" or name in ("cpu", "numpy") or own_error:
         raise exc
     registry.mark_broken(name, f"{type(exc).__name__}: {exc}")
     trace = Trace("cpu", term.name, n,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -23,7 +23,7 @@ from ..errors import BackendUnavailableError
 from .generated import GeneratedSourceBackend
 from .base import KernelRun, Prepared, Trace
 from .cuda_compile import compile_cuda, nvrtc_version, options_for, targets
-from .cuda_device import CudaDevice, probe
+from .cuda_device import CudaDevice, current_index, describe, probe
 
 MAX_GATHER_STEP = 8     # larger host strides: copying contiguously moves less than the span
 
@@ -47,38 +47,73 @@ def _device_input(cp, x) -> tuple[Any, int]:
     return cp.asarray(np.ascontiguousarray(x)), 1
 
 
-class CudaPrepared(Prepared):
-    """Binaries for every target (CUBIN and PTX); loaded on the device at the first run."""
+def pick_image(binaries: dict[str, bytes], arch: int) -> tuple[str, bytes] | None:
+    """(target, image) that a device of compute capability `arch` can load: its own CUBIN,
+    else the PTX of the highest virtual arch not above it (the driver JITs PTX forward to
+    newer GPUs, never back to older ones); None when there is neither."""
+    cubin = binaries.get(f"sm_{arch}")
+    if cubin is not None:
+        return f"sm_{arch}", cubin
+    ptx = [(int(t[len("compute_"):]), t) for t in binaries if t.startswith("compute_")]
+    ptx = [nt for nt in ptx if nt[0] <= arch]
+    return (max(ptx)[1], binaries[max(ptx)[1]]) if ptx else None
 
-    def __init__(self, backend: "CudaBackend", ks: L.KernelSet, binaries: dict[str, bytes],
-                 origin: str, compile_ms: float):
-        self.backend, self.ks, self.binaries = backend, ks, binaries
+
+class DeviceModules:
+    """Loaded kernels, one set per device. A CUDA module lives in the context of the device it
+    was loaded on, and its functions launch only there: with several GPUs each device loads
+    its own on first use (CuPy's current device at launch picks which)."""
+
+    def __init__(self, load: Callable[[CudaDevice], dict[str, Any]]):
+        self._load = load
+        self._by_index: dict[int, dict[str, Any]] = {}
+
+    def functions(self, device: CudaDevice) -> dict[str, Any]:
+        hit = self._by_index.get(device.index)
+        if hit is None:
+            hit = self._by_index[device.index] = self._load(device)
+        return hit
+
+    @property
+    def devices(self) -> tuple[int, ...]:
+        return tuple(self._by_index)
+
+
+class CudaPrepared(Prepared):
+    """Binaries for every target (CUBIN and PTX); loaded on each device at its first run."""
+
+    def __init__(self, backend: "CudaBackend", p: Pass, ks: L.KernelSet,
+                 binaries: dict[str, bytes], origin: str, compile_ms: float):
+        self.backend, self.p, self.ks, self.binaries = backend, p, ks, binaries
         self.origin, self.compile_ms = origin, compile_ms
-        self._functions: dict[str, Any] | None = None
+        self.modules = DeviceModules(self._load)
         self._lock = threading.Lock()
         self._runs = 0
 
-    def _load(self, cp, device: CudaDevice) -> dict[str, Any]:
-        if self._functions is None:
-            cubin = self.binaries.get(f"sm_{device.arch}")
-            ptx = next((b for t, b in self.binaries.items() if t.startswith("compute_")), None)
-            image = cubin if cubin is not None else ptx
-            if image is None:
-                raise BackendUnavailableError(
-                    f"the kernels were compiled for {', '.join(self.binaries)} only, which "
-                    f"{device.description} cannot load; unset QUERYCOMPUTE_CUDA_ARCH or set it "
-                    f"to sm_{device.arch}")
-            module = cp.cuda.function.Module()
-            module.load(image)
-            self._module = module                    # keeps the functions' module alive
-            self._functions = {k.name: module.get_function(k.name) for k in self.ks.kernels}
-        return self._functions
+    def _load(self, device: CudaDevice) -> dict[str, Any]:
+        import cupy as cp
+        image = pick_image(self.binaries, device.arch)
+        if image is None:         # another GPU than the one prepare compiled for: compile for it
+            extra, _, _ = self.backend.compile_binaries(self.p, self.ks, targets(device.arch))
+            self.binaries = {**self.binaries, **extra}
+            image = pick_image(self.binaries, device.arch)
+        if image is None:
+            raise BackendUnavailableError(
+                f"the kernels were compiled for {', '.join(self.binaries)} only, which "
+                f"{device.description} cannot load; unset QUERYCOMPUTE_CUDA_ARCH or set it "
+                f"to sm_{device.arch}")
+        module = cp.cuda.function.Module()
+        module.load(image[1])     # into the current device's context
+        functions = {k.name: module.get_function(k.name) for k in self.ks.kernels}
+        functions[None] = module  # keeps the functions' module alive
+        return functions
 
     def run(self, inputs: Sequence[Any], params: Sequence[Any], n: int, trace: Trace) -> Any:
-        device = self.backend.device()
+        self.backend.device()                        # BackendUnavailableError without one
         import cupy as cp
+        device = self.backend.device(current_index())
         with self._lock:
-            return self._run(cp, self._load(cp, device), inputs, params, n, trace)
+            return self._run(cp, self.modules.functions(device), inputs, params, n, trace)
 
     def _run(self, cp, functions, inputs, params, n, trace):
         ks = self.ks
@@ -120,6 +155,7 @@ class CudaBackend(GeneratedSourceBackend):
     def __init__(self):
         self._probed = False
         self._device: CudaDevice | None = None
+        self._others: dict[int, CudaDevice] = {}     # devices other than the probed one
         self._why = ""
         super().__init__()
 
@@ -128,12 +164,18 @@ class CudaBackend(GeneratedSourceBackend):
             self._device, self._why = probe()
             self._probed = True
 
-    def device(self) -> CudaDevice:
-        """The device kernels run on, or BackendUnavailableError saying why there is none."""
+    def device(self, index: int | None = None) -> CudaDevice:
+        """Device `index` (default: the one current when first probed), or
+        BackendUnavailableError saying why there is none."""
         self._probe()
         if self._device is None:
             raise BackendUnavailableError(f"backend 'cuda' can't run here: {self._why}")
-        return self._device
+        if index is None or index == self._device.index:
+            return self._device
+        dev = self._others.get(index)
+        if dev is None:
+            dev = self._others[index] = describe(index)
+        return dev
 
     @property
     def is_gpu(self) -> bool:
@@ -147,12 +189,18 @@ class CudaBackend(GeneratedSourceBackend):
     def prepare(self, p: Pass) -> Prepared:
         """Compile for every target (from the disk cache when it has them). Works without a
         device; the returned Prepared raises BackendUnavailableError when run without one."""
-        from ..cache import disk_cache, dump_source, make_key
         self._probe()
         ks = self.kernel_set(p)
+        archs = targets(self._device.arch if self._device else None)
+        binaries, origin, compile_ms = self.compile_binaries(p, ks, archs)
+        return CudaPrepared(self, p, ks, binaries, origin, compile_ms)
+
+    def compile_binaries(self, p: Pass, ks: L.KernelSet, archs: Sequence[str]):
+        """({arch: binary}, "disk" or "compiled", compile ms) through the disk cache."""
+        from ..cache import disk_cache, dump_source, make_key
         compiler = "nvrtc {}.{}".format(*nvrtc_version())
         binaries, origin, compile_ms = {}, "disk", 0.0
-        for arch in targets(self._device.arch if self._device else None):
+        for arch in archs:
             key = make_key(backend=self.name, compiler=compiler, device=arch,
                            options=options_for(arch, ks.options), source=ks.source)
             payload = disk_cache.load(key)
@@ -166,4 +214,4 @@ class CudaBackend(GeneratedSourceBackend):
                                  dtypes=[s.dtype for s in p.program.inputs], extra={"arch": arch})
                 origin, compile_ms = "compiled", compile_ms + ms
             binaries[arch] = payload
-        return CudaPrepared(self, ks, binaries, origin, compile_ms)
+        return binaries, origin, compile_ms

@@ -3,7 +3,8 @@
 No device is needed: the target architecture is always passed explicitly. (CuPy's
 `cupy.cuda.compiler` helpers ask the current device for its arch, so they fail on a machine
 without one.) Targets are spelled as NVRTC spells them: "sm_80" gives a CUBIN for that GPU
-generation, "compute_80" gives PTX that the driver can JIT for newer ones.
+generation, "compute_80" gives PTX that the driver can JIT for newer ones. Which arch a
+device gets is `choose_targets` (a pure function); the CUBIN is read whole by cuda_cubin.
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import re
 from typing import Sequence
 
 from ..errors import BackendUnavailableError, CompileError, QueryError
+from .cuda_cubin import read_cubin
 
 ARCH_VAR = "QUERYCOMPUTE_CUDA_ARCH"
 DEFAULT_ARCH = "sm_80"
@@ -50,22 +52,42 @@ def parse_arch(text: str, origin: str = "arch") -> tuple[str, int]:
 
 
 def targets(device_arch: int | None = None) -> list[str]:
-    """What to compile for: the arch in QUERYCOMPUTE_CUDA_ARCH if set, else the device's, else
-    sm_80; a CUBIN for it plus PTX for its virtual arch (so newer GPUs can JIT it).
-    An explicit compute_NN asks for PTX only."""
-    env = os.environ.get(ARCH_VAR, "").strip()
-    if env:
+    """What to compile for, by choose_targets from $QUERYCOMPUTE_CUDA_ARCH, the device's
+    compute capability (or sm_80 without a device) and the archs this NVRTC supports."""
+    return choose_targets(device_arch, supported_archs(), os.environ.get(ARCH_VAR),
+                          ".".join(map(str, nvrtc_version())))
+
+
+def choose_targets(device_arch: int | None, supported: Sequence[int], env: str | None = None,
+                   version: str = "") -> list[str]:
+    """The arch rule (pure: no NVRTC, no device, no environment read here).
+
+    - `env` (QUERYCOMPUTE_CUDA_ARCH) set: exactly that arch, a CUBIN plus its PTX ("sm_90",
+      "90", "9.0") or PTX only ("compute_90"); an arch `supported` lacks is unavailable.
+    - else the device's arch (sm_80 without a device): its CUBIN plus PTX when `supported`
+      lists it (or is empty: an old NVRTC that can't say). A device newer than every arch
+      this NVRTC knows gets PTX for the highest supported arch below it, which the driver
+      JIT-compiles forward; a device older than all of them can't be served.
+    Unavailable means BackendUnavailableError, so `auto` falls back to another backend.
+    """
+    known = ", ".join(f"sm_{a}" for a in supported)
+    nvrtc_name = f"NVRTC {version}".strip()
+    if env and env.strip():
         kind, number = parse_arch(env, f"${ARCH_VAR}")
-    elif device_arch is not None:
-        kind, number = "sm", device_arch
-    else:
-        kind, number = parse_arch(DEFAULT_ARCH)
-    supported = supported_archs()
-    if supported and number not in supported:
-        raise QueryError(f"CUDA architecture {kind}_{number} is not supported by NVRTC "
-                         f"{'.'.join(map(str, nvrtc_version()))}; supported: "
-                         f"{', '.join(f'sm_{a}' for a in supported)} (set ${ARCH_VAR})")
-    return [f"compute_{number}"] if kind == "compute" else [f"sm_{number}", f"compute_{number}"]
+        if supported and number not in supported:
+            raise BackendUnavailableError(
+                f"CUDA architecture {kind}_{number} is not supported by {nvrtc_name}; "
+                f"supported: {known} (set ${ARCH_VAR})")
+        return [f"compute_{number}"] if kind == "compute" else [f"sm_{number}", f"compute_{number}"]
+    number = device_arch if device_arch is not None else parse_arch(DEFAULT_ARCH)[1]
+    if not supported or number in supported:
+        return [f"sm_{number}", f"compute_{number}"]
+    below = [a for a in supported if a <= number]
+    if not below:
+        raise BackendUnavailableError(
+            f"the CUDA device (sm_{number}) is older than every architecture {nvrtc_name} "
+            f"can compile for ({known}); use a CuPy/NVRTC built for an older CUDA toolkit")
+    return [f"compute_{max(below)}"]
 
 
 def supported_archs() -> tuple[int, ...]:
@@ -96,6 +118,6 @@ def compile_cuda(source: str, options: Sequence[str] = (), arch: str | None = No
         except mod.NVRTCError as exc:
             log = mod.getProgramLog(prog) or str(exc)
             raise CompileError("cuda", log, source, opts) from None
-        return mod.getCUBIN(prog) if kind == "sm" else mod.getPTX(prog)
+        return read_cubin(mod, prog) if kind == "sm" else mod.getPTX(prog)
     finally:
         mod.destroyProgram(prog)

@@ -31,9 +31,19 @@ def probe() -> tuple[CudaDevice | None, str]:
     if count == 0:
         return None, "the CUDA driver reports no device"
     try:
-        index = cupy.cuda.runtime.getDevice()
-        props = cupy.cuda.runtime.getDeviceProperties(index)
-        name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
-        return CudaDevice(index, name, 10 * int(props["major"]) + int(props["minor"])), ""
+        return describe(cupy.cuda.runtime.getDevice()), ""
     except Exception as exc:
         return None, f"the CUDA device could not be queried ({type(exc).__name__}: {exc})"
+
+
+def current_index() -> int:
+    """CuPy's current device (what `with cupy.cuda.Device(i):` selects): kernels launch there."""
+    import cupy
+    return cupy.cuda.runtime.getDevice()
+
+
+def describe(index: int) -> CudaDevice:
+    import cupy
+    props = cupy.cuda.runtime.getDeviceProperties(index)
+    name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
+    return CudaDevice(index, name, 10 * int(props["major"]) + int(props["minor"]))
