@@ -61,19 +61,31 @@ def _load(p: Pass) -> tuple[dict, Any, str, float]:
 
 
 def _load_new(p: Pass) -> tuple[dict, Any, str, float]:
-    """_load for a pass this process has not loaded (the caller holds its lock)."""
+    """_load for a pass this process has not loaded (the caller holds its lock). On a disk
+    miss the compile runs under the cache's compile lock: of several processes starting the
+    same cold query, one compiles and seals the entry, the others then load it."""
     src = module_source(p)
     key = cache_key(src)
     t0 = time.perf_counter()
     path = disk_cache.load_module(key)
-    fresh = path is None
-    if fresh:
+    if path is not None:
+        return _import(p, src, key, path, False, t0)
+    with disk_cache.compile_lock(key):
+        path = disk_cache.load_module(key) if disk_cache.stored(key) else None
+        if path is not None:                      # sealed by the process we waited for
+            return _import(p, src, key, path, False, t0)
         dump_source(p.name, "numba", src)
         path = disk_cache.store_module(key, source_suffix=".py", kernel_names=[p.name],
                                        dtypes=[s.dtype for s in p.program.inputs])
+        return _import(p, src, key, path, True, t0)
+
+
+def _import(p: Pass, src: str, key, path, fresh: bool, t0: float) -> tuple[dict, Any, str, float]:
+    """Import the module at `path`; a `fresh` one has its serial entry compiled now (so
+    errors surface here, with the source) and is sealed into the cache entry."""
     try:
         ns = disk_cache.import_module(path, key).__dict__
-        if fresh:             # compile now, so errors surface here, with the source
+        if fresh:
             _compile_serial(p, ns)
     except Exception as exc:  # numba typing/lowering errors: show the source we generated
         raise CompileError("numba", f"{type(exc).__name__}: {exc}", src,

@@ -6,7 +6,6 @@ earlier process stored for this device (docs/cache.md), else compiled from sourc
 """
 from __future__ import annotations
 
-import time
 import warnings
 from dataclasses import dataclass
 from functools import cached_property
@@ -99,22 +98,25 @@ def cached_program(dev: DeviceContext, source: str, options, kernel_names,
     compiler, device_id = dev.identity
     key = disk_cache.make_key(backend="opencl", compiler=compiler, device=device_id,
                               options=options, source=source)
-    binary = disk_cache.load(key)
-    if binary is not None:
+
+    def use(binary: bytes):
         try:
-            return program_from_binary(dev.context, dev.device, binary, options), "disk"
+            return program_from_binary(dev.context, dev.device, binary, options)
         except dev.cl.Error as exc:
             # The bytes are the ones stored (their hash checked), yet this driver refuses
             # them, e.g. after an update that kept its version string: rebuild and replace.
             warnings.warn(f"querycompute: the OpenCL driver rejected cached program binary "
                           f"{key.digest[:16]} ({exc}); recompiling and rewriting it",
-                          CacheWarning, stacklevel=3)
-    dump_source(kernel_names[0] if len(kernel_names) == 1 else ", ".join(kernel_names),
-                "opencl", source)
-    t0 = time.perf_counter()
-    program = build_program(dev.context, dev.device, source, options)
-    compile_ms = (time.perf_counter() - t0) * 1e3
-    disk_cache.store(key, program.binaries[0], source_suffix=".cl", kernel_names=kernel_names,
-                     dtypes=dtypes, compile_ms=compile_ms,
-                     extra={"device": dev.description})
-    return program, "compiled"
+                          CacheWarning, stacklevel=4)
+            return None
+
+    def compile_fn():
+        dump_source(kernel_names[0] if len(kernel_names) == 1 else ", ".join(kernel_names),
+                    "opencl", source)
+        program = build_program(dev.context, dev.device, source, options)
+        return program.binaries[0], program
+
+    program, origin, _ = disk_cache.obtain(key, compile_fn, use, source_suffix=".cl",
+                                           kernel_names=kernel_names, dtypes=dtypes,
+                                           extra={"device": dev.description})
+    return program, origin

@@ -18,8 +18,10 @@ import errno
 import threading
 import time
 import warnings
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Iterator
 
 from . import settings
 from .entry_format import (BINARY_FILE, META_FILE, DamagedEntry, decode_meta, encode_meta,
@@ -247,6 +249,64 @@ class DiskCache(ModuleEntries):
             write_atomic(entry / META_FILE, encode_meta(meta))
         except OSError:
             pass                                # a read-only cache still serves hits
+
+    # ----- compiling once across processes ----------------------------------------------
+    @contextmanager
+    def compile_lock(self, key: CacheKey) -> Iterator[None]:
+        """Held while this process compiles `key`. Processes that start the same cold query
+        at once would each compile it; with this lock (a file beside the entry, `<key>.lock`)
+        one compiles and the others wait, then load what it stored. Without a writable disk
+        cache there is nothing to share and nothing is locked; a lock that cannot be taken
+        (an odd filesystem, a holder stuck for ten minutes) is skipped with a warning: the
+        caller compiles itself, which is slower but never wrong (writes are atomic)."""
+        lock = None
+        if self.writable:
+            from filelock import FileLock, Timeout
+            try:
+                self._make_dirs(self.entries_root)
+                lock = FileLock(str(self.entries_root / f"{key.digest}.lock"), timeout=600)
+                lock.acquire()
+            except (OSError, Timeout) as exc:
+                lock = None
+                self._warn_once(f"lock:{key.digest}",
+                                f"querycompute: could not take the compile lock for kernel cache "
+                                f"entry {key.digest[:16]} ({exc}); compiling without it")
+        try:
+            yield
+        finally:
+            if lock is not None:
+                lock.release()
+
+    def stored(self, key: CacheKey) -> bool:
+        """Whether an entry for `key` is published (its metadata written), e.g. by the process
+        that held the compile lock while this one waited. Cheap; counts nothing."""
+        return self.enabled and (self.entry_dir(key) / META_FILE).is_file()
+
+    def obtain(self, key: CacheKey, compile_fn, use, *, source_suffix: str, kernel_names=(),
+               dtypes=(), extra: dict | None = None) -> tuple[Any, str, float]:
+        """The one load / compile / store sequence of the binary-caching backends:
+        (object, "disk" or "compiled", compile ms).
+
+        `use(payload)` turns a cached payload into the backend's object, or returns None when
+        the driver refuses it (the entry is then rebuilt and rewritten); `compile_fn()`
+        compiles from source and returns (payload, object). A miss takes `compile_lock`, so
+        of several processes missing at once one compiles and the others load its entry."""
+        payload = self.load(key)
+        obj = use(payload) if payload is not None else None
+        if obj is not None:
+            return obj, "disk", 0.0
+        with self.compile_lock(key):
+            if payload is None and self.stored(key):     # stored while we waited
+                payload = self.load(key)
+                obj = use(payload) if payload is not None else None
+                if obj is not None:
+                    return obj, "disk", 0.0
+            t0 = time.perf_counter()
+            payload, obj = compile_fn()
+            compile_ms = (time.perf_counter() - t0) * 1e3
+            self.store(key, payload, source_suffix=source_suffix, kernel_names=kernel_names,
+                       dtypes=dtypes, compile_ms=compile_ms, extra=extra)
+        return obj, "compiled", compile_ms
 
     # ----- writing ---------------------------------------------------------------------
     def store(self, key: CacheKey, payload: bytes, *, source_suffix: str,
