@@ -7,8 +7,12 @@ innermost lambda whose *body* contains all those spans is the one that was compi
 code object. That works for several lambdas on one line, nested lambdas, multi-line chains and
 backslash continuations; columns are UTF-8 byte offsets both in `ast` and in `co_positions`.
 
+The pinned node is then compiled again and compared with the code object (source_check):
+if the file was edited after import, Python runs the old code while the text says something
+else, and the query is refused rather than computing the new text.
+
 Results are cached per code object (every call of `lambda v: ...` inside a loop shares one
-code object), so a warm query never re-parses.
+code object), so a warm query never re-parses or re-checks.
 """
 from __future__ import annotations
 
@@ -23,9 +27,12 @@ from typing import Optional
 import numpy as np
 
 from ..errors import UnsupportedLambdaError
+from .source_check import mismatch, module_imports
 
 ACCEPTED = ("a lambda (lambda v: v * 2) or a def function whose body is a single "
             "`return expr`")
+CHANGED = ("the source file changed since the function was defined; re-import the module "
+           "or restart")
 NO_SOURCE_HINT = ("define the function in a .py file or in IPython/Jupyter (whose cells "
                   "linecache can read), not in the plain REPL or an exec'd string")
 # Names a text chain (CLI query) may use without a value: the modules a lambda calls into.
@@ -54,7 +61,8 @@ class LambdaSource:
 # unique; code objects are compared by identity because equal-looking lambdas at the same
 # line/column of two different files compare equal as code objects.
 _by_code: dict[int, tuple[types.CodeType, LambdaSource, tuple]] = {}
-# filename -> (source text, [(kind, name, body_start, body_end, node)])
+# filename -> (source text, [(kind, name, body_start, body_end, node, enclosing class)],
+#              names the module scope imports)
 _by_file: dict[str, tuple[str, list]] = {}
 
 
@@ -70,9 +78,13 @@ def lambda_source(fn) -> LambdaSource:
     hit = _by_code.get(id(code))
     if hit is not None and hit[0] is code:
         return hit[1]
-    src = _find(fn, code)
-    plan = tuple((name, code.co_freevars.index(name) if name in code.co_freevars else None)
-                 for name in src.captures)
+    src, cls = _find(fn, code)
+    plan = []
+    for name in src.captures:       # private names in a class body are stored mangled
+        stored = _mangle(name, cls)
+        cell = code.co_freevars.index(stored) if stored in code.co_freevars else None
+        plan.append((name, cell, stored))
+    plan = tuple(plan)
     _by_code[id(code)] = (code, src, plan)
     return src
 
@@ -94,16 +106,16 @@ def capture_values(fn, src: LambdaSource) -> dict[str, object]:
     if not isinstance(bins, dict):
         bins = vars(bins)
     out = {}
-    for name, cell in hit[2]:
+    for name, cell, stored in hit[2]:
         if cell is not None:
             try:
                 out[name] = closure[cell].cell_contents
             except ValueError:
                 raise _unbound(src, name, "it is a closure variable not assigned yet") from None
-        elif name in glob:
-            out[name] = glob[name]
-        elif name in bins:
-            out[name] = bins[name]
+        elif stored in glob:
+            out[name] = glob[stored]
+        elif stored in bins:
+            out[name] = bins[stored]
         else:
             raise _unbound(src, name, "it is neither a local of an enclosing function, "
                                       "a global nor a builtin")
@@ -182,14 +194,15 @@ def _spans(fn, code) -> list[tuple[int, int, int, int]]:
     return spans
 
 
-def _find(fn, code) -> LambdaSource:
+def _find(fn, code, retried: bool = False) -> tuple[LambdaSource, Optional[str]]:
+    """(LambdaSource, innermost enclosing class name) of fn, checked against its code."""
     filename = code.co_filename
     lines = linecache.getlines(filename, fn.__globals__)
     if not lines:
         raise UnsupportedLambdaError(
             f"no source for {fn.__qualname__} (defined in {filename!r}); {NO_SOURCE_HINT}",
             f"{filename}:{code.co_firstlineno}", construct="source")
-    text, index = _file_index(filename, "".join(lines))
+    text, index, imported = _file_index(filename, "".join(lines))
     is_lambda = code.co_name == "<lambda>"
     kinds = (ast.Lambda,) if is_lambda else (ast.FunctionDef, ast.AsyncFunctionDef)
     cands = [c for c in index if isinstance(c[4], kinds) and (is_lambda or c[1] == code.co_name)]
@@ -200,13 +213,36 @@ def _find(fn, code) -> LambdaSource:
         inside = [c for c in cands if c[2] <= first and last <= c[3]]
     else:   # a body with no located instruction: fall back to the definition's line
         inside = [c for c in cands if c[4].lineno == code.co_firstlineno]
-    if not inside:
+    best = max(inside, key=lambda c: (c[2], (-c[3][0], -c[3][1]))) if inside else None
+    differs = "no function there" if best is None else mismatch(best[4], code, best[5], imported)
+    if differs is None:
+        return _make(best[4], code, filename, text), best[5]
+    if not retried and _refreshed(filename, text, fn):
+        return _find(fn, code, retried=True)   # linecache held an older text than the code's
+    if best is None:
         raise UnsupportedLambdaError(
-            f"the source of {fn.__qualname__} in {filename} does not match its code "
-            f"(was the file edited after it was imported?); reload the module",
+            f"{fn.__qualname__}: {CHANGED} (no function is at its recorded position any more)",
             f"{filename}:{code.co_firstlineno}", construct="source")
-    node = max(inside, key=lambda c: (c[2], (-c[3][0], -c[3][1])))[4]
-    return _make(node, code, filename, text)
+    node = best[4]
+    raise UnsupportedLambdaError(
+        f"{fn.__qualname__}: {CHANGED} (its source text now compiles to different "
+        f"{differs})", f"{filename}:{node.lineno}:{node.col_offset + 1}",
+        construct="source")
+
+
+def _refreshed(filename: str, text: str, fn) -> bool:
+    """Drop linecache's copy of `filename` if the file on disk changed; True when the text
+    read again differs from `text` (worth another try)."""
+    linecache.checkcache(filename)
+    return "".join(linecache.getlines(filename, fn.__globals__)) != text
+
+
+def _mangle(name: str, cls: Optional[str]) -> str:
+    """The name Python stores for `name` read inside class `cls` (private-name mangling)."""
+    if cls is None or not name.startswith("__") or name.endswith("__") or "." in name:
+        return name
+    stripped = cls.lstrip("_")
+    return f"_{stripped}{name}" if stripped else name
 
 
 def _file_index(filename: str, text: str):
@@ -219,17 +255,21 @@ def _file_index(filename: str, text: str):
         raise UnsupportedLambdaError(f"can't parse the source file: {e}", filename,
                                      construct="source") from None
     index = []
-    for node in ast.walk(tree):
+    stack = [(tree, None)]          # (node, innermost enclosing class name)
+    while stack:
+        node, cls = stack.pop()
         if isinstance(node, ast.Lambda):
             b = node.body
             index.append(("lambda", "<lambda>", (b.lineno, b.col_offset),
-                          (b.end_lineno, b.end_col_offset), node))
+                          (b.end_lineno, b.end_col_offset), node, cls))
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             first, last = node.body[0], node.body[-1]
             index.append(("def", node.name, (first.lineno, first.col_offset),
-                          (last.end_lineno, last.end_col_offset), node))
-    _by_file[filename] = (text, index)
-    return text, index
+                          (last.end_lineno, last.end_col_offset), node, cls))
+        inner = node.name if isinstance(node, ast.ClassDef) else cls
+        stack.extend((child, inner) for child in ast.iter_child_nodes(node))
+    hit = _by_file[filename] = (text, index, module_imports(tree))
+    return hit
 
 
 def _make(node, code, filename: str, text: str) -> LambdaSource:
