@@ -146,6 +146,7 @@ def fake_device(monkeypatch):
         monkeypatch.setattr(backend, "_probed", True)
         monkeypatch.setattr(backend, "_device", CudaDevice(0, f"test GPU sm_{arch}", arch))
         monkeypatch.setattr(registry, "_THRESHOLD", 0)      # auto sends every input to a GPU
+        monkeypatch.delitem(registry._broken, "cuda", raising=False)
         registry._auto.clear()
         return backend
     yield install
