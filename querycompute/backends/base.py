@@ -35,7 +35,7 @@ class KernelRun:
 
 class Trace:
     """What the last terminal operator did. (A plain class: one is made per terminal call.)"""
-    __slots__ = ("backend", "terminal", "n", "kernels", "fallback", "total_ms")
+    __slots__ = ("backend", "terminal", "n", "kernels", "fallback", "total_ms", "tier")
 
     def __init__(self, backend: str = "", terminal: str = "", n: int = 0, fallback: str | None = None):
         self.backend = backend
@@ -44,13 +44,20 @@ class Trace:
         self.kernels: list[KernelRun] = []
         self.fallback = fallback        # why the requested backend was not the one that ran
         self.total_ms = 0.0
+        # "kernel": the backend's compiled kernel answered; "numpy": the numpy tier answered
+        # (the reference interpreter, same semantics) while that kernel compiles in the
+        # background, or for good when its background compile failed (docs/guide.md)
+        self.tier = "kernel"
 
     def __repr__(self) -> str:
-        return f"Trace(backend={self.backend!r}, terminal={self.terminal!r}, n={self.n}, " \
-               f"kernels={self.kernels!r}, fallback={self.fallback!r}, total_ms={self.total_ms:.3f})"
+        return f"Trace(backend={self.backend!r}, tier={self.tier!r}, terminal={self.terminal!r}, " \
+               f"n={self.n}, kernels={self.kernels!r}, fallback={self.fallback!r}, " \
+               f"total_ms={self.total_ms:.3f})"
 
     def __str__(self) -> str:
         lines = [f"backend={self.backend} terminal={self.terminal} n={self.n} total={self.total_ms:.3f} ms"]
+        if self.tier != "kernel" and self.backend != "numpy":
+            lines.append(f"TIER: the numpy tier answered (the {self.backend} kernel was not ready)")
         if self.fallback:
             lines.append(f"FALLBACK: {self.fallback}")
         for k in self.kernels:
