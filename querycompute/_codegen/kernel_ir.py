@@ -61,7 +61,8 @@ class KSelect:
 @dataclass(frozen=True)
 class KThread:
     """A thread coordinate (1-D). kind: local_id, group_id, local_size, num_groups,
-    lane (index in warp/SIMD group), warp (warp/SIMD group index in the block)."""
+    lane (index in warp/SIMD group), warp (warp/SIMD group index in the block), simd_width
+    (lanes per warp/SIMD group: CUDA 32, Metal [[threads_per_simdgroup]], 8 to 64)."""
     kind: str
     dtype: str = "int32"
 

@@ -1,6 +1,7 @@
 """Block-level building blocks in kernel IR: reduce a set of accumulators across a block,
 inclusive prefix sum across a block. Every tree has a fixed shape, so results are
-deterministic (same input -> same bits)."""
+deterministic (same input -> same bits); the shuffle tree's shape also depends on the device's
+SIMD width (Metal GPUs differ), so float sums may differ in the last bits between GPUs."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -13,7 +14,11 @@ from .launch import BLOCK
 LID = K.KThread("local_id")
 LANE = K.KThread("lane")
 WARP = K.KThread("warp")
-WARP_SIZE = 32      # CUDA warps and Apple SIMD groups are both 32 lanes wide
+# Lanes per warp / SIMD group: a device value each dialect spells (CUDA: 32; Metal:
+# [[threads_per_simdgroup]], 8 to 64 depending on the GPU). The shuffle tree must be right
+# for every power-of-two width from MIN_SIMD_WIDTH up to 64 that divides the block.
+SIMD_WIDTH = K.KThread("simd_width")
+MIN_SIMD_WIDTH = 8
 
 
 @dataclass(frozen=True)
@@ -46,9 +51,10 @@ def shared_name(slot: K.KVar) -> str:
     return f"sh_{slot.name}"
 
 
-def _halving_loop(var: str, start: int, body) -> K.For:
+def _halving_loop(var: str, start, body) -> K.For:
     off = K.KVar(var, "int32")
-    return K.For(off, K.i32(start), K.op(">", off, K.i32(0)), K.op(">>", off, K.i32(1)), tuple(body(off)))
+    start = K.i32(start) if isinstance(start, int) else start
+    return K.For(off, start, K.op(">", off, K.i32(0)), K.op(">>", off, K.i32(1)), tuple(body(off)))
 
 
 def block_reduce(accs: list[Acc], use_shuffles: bool) -> tuple[list[K.SharedArray], list]:
@@ -75,19 +81,26 @@ def block_reduce(accs: list[Acc], use_shuffles: bool) -> tuple[list[K.SharedArra
 
 
 def _shuffle_reduce(accs, slots):
-    warps = BLOCK // WARP_SIZE
-    shared = [K.SharedArray(shared_name(s), s.dtype, warps) for s in slots]
+    # Sized for the narrowest SIMD group; only the first BLOCK / width slots are used.
+    shared = [K.SharedArray(shared_name(s), s.dtype, BLOCK // MIN_SIMD_WIDTH) for s in slots]
+    warps = K.op("/", K.i32(BLOCK), SIMD_WIDTH)
+    half_width = K.op("/", SIMD_WIDTH, K.i32(2))
     shuffle = lambda off: fold_from(accs, lambda s: K.KShuffleDown(s, off, s.dtype))  # noqa: E731
     first_level = [
         K.Comment("Warp-level tree with shuffles: lane 0 of each warp ends with its warp's result."),
-        _halving_loop("offset", WARP_SIZE // 2, shuffle),
+        _halving_loop("offset", half_width, shuffle),
         K.If(K.op("==", LANE, K.i32(0)), tuple(K.Store(shared_name(s), WARP, s) for s in slots)),
         K.Barrier()]
-    has_result = K.op("<", LANE, K.i32(warps))
+    has_result = K.op("<", LANE, warps)
     gather = tuple(K.Assign(s, K.KSelect(has_result, K.KLoad(shared_name(s), LANE, s.dtype), i, s.dtype))
                    for a in accs for s, i in zip(a.slots, a.identity))
-    second_level = [K.Comment(f"Warp 0 folds the {warps} warp results the same way."),
-                    K.If(K.op("==", WARP, K.i32(0)), gather + (_halving_loop("offset", warps // 2, shuffle),))]
+    # More warp results than lanes only on SIMD groups narrower than sqrt(BLOCK): lane l also
+    # folds results l + width, l + 2 * width, ... (in order) before the shuffles.
+    w = K.KVar("w", "int32")
+    rest = K.For(w, K.op("+", LANE, SIMD_WIDTH), K.op("<", w, warps), K.op("+", w, SIMD_WIDTH),
+                 tuple(fold_from(accs, lambda s: K.KLoad(shared_name(s), w, s.dtype))))
+    second_level = [K.Comment("Warp 0 folds the block / warp-width warp results the same way."),
+                    K.If(K.op("==", WARP, K.i32(0)), gather + (rest, _halving_loop("offset", half_width, shuffle)))]
     return shared, first_level + second_level
 
 

@@ -32,17 +32,19 @@ def is_contiguous(inputs: Sequence[np.ndarray]) -> bool:
     return all(a.strides[0] == a.itemsize or len(a) <= 1 for a in inputs)
 
 
-def module_for(sets: Sequence[KernelSet]) -> runner.Module:
-    """One compiled module holding every kernel of `sets` (all in one dialect): one g++ run."""
+def module_for(sets: Sequence[KernelSet], simd_width: int = 32) -> runner.Module:
+    """One compiled module holding every kernel of `sets` (all in one dialect): one g++ run.
+    `simd_width`: the warp / SIMD-group width the harness emulates (Metal: 8 to 64)."""
     dialects = {ks.dialect for ks in sets}
     if len(dialects) != 1:
         raise ValueError(f"module_for needs kernel sets of one dialect, got {sorted(dialects)}")
-    return runner.build([ks.source for ks in sets], dialects.pop())
+    return runner.build([ks.source for ks in sets], dialects.pop(), simd_width=simd_width)
 
 
-def run_pass(p: Pass, dialect: str, inputs: Sequence[np.ndarray], params: Sequence = ()):
+def run_pass(p: Pass, dialect: str, inputs: Sequence[np.ndarray], params: Sequence = (),
+             simd_width: int = 32):
     ks = gpu.render(p, dialect)
-    return run_kernel_set(ks, module_for([ks]), inputs, params)
+    return run_kernel_set(ks, module_for([ks], simd_width), inputs, params)
 
 
 def run_kernel_set(ks: KernelSet, module: runner.Module, inputs: Sequence[np.ndarray],

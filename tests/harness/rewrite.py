@@ -29,6 +29,7 @@ _SHARED_METAL = re.compile(
 _CUDA_KERNEL = re.compile(r"__global__\s+void\s+(?:__launch_bounds__\([^)]*\)\s+)?([A-Za-z_]\w*)\s*\(")
 _METAL_KERNEL = re.compile(r"\bkernel\s+void\s+([A-Za-z_]\w*)\s*\(")
 _ATTRIBUTE = re.compile(r"\[\[\s*([A-Za-z_]\w*)\s*(?:\(\s*(\d+)\s*\))?\s*\]\]")
+_MAX_THREADS = re.compile(r"\[\[\s*max_total_threads_per_threadgroup\s*\(\s*(\d+)\s*\)\s*\]\]\s*$")
 
 METAL_BUILTINS = (
     "thread_position_in_grid", "threadgroup_position_in_grid", "thread_position_in_threadgroup",
@@ -47,6 +48,7 @@ class RewriteError(ValueError):
 class KernelInfo:
     name: str
     buffer_indices: tuple[int, ...] = ()   # Metal: [[buffer(i)]] of each argument, in order
+    max_threads: int | None = None         # Metal: [[max_total_threads_per_threadgroup(n)]]
 
 
 def _shared_ref(name: str, type_: str, dims: str, volatile: bool) -> str:
@@ -127,6 +129,9 @@ def rewrite_metal(source: str) -> tuple[str, list[KernelInfo]]:
         close = _matching(source, m.end() - 1)
         brace = source.index("{", close)
         params, locals_, info = _metal_signature(m[1], source[m.end():close])
+        limit = _MAX_THREADS.search(source, pos, m.start())
+        if limit:
+            info = KernelInfo(info.name, info.buffer_indices, int(limit[1]))
         out.append(source[pos:m.start()])
         out.append(f"void {m[1]}({params}) {{ {locals_}")
         pos = brace + 1

@@ -109,12 +109,19 @@ def translation_unit(sources: Sequence[str], dialect: str) -> tuple[str, list[Ke
 _loaded: dict[str, "Module"] = {}
 
 
-def build(source: str | Sequence[str], dialect: str, defines: dict | None = None) -> "Module":
+def build(source: str | Sequence[str], dialect: str, defines: dict | None = None,
+          simd_width: int = 32) -> "Module":
     """Compile (or fetch from the cache) and load one source, or several compiled together.
     `defines` set harness knobs such as QCH_TIMEOUT_S (seconds before a stuck barrier fails
-    the launch)."""
+    the launch). `simd_width`: lanes per warp / SIMD group, a power of two from 4 to 64; CUDA
+    warps are always 32, Metal SIMD groups are 32 on Apple GPUs and 8 to 64 on others."""
+    if dialect == "cuda" and simd_width != 32:
+        raise ValueError(f"CUDA warps are 32 lanes, not {simd_width}")
     tu, kernels = translation_unit([source] if isinstance(source, str) else list(source), dialect)
-    flags = FLAGS + tuple(f"-D{k}={v}" for k, v in sorted((defines or {}).items()))
+    defines = dict(defines or {})
+    if simd_width != 32:
+        defines["QCH_SIMD_WIDTH"] = simd_width
+    flags = FLAGS + tuple(f"-D{k}={v}" for k, v in sorted(defines.items()))
     key = hashlib.sha256("\0".join(
         (tu, _prelude_text(), " ".join(flags), _compiler_identity())).encode()).hexdigest()[:32]
     if key in _loaded:
@@ -190,6 +197,10 @@ class Kernel:
             ptrs[i] = ctypes.cast(ctypes.pointer(holder), ctypes.c_void_p) \
                 if isinstance(holder, ctypes.c_void_p) else holder.ctypes.data
         g, b = _dims(grid), _dims(block)
+        limit = self.info.max_threads
+        if limit is not None and b[0] * b[1] * b[2] > limit:
+            raise HarnessError(f"kernel {name}: block {b} exceeds its "
+                               f"[[max_total_threads_per_threadgroup({limit})]]")
         if 0 in g:
             return  # an empty grid launches nothing, as on a GPU
         err = ctypes.create_string_buffer(4096)

@@ -19,7 +19,7 @@ from .c_syntax import Code
 
 # KThread.kind -> the int local a kernel declares when it uses that coordinate as a value
 THREAD_LOCALS = {"local_id": "lid", "group_id": "group", "lane": "lane", "warp": "warp",
-                 "local_size": "block_size", "num_groups": "num_groups"}
+                 "local_size": "block_size", "num_groups": "num_groups", "simd_width": "simd_width"}
 _FLOAT_UPDATES = {"add": "+", "sub": "-", "mul": "*"}
 
 

@@ -14,7 +14,7 @@ class Cuda(CFamily):
     INT_SUFFIX = {"uint32": "u", "int64": "LL", "uint64": "ULL"}
     THREAD = {"local_id": "threadIdx.x", "group_id": "blockIdx.x",
               "local_size": "blockDim.x", "num_groups": "gridDim.x",
-              "lane": "(threadIdx.x & 31)", "warp": "(threadIdx.x >> 5)"}
+              "lane": "(threadIdx.x & 31)", "warp": "(threadIdx.x >> 5)", "simd_width": "32"}
     BARRIER = "__syncthreads()"
     SHARED = "__shared__"
     SHUFFLE_DOWN = "__shfl_down_sync(0xffffffffu, {v}, {o})"

@@ -1,9 +1,14 @@
 """Metal Shading Language: the table of spellings, then the overrides (argument attributes,
 math functions Metal lacks). Metal has 64-bit integers (long) but no double.
 
-The runtime must compile with safe math: MTLCompileOptions.fastMathEnabled = false
-(mathMode = .safe), or `-fno-fast-math` for the `metal` command-line compiler.
-SIMD-group shuffles assume 32-wide SIMD groups (every Apple GPU).
+Metal compiles with fast math by default, which reassociates and contracts `a * b + c` into
+an fma: our results would no longer be NumPy's. So the source asks for safe math without
+contraction itself (`#pragma METAL fp`, MSL 3.2+), and the KernelSet's options say what the
+runtime must set for older language versions: MTLCompileOptions.mathMode = .safe with
+mathFloatingPointFunctions = .precise (fastMathEnabled = false before macOS 15), or
+`-fno-fast-math -ffp-contract=off` for the `metal` command-line compiler.
+SIMD groups are 32 lanes on Apple GPUs but 8 to 64 on others: kernels read the width from
+[[threads_per_simdgroup]] (lower_block.py), never assume it.
 """
 from __future__ import annotations
 
@@ -23,23 +28,28 @@ class Metal(CFamily):
     INT_SUFFIX = {"uint32": "u", "int64": "L", "uint64": "UL"}
     THREAD = {"local_id": "qc_lid", "group_id": "qc_group",
               "local_size": "qc_lsize", "num_groups": "qc_ngroups",
-              "lane": "qc_lane", "warp": "qc_simd"}
+              "lane": "qc_lane", "warp": "qc_simd", "simd_width": "qc_simd_width"}
     # KThread.kind -> [[attribute]] of the kernel parameter (named THREAD[kind]) it comes from
     THREAD_ATTRS = {"local_id": "thread_position_in_threadgroup",
                     "group_id": "threadgroup_position_in_grid",
                     "local_size": "threads_per_threadgroup",
                     "num_groups": "threadgroups_per_grid",
                     "lane": "thread_index_in_simdgroup",
-                    "warp": "simdgroup_index_in_threadgroup"}
+                    "warp": "simdgroup_index_in_threadgroup",
+                    "simd_width": "threads_per_simdgroup"}
     BARRIER = "threadgroup_barrier(mem_flags::mem_threadgroup)"
     SHARED = "threadgroup"
     SHUFFLE_DOWN = "simd_shuffle_down({v}, (ushort){o})"
     SHUFFLE_TYPES = ("int32", "uint32", "float16", "float32")
     BITCAST = {"float32": "as_type<float>({v})", "uint32": "as_type<uint>({v})"}
-    OPTIONS = ("-fno-fast-math",)      # MTLCompileOptions.fastMathEnabled = false
+    OPTIONS = ("-fno-fast-math", "-ffp-contract=off")
+    OPTIONS_WHY = ("no fast math, no FMA contraction: MTLCompileOptions.mathMode = .safe, "
+                   "mathFloatingPointFunctions = .precise")
     UNROLL = ""
     MISSING_MATH = ("expm1", "log1p", "hypot")   # not in the Metal standard library: prelude helpers
-    KERNEL_HEAD = "kernel void {name}"
+    # the launch plan's block size (launch.BLOCK) as the pipeline's limit: the compiler may
+    # then use more registers per thread than for the default 1024
+    KERNEL_HEAD = "[[max_total_threads_per_threadgroup({block})]]\nkernel void {name}"
     BUFFER_ARG = "device {const}{type}* {name} [[buffer({i})]]"
     SCALAR_ARG = "constant {type}& {name} [[buffer({i})]]"
     SCALAR_ARG_TYPES = {"bool": "uchar", "float16": "float"}
@@ -61,8 +71,13 @@ class Metal(CFamily):
 
     def prelude(self):
         return ("// Compile with fast math disabled (MTLCompileOptions.fastMathEnabled = false,\n"
-                "// or -fno-fast-math): float results then match NumPy bit for bit.\n"
-                "#include <metal_stdlib>\nusing namespace metal;")
+                "// or -fno-fast-math) and no contraction of a * b + c: float results then match\n"
+                "// NumPy bit for bit. From MSL 3.2 on the source says so itself.\n"
+                "#include <metal_stdlib>\nusing namespace metal;\n"
+                "#if __METAL_VERSION__ >= 320\n"
+                "#pragma METAL fp math_mode(safe)\n"
+                "#pragma METAL fp contract(off)\n"
+                "#endif")
 
     def define_qc_round_f16(self):
         return ("// float rounded to float16 precision (ties to even), kept in a float\n"

@@ -13,6 +13,9 @@
 #include "qch_runtime.h"
 #include "qch_vec.h"
 
+static_assert(qch::kWarp == 32, "CUDA warps are 32 lanes (and its masks 32 bits): build CUDA "
+              "sources without QCH_SIMD_WIDTH");
+
 // ---- qualifiers --------------------------------------------------------------------------
 #define __global__
 #define __device__

@@ -129,7 +129,7 @@ inline int launch(void (*kernel)(A...), const unsigned* g, const unsigned* bl, v
     for (unsigned w = 0; w < B->warps.size(); ++w) {
       Warp& wp = B->warps[w];
       unsigned lanes = std::min(kWarp, nthreads - w * kWarp);
-      wp.live = lanes == 32 ? 0xFFFFFFFFu : ((1u << lanes) - 1);
+      wp.live = lanes == kWarp ? kAllLanes : bit(lanes) - 1;
       B->warp_live[w] = lanes;
       wp.arrived = wp.required = 0;
       wp.op = nullptr;

@@ -6,7 +6,8 @@
 //  * Blocks run one after another; shared (threadgroup) memory is one arena per block, filled
 //    with a poison byte (0xFF: NaN for floats, -1 for integers) before every block, so reading
 //    a slot nobody wrote in this block shows up in the result.
-//  * Warps / SIMD groups are 32 consecutive threads of the block. A warp operation is a real
+//  * Warps / SIMD groups are kWarp consecutive threads of the block: 32, or QCH_SIMD_WIDTH
+//    (a power of two, 4 to 64) for Metal builds at other widths. A warp operation is a real
 //    rendezvous of the participating lanes; values read from an inactive lane (exited, or past
 //    the end of a partial block) are poison. CUDA's mask must name only live lanes and every
 //    lane it names must take part; Metal's SIMD-group functions act on the live lanes.

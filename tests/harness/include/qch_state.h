@@ -35,10 +35,20 @@
 #ifndef QCH_TIMEOUT_S
 #define QCH_TIMEOUT_S 20
 #endif
+// Lanes per warp / SIMD group. CUDA warps are 32; Metal SIMD groups are 32 on Apple GPUs but
+// 8 to 64 elsewhere, so Metal kernels are also run at other widths (runner.build(simd_width=)).
+#ifndef QCH_SIMD_WIDTH
+#define QCH_SIMD_WIDTH 32
+#endif
 
 namespace qch {
 
-constexpr unsigned kWarp = 32;
+constexpr unsigned kWarp = QCH_SIMD_WIDTH;
+static_assert(kWarp >= 4 && kWarp <= 64 && (kWarp & (kWarp - 1)) == 0,
+              "QCH_SIMD_WIDTH must be a power of two from 4 to 64");
+using LaneMask = uint64_t;  // one bit per lane (64-wide SIMD groups need all 64)
+constexpr LaneMask bit(unsigned lane) { return LaneMask(1) << lane; }
+constexpr LaneMask kAllLanes = kWarp == 64 ? ~LaneMask(0) : bit(kWarp) - 1;
 constexpr size_t kArenaBytes = 64 * 1024;
 constexpr unsigned char kPoison = 0xFF;
 
@@ -85,15 +95,15 @@ struct Warp {
   std::mutex m;
   Signal changed;             // an operation completed or a deposit buffer was released
   Signal go;                  // a barrier opened or it became this warp's turn to run
-  uint32_t live = 0;          // lanes that exist and have not returned
-  uint32_t arrived = 0;       // lanes waiting in the pending operation
-  uint32_t required = 0;      // CUDA: lanes named by the mask; 0 = every live lane (Metal)
+  LaneMask live = 0;          // lanes that exist and have not returned
+  LaneMask arrived = 0;       // lanes waiting in the pending operation
+  LaneMask required = 0;      // CUDA: lanes named by the mask; 0 = every live lane (Metal)
   const char* op = nullptr;   // name of the pending operation (for divergence reports)
   uint64_t done = 0;          // completed operations
   // Double-buffered deposit slots: operation k uses slot[k % 2]. A buffer is refilled only
   // after every participant of the operation two back has copied its values out.
   uint64_t slot[2][kWarp][2] = {};
-  uint32_t participants[2] = {0, 0};
+  LaneMask participants[2] = {0, 0};
   int readers[2] = {0, 0};
 };
 

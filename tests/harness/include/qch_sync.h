@@ -65,7 +65,7 @@ inline Warp& my_warp() { return t.block->warps[t.linear / kWarp]; }
 inline void complete_op(Warp& w) {  // under w.m: every participant has deposited
   const int buf = int(w.done % 2);
   w.participants[buf] = w.arrived;
-  w.readers[buf] = __builtin_popcount(w.arrived);
+  w.readers[buf] = __builtin_popcountll(w.arrived);
   w.arrived = 0;
   w.op = nullptr;
   ++w.done;
@@ -73,12 +73,12 @@ inline void complete_op(Warp& w) {  // under w.m: every participant has deposite
 }
 
 // Deposit (lo, hi) for this lane in the warp's pending operation `op`, wait until every
-// participant has deposited, then copy all 32 deposits out. mask == 0 means "every live lane".
+// participant has deposited, then copy all kWarp deposits out. mask == 0 means "every live lane".
 // Returns the participating lanes; `out` receives the deposits (poison for other lanes).
-inline uint32_t rendezvous(const char* op, uint32_t mask, uint64_t lo, uint64_t hi,
+inline LaneMask rendezvous(const char* op, LaneMask mask, uint64_t lo, uint64_t hi,
                            uint64_t out[kWarp][2]) {
   Warp& w = my_warp();
-  const uint32_t me = 1u << lane();
+  const LaneMask me = bit(lane());
   char why[160] = "";
   uint64_t k;
   int buf;
@@ -87,7 +87,8 @@ inline uint32_t rendezvous(const char* op, uint32_t mask, uint64_t lo, uint64_t 
     if (mask && !(mask & me)) snprintf(why, sizeof why, "%s: calling lane is not in its own mask", op);
     else if (mask & ~w.live)
       snprintf(why, sizeof why, "%s: mask names lanes that have exited or do not exist "
-               "(mask 0x%08x, live lanes 0x%08x)", op, mask, w.live);
+               "(mask 0x%08llx, live lanes 0x%08llx)", op, (unsigned long long)mask,
+               (unsigned long long)w.live);
     k = w.done;
     buf = int(k % 2);
   }
@@ -106,16 +107,16 @@ inline uint32_t rendezvous(const char* op, uint32_t mask, uint64_t lo, uint64_t 
       w.slot[buf][lane()][0] = lo;
       w.slot[buf][lane()][1] = hi;
       w.arrived |= me;
-      uint32_t need = w.required ? w.required : w.live;
+      LaneMask need = w.required ? w.required : w.live;
       if ((w.arrived & need) == need) complete_op(w);
     }
   }
   if (why[0]) fail(why);
   wait(w.m, w.changed, [&] { return w.done != k; }, op);
   std::lock_guard<std::mutex> g(w.m);
-  uint32_t parts = w.participants[buf];
+  LaneMask parts = w.participants[buf];
   for (unsigned i = 0; i < kWarp; ++i) {
-    bool in = parts & (1u << i);
+    bool in = parts & bit(i);
     out[i][0] = in ? w.slot[buf][i][0] : ~uint64_t(0);
     out[i][1] = in ? w.slot[buf][i][1] : ~uint64_t(0);
   }
@@ -127,7 +128,7 @@ inline uint32_t rendezvous(const char* op, uint32_t mask, uint64_t lo, uint64_t 
 inline void exit_thread() {
   BlockState& b = *t.block;
   Warp& w = my_warp();
-  const uint32_t me = 1u << lane();
+  const LaneMask me = bit(lane());
   std::string why;
   {
     std::lock_guard<std::mutex> g(w.m);
@@ -165,17 +166,17 @@ inline T from_bits(const uint64_t bits[2]) {
 
 // Gather every participant's value of `v`: returns the participants' mask.
 template <class T>
-inline uint32_t gather(const char* op, uint32_t mask, const T& v, T out[kWarp]) {
+inline LaneMask gather(const char* op, LaneMask mask, const T& v, T out[kWarp]) {
   uint64_t lo, hi, raw[kWarp][2];
   to_bits(v, lo, hi);
-  uint32_t parts = rendezvous(op, mask, lo, hi, raw);
+  LaneMask parts = rendezvous(op, mask, lo, hi, raw);
   for (unsigned i = 0; i < kWarp; ++i) out[i] = from_bits<T>(raw[i]);
   return parts;
 }
 
 // The value lane `src` deposited (poison when src is inactive or outside the warp).
 template <class T>
-inline T shuffle_from(const char* op, uint32_t mask, const T& v, int src) {
+inline T shuffle_from(const char* op, LaneMask mask, const T& v, int src) {
   T all[kWarp];
   gather(op, mask, v, all);
   return src < 0 || src >= int(kWarp) ? all[lane()] : all[src];
