@@ -6,6 +6,7 @@ Three ways through, fastest first (warm.py holds the entries):
 * warm: a signature tuple (code objects, dtypes, terminal, backend) finds the pass in a
   process-wide dict; only lambdas that capture values have their captures read;
 * full: capture, translate, lower and compile (or load from the kernel cache).
+Every way launches through windows.py where the terminal may stop early (any / all / first).
 The trace of a hot call is built only when qc.last_trace() asks for it.
 """
 from __future__ import annotations
@@ -16,6 +17,7 @@ import time
 import numpy as np
 
 from . import terminals as T
+from . import windows
 from .backends import registry
 from .backends.base import Trace
 from .cache import disk_cache
@@ -75,7 +77,10 @@ def run(q, term: TerminalReq, fns=None):
             if infos is not False:
                 try:
                     params = param_values(hot.lowered, infos, q._source) if hot.lowered.bindings else ()
-                    raw, row = hot.prepared.run_quick(hot.items, params, n)
+                    if hot.early is None:
+                        raw, row = hot.prepared.run_quick(hot.items, params, n)
+                    else:             # any / all / first: stop at the deciding window
+                        raw, row = hot.early.launch(hot.prepared, hot.items, params, n)
                 except Exception as exc:
                     return _failed(q, term, fns, hot.name, n, exc, t0)
                 note_memory_hit()
@@ -133,7 +138,7 @@ def _run_full(q, term: TerminalReq, fns, t0: float):
         lowered, prepared = fast.hit
         try:
             params = param_values(lowered, infos, source) if lowered.bindings else ()
-            raw, row = prepared.run_quick(cols, params, n)
+            raw, row = windows.launch(prepared, fast.early, cols, params, n)
         except Exception as exc:
             return _failed(q, term, fns, name, n, exc, t0)
         note_memory_hit()
@@ -221,11 +226,11 @@ def _compiled(name, source, cols, q, term, infos) -> tuple:
 def _launch(hit, origin, compile_ms, source, cols, n, term, infos, trace):
     lowered, prepared = hit
     params = param_values(lowered, infos, source) if lowered.bindings else ()
-    raw, row = prepared.run_quick(cols, params, n)
+    raw, row = windows.launch(prepared, windows.early_exit(lowered), cols, params, n)
     # Backends that know better (a cpu entry point compiled on first use) fill these
     # themselves; otherwise one program holds every kernel of the pass, so its origin applies
     # to all and its build time is shown on the first.
-    rows = prepared.trace_rows(row)
+    rows = windows.trace_rows(prepared, row)
     for i, k in enumerate(rows):
         if not k.cache:
             k.cache = origin
@@ -269,7 +274,7 @@ def last_trace() -> Trace:
     if type(last) is tuple:           # a hot call: build its Trace now
         name, terminal, n, prepared, row, t0, t1 = last
         trace = Trace(name, terminal, n)
-        trace.kernels = prepared.trace_rows(row)
+        trace.kernels = windows.trace_rows(prepared, row)
         for k in trace.kernels:
             k.cache = k.cache or "memory"
         trace.total_ms = (t1 - t0) * 1e3

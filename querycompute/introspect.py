@@ -13,6 +13,7 @@ from querycompute._codegen import pretty
 from querycompute._codegen.program import Reduce
 
 from . import terminals as T
+from . import windows
 from .backends import registry
 from .engine import PLAIN_REQUESTS, TerminalReq, slot_functions
 from .errors import QueryError, codegen_errors
@@ -76,6 +77,9 @@ def explain(q, backend: str | None, terminal: Any) -> str:
     out += [f"  {line}" for line in pretty.program_lines(prog)]
     if isinstance(p.terminal, Reduce):
         out += [f"  aggregate {pretty.agg_text(a)}" for a in p.terminal.aggs]
+        if windows.early_exit(lowered) is not None:
+            out.append(f"  early exit: runs over windows of {windows.FIRST_WINDOW} elements, "
+                       f"x{windows.GROWTH} each, until one decides (querycompute/windows.py)")
     else:
         outs = ", ".join(f"{pretty.fmt(e)}:{e.dtype}" for e in prog.outputs)
         out.append(f"  store in order{' (compacted)' if prog.has_filter else ''}: {outs}")

@@ -15,6 +15,7 @@ Two levels, both holding the same (Lowered, Prepared) pair the engine's memo hol
 from __future__ import annotations
 
 from .frontend import capture_key
+from .windows import early_exit
 
 
 def slot_sig(src, env) -> tuple:
@@ -26,10 +27,12 @@ def slot_sig(src, env) -> tuple:
 
 class FastEntry:
     """A warm entry found by signature: the compiled pass plus what its captures looked like."""
-    __slots__ = ("hit", "capture_slots", "capture_sig", "captured", "finish_term", "finish")
+    __slots__ = ("hit", "capture_slots", "capture_sig", "captured", "finish_term", "finish",
+                 "early")
 
     def __init__(self, hit, infos, term, finish):
         self.hit = hit
+        self.early = early_exit(hit[0])     # any / all / first: run in windows (windows.py)
         # raw results -> the user's value, for the request `term` only: requests with one
         # signature can differ in defaults and agg() result names
         self.finish_term, self.finish = term, finish
@@ -50,7 +53,7 @@ class FastEntry:
 
 class Hot:
     """The last terminal a Query ran, ready to run again (see the module docstring)."""
-    __slots__ = ("term", "name", "items", "fast", "lowered", "prepared", "finish",
+    __slots__ = ("term", "name", "items", "fast", "lowered", "prepared", "early", "finish",
                  "length", "same_fns")
 
     def __init__(self, term, name: str, items: tuple, fn_codes: tuple,
@@ -60,6 +63,7 @@ class Hot:
         self.items = items            # the plain numpy columns (empty for a range)
         self.fast = fast
         self.lowered, self.prepared = fast.hit
+        self.early = fast.early       # None, or how to run it window by window
         self.finish = finish          # raw results -> the user's value
         self.length = _length_check(items, range_length)     # () -> n, or -1
         self.same_fns = _fns_check(fn_codes)                   # (fns) -> bool

@@ -1,0 +1,120 @@
+"""Early exit: `any`, `all` and `first` (with or without a predicate) stop reading their
+input once the answer is known, on every backend.
+
+A pass whose every aggregate can be decided by one element (any: a True, all: a False,
+first: a survivor) runs over WINDOWS of its input instead of over all of it: FIRST_WINDOW
+elements, then GROWTH times more each time, until a window decides every aggregate or the
+input ends. Reading stops within a small factor of where the answer lies, and an input that
+never decides costs a few more launches than one pass (log_GROWTH(n / FIRST_WINDOW)).
+
+A window is what the backends already run, so none of them needs to know about windows and
+one compiled kernel serves every window:
+* of an array input (one array, a zip, a table): a view of each column, `col[lo:hi]`;
+* of a range: the same range with its start moved to element `lo` and length hi - lo. The
+  range's start and step are kernel parameters (plan.initial_element), so only their values
+  change. The numpy backend builds its index array (E.Index) one window long.
+
+Results combine as the whole pass would have produced them: the first window that decides
+an aggregate gives its value (a `first` index is offset by the window's start); an aggregate
+no window decided keeps the last window's raw value (False for any, True for all, index -1
+for first). Nothing else changes: any/all are exact and `first` is the survivor with the
+lowest index, whichever windows ran.
+
+qc.last_trace() after a windowed run lists every launched kernel of every window that ran,
+in order (the first window's rows carry the compile/cache origin); `Trace.n` stays the
+whole input's length, so the rows show how far the terminal read.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+FIRST_WINDOW = 1 << 16      # elements in the first window: one cpu chunk, a few GPU tiles
+GROWTH = 4                  # each window this many times the previous one
+
+_DECIDES = {"any": True, "all": False}      # the raw value that settles any / all
+
+
+class WindowRows(list):
+    """The trace rows of a windowed run: one backend row per window, in window order."""
+    __slots__ = ()
+
+
+class EarlyExit:
+    """How one lowered pass runs in windows. Made by `early_exit`, held by the engine's
+    warm entries (warm.FastEntry, warm.Hot) beside the compiled pass."""
+    __slots__ = ("ops", "start", "step")
+
+    def __init__(self, ops: tuple, start: int, step: int):
+        self.ops = ops          # each aggregate's op: "any" | "all" | "first"
+        self.start = start      # index in the params of the range's start (-1: not a range)
+        self.step = step        # index in the params of the range's step
+
+    def launch(self, prepared, cols, params, n: int) -> tuple:
+        """`prepared.run_quick(cols, params, n)`, run window by window until decided:
+        (raw results as the whole run would return them, row for `trace_rows`)."""
+        first = FIRST_WINDOW
+        if n <= first:
+            return prepared.run_quick(cols, params, n)
+        ops, start_at = self.ops, self.start
+        if start_at >= 0:
+            params = list(params)
+            start, step = int(params[start_at]), int(params[self.step])
+        out = [None] * len(ops)
+        undecided = set(range(len(ops)))
+        rows = WindowRows()
+        lo, size = 0, first
+        while True:
+            hi = lo + size
+            if n - hi < first:      # no window shorter than the first one: the tail joins
+                hi = n              # this window (and a strided column's tail never looks
+                                    # contiguous to numba, which would compile anew)
+            if start_at >= 0:
+                params[start_at] = np.int64(start + lo * step)
+            window = [c[lo:hi] for c in cols] if lo or hi < n else cols
+            raw, row = prepared.run_quick(window, params, hi - lo)
+            rows.append(row)
+            for k in tuple(undecided):
+                r = raw[k]
+                op = ops[k]
+                if op == "first":
+                    if r[0] >= 0:
+                        r = (r[0] + lo, r[1])
+                        undecided.discard(k)
+                elif bool(r) is _DECIDES[op]:
+                    undecided.discard(k)
+                out[k] = r
+            if not undecided or hi == n:
+                return out, rows
+            lo, size = hi, size * GROWTH
+
+
+def early_exit(lowered) -> EarlyExit | None:
+    """The EarlyExit of a lowered pass whose every aggregate is any / all / first; else None
+    (to_array, and any reduce with a sum, count, min, max or fold: those read everything;
+    min/max over bools are all/any plus a count, so they read everything too)."""
+    terminal = lowered.pass_.terminal
+    aggs = getattr(terminal, "aggs", None)
+    if not aggs or any(a.op not in ("any", "all", "first") for a in aggs):
+        return None
+    start = step = -1
+    for i, key in enumerate(lowered.bindings):
+        if key[0] == "range":
+            if key[1] == 0:
+                start = i
+            elif key[1] == 2:
+                step = i
+    return EarlyExit(tuple(a.op for a in aggs), start, step)
+
+
+def launch(prepared, early: EarlyExit | None, cols, params, n: int) -> tuple:
+    """Run a compiled pass: in windows when `early` says it may stop early."""
+    if early is None:
+        return prepared.run_quick(cols, params, n)
+    return early.launch(prepared, cols, params, n)
+
+
+def trace_rows(prepared, row) -> list:
+    """The KernelRun rows of a run's `row`: every window's rows, in order, for a windowed run."""
+    if type(row) is WindowRows:
+        return [k for r in row for k in prepared.trace_rows(r)]
+    return prepared.trace_rows(row)
