@@ -132,8 +132,10 @@ class ExprPrinter:
         if op == "not":
             return f"not {x}"
         if op == "neg":
-            # integers: 0 - x in the node's type wraps (also for unsigned and INT_MIN)
-            return f"-{x}" if D.is_float(d) else self._round(d, f"{register_type(d)}(0) - {x}")
+            if D.is_float(d):
+                return f"-{x}"
+            # integers: 0 - x wraps (also for unsigned and INT_MIN); int64 in uint64, see _wrapping
+            return self._wrapping("-", self._zero(d), x, d)
         if op == "invert":
             return f"not {x}" if d == "bool" else self._round(d, f"~{x}")
         if op == "abs":
@@ -173,8 +175,22 @@ class ExprPrinter:
         if op in _PY_BINOPS:
             if op == "truediv" and not D.is_float(d):
                 raise ValueError(f"truediv needs float operands, got {d}; cast them first")
+            if op in ("add", "sub", "mul") and D.is_int(d):
+                return self._wrapping(_PY_BINOPS[op], a, b, d)
             return self._round(d, f"{a} {_PY_BINOPS[op]} {b}")
         raise ValueError(f"unknown binary op {op!r}; expected one of {E.BINARY_OPS}")
+
+    def _zero(self, d: str) -> str:
+        return self.value(E.Const(0, d))
+
+    def _wrapping(self, sym: str, a: str, b: str, d: str) -> str:
+        """Integer + - * that wraps like NumPy. numba marks signed adds, subtracts and
+        multiplies `nsw` (LLVM may assume they never overflow, and then folds `v + 1 > v` to
+        True), so int64 arithmetic is done in uint64, whose operations wrap; narrower types
+        are computed in int64 by numba, where they cannot overflow, and narrowed back."""
+        if d == "int64":
+            return f"np.int64(np.uint64({a}) {sym} np.uint64({b}))"
+        return self._round(d, f"{a} {sym} {b}")
 
     def _float_helper(self, kind: str, a: str, b: str, d: str) -> str:
         """Float // or % (both call the fmod helper of their float type)."""
@@ -197,6 +213,11 @@ class ExprPrinter:
     def _call(self, fn: str, x: str, d: str) -> str:
         if fn in E.FLOAT_PREDICATES:
             return f"np.{fn}({x})"
+        if fn == "log2" and d == "float64":
+            # numba declares np.log2's libm call once per module with the first type it
+            # meets, so np.log2 on float32 and float64 in one function fails to compile;
+            # math.log2 is the same libm function for a float64
+            return self._round(d, f"math.log2({x})")
         if fn in E.FLOAT_FUNCS:
             return self._round(d, f"np.{fn}({x})")
         raise ValueError(f"unknown function {fn!r}; expected one of "
