@@ -8,6 +8,8 @@ frontend reads them from source like any user lambda.
 """
 from __future__ import annotations
 
+import functools
+import math
 import warnings
 
 import numpy as np
@@ -54,7 +56,9 @@ def select_everywhere(x, text: str, backends=ALL) -> dict:
 def oracle(x, text: str, globals_: dict | None = None) -> np.ndarray:
     """Python on NumPy scalars, element by element (`min`/`max` act as np.minimum/maximum,
     as in the lambda language)."""
-    env = {"np": np, "math": __import__("math"), "min": np.minimum, "max": np.maximum}
+    env = {"np": np, "math": math,
+           "min": lambda *xs: functools.reduce(np.minimum, xs),
+           "max": lambda *xs: functools.reduce(np.maximum, xs)}
     env.update(globals_ or {})
     f = eval(text, env)
     with warnings.catch_warnings(), np.errstate(all="ignore"):

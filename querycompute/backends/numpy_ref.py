@@ -36,6 +36,27 @@ def _int_pow(a, b, dtype):
     return np.where(neg, np.zeros((), dtype), r).astype(dtype, copy=False)
 
 
+def _float_to_int(x, dtype: str):
+    """Float -> integer as NumPy's scalar conversion does it on x86-64 (codegen/expr.py
+    Cast), spelled out so the reference gives it on every machine (astype's out-of-range
+    results depend on the CPU, and its uint32 loop differs from the scalar one even here):
+    int64/int32 truncate with MIN for NaN/inf/out-of-range; uint32 wraps from the int64
+    result, int8/int16/uint8/uint16 from the int32 one; uint64 converts [2^63, 2^64)
+    exactly, gives 0 from 2^64 up and otherwise wraps from int64."""
+    x = np.asarray(x, dtype=np.float64)
+
+    def through(bits):
+        ok = (x > -(2.0 ** (bits - 1)) - 1) & (x < 2.0 ** (bits - 1))     # False for NaN
+        t = f"int{bits}"
+        return np.where(ok, np.where(ok, x, 0).astype(t), np.iinfo(t).min).astype(t)
+
+    if dtype == "uint64":
+        big = x >= 2.0 ** 63
+        high = np.where(big & (x < 2.0 ** 64), np.where(big, x, 0), 0).astype(np.uint64)
+        return np.where(big, high, through(64).astype(np.uint64))
+    return through(64 if dtype in ("int64", "uint32") else 32).astype(dtype)
+
+
 class _Eval:
     def __init__(self, inputs, params, names, n):
         self.inputs = inputs
@@ -56,7 +77,10 @@ class _Eval:
         if t is E.Index:
             return np.arange(self.n, dtype=np.int64)
         if t is E.Cast:
-            return np.asarray(self(e.x)).astype(e.dtype)
+            x = np.asarray(self(e.x))
+            if x.dtype.kind == "f" and np.dtype(e.dtype).kind in "iu":
+                return _float_to_int(x, e.dtype)
+            return x.astype(e.dtype)
         if t is E.Where:
             return np.where(self(e.cond), self(e.a), self(e.b)).astype(e.dtype, copy=False)
         if t is E.Compare:

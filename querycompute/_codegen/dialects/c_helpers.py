@@ -42,8 +42,11 @@ def _minmax(p, name, kind, d):
     t = p.t(d)
     cmp = "<=" if kind == "min" else ">="
     if D.is_float(d):
-        return _fn(p, t, name, f"{t} a, {t} b", f"return (a {cmp} b || isnan(a)) ? a : b;",
-                   f"np.{kind}imum: a NaN operand wins")
+        # a tie (0.0 against -0.0) returns b in NumPy's float32/64 loops but a in its half loop
+        strict = cmp if d == "float16" else cmp[0]
+        return _fn(p, t, name, f"{t} a, {t} b", f"return (a {strict} b || isnan(a)) ? a : b;",
+                   f"np.{kind}imum: a NaN operand wins; on equal values (0.0, -0.0) NumPy's"
+                   f"\n// {d} loop returns {'a' if d == 'float16' else 'b'}")
     return _fn(p, t, name, f"{t} a, {t} b", f"return a {cmp} b ? a : b;", f"np.{kind}imum on integers")
 
 
@@ -127,6 +130,12 @@ def _shift(p, name, kind, d):
 
 
 def _cast_float_int(p, name, src, dst):
+    """Float -> integer as NumPy does it on x86-64 (a C cast there, so what SSE's truncating
+    conversions give; codegen/expr.py Cast): int32 and int64 truncate, and NaN, inf and
+    out-of-range values give MIN (the "integer indefinite"); int8/int16/uint8/uint16 go
+    through int32 and uint32 through int64, then wrap; uint64 converts [2^63, 2^64) exactly,
+    gives 0 from 2^64 up (and +inf), and otherwise goes through int64. C leaves all of that
+    undefined, so every case is spelled out."""
     t, f = p.t(dst), p.t(src)
     lit = "float64" if src == "float64" else "float32"
     if dst in ("int32", "int64"):
@@ -134,14 +143,14 @@ def _cast_float_int(p, name, src, dst):
         body = f"return (x >= {lo} && x < {hi}) ? ({t})x : {p.literal(D.int_limits(dst)[0], dst)};"
         why = "float -> int truncates; NaN/inf/out-of-range give MIN (as x86 does) instead of UB"
     elif dst == "uint64":
-        hi = p.literal(2.0 ** 64, lit)
-        body = (f"return (x >= {p.literal(0.0, lit)} && x < {hi}) ? ({t})x"
-                f" : ({t}){p.need(f'qc_cast_{src}_int64')}(x);")
-        why = "float -> uint64: in range converts, else through int64 (never UB)"
+        top, wrap = p.literal(2.0 ** 63, lit), p.literal(2.0 ** 64, lit)
+        body = (f"if (x >= {top}) return x < {wrap} ? ({t})x : ({t})0;\n"
+                f"return ({t}){p.need(f'qc_cast_{src}_int64')}(x);")
+        why = "float -> uint64 as x86-64: [2^63, 2^64) exact, beyond (and inf) 0, else via int64"
     else:
-        via = "int32" if D.is_signed(dst) else "int64"
+        via = "int64" if dst == "uint32" else "int32"
         body = f"return ({t}){p.need(f'qc_cast_{src}_{via}')}(x);"
-        why = f"float -> narrow int: through {via}, then wraps like NumPy on x86"
+        why = f"float -> {dst}: through {via} (NaN/out-of-range: its MIN), then wraps, as NumPy on x86-64"
     return _fn(p, t, name, f"{f} x", body, why)
 
 

@@ -233,4 +233,16 @@ class ExprPrinter:
             return f"{self._helper('f16')}(np.float64({x}))"
         if src == "float16" and dst == "float32":
             return x                      # already held in float32, exactly
+        if D.is_float(src) and D.is_int(dst):
+            return self._float_to_int(x, dst)
         return f"{register_type(dst)}({x})"
+
+    def _float_to_int(self, x: str, dst: str) -> str:
+        """NumPy's float -> int on x86-64 (codegen/expr.py Cast): through int64 (uint32),
+        int32 (narrower types) or the uint64 rule, then wrapped to `dst`."""
+        if dst == "uint64":
+            self._helper("f2i64")
+            return f"{self._helper('f2u64')}({x})"
+        via = "f2i64" if dst in ("int64", "uint32") else "f2i32"
+        wide = f"{self._helper(via)}({x})"
+        return wide if dst in ("int64", "int32") else f"{register_type(dst)}({wide})"

@@ -99,6 +99,34 @@ def _umod(a, b):
         return a - a
     return a % b
 ''',
+    # Float -> integer as NumPy does it on x86-64 (see codegen/expr.py Cast): numba's casts
+    # are LLVM's fptosi/fptoui, whose out-of-range results are poison (they saturate, or
+    # anything), so the in-range test comes first. int32/int64: NaN and out-of-range give
+    # MIN; narrower types (and uint32) are narrowed from these by the caller, which wraps.
+    "f2i64": '''
+{jit}
+def _f2i64(x):
+    """float -> int64: truncation; NaN, inf and out-of-range give INT64_MIN (x86's cvttsd2si)."""
+    if -9223372036854775808.0 <= x < 9223372036854775808.0:
+        return np.int64(x)
+    return np.int64(-9223372036854775808)
+''',
+    "f2i32": '''
+{jit}
+def _f2i32(x):
+    """float -> int32: truncation; NaN, inf and out-of-range give INT32_MIN (x86's cvttsd2si)."""
+    if -2147483649.0 < x < 2147483648.0:
+        return np.int32(x)
+    return np.int32(-2147483648)
+''',
+    "f2u64": '''
+{jit}
+def _f2u64(x):
+    """float -> uint64 as x86-64: [2**63, 2**64) exact, beyond (and inf) 0, else via int64."""
+    if x >= 9223372036854775808.0:
+        return np.uint64(x) if x < 18446744073709551616.0 else np.uint64(0)
+    return np.uint64(_f2i64(x))
+''',
     # Integer power by repeated squaring in uint64 (wraps modulo 2**64; the caller narrows
     # to the node's type, which is the same residue); negative exponents give 0.
     "ipow": '''
