@@ -28,12 +28,16 @@ UNARY_OPS = ("neg", "invert", "not", "abs")
 #                   integers: rounds toward -inf; b == 0 -> 0; INT_MIN // -1 -> INT_MIN (wraps)
 #   mod             floats: np.remainder (sign of b; x % 0 -> nan);
 #                   integers: result has the sign of b; b == 0 -> 0
-#   pow             floats: pow(); integers: repeated squaring with wrap-around, b < 0 -> 0
+#   pow             floats: C's pow() with C99's special values ((-0.0) ** 0.5 == +0.0); a math
+#                   function (ulps may differ by libm). The frontend writes constant exponents
+#                   2, -1, 0.5 as x * x, 1 / x, sqrt, so those are exact everywhere.
+#                   integers: repeated squaring with wrap-around; b < 0 -> 0 (NumPy raises)
 #   bitand bitor bitxor   integers and bool
 #   lshift rshift   integers; NumPy semantics: shift >= bit width gives 0 (lshift, and
 #                   rshift of non-negative), -1 for rshift of a negative signed value;
 #                   negative shift counts behave like too-large ones
-#   min max         np.minimum / np.maximum: a NaN operand gives NaN
+#   min max         np.minimum / np.maximum: a NaN operand gives NaN (the first if both are);
+#                   on equal operands (0.0 and -0.0) float32/64 return b, float16 returns a
 #   and or          logical, operands and result bool (no short circuit needed: pure exprs)
 #   hypot atan2 copysign  floats only (float16 computed in float32)
 BINARY_OPS = ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow",
@@ -141,7 +145,11 @@ class Cast(Expr):
     """Conversion with NumPy's `astype` semantics for in-range values: float -> int
     truncates toward zero, int -> narrower int wraps, x -> bool is x != 0, bool -> number is
     0/1, float64 -> float32/16 rounds to nearest even. Float -> int of NaN/inf/out-of-range
-    is undefined in NumPy too (it warns); printers must not crash on it."""
+    values follows NumPy's scalar conversion on x86-64 (np.uint32(v) of a NumPy float):
+    int64 and int32 give MIN (x86's "integer indefinite"); uint32 wraps the int64 result
+    and int8/int16/uint8/uint16 the int32 one (so -2.5 -> uint32 is 2**32 - 2 and NaN -> 0);
+    uint64 converts [2**63, 2**64) exactly, gives 0 from 2**64 up (and for +inf), and wraps
+    the int64 result below 2**63."""
     x: Expr
     dtype: str
 

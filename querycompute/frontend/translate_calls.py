@@ -16,7 +16,7 @@ import numpy as np
 from querycompute._codegen import dtypes
 from querycompute._codegen.expr import Binary, Call, Cast, Compare, Const, Unary, Where
 from .promotion import PromotionError, ufunc_loop
-from .translate_ops import binary, const, describe, fail, fold_cast, to_dtype, truthy, unary
+from .translate_ops import binary, const, describe, fail, float_power, fold_cast, to_dtype, truthy, unary
 from .values import Scalar
 
 # math name -> IR function name (codegen.expr.FLOAT_FUNCS)
@@ -141,6 +141,8 @@ def _m_binary(name):
             except (ValueError, OverflowError) as e:
                 fail(at, f"math.{name}({a.value!r}, {b.value!r}) fails in Python: {e}",
                      f"math.{name}")
+        if name == "pow":
+            return Scalar(float_power(a, b), "float")
         return Scalar(Binary(MATH_BINARY[name], a, b, "float64"), "float")
     return handler
 

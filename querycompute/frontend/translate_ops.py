@@ -13,7 +13,7 @@ import warnings
 import numpy as np
 
 from querycompute._codegen import dtypes
-from querycompute._codegen.expr import Binary, Cast, Compare, Const, Expr, Unary, Where
+from querycompute._codegen.expr import Binary, Call, Cast, Compare, Const, Expr, Unary, Where
 from ..errors import UnsupportedLambdaError
 from .promotion import KIND_RANK, PY_BINARY, UFUNC, PromotionError, common_type, python_kind, ufunc_loop
 from .values import WEAK_DTYPE, Scalar
@@ -139,7 +139,32 @@ def binary(op: str, a: Scalar, b: Scalar, at: str, numpy_call: bool = False) -> 
                  f"NumPy loop ({ta}, {tb} -> {out}); cast an operand explicitly", op)
     _check_int_pow(op, b, out, at)
     op = BOOL_OP.get(op, op) if out == "bool" else op
+    if op == "pow" and dtypes.is_float(out):
+        return Scalar(float_power(to_dtype(a, ta, at), to_dtype(b, tb, at)))
     return Scalar(Binary(op, to_dtype(a, ta, at), to_dtype(b, tb, at), out))
+
+
+def float_power(x: Expr, y: Expr) -> Expr:
+    """x ** y on floats. A constant exponent of 2, -1 or 0.5 is computed as x * x, 1 / x and
+    sqrt(x) (pow's special values kept: (-0.0) ** 0.5 == 0.0, (-inf) ** 0.5 == inf), 1 as x
+    and 0 as 1: correctly rounded, so every backend gives the same bits, where each libm's
+    pow (glibc's too) may be an ulp off and OpenCL's pow may be several. Any other exponent
+    is the platform's pow, a math function (DESIGN.md section 4: the dialect's ulp)."""
+    d = x.dtype
+    if isinstance(y, Const) and not isinstance(y.value, bool):
+        v = float(y.value)
+        if v == 2.0:
+            return Binary("mul", x, x, d)
+        if v == -1.0:
+            return Binary("truediv", Const(1.0, d), x, d)
+        if v == 1.0:
+            return x
+        if v == 0.0:
+            return Const(1.0, d)
+        if v == 0.5:
+            root = Unary("abs", Call("sqrt", x, d), d)       # sqrt(-0.0) is -0.0; pow's is +0.0
+            return Where(Compare("eq", x, Const(float("-inf"), d)), Const(float("inf"), d), root, d)
+    return Binary("pow", x, y, d)
 
 
 def _python_binary(op: str, a: Scalar, b: Scalar, at: str) -> Scalar:
@@ -161,6 +186,8 @@ def _python_binary(op: str, a: Scalar, b: Scalar, at: str) -> Scalar:
         kind = "float"      # Python: 2 ** -1 == 0.5
     work = "float64" if op == "truediv" else WEAK_DTYPE[kind]
     ir_op = BOOL_OP.get(op, op) if work == "bool" else op
+    if ir_op == "pow" and dtypes.is_float(work):
+        return Scalar(float_power(to_dtype(a, work, at), to_dtype(b, work, at)), kind)
     return Scalar(Binary(ir_op, to_dtype(a, work, at), to_dtype(b, work, at), work), kind)
 
 
