@@ -70,7 +70,7 @@ def reduce_aggs(dtype: str) -> tuple[P.Agg, ...]:
     if dtype != "bool":
         aggs += [P.Agg("min", (x,), dtype), P.Agg("max", (x,), dtype),
                  P.Agg("fold", (x,), dtype, combine=E.Binary("max", E.Var("acc", dtype), E.Var("item", dtype), dtype),
-                       identity=E.Const(_lowest(dtype), dtype))]
+                       seed=E.Const(_lowest(dtype), dtype))]
     return tuple(aggs)
 
 

@@ -45,7 +45,7 @@ def all_aggs(prog, dtype):
         Agg("any", (E.Compare("gt", out, E.Const(3000.0, dtype)),), "bool"),
         Agg("all", (E.Compare("lt", out, E.Const(4000.0, dtype)),), "bool"),
         Agg("first", (out, E.Index()), "int64"),
-        Agg("fold", (out,), dtype, combine=add, identity=E.Const(0.0, dtype))))
+        Agg("fold", (out,), dtype, combine=add, seed=E.Const(0.0, dtype))))
 
 
 @pytest.mark.parametrize("n", [0, 1, 1000, BIG])
@@ -121,7 +121,7 @@ def test_fold_combines_chunks_in_source_order():
     acc, item = E.Var("acc", "int64"), E.Var("item", "int64")
     keep_first = E.Where(E.Compare("eq", acc, E.Const(-1, "int64")), item, acc, "int64")
     prog = ElementProgram((InputSpec("x", "int64"),), (), (), (X,))
-    fold = Agg("fold", (X,), "int64", combine=keep_first, identity=E.Const(-1, "int64"))
+    fold = Agg("fold", (X,), "int64", combine=keep_first, seed=E.Const(-1, "int64"))
     p = prepared(prog, Reduce((fold,)))
     assert p.run([x], [], n, Trace()) == [20]
     assert p.run([x[:CHUNK]], [], CHUNK, Trace()) == [-1]

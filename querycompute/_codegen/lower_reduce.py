@@ -7,6 +7,10 @@ thread 0 writes one partial per block and accumulator slot. Stage 2
 (`<pass>_reduce_finalize`, one block): each thread folds partials t, t + block, ... in order,
 then the same block reduction writes the results. The grid depends only on n and every tree
 has a fixed shape: the same input always gives the same bits. No atomics.
+
+A pass with a fold (LINQ's Aggregate: associative, maybe not commutative) needs every combine
+to keep element order, which the grid-stride loop and the halving trees do not: such passes
+take the order-keeping shape of lower_ordered.py instead (the others keep this one).
 """
 from __future__ import annotations
 
@@ -16,6 +20,7 @@ from . import kernel_ir as K
 from .launch import BufferSpec, KernelArg, KernelSpec, ResultSlot
 from .lower_block import LID, Acc, block_reduce, fold_from
 from .lower_element import INDEX, check_name, element, grid_stride_runs, input_args, rename, variant
+from .lower_ordered import ordered_finalize, ordered_partials
 from .program import Agg, Pass
 
 INT64_MAX = 2 ** 63 - 1
@@ -36,10 +41,10 @@ def _extreme(op: str, dtype: str):
     return hi if op == "min" else lo
 
 
-def make_acc(j: int, agg: Agg, prog, name: str = "") -> tuple[Acc, tuple[E.Expr, ...], tuple[str, ...], tuple[ResultSlot, ...]]:
+def make_acc(j: int, agg: Agg, prog, name: str = "") -> tuple[Acc, tuple[E.Expr, ...], tuple[str, ...], tuple]:
     """Accumulator of agg number j (registers named after `name`, default acc<j>), the
-    element's contribution to it, the buffer dtype of each slot (partials and result) and
-    the result slots it fills."""
+    element's contribution to it, the buffer dtype of each slot (partials) and, per slot,
+    the result slot it fills (None: a slot that only travels between the stages)."""
     name = name or f"acc{j}"
     if agg.op == "first":
         idx = K.KVar(f"{name}_idx", "int64")
@@ -70,14 +75,8 @@ def make_acc(j: int, agg: Agg, prog, name: str = "") -> tuple[Acc, tuple[E.Expr,
                 ("int64",), (ResultSlot(j, "count", "int64"),))
     slot = K.KVar(name, agg.dtype)
     if agg.op == "fold":
-        if agg.combine is None or agg.identity is None:
-            raise ValueError(f"fold aggregate {j} needs both `combine` and `identity`")
-
-        def fold(src):
-            both = {"acc": E.Var(slot.name, slot.dtype), "item": src[0]}
-            return [K.Assign(slot, K.Elem(rename(agg.combine, prog, both)))]
-        acc = Acc((slot,), (K.KConst(agg.identity.value, agg.dtype),), fold)
-    elif agg.op in ("sum", "min", "max"):
+        return _fold_acc(j, agg, prog, slot)
+    if agg.op in ("sum", "min", "max"):
         start = 0 if agg.op == "sum" else _extreme(agg.op, agg.dtype)
         acc = Acc((slot,), (K.KConst(start, agg.dtype),), _binary_acc(slot, {"sum": "add"}.get(agg.op, agg.op)))
     else:
@@ -85,10 +84,37 @@ def make_acc(j: int, agg: Agg, prog, name: str = "") -> tuple[Acc, tuple[E.Expr,
     return acc, (rename(agg.values[0], prog),), (agg.dtype,), (ResultSlot(j, "value", agg.dtype),)
 
 
-def _write(accs, names, at) -> K.If:
-    """Thread 0 stores every slot to buffers `names` at index `at`."""
-    stores = [K.Store(b, at, s) for b, s in zip(names, [s for a in accs for s in a.slots])]
-    return K.If(K.op("==", LID, K.i32(0)), tuple(stores))
+def fold_combine(agg: Agg, prog, acc: E.Expr, item: E.Expr) -> E.Expr:
+    """The user's combine(acc, item) as an element expression over kernel locals."""
+    return rename(agg.combine, prog, {"acc": acc, "item": item})
+
+
+def _fold_acc(j: int, agg: Agg, prog, value: K.KVar):
+    """A fold's state is (has, value): `has` (uint32 0/1) says whether any element went in.
+    Combining the state of LATER elements (src) into it: nothing if src is empty, src's value
+    if this one is, else combine(value, src value). The empty state is the identity, so the
+    seed never is one (lower_ordered.apply_seeds applies it once, at the end)."""
+    if agg.combine is None or agg.seed is None:
+        raise ValueError(f"fold aggregate {j} needs both `combine` and `seed`")
+    has = K.KVar(f"{value.name}_has", "uint32")
+
+    def combine(src):
+        mine = E.Var(value.name, value.dtype)
+        take = (K.If(K.Elem(E.Compare("ne", E.Var(has.name, "uint32"), E.Const(0, "uint32"))),
+                     (K.Assign(value, K.Elem(fold_combine(agg, prog, mine, src[1]))),),
+                     (K.Assign(value, K.Elem(src[1])),)),
+                K.Assign(has, K.KConst(1, "uint32")))
+        if isinstance(src[0], E.Const):         # an element: always there (filters `continue`)
+            return list(take)
+        return [K.If(K.Elem(E.Compare("ne", src[0], E.Const(0, "uint32"))), take)]
+    acc = Acc((has, value), (K.KConst(0, "uint32"), K.KConst(0, agg.dtype)), combine)
+    return (acc, (E.Const(1, "uint32"), rename(agg.values[0], prog)), ("uint32", agg.dtype),
+            (None, ResultSlot(j, "value", agg.dtype)))
+
+
+def _write(pairs, at) -> K.If:
+    """Thread 0 stores each (buffer name, slot) pair at index `at`."""
+    return K.If(K.op("==", LID, K.i32(0)), tuple(K.Store(b, at, s) for b, s in pairs))
 
 
 def lower_reduce(p: Pass, ept: int, shuffle_types: tuple[str, ...], fold_runs_apart: bool = False):
@@ -97,63 +123,87 @@ def lower_reduce(p: Pass, ept: int, shuffle_types: tuple[str, ...], fold_runs_ap
     run is folded into fresh accumulators (acc<j>) that then fold into the thread's
     (thread_acc<j>): the runs' chains of combines are independent, so a CPU device overlaps
     consecutive runs instead of waiting on one chain through all of a thread's elements.
-    Either way the order of combines depends only on n."""
+    Either way the order of combines depends only on n. A pass with a fold takes the
+    order-keeping shape (lower_ordered.py)."""
     prog = p.program
     name = check_name(p.name, "pass")
     built = [make_acc(j, a, prog) for j, a in enumerate(p.terminal.aggs)]
     accs = [b[0] for b in built]
     contribs = [b[1] for b in built]
     buf_dtypes = [d for b in built for d in b[2]]
-    result_slots = tuple(r for b in built for r in b[3])
+    slot_results = [r for b in built for r in b[3]]
+    result_slots = tuple(r for r in slot_results if r is not None)
     slots = [s for a in accs for s in a.slots]
     use_shuffles = bool(shuffle_types) and all(s.dtype in shuffle_types for s in slots)
 
     partial_names = [f"part_{s.name}" for s in slots]
     partial_args = tuple(KernelArg(nm, "scratch", d, scratch=nm) for nm, d in zip(partial_names, buf_dtypes))
     scratch = tuple(BufferSpec(nm, d, "blocks") for nm, d in zip(partial_names, buf_dtypes))
-    outputs = tuple(BufferSpec(f"res{k}", d, "one") for k, d in enumerate(buf_dtypes))
+    outputs = tuple(BufferSpec(f"res{k}", r.dtype, "one") for k, r in enumerate(result_slots))
+    out_pairs = list(zip([o.name for o in outputs], [s for s, r in zip(slots, slot_results) if r is not None]))
     consumed = [v for a in p.terminal.aggs for v in a.values]
+    stage1_args = lambda strided: tuple(input_args(prog, strided)) + (KernelArg("n", "n", "int64"),) + partial_args  # noqa: E731
+    final_args = partial_args + (KernelArg("num_partials", "value", "int64"),) + tuple(
+        KernelArg(o.name, "output", o.dtype, k) for k, o in enumerate(outputs))
 
-    # The element's value folds into `accs`; the block tree reduces `thread_accs`.
+    kernels, specs = [], []
+    ordered = any(a.op == "fold" for a in p.terminal.aggs)
+    for strided in (False, True):
+        # filtered-out elements `continue` before the fold
+        body = element(prog, strided, consumed)
+        if ordered:
+            shared, stmts, block_accs = ordered_partials(
+                p.terminal.aggs, accs, contribs, body, ept, use_shuffles,
+                lambda j, a: make_acc(j, a, prog, f"tile_acc{j}")[0])
+        else:
+            shared, stmts, block_accs = _partials(p, accs, contribs, body, ept, use_shuffles, fold_runs_apart)
+        stmts.append(_write(zip(partial_names, [s for a in block_accs for s in a.slots]), K.KThread("group_id")))
+        kname, doc = variant(f"{name}_reduce_partials", strided,
+                             f"Stage 1 of {name}: one partial per block and accumulator.")
+        kernels.append(K.Kernel(kname, stage1_args(strided), tuple(shared), tuple(stmts), doc=doc))
+        specs.append(KernelSpec(kname, stage1_args(strided), "reduce", "strided" if strided else "contiguous",
+                                "partials"))
+
+    partial_dtype = {s.name: d for s, d in zip(slots, buf_dtypes)}
+    read = lambda s, j: K.KLoad(f"part_{s.name}", j, partial_dtype[s.name])  # noqa: E731
+    if ordered:
+        shared, stmts = ordered_finalize(p.terminal.aggs, accs, read,
+                                         lambda a, acc, item: fold_combine(a, prog, acc, item))
+    else:
+        shared, stmts = _finalize(accs, read, use_shuffles)
+    stmts.append(_write(out_pairs, K.i32(0)))
+    fname = f"{name}_reduce_finalize"
+    kernels.append(K.Kernel(fname, final_args, tuple(shared), tuple(stmts),
+                            doc=f"Stage 2 of {name}: one block folds the per-block partials into the results."))
+    specs.append(KernelSpec(fname, final_args, "one", "any", "finalize"))
+    return kernels, specs, outputs, scratch, result_slots
+
+
+def _partials(p: Pass, accs, contribs, body, ept: int, use_shuffles: bool, fold_runs_apart: bool):
+    """Stage 1 without a fold: grid-stride runs, then the block tree."""
     run_start, run_end, thread_accs = [], [], accs
     if fold_runs_apart:
-        thread_accs = [make_acc(j, a, prog, f"thread_acc{j}")[0] for j, a in enumerate(p.terminal.aggs)]
+        thread_accs = [make_acc(j, a, p.program, f"thread_acc{j}")[0] for j, a in enumerate(p.terminal.aggs)]
         run_start = [s for a in accs for s in a.declare()]
         run_end = [st for t, a in zip(thread_accs, accs)
                    for st in t.combine(tuple(E.Var(s.name, s.dtype) for s in a.slots))]
     loop_doc = f"Grid-stride loop over runs of {ept} consecutive elements, folded into private accumulators" + (
         ": each run apart, then into the thread's." if fold_runs_apart else ".")
+    body = body + [st for a, c in zip(accs, contribs) for st in a.combine(c)]
+    loop = grid_stride_runs(ept, body, run_start, run_end)
+    shared, reduce_stmts = block_reduce(thread_accs, use_shuffles)
+    stmts = [s for a in thread_accs for s in a.declare()] + [K.Comment(loop_doc), loop, *reduce_stmts]
+    return shared, stmts, thread_accs
 
-    kernels, specs = [], []
-    for strided in (False, True):
-        # filtered-out elements `continue` before the fold
-        body = element(prog, strided, consumed) + [st for a, c in zip(accs, contribs) for st in a.combine(c)]
-        loop = grid_stride_runs(ept, body, run_start, run_end)
-        shared, reduce_stmts = block_reduce(thread_accs, use_shuffles)
-        kname, doc = variant(f"{name}_reduce_partials", strided,
-                             f"Stage 1 of {name}: one partial per block and accumulator.")
-        args = tuple(input_args(prog, strided)) + (KernelArg("n", "n", "int64"),) + partial_args
-        stmts = [s for a in thread_accs for s in a.declare()] + [
-            K.Comment(loop_doc), loop, *reduce_stmts, _write(thread_accs, partial_names, K.KThread("group_id"))]
-        kernels.append(K.Kernel(kname, args, tuple(shared), tuple(stmts), doc=doc))
-        specs.append(KernelSpec(kname, args, "reduce", "strided" if strided else "contiguous", "partials"))
 
-    partial_dtype = {s.name: d for s, d in zip(slots, buf_dtypes)}
+def _finalize(accs, read, use_shuffles: bool):
+    """Stage 2 without a fold: thread t folds partials t, t + block, ..., then the block tree."""
     count = K.KVar("num_partials", "int64")
     j = K.KVar("j", "int64")
     gather = K.For(j, K.KCast(LID, "int64"), K.op("<", j, count),
                    K.op("+", j, K.KCast(K.KThread("local_size"), "int64")),
-                   tuple(fold_from(accs, lambda s: K.KLoad(f"part_{s.name}", j, partial_dtype[s.name]))))
+                   tuple(fold_from(accs, lambda s: read(s, j))))
     shared, reduce_stmts = block_reduce(accs, use_shuffles)
-    out_names = [o.name for o in outputs]
-    args = partial_args + (KernelArg("num_partials", "value", "int64"),) + tuple(
-        KernelArg(o.name, "output", o.dtype, k) for k, o in enumerate(outputs))
-    stmts = [s for a in accs for s in a.declare()] + [
+    return shared, [s for a in accs for s in a.declare()] + [
         K.Comment("Each thread folds partials t, t + block, ... in order (a fixed order: deterministic)."),
-        gather, *reduce_stmts, _write(accs, out_names, K.i32(0))]
-    fname = f"{name}_reduce_finalize"
-    kernels.append(K.Kernel(fname, args, tuple(shared), tuple(stmts),
-                            doc=f"Stage 2 of {name}: one block folds the per-block partials into the results."))
-    specs.append(KernelSpec(fname, args, "one", "any", "finalize"))
-    return kernels, specs, outputs, scratch, result_slots
-
+        gather, *reduce_stmts]

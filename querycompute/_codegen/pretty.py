@@ -50,5 +50,5 @@ def program_lines(p: ElementProgram) -> list[str]:
 
 def agg_text(a: Agg) -> str:
     args = ", ".join(fmt(v) for v in a.values)
-    extra = f", combine={fmt(a.combine)}, identity={a.identity.value!r}" if a.op == "fold" else ""
+    extra = f", combine={fmt(a.combine)}, seed={a.seed.value!r}" if a.op == "fold" else ""
     return f"{a.op}({args}{extra}) -> {a.dtype}"

@@ -90,17 +90,25 @@ class Agg:
     all     (p,) p bool                      logical and; identity True
     first   the element's values             the values at the smallest surviving index; the
                                              result also holds that index (int64, -1 if none)
-    fold    (x,) with x.dtype == dtype       `combine`, an Expr over Var("acc", dtype) and
-                                             Var("item", dtype), associative, with `identity`
-                                             (a Const) its identity element
+    fold    (x,) with x.dtype == dtype       LINQ's Aggregate: `combine`, an Expr over
+                                             Var("acc", dtype) and Var("item", dtype), is
+                                             associative but maybe not commutative; the
+                                             result is combine(..combine(combine(seed, x0),
+                                             x1).., xk) over the survivors in element order,
+                                             and `seed` (a Const) when none survived
     `dtype` is the accumulator type (e.g. int64 for a sum of int32, float32 for float16);
     for `first` it is "int64" (the index) and for count "int64".
+
+    A fold's seed is NOT an identity: every backend keeps partial states (empty flag,
+    value), combines them in element order (P, Q) -> P if Q is empty, Q if P is empty,
+    else combine(P, Q) with P the earlier elements, and applies the seed once at the end.
+    Float sums start from +0.0, as np.sum does (a sum of -0.0s is +0.0).
     """
     op: str
     values: tuple[Expr, ...]
     dtype: str
     combine: Optional[Expr] = None
-    identity: Optional[Const] = None
+    seed: Optional[Const] = None
 
 
 @dataclass(frozen=True)

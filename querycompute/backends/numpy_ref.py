@@ -3,7 +3,8 @@
 It interprets the fused pass with whole-array NumPy operations, one IR node at a time, so its
 semantics are NumPy's by construction: every expression is evaluated over all n elements
 (dropped ones too; errors are silenced with errstate), the filters' masks are and-ed, and the
-terminal reads the surviving elements. No code is generated.
+terminal reads the surviving elements. A Reduce runs over windows of the input, so a long
+range is never materialised (numpy_reduce.py). No code is generated.
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from querycompute._codegen import expr as E
 from querycompute._codegen.program import Filter, Let, Pass, Reduce
 
 from .base import Backend, KernelRun, Prepared, Trace, now_ms
+from .numpy_reduce import reduce_windows
 
 _BINARY = {
     "add": np.add, "sub": np.subtract, "mul": np.multiply, "truediv": np.true_divide,
@@ -34,17 +36,6 @@ def _int_pow(a, b, dtype):
     neg = np.less(b, 0)
     r = np.power(a, np.where(neg, 0, b).astype(dtype, copy=False))
     return np.where(neg, np.zeros((), dtype), r).astype(dtype, copy=False)
-
-
-def _float_pow(a, b):
-    """Float power with C99's special values ((-0.0) ** 0.5 == 0.0, (-inf) ** 0.5 == inf).
-    np.power fast-paths an exponent *array* of stride 0 (a captured value) equal to 0.5, 2
-    or -1 into sqrt / square / reciprocal, and its sqrt gets those two wrong, so a scalar
-    exponent is spread into a real array first. (Constant exponents 2, -1, 0.5 never get
-    here: the frontend writes them as x * x, 1 / x and a sqrt.)"""
-    if np.ndim(b) == 0 and np.ndim(a) > 0:
-        b = np.full(np.shape(a), b)
-    return np.power(a, b)
 
 
 def _float_to_int(x, dtype: str):
@@ -69,10 +60,13 @@ def _float_to_int(x, dtype: str):
 
 
 class _Eval:
-    def __init__(self, inputs, params, names, n):
+    def __init__(self, inputs, params, names, n, offset: int = 0):
+        """Evaluates over elements offset .. offset + n - 1: `inputs` hold those elements
+        (a window of a longer input: numpy_reduce.py), E.Index counts from `offset`."""
         self.inputs = inputs
         self.params = dict(zip(names, params))
         self.n = n
+        self.offset = offset
         self.vars: dict[str, Any] = {}
 
     def __call__(self, e: E.Expr):
@@ -86,7 +80,7 @@ class _Eval:
         if t is E.Param:
             return self.params[e.name]
         if t is E.Index:
-            return np.arange(self.n, dtype=np.int64)
+            return np.arange(self.offset, self.offset + self.n, dtype=np.int64)
         if t is E.Cast:
             x = np.asarray(self(e.x))
             if x.dtype.kind == "f" and np.dtype(e.dtype).kind in "iu":
@@ -103,7 +97,7 @@ class _Eval:
         if t is E.Binary:
             a, b = self(e.a), self(e.b)
             if e.op == "pow":
-                return _float_pow(a, b) if e.dtype.startswith("float") else _int_pow(a, b, e.dtype)
+                return np.power(a, b) if e.dtype.startswith("float") else _int_pow(a, b, e.dtype)
             return np.asarray(_BINARY[e.op](a, b)).astype(e.dtype, copy=False)
         raise TypeError(f"numpy backend: unknown IR node {e!r}")
 
@@ -112,68 +106,32 @@ class _Eval:
         return np.broadcast_to(np.asarray(self(e), dtype=e.dtype), (self.n,))
 
 
-def _fold_tree(x: np.ndarray, agg, ev: _Eval):
-    """Reduce with the fold's combine expression pairwise, whole-array per level."""
-    identity = np.dtype(agg.dtype).type(agg.identity.value)
-    if len(x) == 0:
-        return identity
-    while len(x) > 1:
-        if len(x) % 2:
-            x = np.concatenate([x, [identity]]).astype(agg.dtype)
-        ev.vars["acc"], ev.vars["item"] = x[0::2], x[1::2]
-        x = np.broadcast_to(np.asarray(ev(agg.combine), dtype=agg.dtype), (len(x) // 2,))
-    return np.dtype(agg.dtype).type(x[0])
-
-
-def _reduce(agg, ev: _Eval, keep: np.ndarray | None, n: int):
-    def vals(e):
-        v = ev.full(e)
-        return v if keep is None else v[keep]
-
-    if agg.op == "count":
-        return n if keep is None else int(np.count_nonzero(keep))
-    if agg.op == "first":
-        idx = 0 if keep is None else (int(np.argmax(keep)) if keep.any() else -1)
-        if n == 0 or idx < 0:
-            return -1, ()
-        return idx, tuple(np.dtype(e.dtype).type(ev.full(e)[idx]) for e in agg.values)
-    x = vals(agg.values[0])
-    dt = np.dtype(agg.dtype).type
-    if agg.op == "sum":
-        return dt(np.sum(x, dtype=agg.dtype))
-    if agg.op == "any":
-        return bool(np.any(x))
-    if agg.op == "all":
-        return bool(np.all(x))
-    if agg.op in ("min", "max"):
-        if len(x) == 0:
-            return dt(0)
-        return dt(np.min(x) if agg.op == "min" else np.max(x))
-    if agg.op == "fold":
-        return _fold_tree(np.ascontiguousarray(x), agg, ev)
-    raise TypeError(f"numpy backend: unknown aggregate {agg.op!r}")
-
-
 class _NumpyPrepared(Prepared):
     def __init__(self, p: Pass):
         self.p = p
         self.names = tuple(ps.name for ps in p.program.params)
 
+    def _body(self, inputs, params, lo: int, hi: int):
+        """(evaluator, survivors' mask or None) of elements lo..hi-1 after the program body."""
+        ev = _Eval([a[lo:hi] for a in inputs], params, self.names, hi - lo, lo)
+        keep = None
+        for st in self.p.program.body:
+            if isinstance(st, Let):
+                ev.vars[st.name] = ev(st.expr)
+            elif isinstance(st, Filter):
+                m = ev.full(st.cond)
+                keep = m.copy() if keep is None else keep & m
+        return ev, keep
+
     def run(self, inputs: Sequence[Any], params: Sequence[Any], n: int, trace: Trace):
         t0 = now_ms()
         prog = self.p.program
-        ev = _Eval([np.asarray(a) for a in inputs], params, self.names, n)
-        keep = None
+        inputs = [np.asarray(a) for a in inputs]
         with np.errstate(all="ignore"):
-            for st in prog.body:
-                if isinstance(st, Let):
-                    ev.vars[st.name] = ev(st.expr)
-                elif isinstance(st, Filter):
-                    m = ev.full(st.cond)
-                    keep = m.copy() if keep is None else keep & m
-            if isinstance(self.p.terminal, Reduce):
-                out = [_reduce(a, ev, keep, n) for a in self.p.terminal.aggs]
+            if isinstance(self.p.terminal, Reduce):   # in windows: bounded memory (numpy_reduce)
+                out = reduce_windows(self.p.terminal.aggs, lambda lo, hi: self._body(inputs, params, lo, hi), n)
             else:
+                ev, keep = self._body(inputs, params, 0, n)
                 out = tuple(np.array(ev.full(e) if keep is None else ev.full(e)[keep])
                             for e in prog.outputs)
         trace.kernels.append(KernelRun(self.p.name, "numpy", cache="interpreted", run_ms=now_ms() - t0))

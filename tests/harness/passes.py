@@ -68,7 +68,7 @@ def passes(d: str) -> dict[str, Pass]:
         if dtypes.is_int(d):
             item, a = E.Var("item", d), E.Var("acc", d)
             plain.append(Agg("fold", (x,), d, combine=E.Binary("bitxor", a, item, d),
-                             identity=E.Const(0, d)))
+                             seed=E.Const(0, d)))
         reduce_plain = Reduce(tuple(plain))
     result = {k: Pass(prog, ToArray(), f"h_{k}_{d}") for k, prog in out.items()}
     filtered_prog = _program(d, body=(Filter(x if d == "bool" else _gt(d)),), outputs=(x,))

@@ -6,6 +6,11 @@ loop. Per chunk the state is returned as a tuple, stored in per-chunk arrays, an
 in chunk order by the entry point, which makes results deterministic (and the same for a
 strided input as for a contiguous one: see `_entry`).
 
+Float sums are pairwise, as accurate as NumPy's (error O(log n) ulp, not O(n)): the chunk
+loop runs in blocks of SUM_BLOCK elements, each summed in LLVM's vector lanes (a few
+elements per lane), the block totals of a chunk are added as a balanced tree, and so are the
+chunk totals. The result is +0.0 + total, so a sum of -0.0s is +0.0, as np.sum gives.
+
 State per op (agg k):
   sum    s_k                     float identity is -0.0 (x + -0.0 == x for every x, -0.0 too)
   count  s_k (int64)
@@ -14,7 +19,10 @@ State per op (agg k):
   any    s_k (bool)
   all    s_k (bool)
   first  s_k (int64 index, -1 = none), s_k_0.. values of that element
-  fold   s_k                     combined with <name>_fold<k>, fastmath off, strictly in order
+  fold   s_k, h_k                the value and whether any element went in (h_k): chunks
+                                 combine in order, an empty one is skipped, and the seed
+                                 goes in once at the end: combine(seed, total) or the seed
+                                 (<name>_fold<k> is the combine, fastmath off)
 """
 from __future__ import annotations
 
@@ -22,6 +30,8 @@ from .. import dtypes as D
 from ..program import Agg, Pass
 from .numba_py_expr import ExprPrinter, const_text, register_type
 from .numba_py_runtime import order_key
+
+SUM_BLOCK = 512         # elements per vectorised float-sum block (a few per vector lane)
 
 
 def _type_max(d: str) -> str:
@@ -55,6 +65,9 @@ class ReducePrinter:
         self.helpers = helpers
         self.jits = jits
         self.first_only = all(a.op == "first" for a in self.aggs)
+        # sums kept pairwise (float16 accumulators round after every add instead, like a
+        # float16 register would)
+        self.float_sums = [k for k, a in enumerate(self.aggs) if a.op == "sum" and a.dtype in ("float32", "float64")]
         self.inputs = [f"in_{s.name}" for s in p.program.inputs]
         # element return names, per agg, in the element's return order
         self.values: list[list[str]] = []
@@ -99,6 +112,8 @@ class ReducePrinter:
 
     def render(self) -> list[str]:
         out = [self._fold_fn(k, agg) for k, agg in enumerate(self.aggs) if agg.op == "fold"]
+        if self.float_sums:
+            out.append(self._pairwise_fn())
         out.append(self._chunk())
         out.append(self._entry("serial"))
         out.append(self._entry("parallel"))
@@ -127,9 +142,9 @@ class ReducePrinter:
                      _zero(v.dtype)) for j, v in enumerate(agg.values)]
             return [(f"s{k}", "np.int64", "np.int64(-1)")] + vals
         if agg.op == "fold":
-            if agg.identity is None or agg.combine is None:
-                raise ValueError("a fold Agg needs both `combine` and `identity`")
-            return [(f"s{k}", T, const_text(agg.identity.value, d))]
+            if agg.seed is None or agg.combine is None:
+                raise ValueError("a fold Agg needs both `combine` and `seed`")
+            return [(f"s{k}", T, _zero(d)), (f"h{k}", "np.bool_", "False")]
         raise ValueError(f"unknown aggregate op {agg.op!r}")
 
     def _update(self, k: int, agg: Agg) -> list[str]:
@@ -156,7 +171,9 @@ class ReducePrinter:
         if agg.op == "first":
             sets = "; ".join(f"{s}_{j} = {e}" for j, e in enumerate(v))
             return [f"if keep and {s} < 0:", f"    {s} = np.int64(i)" + (f"; {sets}" if sets else "")]
-        return [f"{s} = {self.p.name}_fold{k}({s}, {v[0]}) if keep else {s}"]
+        return [f"if keep:",
+                f"    {s} = {self.p.name}_fold{k}({s}, {v[0]}) if h{k} else {v[0]}",
+                f"    h{k} = True"]
 
     def _combine(self, k: int, agg: Agg) -> list[str]:
         """Entry statements folding chunk c's partials (arrays P_<state>) into the totals."""
@@ -180,9 +197,16 @@ class ReducePrinter:
         if agg.op == "first":
             sets = "".join(f"; {name} = P_{name}[c]" for name, _, _ in self._state(k, agg)[1:])
             return [f"if {s} < 0 and P_{s}[c] >= 0:", f"    {s} = P_{s}[c]{sets}"]
-        return [f"{s} = {self.p.name}_fold{k}({s}, P_{s}[c])"]
+        return [f"if P_h{k}[c]:",
+                f"    {s} = {self.p.name}_fold{k}({s}, P_{s}[c]) if h{k} else P_{s}[c]",
+                f"    h{k} = True"]
 
     def _finish(self, k: int, agg: Agg) -> list[str]:
+        if agg.op == "fold":
+            seed = const_text(agg.seed.value, agg.dtype) if agg.dtype != "bool" else str(bool(agg.seed.value))
+            return [f"r{k} = {self.p.name}_fold{k}({seed}, s{k}) if h{k} else {seed}"]
+        if k in self.float_sums:        # -0.0 + 0.0 is +0.0; every other total is unchanged
+            return [f"s{k} = {register_type(agg.dtype)}(s{k} + {const_text(0.0, agg.dtype)})"]
         if agg.op in ("min", "max") and D.is_float(agg.dtype):
             kt, w = _key_type(agg.dtype)
             value = f"bits_float({kt}(s{k} ^ ((s{k} >> {w - 1}) & {(1 << (w - 1)) - 1})))"
@@ -193,7 +217,7 @@ class ReducePrinter:
     def _result_names(self) -> list[str]:
         names = []
         for k, agg in enumerate(self.aggs):
-            names.append(f"r{k}" if self._masked_minmax(agg) else f"s{k}")
+            names.append(f"r{k}" if self._masked_minmax(agg) or agg.op == "fold" else f"s{k}")
             if agg.op == "first":
                 names += [f"s{k}_{j}" for j in range(len(agg.values))]
         return names
@@ -224,7 +248,6 @@ class ReducePrinter:
         else:
             for k, agg in enumerate(self.aggs):
                 loop += self._update(k, agg)
-        body = "".join(f"        {line}\n" for line in loop)
         ret = ", ".join(name for name, _, _ in states)
         return (f"{self.jits['chunk']}\n"
                 f"def {self.p.name}_chunk({self._a('lo, hi')}):\n"
@@ -232,9 +255,37 @@ class ReducePrinter:
                 f"    are float ops, so `reassoc` lets LLVM keep several vector lanes of\n"
                 f'    partial sums (a fixed order for a given n) and nothing else changes."""\n'
                 f"{init}"
-                f"    for i in range(lo, hi):\n"
-                f"{body}"
+                + "".join(f"    {line}\n" for line in self._blocks(loop)) +
                 f"    return ({ret},)")
+
+    def _blocks(self, body: list[str]) -> list[str]:
+        """The chunk's loop over i around `body`. With float sums: blocks of SUM_BLOCK
+        elements, each sum restarted per block and its block totals kept in B<k>, then
+        added pairwise (see the module doc)."""
+        inner = [f"    {line}" for line in body]
+        if not self.float_sums:
+            return ["for i in range(lo, hi):", *inner]
+        out = [f"B{k} = np.empty((hi - lo + {SUM_BLOCK - 1}) // {SUM_BLOCK}, {register_type(self.aggs[k].dtype)})"
+               for k in self.float_sums]
+        out += ["nb = 0", f"for b in range(lo, hi, {SUM_BLOCK}):"]
+        out += [f"    s{k} = {const_text(-0.0, self.aggs[k].dtype)}" for k in self.float_sums]
+        out += [f"    for i in range(b, min(hi, b + {SUM_BLOCK})):", *[f"    {line}" for line in inner]]
+        out += [f"    B{k}[nb] = s{k}" for k in self.float_sums] + ["    nb += 1"]
+        return out + [f"s{k} = {self.p.name}_pairwise(B{k}, nb, s{k})" for k in self.float_sums]
+
+    def _pairwise_fn(self) -> str:
+        return (f"{self.jits['scalar']}\n"
+                f"def {self.p.name}_pairwise(buf, m, empty):\n"
+                f'    """Sum of buf[:m] as a balanced tree of adds (in place, strict IEEE):\n'
+                f'    rounding error O(log m) ulp. `empty` (typed like buf) when m == 0."""\n'
+                f"    while m > 1:\n"
+                f"        h = m // 2\n"
+                f"        for j in range(h):\n"
+                f"            buf[j] = buf[2 * j] + buf[2 * j + 1]\n"
+                f"        if m % 2:\n"
+                f"            buf[h] = buf[m - 1]\n"
+                f"        m = h + m % 2\n"
+                f"    return buf[0] if m == 1 else empty")
 
     def _entry(self, loop: str) -> str:
         states = [st for k, agg in enumerate(self.aggs) for st in self._state(k, agg)]
@@ -253,9 +304,11 @@ class ReducePrinter:
         lines += [f"    P_{name}[c] = r[j]".replace("[j]", f"[{j}]")
                   for j, (name, _, _) in enumerate(states)]
         lines += [f"{name} = {value}" for name, _, value in states]
-        lines.append("for c in range(nch):")
-        for k, agg in enumerate(self.aggs):
-            lines += [f"    {line}" for line in self._combine(k, agg)]
+        in_order = [f"    {line}" for k, agg in enumerate(self.aggs) if k not in self.float_sums
+                    for line in self._combine(k, agg)]
+        if in_order:
+            lines += ["for c in range(nch):", *in_order]
+        lines += [f"s{k} = {self.p.name}_pairwise(P_s{k}, nch, s{k})" for k in self.float_sums]
         for k, agg in enumerate(self.aggs):
             lines += self._finish(k, agg)
         lines.append(f"return ({', '.join(self._result_names())},)")

@@ -1,0 +1,162 @@
+"""The numpy backend's Reduce: whole-array NumPy calls over windows of the input.
+
+A long input (a `qc.range(10**12)`, a huge memmap) is never materialised: the pass is
+evaluated WINDOW elements at a time, and each aggregate keeps a partial state that the windows
+update in order:
+
+    sum     the windows' np.sum values, added pairwise at the end (one window: np.sum itself,
+            so a sum of -0.0s is +0.0 as NumPy gives)
+    count   added
+    min/max np.minimum / np.maximum of the windows' np.min / np.max (NaN propagates)
+    any/all or / and; settled once True / False
+    first   the first window with a survivor; settled then
+    fold    (has, value): a window's kept values are folded as a balanced tree of pairs that
+            keeps element order (any grouping gives the same value for an associative
+            combine), the window's value joins the running one on the right, and the seed
+            goes in once at the end: combine(seed, total), or the seed for no survivor
+
+When every aggregate is settled (a pass of any/all/first) the remaining windows are skipped.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+WINDOW = 1 << 20        # elements per window: bounded memory, whole-array NumPy speed
+
+
+def reduce_windows(aggs, evaluate, n: int) -> list:
+    """Raw results (backends/base.py format) of `aggs` over elements 0..n-1.
+    `evaluate(lo, hi)` -> (ev, keep): an evaluator over elements lo..hi-1 whose program
+    body has run (ev.full(expr) gives an expression's values), and the survivors' mask (None:
+    all survive)."""
+    unknown = [a.op for a in aggs if a.op not in _STATES]
+    if unknown:
+        raise TypeError(f"numpy backend: unknown aggregate {unknown[0]!r}")
+    states = [_STATES[a.op](a) for a in aggs]
+    for lo in range(0, n, WINDOW):
+        hi = min(n, lo + WINDOW)
+        ev, keep = evaluate(lo, hi)
+        for st in states:
+            if not st.settled:
+                st.add(ev, keep, lo, hi - lo)
+        if all(st.settled for st in states):
+            break
+    return [st.result() for st in states]
+
+
+def _kept(ev, e, keep):
+    v = ev.full(e)
+    return v if keep is None else v[keep]
+
+
+class _Agg:
+    settled = False
+
+    def __init__(self, agg):
+        self.agg = agg
+        self.t = np.dtype(agg.dtype).type
+
+
+class _Count(_Agg):
+    def __init__(self, agg):
+        super().__init__(agg)
+        self.total = 0
+
+    def add(self, ev, keep, lo, m):
+        self.total += m if keep is None else int(np.count_nonzero(keep))
+
+    def result(self):
+        return self.total
+
+
+class _Sum(_Agg):
+    def __init__(self, agg):
+        super().__init__(agg)
+        self.parts = []
+
+    def add(self, ev, keep, lo, m):
+        self.parts.append(np.sum(_kept(ev, self.agg.values[0], keep), dtype=self.agg.dtype))
+
+    def result(self):
+        if len(self.parts) == 1:
+            return self.t(self.parts[0])
+        return self.t(np.sum(np.array(self.parts, dtype=self.agg.dtype), dtype=self.agg.dtype))
+
+
+class _MinMax(_Agg):
+    def __init__(self, agg):
+        super().__init__(agg)
+        self.value = None
+        self.pick, self.join = (np.min, np.minimum) if agg.op == "min" else (np.max, np.maximum)
+
+    def add(self, ev, keep, lo, m):
+        x = _kept(ev, self.agg.values[0], keep)
+        if len(x):
+            w = self.pick(x)
+            self.value = w if self.value is None else self.join(self.value, w)
+
+    def result(self):
+        return self.t(0) if self.value is None else self.t(self.value)
+
+
+class _AnyAll(_Agg):
+    def __init__(self, agg):
+        super().__init__(agg)
+        self.value = agg.op == "all"
+
+    def add(self, ev, keep, lo, m):
+        x = _kept(ev, self.agg.values[0], keep)
+        self.value = bool(np.any(x)) if self.agg.op == "any" else bool(np.all(x))
+        self.settled = self.value == (self.agg.op == "any")
+
+    def result(self):
+        return self.value
+
+
+class _First(_Agg):
+    def __init__(self, agg):
+        super().__init__(agg)
+        self.found = (-1, ())
+
+    def add(self, ev, keep, lo, m):
+        if m == 0 or (keep is not None and not keep.any()):
+            return
+        idx = 0 if keep is None else int(np.argmax(keep))
+        self.found = (lo + idx, tuple(np.dtype(e.dtype).type(ev.full(e)[idx]) for e in self.agg.values))
+        self.settled = True
+
+    def result(self):
+        return self.found
+
+
+class _Fold(_Agg):
+    def __init__(self, agg):
+        super().__init__(agg)
+        self.value = None            # None: no survivor yet (the empty state)
+        self.ev = None
+
+    def combine(self, ev, acc, item) -> np.ndarray:
+        """combine(acc, item) elementwise over equal-length arrays."""
+        ev.vars["acc"], ev.vars["item"] = acc, item
+        out = np.asarray(ev(self.agg.combine), dtype=self.agg.dtype)
+        return np.broadcast_to(out, (len(acc),))
+
+    def add(self, ev, keep, lo, m):
+        x = np.ascontiguousarray(_kept(ev, self.agg.values[0], keep))
+        self.ev = ev
+        if not len(x):
+            return
+        while len(x) > 1:            # pairs (0, 1), (2, 3), ...; an odd last one moves up as is
+            even = len(x) - len(x) % 2
+            x = np.concatenate([self.combine(ev, x[0:even:2], x[1:even:2]), x[even:]])
+        self.value = x if self.value is None else self.combine(ev, self.value, x)
+
+    def result(self):
+        seed = np.array([self.agg.seed.value], dtype=self.agg.dtype)
+        if self.value is None:
+            return self.t(seed[0])
+        return self.t(self.combine(self.ev, seed, self.value)[0])
+
+
+_STATES = {"count": _Count, "sum": _Sum, "min": _MinMax, "max": _MinMax, "any": _AnyAll,
+           "all": _AnyAll, "first": _First, "fold": _Fold}
