@@ -38,6 +38,17 @@ def _int_pow(a, b, dtype):
     return np.where(neg, np.zeros((), dtype), r).astype(dtype, copy=False)
 
 
+def _float_pow(a, b):
+    """Float power with C99's special values ((-0.0) ** 0.5 == 0.0, (-inf) ** 0.5 == inf).
+    np.power fast-paths an exponent *array* of stride 0 (a captured value) equal to 0.5, 2
+    or -1 into sqrt / square / reciprocal, and its sqrt gets those two wrong, so a scalar
+    exponent is spread into a real array first. (Constant exponents 2, -1, 0.5 never get
+    here: the frontend writes them as x * x, 1 / x and a sqrt.)"""
+    if np.ndim(b) == 0 and np.ndim(a) > 0:
+        b = np.full(np.shape(a), b)
+    return np.power(a, b)
+
+
 def _float_to_int(x, dtype: str):
     """Float -> integer as NumPy's scalar conversion does it on x86-64 (codegen/expr.py
     Cast), spelled out so the reference gives it on every machine (astype's out-of-range
@@ -97,7 +108,7 @@ class _Eval:
         if t is E.Binary:
             a, b = self(e.a), self(e.b)
             if e.op == "pow":
-                return np.power(a, b) if e.dtype.startswith("float") else _int_pow(a, b, e.dtype)
+                return _float_pow(a, b) if e.dtype.startswith("float") else _int_pow(a, b, e.dtype)
             return np.asarray(_BINARY[e.op](a, b)).astype(e.dtype, copy=False)
         raise TypeError(f"numpy backend: unknown IR node {e!r}")
 
