@@ -87,6 +87,49 @@ def qc_w6(d, backend):
     return lambda: q.sum(lambda r: r.price * r.qty)
 
 
+# ---- querycompute, the whole chain written inline (built anew on every call) -----------------
+# What a user writes in a loop or a notebook cell: the per-call cost of building the Query,
+# finding its kernel and launching it decides small-n speed (issue 12's n = 1e3 target).
+def inline_w1(d, backend):
+    x = d["x"]
+    return lambda: (qc.query(x).select(lambda v: v * 2).where(lambda v: v > 1000)
+                    .select(lambda v: v + 100).on(backend).sum())
+
+
+def inline_w2(d, backend):
+    x = d["x"]
+    return lambda: qc.query(x).where(lambda v: v % 3 < 1).select(lambda v: v * 2 + 1).on(backend).to_array()
+
+
+def inline_w3(d, backend):
+    x = d["x"]
+    return lambda: qc.query(x).on(backend).count(lambda v: 500 < v < 1500)
+
+
+def inline_w4(d, backend):
+    a, b = d["a"], d["b"]
+    return lambda: qc.query(a, b).select(lambda a, b: a * b + 1).on(backend).sum()
+
+
+def inline_w5(d, backend):
+    x = d["x"]
+
+    def run():
+        r = (qc.query(x).where(lambda v: v > 10).select(lambda v: np.sqrt(v) + 1).on(backend)
+             .agg(mean=qc.mean, peak=qc.max))
+        return (r["mean"], r["peak"])
+    return run
+
+
+def inline_w6(d, backend):
+    return lambda: (qc.query(d).where(lambda r: r.cat == 3 and r.qty > 2).on(backend)
+                    .sum(lambda r: r.price * r.qty))
+
+
+INLINE = {"W1": inline_w1, "W2": inline_w2, "W3": inline_w3, "W4": inline_w4, "W5": inline_w5,
+          "W6": inline_w6}
+
+
 # ---- numpy, as a user writes it ------------------------------------------------------------
 def np_w1(d):
     x = d["x"]

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from . import cache            # qc.cache: the compiled-kernel cache (touches no files on import)
 from .backends.registry import backends
-from .engine import last_trace
+from .compiled import CompiledQuery
+from .engine import last_trace, set_memo_size
 from .errors import (BackendUnavailableError, CompileError, EmptySequenceError, QueryError,
                      UnsupportedLambdaError)
 from .query import Query, query, range
@@ -16,6 +17,6 @@ from .terminals import agg, count, max, mean, min, sum
 __version__ = "0.1.0"
 
 
-__all__ = ["query", "range", "Query", "agg", "sum", "min", "max", "mean", "count", "backends",
-           "last_trace", "cache", "QueryError", "UnsupportedLambdaError", "EmptySequenceError",
+__all__ = ["query", "range", "Query", "CompiledQuery", "agg", "sum", "min", "max", "mean", "count",
+           "backends", "last_trace", "set_memo_size", "cache", "QueryError", "UnsupportedLambdaError", "EmptySequenceError",
            "BackendUnavailableError", "CompileError", "__version__"]

@@ -15,22 +15,22 @@ from querycompute._codegen.program import Reduce
 from . import terminals as T
 from . import windows
 from .backends import registry
-from .engine import PLAIN_REQUESTS, TerminalReq, slot_functions
+from .graph import PLAIN, Terminal, slot_functions
 from .errors import QueryError, codegen_errors
 from .plan import lower, slot_info
 
 
-def terminal_request(terminal: Any) -> TerminalReq:
+def terminal_request(terminal: Any) -> Terminal:
     """A terminal given by name ("sum"), by spec (qc.sum(f)) or as qc.agg(...)."""
     if isinstance(terminal, str):
-        if terminal in PLAIN_REQUESTS:
-            return PLAIN_REQUESTS[terminal]
-        raise QueryError(f"unknown terminal {terminal!r}; use one of {', '.join(sorted(PLAIN_REQUESTS))}, "
+        if terminal in PLAIN:
+            return PLAIN[terminal]
+        raise QueryError(f"unknown terminal {terminal!r}; use one of {', '.join(sorted(PLAIN))}, "
                          f"an aggregate spec such as qc.sum(lambda v: v * v), or qc.agg(...)")
     if isinstance(terminal, T.AggSpec):
-        return TerminalReq(terminal.kind, ((terminal.kind, terminal),))
+        return Terminal(terminal.kind, ((terminal.kind, terminal),))
     if isinstance(terminal, T.AggBundle):
-        return TerminalReq("agg", terminal.specs, standalone=False)
+        return Terminal("agg", terminal.specs, standalone=False)
     raise QueryError(f"terminal must be a name, an aggregate spec or qc.agg(...), got {terminal!r}")
 
 
@@ -38,7 +38,7 @@ def lower_for(q, terminal: Any):
     term = terminal_request(terminal)
     cols = q._source.columns()
     dts = tuple(str(c.dtype) for c in cols)
-    infos = [slot_info(fn) for fn in slot_functions(q, term.fns)]
+    infos = [slot_info(fn) for fn in slot_functions(q._ops, term.fns)]
     return lower(q._source, dts, q._ops, term, infos), term, cols, infos
 
 
@@ -65,8 +65,8 @@ def explain(q, backend: str | None, terminal: Any) -> str:
         desc = ", ".join(f"{f}:{c.dtype}" if src.fields else f"{c.dtype}[stride {c.strides[0] // c.itemsize}]"
                          for f, c in zip(src.fields or [""] * len(cols), cols))
         out.append(f"  source: {src.kind}({desc}), n={n}")
-    for i, (kind, _) in enumerate(q._ops):
-        out.append(f"  {i + 1}. {kind:<6} {infos[i][0].text}")
+    for i, op in enumerate(q._ops):
+        out.append(f"  {i + 1}. {op.kind:<6} {infos[i][0].text}")
     fn_texts = [infos[len(q._ops) + j][0].text for j in range(len(term.fns))]
     out.append(f"  terminal: {term.name}" + (f" ({'; '.join(fn_texts)})" if fn_texts else ""))
     out.append("fused plan: 1 pass (every select/where and the terminal in one kernel"
@@ -93,7 +93,7 @@ def explain(q, backend: str | None, terminal: Any) -> str:
     return "\n".join(out)
 
 
-def _traffic(lowered, term: TerminalReq) -> list[str]:
+def _traffic(lowered, term: Terminal) -> list[str]:
     """Bytes per element of the fused pass against one kernel per operator."""
     prog = lowered.pass_.program
     read = _element_bytes(i.dtype for i in prog.inputs)

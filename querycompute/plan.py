@@ -55,7 +55,7 @@ def lower(source: Source, dts: tuple, ops: tuple, term, infos: list) -> Lowered:
     """Fuse source + chain + terminal into one pass (no compilation)."""
     lw = Lowering(infos, f"qc_{term.name}")   # kernel names: qc_sum_reduce_partials, ...
     element, inputs = initial_element(source, dts, lw)
-    element = lw.chain(element, tuple((kind, i) for i, (kind, _) in enumerate(ops)))
+    element = lw.chain(element, tuple((op.kind, i) for i, op in enumerate(ops)))
     if term.name in ("to_array", "to_list"):
         return lw.to_array(inputs, element)
     slot = len(ops)

@@ -14,6 +14,7 @@ from . import engine
 from . import terminals as T
 from .backends import registry
 from .errors import QueryError
+from .graph import PLAIN, WITH_FN, Select, Terminal, Where
 from .sources import NATIVE_DTYPES, Source, from_args, from_range, validated
 
 _TERMINAL_NAMES = ("to_array", "to_list", "sum", "min", "max", "mean", "count", "any", "all", "first")
@@ -25,17 +26,17 @@ class Query:
     def __init__(self, source: Source, ops: tuple = (), backend: str = "auto", kinds: str = "",
                  codes: tuple = ()):
         self._source = source
-        self._ops = ops            # ((kind, fn), ...), kind "select" | "where"
+        self._ops = ops            # the operator nodes after the source (graph.py), in order
         self._backend = backend
-        # Built as the chain grows, for the warm-path signature (engine.run): "s"/"w" per op,
-        # and each lambda's code object (a parsed text lambda stands for itself).
+        # Built as the chain grows, for the warm-path signature (engine.run): each node's
+        # letter, and each function's code object (a parsed text lambda stands for itself).
         self._kinds = kinds
         self._codes = codes
         self._hot = None           # warm.Hot: the last terminal run, ready to repeat
                                    # (False: ran once; engine._remember)
 
     def __repr__(self) -> str:
-        chain = "".join(f".{k}(...)" for k, _ in self._ops)
+        chain = "".join(f".{op.kind}(...)" for op in self._ops)
         return f"<Query {self._source.kind}{chain} on {self._backend}>"
 
     # -- lazy operators ---------------------------------------------------------------------
@@ -43,14 +44,18 @@ class Query:
     # builds one per operator per call, so a helper call shows in small-n timings)
     def select(self, f) -> "Query":
         """Map every element with f (scalar, tuple or dict-literal record result)."""
-        code = getattr(f, "__code__", None) or _text_lambda("select", f)
-        return Query(self._source, self._ops + (("select", f),), self._backend, self._kinds + "s",
+        code = getattr(f, "__code__", None)
+        if code is None:
+            f = code = _text_lambda("select", f)
+        return Query(self._source, self._ops + (Select(f),), self._backend, self._kinds + "s",
                      self._codes + (code,))
 
     def where(self, pred) -> "Query":
         """Keep the elements for which pred is true; order is preserved."""
-        code = getattr(pred, "__code__", None) or _text_lambda("where", pred)
-        return Query(self._source, self._ops + (("where", pred),), self._backend, self._kinds + "w",
+        code = getattr(pred, "__code__", None)
+        if code is None:
+            pred = code = _text_lambda("where", pred)
+        return Query(self._source, self._ops + (Where(pred),), self._backend, self._kinds + "w",
                      self._codes + (code,))
 
     def on(self, backend: str) -> "Query":
@@ -63,9 +68,9 @@ class Query:
     def _run(self, name: str, f=None, default=T.NO_DEFAULT):
         if default is T.NO_DEFAULT:    # shared requests: the warm path allocates none
             if f is None:
-                return engine.run(self, engine.PLAIN_REQUESTS[name], ())
-            return engine.run(self, engine.FN_REQUESTS[name], (f,))
-        return engine.run(self, engine.TerminalReq(name, ((name, T.AggSpec(name, f, default)),)))
+                return engine.run(self, PLAIN[name], ())
+            return engine.run(self, WITH_FN[name], (f,))
+        return engine.run(self, Terminal(name, ((name, T.AggSpec(name, f, default)),)))
 
     def to_array(self):
         """Elements as an array (tuple of arrays for tuples, dict of arrays for records)."""
@@ -99,10 +104,11 @@ class Query:
         return self._run("first", pred, default)
 
     def aggregate(self, func, seed):
-        """Fold with an associative func(acc, v) whose identity is seed."""
+        """LINQ's fold func(...func(func(seed, x0), x1)..., xn): func associative, maybe not
+        commutative (element order is kept); seed applied once; no element -> seed."""
         if not callable(func) and not hasattr(func, "body"):
             raise TypeError(f"aggregate() takes a function func(acc, v), got {type(func).__name__}")
-        return engine.run(self, engine.TerminalReq("aggregate", (("aggregate", T.AggSpec("fold", func, seed=seed)),)))
+        return engine.run(self, Terminal("aggregate", (("aggregate", T.AggSpec("fold", func, seed=seed)),)))
 
     def agg(self, **named) -> dict:
         """Several aggregates in one pass: q.agg(total=qc.sum, peak=qc.max, n=qc.count)."""
@@ -111,10 +117,24 @@ class Query:
         if req is None:
             specs = _agg_specs(named)
             shared = all(spec.fn is None for _, spec in specs)
-            req = engine.TerminalReq("agg", specs, standalone=False, shared=shared)
+            req = Terminal("agg", specs, standalone=False, shared=shared)
             if shared:
                 _AGG_REQUESTS[key] = req        # qc.sum, qc.max...: long-lived, reusable
         return engine.run(self, req)
+
+    # -- compiled queries ---------------------------------------------------------------------
+    def compile(self, terminal: Any = "to_array", *, tiered: bool | None = None):
+        """The plan and kernels of `terminal` for this query, made explicit: a CompiledQuery.
+
+        `terminal` is a terminal's name ("sum", "count", "to_array", ...), an aggregate spec
+        (`qc.sum(lambda v: v * v)`, `qc.min(default=0)`) or `qc.agg(...)`. Calling the result
+        runs the terminal with the arrays' and captured values' current contents. `tiered`
+        (default: QUERYCOMPUTE_TIERED, on): the numpy tier answers while the kernel compiles
+        in the background; tiered=False compiles here, raising CompileError if it fails."""
+        from .compiled import CompiledQuery
+        from .introspect import terminal_request
+        term = terminal_request(terminal)
+        return CompiledQuery(self, term, term.fns, terminal, tiered)
 
     # -- introspection ----------------------------------------------------------------------
     def lowered(self, terminal: Any = "to_array"):
@@ -134,16 +154,21 @@ class Query:
 
 
 def _text_lambda(kind: str, fn):
-    """A chain operator's argument that is not a Python function: a lambda parsed from text
-    (the CLI) stands for its own code object; anything else is an error."""
+    """A chain operator's argument that is not a Python function: a lambda given as text
+    (`select("lambda v: v * 2")`, parsed, never executed) or already parsed (the CLI) stands
+    for its own code object; anything else is an error."""
+    if isinstance(fn, str):
+        from .frontend.chain_text import parse_lambda
+        return parse_lambda(fn)
     if not hasattr(fn, "body"):
-        raise TypeError(f"{kind}() takes a function (a lambda), got {type(fn).__name__}")
+        raise TypeError(f"{kind}() takes a function (a lambda, or a lambda as text), "
+                        f"got {type(fn).__name__}")
     return fn
 
 
 # agg(...) requests made only of function-less specs (module-level qc.sum, qc.max...), by
 # (name, spec object) pairs: the warm path builds nothing for them.
-_AGG_REQUESTS: dict[tuple, "engine.TerminalReq"] = {}
+_AGG_REQUESTS: dict[tuple, Terminal] = {}
 
 
 def _agg_specs(named: dict) -> tuple:

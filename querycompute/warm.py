@@ -1,6 +1,6 @@
 """Warm-path entries: what lets a repeated terminal call skip parsing, lowering and compiling.
 
-Two levels, both holding the same (Lowered, Prepared) pair the engine's memo holds:
+Two levels, both leading to the Compiled entry (compiled.py) the engine's memo holds:
 
 * `FastEntry`, in a process-wide dict keyed by the chain's code objects, dtypes and terminal
   (engine.run builds that key). Lambdas are new objects on every call, their code objects are
@@ -15,7 +15,6 @@ Two levels, both holding the same (Lowered, Prepared) pair the engine's memo hol
 from __future__ import annotations
 
 from .frontend import capture_key
-from .windows import early_exit
 
 
 def slot_sig(src, env) -> tuple:
@@ -26,13 +25,12 @@ def slot_sig(src, env) -> tuple:
 
 
 class FastEntry:
-    """A warm entry found by signature: the compiled pass plus what its captures looked like."""
-    __slots__ = ("hit", "capture_slots", "capture_sig", "captured", "finish_term", "finish",
-                 "early")
+    """A warm entry found by signature: the Compiled entry plus what its captures looked like."""
+    __slots__ = ("compiled", "capture_slots", "capture_sig", "captured", "finish_term", "finish",
+                 "used")
 
-    def __init__(self, hit, infos, term, finish):
-        self.hit = hit
-        self.early = early_exit(hit[0])     # any / all / first: run in windows (windows.py)
+    def __init__(self, compiled, infos, term, finish):
+        self.compiled = compiled
         # raw results -> the user's value, for the request `term` only: requests with one
         # signature can differ in defaults and agg() result names
         self.finish_term, self.finish = term, finish
@@ -41,6 +39,7 @@ class FastEntry:
         # The captured objects themselves: when every one is still the very same object
         # (a module like np, a function, an unchanged value), the types are too.
         self.captured = tuple(tuple(infos[i][1].values()) for i in self.capture_slots)
+        self.used = False             # memo.Memo's second-chance mark
 
     def still_matches(self, infos) -> bool:
         for k, i in enumerate(self.capture_slots):
@@ -53,17 +52,14 @@ class FastEntry:
 
 class Hot:
     """The last terminal a Query ran, ready to run again (see the module docstring)."""
-    __slots__ = ("term", "name", "items", "fast", "lowered", "prepared", "early", "finish",
-                 "length", "same_fns")
+    __slots__ = ("term", "name", "items", "fast", "finish", "length", "same_fns")
 
     def __init__(self, term, name: str, items: tuple, fn_codes: tuple,
                  fast: FastEntry, finish, range_length):
         self.term = term
         self.name = name              # the backend that ran
         self.items = items            # the plain numpy columns (empty for a range)
-        self.fast = fast
-        self.lowered, self.prepared = fast.hit
-        self.early = fast.early       # None, or how to run it window by window
+        self.fast = fast              # .compiled launches (its tier may change between calls)
         self.finish = finish          # raw results -> the user's value
         self.length = _length_check(items, range_length)     # () -> n, or -1
         self.same_fns = _fns_check(fn_codes)                   # (fns) -> bool

@@ -13,6 +13,9 @@ import tempfile
 _SESSION_CACHE = tempfile.mkdtemp(prefix="querycompute-test-cache-")
 os.environ["QUERYCOMPUTE_CACHE_DIR"] = _SESSION_CACHE
 os.environ.pop("QUERYCOMPUTE_CACHE", None)
+# Tests check what the backend they pin computed, so compiles happen before the first result
+# (tiered execution is on by default for users; tests/test_tiered.py turns it on explicitly).
+os.environ["QUERYCOMPUTE_TIERED"] = "0"
 
 
 def pytest_sessionfinish(session, exitstatus):

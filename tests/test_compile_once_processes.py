@@ -14,5 +14,5 @@ def test_four_processes_starting_one_cold_query_compile_it_once(tmp_path, backen
     assert all(r["warnings"] == [] for r in results)
     assert sorted(r["origin"] for r in results) == ["compiled", "disk", "disk", "disk"]
     assert sum(r["stats"]["compiles"] for r in results) == 1
-    lock_files = list((tmp_path / "cache" / "v1").glob("*.lock"))
+    lock_files = list((tmp_path / "cache" / "locks").glob("*.lock"))
     assert len(lock_files) == 1

@@ -129,7 +129,7 @@ def test_auto_choice_is_repeated_when_the_backend_it_chose_breaks(monkeypatch):
     def driver_failure(*args):
         raise RuntimeError("clEnqueueNDRangeKernel failed: OUT_OF_RESOURCES (injected)")
 
-    monkeypatch.setattr(hot(q).prepared, "run_quick", driver_failure)
+    monkeypatch.setattr(hot(q).fast.compiled.prepared, "run_quick", driver_failure)
     with pytest.warns(RuntimeWarning, match="opencl.*falling back to 'cpu'"):
         assert q.sum() == np.float32(x.sum() + 1000)
     t = qc.last_trace()

@@ -70,8 +70,10 @@ def _load_new(p: Pass) -> tuple[dict, Any, str, float]:
     path = disk_cache.load_module(key)
     if path is not None:
         return _import(p, src, key, path, False, t0)
+    before = disk_cache.stamp(key)
     with disk_cache.compile_lock(key):
-        path = disk_cache.load_module(key) if disk_cache.stored(key) else None
+        published = disk_cache.stamp(key) not in (None, before)     # while we waited
+        path = disk_cache.load_module(key) if published else None
         if path is not None:                      # sealed by the process we waited for
             return _import(p, src, key, path, False, t0)
         dump_source(p.name, "numba", src)

@@ -254,7 +254,7 @@ class DiskCache(ModuleEntries):
     @contextmanager
     def compile_lock(self, key: CacheKey) -> Iterator[None]:
         """Held while this process compiles `key`. Processes that start the same cold query
-        at once would each compile it; with this lock (a file beside the entry, `<key>.lock`)
+        at once would each compile it; with this lock (a file `locks/<key>.lock` beside `v1/`)
         one compiles and the others wait, then load what it stored. Without a writable disk
         cache there is nothing to share and nothing is locked; a lock that cannot be taken
         (an odd filesystem, a holder stuck for ten minutes) is skipped with a warning: the
@@ -263,8 +263,9 @@ class DiskCache(ModuleEntries):
         if self.writable:
             from filelock import FileLock, Timeout
             try:
-                self._make_dirs(self.entries_root)
-                lock = FileLock(str(self.entries_root / f"{key.digest}.lock"), timeout=600)
+                locks = self.path / "locks"       # beside v1/, so entry listings never see them
+                self._make_dirs(locks)
+                lock = FileLock(str(locks / f"{key.digest}.lock"), timeout=600)
                 lock.acquire()
             except (OSError, Timeout) as exc:
                 lock = None
@@ -277,10 +278,18 @@ class DiskCache(ModuleEntries):
             if lock is not None:
                 lock.release()
 
-    def stored(self, key: CacheKey) -> bool:
-        """Whether an entry for `key` is published (its metadata written), e.g. by the process
-        that held the compile lock while this one waited. Cheap; counts nothing."""
-        return self.enabled and (self.entry_dir(key) / META_FILE).is_file()
+    def stamp(self, key: CacheKey):
+        """What identifies the current version of `key`'s entry (its metadata file's mtime and
+        size; None when there is none). Compared before and after waiting for the compile
+        lock, it tells an entry another process published meanwhile (load it) from the one
+        that was already there (missing, damaged or unsealed: rebuild it). Counts nothing."""
+        if not self.enabled:
+            return None
+        try:
+            st = (self.entry_dir(key) / META_FILE).stat()
+        except OSError:
+            return None
+        return st.st_mtime_ns, st.st_size
 
     def obtain(self, key: CacheKey, compile_fn, use, *, source_suffix: str, kernel_names=(),
                dtypes=(), extra: dict | None = None) -> tuple[Any, str, float]:
@@ -295,8 +304,9 @@ class DiskCache(ModuleEntries):
         obj = use(payload) if payload is not None else None
         if obj is not None:
             return obj, "disk", 0.0
+        before = self.stamp(key)
         with self.compile_lock(key):
-            if payload is None and self.stored(key):     # stored while we waited
+            if self.stamp(key) not in (None, before):    # published while we waited
                 payload = self.load(key)
                 obj = use(payload) if payload is not None else None
                 if obj is not None:

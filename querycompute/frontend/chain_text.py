@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+from functools import lru_cache
 from typing import NamedTuple
 
 from ..errors import UnsupportedLambdaError
@@ -114,3 +115,18 @@ def _lambda(node: ast.Lambda, text: str) -> LambdaSource:
                 f"(np, numpy and math are available)", _where(use), "name")
     return LambdaSource(params=params, body=node.body, filename=FILENAME, captures=captures,
                         code=None, text=ast.get_source_segment(text, node) or "")
+
+
+@lru_cache(maxsize=4096)
+def parse_lambda(text: str) -> LambdaSource:
+    """A lambda given as text (`select("lambda v: v * 2")`): parsed, never executed. One
+    LambdaSource per distinct text (cached), so a text stands for its own signature."""
+    try:
+        tree = ast.parse(text.strip(), FILENAME, mode="eval")
+    except SyntaxError as exc:
+        raise UnsupportedLambdaError(f"not a lambda: {exc.msg}", f"{FILENAME}:{exc.lineno}:{exc.offset}",
+                                     "syntax") from None
+    if not isinstance(tree.body, ast.Lambda):
+        raise UnsupportedLambdaError("a function given as text must be one lambda, e.g. "
+                                     "\"lambda v: v * 2\"", _where(tree.body), "text")
+    return _lambda(tree.body, text.strip())

@@ -1,0 +1,131 @@
+"""Compiled queries: a plan and its kernels for one backend and one signature.
+
+`Compiled` is what the engine's memo holds (one per signature: the chain's code objects, the
+column dtypes, the captured values' types, the terminal and the backend): the fused plan
+(`Lowered`), the backend's compiled pass (`Prepared`), how it may stop early (windows.py) and
+its tier. With tiered execution (tiers.py) a new signature starts on the numpy tier, the
+reference interpreter, while the backend's kernel compiles in the background; `launch` looks
+at that compile once per call and moves to the kernel when it is ready.
+
+`CompiledQuery` is the public face, `q.compile(terminal)`: one Query and one terminal bound to
+their Compiled entry. Calling it runs the terminal with the arrays' current contents and the
+captured values' current values (a new value never recompiles; a new type, or a column whose
+dtype changed, finds or compiles another entry). `cq.source()`, `cq.explain()`, `cq.trace`
+(this thread's last call of this object), `cq.tier`, `cq.wait()`.
+"""
+from __future__ import annotations
+
+import threading
+
+from . import windows
+
+
+class Compiled:
+    """The memo's value: plan + kernels for one backend and signature (see module doc)."""
+    __slots__ = ("backend", "lowered", "prepared", "early", "tier", "pending", "origin",
+                 "compile_ms", "used")
+
+    def __init__(self, backend: str, lowered, prepared, pending=None):
+        self.backend = backend          # the backend this entry is for (not always the tier)
+        self.lowered = lowered
+        self.prepared = prepared        # what launches now: the kernel, or the numpy tier's
+        self.early = windows.early_exit(lowered)   # any / all / first stop at a window
+        self.pending = pending          # tiers.Pending while the kernel compiles
+        self.tier = "kernel" if pending is None else "numpy"
+        self.origin = getattr(prepared, "origin", "compiled")
+        self.compile_ms = getattr(prepared, "compile_ms", 0.0)
+        self.used = False               # memo.Memo's second-chance mark
+
+    def launch(self, cols, params, n: int) -> tuple:
+        """(raw results, trace row, the Prepared that ran)."""
+        if self.pending is not None and self.pending.ready:
+            self.promote()
+        prepared = self.prepared
+        if self.early is None:
+            raw, row = prepared.run_quick(cols, params, n)
+        else:
+            raw, row = self.early.launch(prepared, cols, params, n)
+        return raw, row, prepared
+
+    def promote(self) -> None:
+        """The background compile finished: launch its kernel from now on (or, when it
+        failed, warn once and keep the numpy tier). Idempotent; safe from many threads."""
+        pending, self.pending = self.pending, None
+        if pending is None:
+            return
+        prepared = pending.result()
+        if prepared is not None:
+            self.origin = getattr(prepared, "origin", "compiled")
+            self.compile_ms = getattr(prepared, "compile_ms", 0.0)
+            self.prepared = prepared
+            self.tier = "kernel"
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait for a background compile; True when this entry launches its kernel now, or
+        its compile failed and it stays on the numpy tier for good."""
+        pending = self.pending
+        if pending is not None:
+            if not pending.wait(timeout):
+                return False
+            self.promote()
+        return True
+
+
+class CompiledQuery:
+    """`q.compile(terminal)`: see the module docstring."""
+
+    def __init__(self, query, term, fns: tuple, terminal_arg, tiered: bool | None):
+        from . import engine
+        self.query = query
+        self._term = term
+        self._fns = fns
+        self._terminal_arg = terminal_arg
+        self._tiered = tiered
+        self._local = threading.local()
+        self._entry = engine.compile_entry(query, term, fns, tiered)
+
+    def __call__(self, **options):
+        if options:
+            raise TypeError(f"CompiledQuery() takes no options on this backend "
+                            f"({self.backend}): got {', '.join(sorted(options))}")
+        from . import engine
+        result = engine.run(self.query, self._term, self._fns, self._tiered, keep_hot=True)
+        self._local.last = engine.last_record()
+        return result
+
+    @property
+    def backend(self) -> str:
+        return self._entry.backend
+
+    @property
+    def tier(self) -> str:
+        """"kernel" when the backend's compiled kernel answers, "numpy" while it compiles in
+        the background (or when its background compile failed)."""
+        entry = self._entry
+        if entry.pending is not None and entry.pending.ready:
+            entry.promote()
+        return entry.tier
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until the background compile finished (True), or `timeout` seconds passed."""
+        return self._entry.wait(timeout)
+
+    @property
+    def trace(self):
+        """The Trace of this thread's last call of this object (None before one)."""
+        from . import engine
+        last = getattr(self._local, "last", None)
+        if last is None:
+            return None
+        trace = engine.build_trace(last)
+        self._local.last = trace
+        return trace
+
+    def source(self, backend: str | None = None) -> str:
+        return self.query.source(backend or self.backend, self._terminal_arg)
+
+    def explain(self, backend: str | None = None) -> str:
+        return self.query.explain(backend or self.backend, self._terminal_arg)
+
+    def __repr__(self) -> str:
+        return f"<CompiledQuery {self._term.name} of {self.query!r} on {self.backend} ({self.tier})>"

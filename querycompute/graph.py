@@ -1,0 +1,79 @@
+"""The operation graph: one node type per operator and per terminal.
+
+A Query is a source plus a chain of operator nodes (today a path: every node has one input;
+a join will give a node two). Nodes hold what the user wrote and nothing derived: element
+types, fused stages and kernels are the plan's (plan.py), computed once per signature.
+
+    qc.query(x).select(f).where(p).sum()
+      -> Source(x) -> Select(f) -> Where(p) -> Terminal("sum")
+
+Operator nodes (lazy):   Select(fn)   map every element with fn
+                         Where(fn)    keep the elements for which fn is true (order kept)
+Terminal nodes:          Terminal(name, specs): to_array / to_list, or aggregates given as
+                         (result key, AggSpec) pairs (sum, count(pred), agg(...), aggregate).
+
+Adding an operator means a node class here (with its `kind`, the letter it adds to a chain's
+signature, and its functions), a cut/fuse rule in plan.py, a stage op in the kernel compiler
+and a reference function in the numpy backend (docs/architecture.md walks through it).
+"""
+from __future__ import annotations
+
+from . import terminals as T
+
+
+class Op:
+    """An operator node: `kind` names it, `letter` stands for it in a chain's signature,
+    `fn` is the user's function (a lambda, a def, or a lambda parsed from text)."""
+    __slots__ = ("fn",)
+    kind = "?"
+    letter = "?"
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def __repr__(self) -> str:
+        return f"{self.kind}(...)"
+
+
+class Select(Op):
+    __slots__ = ()
+    kind, letter = "select", "s"
+
+
+class Where(Op):
+    __slots__ = ()
+    kind, letter = "where", "w"
+
+
+class Terminal:
+    """A terminal node. `specs` holds (result key, AggSpec) pairs; `signature` is what of it
+    changes the compiled pass (not defaults). `fns` are the functions the specs carry; a shared
+    terminal (made once, reused by every call: PLAIN / WITH_FN below) carries T.PER_CALL
+    instead and each call passes its own functions."""
+    __slots__ = ("name", "specs", "standalone", "fns", "signature", "shared")
+
+    def __init__(self, name: str, specs: tuple = (), standalone: bool = True, shared: bool = False):
+        self.name = name
+        self.specs = specs
+        self.standalone = standalone
+        self.shared = shared
+        self.fns = tuple([s.fn for _, s in specs if s.fn is not None and s.fn is not T.PER_CALL])
+        self.signature = (name, standalone,
+                          tuple([(s.kind, s.fn is not None, type(s.seed), s.seed) for _, s in specs]))
+
+    def __repr__(self) -> str:
+        return f"Terminal({self.name})"
+
+
+# Shared terminals: every terminal called without a default, with no function (PLAIN) or with
+# one given per call (WITH_FN: q.count(lambda v: ...)). The warm path allocates none.
+PLAIN = {name: Terminal(name, shared=True) for name in ("to_array", "to_list")}
+PLAIN.update({name: Terminal(name, ((name, spec),), shared=True) for name, spec in T.PLAIN.items()})
+WITH_FN = {name: Terminal(name, ((name, T.AggSpec(name, T.PER_CALL)),), shared=True)
+           for name in T.PLAIN}
+
+
+def slot_functions(ops: tuple, fns) -> list:
+    """Every function of a chain, operators first, then the terminal's `fns`: the slots, in
+    the order the plan numbers them."""
+    return [op.fn for op in ops] + list(fns)

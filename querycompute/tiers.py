@@ -1,0 +1,81 @@
+"""Tiered execution: the first call of a new signature does not wait for a compiler.
+
+While a backend's kernel compiles (or loads from the disk cache) in a background thread, the
+numpy backend answers: the reference interpreter, same semantics, ready at once. Each later
+call looks at the compile once (`Pending.ready`, a flag read) and moves to the kernel as soon
+as it is there. A background compile that fails becomes one warning and the numpy tier keeps
+answering that signature; a synchronous compile (QUERYCOMPUTE_TIERED=0, or
+`q.compile(..., tiered=False)`) raises CompileError as before.
+
+Why a thread and not a worker process: a process must import numba (about 0.4 s) and the
+query layer before it can compile, then the main process must still load the result from the
+disk cache; a thread starts at once and hands over the compiled object. numba holds the GIL
+while it compiles, so the numpy tier's own Python steps wait for switch intervals (5 ms),
+which docs/performance.md measures; the heavy NumPy loops release the GIL. Compiles run one at
+a time (numba and pocl gain nothing from more), in submission order.
+"""
+from __future__ import annotations
+
+import os
+import threading
+import warnings
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Callable
+
+_executor: ThreadPoolExecutor | None = None
+_executor_lock = threading.Lock()
+_pid = os.getpid()
+
+
+def enabled_by_default() -> bool:
+    """QUERYCOMPUTE_TIERED=0 turns tiering off (read on every compile: cheap, and tests and
+    notebooks may flip it)."""
+    return os.environ.get("QUERYCOMPUTE_TIERED", "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+def _pool() -> ThreadPoolExecutor:
+    global _executor, _pid
+    with _executor_lock:
+        if _executor is None or _pid != os.getpid():     # a forked child has no worker thread
+            _executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="querycompute-compile")
+            _pid = os.getpid()
+        return _executor
+
+
+class Pending:
+    """A kernel compiling in the background. `ready` turns True when it finished (either way);
+    then `result()` is the compiled object, or None when it failed (warned once)."""
+    __slots__ = ("future", "what", "ready", "_warned")
+
+    def __init__(self, compile_fn: Callable[[], object], what: str):
+        self.what = what
+        self.ready = False
+        self._warned = False
+        self.future: Future = _pool().submit(compile_fn)
+        self.future.add_done_callback(self._done)
+
+    def _done(self, _future) -> None:
+        self.ready = True
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until the compile finished (for tests, `cq.wait()` and benchmarks)."""
+        try:
+            self.future.exception(timeout=timeout)
+        except TimeoutError:
+            return False
+        return True
+
+    def result(self):
+        exc = self.future.exception()
+        if exc is None:
+            return self.future.result()
+        if not self._warned:
+            self._warned = True
+            why = getattr(exc, "log", None) or str(exc)     # a CompileError's compiler log
+            why = why.strip().splitlines()[0] if why.strip() else ""
+            warnings.warn(f"querycompute: the background compile of {self.what} failed "
+                          f"({type(exc).__name__}: {why}); "
+                          f"the numpy backend keeps answering this query. Run it with "
+                          f"QUERYCOMPUTE_TIERED=0 to see the compile error raised.",
+                          RuntimeWarning, stacklevel=4)
+        return None
