@@ -11,7 +11,6 @@ import pytest
 
 from querycompute._codegen import expr as E
 from querycompute._codegen import program as P
-from querycompute.backends.base import Trace
 from querycompute.backends.opencl import OpenCLPrepared
 from querycompute.backends.opencl_device import DeviceContext
 
@@ -28,8 +27,7 @@ def prepared(ocl, p: P.Pass, copying: bool) -> OpenCLPrepared:
     if not copying:
         return prep
     dev = CopyingDevice(**{f.name: getattr(prep.dev, f.name) for f in dataclasses.fields(DeviceContext)})
-    program = next(iter(prep.kernels.values())).get_info(dev.cl.kernel_info.PROGRAM)
-    return OpenCLPrepared(dev, prep.ks, program, prep.origin, 0.0)
+    return OpenCLPrepared(dev, prep.ks, prep.program, prep.origin, 0.0)
 
 
 def sum_pass(dtype: str, name: str) -> P.Pass:
@@ -50,7 +48,7 @@ def test_pocl_is_read_in_place(ocl):
     prep = ocl.prepare(sum_pass("int32", "qc_host_inplace"))
     assert prep.dev.zero_copy
     x = np.arange(1000, dtype=np.int32)
-    buf = prep._input_buffer(0, x)
+    buf = prep.loop().input_buffer(0, x)
     cl = prep.dev.cl
     assert buf.get_info(cl.mem_info.FLAGS) & cl.mem_flags.USE_HOST_PTR
     assert buf.get_host_array(x.shape, x.dtype).ctypes.data == x.ctypes.data
@@ -59,9 +57,9 @@ def test_pocl_is_read_in_place(ocl):
 def test_copying_device_uploads_into_a_reused_buffer(ocl):
     prep = prepared(ocl, sum_pass("int32", "qc_host_copy"), copying=True)
     x = np.arange(1000, dtype=np.int32)
-    first = prep._input_buffer(0, x)
+    first = prep.loop().input_buffer(0, x)
     assert not first.get_info(prep.dev.cl.mem_info.FLAGS) & prep.dev.cl.mem_flags.USE_HOST_PTR
-    assert prep._input_buffer(0, x + 1) is first
+    assert prep.loop().input_buffer(0, x + 1) is first
 
 
 def views(dtype: str) -> dict:
@@ -83,7 +81,7 @@ def test_every_layout_gives_numpys_answer(ocl, copying, dtype):
     for label, x in views(dtype).items():
         if dtype == "float64" and label == "misaligned":
             assert x.ctypes.data % 8 == 4
-        total, count = prep.run([x], [lo], len(x), Trace())
+        total, count = prep.run_quick([x], [lo], len(x))[0]
         want_total, want_count = filtered_sum(x, lo)
         assert (total, count) == (want_total, want_count), label
 
@@ -96,10 +94,9 @@ def test_warm_calls_rebind_what_changed(ocl, copying):
     a = rng.integers(-50, 50, 300_001).astype(np.int32)
     b = rng.integers(-50, 50, 1_000).astype(np.int32)
     for x, lo in [(a, 0), (a, 10), (b, 10), (a, 10), (a[::2], 10), (b, -60), (a, 0)]:
-        trace = Trace()
-        got = prep.run([x], [np.int32(lo)], len(x), trace)
+        got, row = prep.run_quick([x], [np.int32(lo)], len(x))
         assert tuple(got) == filtered_sum(x, lo)
-        assert [k.name for k in trace.kernels][-1].endswith("finalize")
+        assert [k.name for k in prep.trace_rows(row)][-1].endswith("finalize")
 
 
 def test_negative_zero_parameter_is_not_mistaken_for_zero(ocl):
@@ -111,5 +108,5 @@ def test_negative_zero_parameter_is_not_mistaken_for_zero(ocl):
             P.Agg("sum", (x,), dtype))
     prep = ocl.prepare(P.Pass(prog, P.Reduce(aggs), "qc_host_negzero"))
     data = np.ones(10, np.float32)
-    assert prep.run([data], [np.float32(0.0)], 10, Trace())[0] == np.inf
-    assert prep.run([data], [np.float32(-0.0)], 10, Trace())[0] == -np.inf
+    assert prep.run_quick([data], [np.float32(0.0)], 10)[0][0] == np.inf
+    assert prep.run_quick([data], [np.float32(-0.0)], 10)[0][0] == -np.inf

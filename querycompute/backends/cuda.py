@@ -1,18 +1,18 @@
 """The `cuda` backend: generated CUDA C, compiled with NVRTC, launched with CuPy.
 
-Kernels, buffers and launch shapes come from querycompute._codegen.gpu.render / codegen.launch.plan (the
-planner the OpenCL backend and the CPU test harness share): this file compiles, moves data
-and binds arguments. numpy inputs are copied to the device and results copied back; cupy
-inputs stay on the device and ToArray returns cupy arrays.
+The pass runs through the launch loop every GPU runtime shares (gpu_launch.LaunchLoop: plan,
+buffers, argument binding, launches, results; the CPU test harness runs CUDA kernel sets
+through it too); this file is the CuPy runtime under it. numpy inputs are copied to the
+device and results copied back; cupy inputs stay on the device and ToArray returns cupy
+arrays. Binaries come from the disk kernel cache when an earlier process compiled them
+(cuda_compile.cached_binaries).
 
 Compiling needs no device (the arch is explicit, see cuda_compile.targets), so `prepare`
 works anywhere NVRTC is installed; running without a device raises BackendUnavailableError.
 """
 from __future__ import annotations
 
-import threading
-import time
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
 import numpy as np
 
@@ -21,8 +21,9 @@ from querycompute._codegen.program import Pass
 
 from ..errors import BackendUnavailableError
 from .generated import GeneratedSourceBackend
-from .base import KernelRun, Prepared, Trace
-from .cuda_compile import compile_cuda, nvrtc_version, options_for, targets
+from .base import Prepared
+from .cuda_compile import cached_binaries, targets
+from .gpu_launch import DeviceRuntime, GpuPrepared, LaunchLoop, strided_span
 from .cuda_device import CudaDevice, current_index, describe, probe
 
 MAX_GATHER_STEP = 8     # larger host strides: copying contiguously moves less than the span
@@ -30,21 +31,6 @@ MAX_GATHER_STEP = 8     # larger host strides: copying contiguously moves less t
 
 def _is_cupy(x) -> bool:
     return type(x).__module__.startswith("cupy")
-
-
-def _device_input(cp, x) -> tuple[Any, int]:
-    """(device array whose pointer is element 0, element stride) for one 1-D input."""
-    if _is_cupy(x):
-        step, rem = divmod(x.strides[0], x.itemsize) if len(x) > 1 else (1, 0)
-        return (x, step) if rem == 0 else (cp.ascontiguousarray(x), 1)
-    x = np.asarray(x)
-    if x.flags.c_contiguous or len(x) <= 1:
-        return cp.asarray(np.ascontiguousarray(x)), 1
-    step, rem = divmod(x.strides[0], x.itemsize)
-    if rem == 0 and 0 < step <= MAX_GATHER_STEP:
-        span = np.lib.stride_tricks.as_strided(x, shape=((len(x) - 1) * step + 1,), strides=(x.itemsize,))
-        return cp.asarray(span), step
-    return cp.asarray(np.ascontiguousarray(x)), 1
 
 
 def pick_image(binaries: dict[str, bytes], arch: int) -> tuple[str, bytes] | None:
@@ -79,22 +65,89 @@ class DeviceModules:
         return tuple(self._by_index)
 
 
-class CudaPrepared(Prepared):
-    """Binaries for every target (CUBIN and PTX); loaded on each device at its first run."""
+class _Kernel:
+    """A CUDA function and the arguments bound to it (CUDA takes them at each launch)."""
+    __slots__ = ("function", "args")
+
+    def __init__(self, function):
+        self.function, self.args = function, []
+
+
+class CudaRuntime(DeviceRuntime):
+    """CuPy under the shared launch loop, on one device: numpy inputs are copied into device
+    buffers reused per size; cupy inputs are read in place, and then ToArray results stay on
+    the device (handed over as cupy arrays). Launches go to CuPy's current stream, each
+    between two events (its run time, read only for a trace row)."""
+
+    def __init__(self, cp, functions: dict[str, Any]):
+        self.cp, self.functions = cp, functions
+
+    def view(self, x):
+        if _is_cupy(x):
+            step, rem = divmod(x.strides[0], x.itemsize) if len(x) > 1 else (1, 0)
+            return (x, step) if rem == 0 else (self.cp.ascontiguousarray(x), 1)
+        return strided_span(np.asarray(x), MAX_GATHER_STEP)
+
+    def in_place(self, x):
+        return x if _is_cupy(x) else None
+
+    def alloc(self, size: int, dtype: str):
+        return self.cp.empty(size, dtype)
+
+    def upload(self, buf, host) -> None:
+        buf.set(host)
+
+    def kernel(self, spec: L.KernelSpec) -> _Kernel:
+        return _Kernel(self.functions[spec.name])
+
+    def set_args(self, kernel: _Kernel, args) -> None:
+        kernel.args = list(args)
+
+    def set_arg(self, kernel: _Kernel, pos: int, value) -> None:
+        kernel.args[pos] = value
+
+    def launch(self, kernel: _Kernel, grid: int, block: int):
+        start, end = self.cp.cuda.Event(), self.cp.cuda.Event()
+        start.record()
+        kernel.function((grid,), (block,), tuple(kernel.args))
+        end.record()
+        return start, end
+
+    def read(self, buf, count: int, dtype: str, wait: bool):
+        return buf[:count].get()           # synchronises the stream either way
+
+    def finish(self) -> None:
+        self.cp.cuda.get_current_stream().synchronize()
+
+    def keeps_results(self, inputs) -> bool:
+        return any(_is_cupy(x) for x in inputs)
+
+    def hand_over(self, buf, count: int):
+        return buf[:count]
+
+    def elapsed_ms(self, token) -> float:
+        start, end = token
+        end.synchronize()                  # results left on the device: nothing waited yet
+        return self.cp.cuda.get_elapsed_time(start, end)
+
+
+class CudaPrepared(GpuPrepared):
+    """Binaries for every target (CUBIN and PTX); loaded on each device at its first run,
+    with a launch loop per device (buffers live on one device)."""
+    dialect = "cuda"
 
     def __init__(self, backend: "CudaBackend", p: Pass, ks: L.KernelSet,
                  binaries: dict[str, bytes], origin: str, compile_ms: float):
-        self.backend, self.p, self.ks, self.binaries = backend, p, ks, binaries
-        self.origin, self.compile_ms = origin, compile_ms
+        super().__init__(ks, origin, compile_ms)
+        self.backend, self.p, self.binaries = backend, p, binaries
         self.modules = DeviceModules(self._load)
-        self._lock = threading.Lock()
-        self._runs = 0
+        self._loops: dict[int, LaunchLoop] = {}
 
     def _load(self, device: CudaDevice) -> dict[str, Any]:
         import cupy as cp
         image = pick_image(self.binaries, device.arch)
         if image is None:         # another GPU than the one prepare compiled for: compile for it
-            extra, _, _ = self.backend.compile_binaries(self.p, self.ks, targets(device.arch))
+            extra, _, _ = cached_binaries(self.p, self.ks, targets(device.arch))
             self.binaries = {**self.binaries, **extra}
             image = pick_image(self.binaries, device.arch)
         if image is None:
@@ -108,44 +161,15 @@ class CudaPrepared(Prepared):
         functions[None] = module  # keeps the functions' module alive
         return functions
 
-    def run(self, inputs: Sequence[Any], params: Sequence[Any], n: int, trace: Trace) -> Any:
-        self.backend.device()                        # BackendUnavailableError without one
+    def loop(self) -> LaunchLoop:
+        """The launch loop of CuPy's current device (BackendUnavailableError without one)."""
+        self.backend.device()
         import cupy as cp
         device = self.backend.device(current_index())
-        with self._lock:
-            return self._run(cp, self.modules.functions(device), inputs, params, n, trace)
-
-    def _run(self, cp, functions, inputs, params, n, trace):
-        ks = self.ks
-        on_device = any(_is_cupy(x) for x in inputs)
-        views = [_device_input(cp, x) for x in inputs]
-        launches = L.plan(ks, n, all(step == 1 for _, step in views))
-        cache = "memory" if self._runs else self.origin
-        compile_ms = 0.0 if self._runs else self.compile_ms
-        self._runs += 1
-        xp = cp if on_device else np
-        if not launches:                             # n == 0 for a ToArray pass
-            return tuple(xp.empty(0, b.dtype) for b in ks.outputs)
-        outs = [cp.empty(size, b.dtype) for b, size in zip(ks.outputs, L.output_sizes(ks, n))]
-        sizes = L.scratch_sizes(ks, n)
-        scratch = {b.name: cp.empty(sizes[b.name], b.dtype) for b in ks.scratch}
-        timed = []
-        for launch in launches:
-            args = L.bind(launch, [v[0] for v in views], [v[1] for v in views], params, n, outs, scratch)
-            start, end = cp.cuda.Event(), cp.cuda.Event()
-            start.record()
-            functions[launch.name]((launch.grid,), (launch.block,), tuple(args))
-            end.record()
-            timed.append((launch, start, end))
-        end.synchronize()
-        for launch, start, end in timed:
-            trace.kernels.append(KernelRun(launch.name, "cuda", (launch.grid,), (launch.block,),
-                                           cache, compile_ms, cp.cuda.get_elapsed_time(start, end)))
-            compile_ms = 0.0                         # the module's compile time is reported once
-        if ks.shape == "reduce":
-            return L.decode_reduce(ks, [o[:1].get()[0] for o in outs])
-        count = int(scratch["total"][:1].get()[0]) if ks.shape == "compact" else n
-        return tuple(o[:count] if on_device else o[:count].get() for o in outs)
+        loop = self._loops.get(device.index)
+        if loop is None:
+            loop = self._loops[device.index] = LaunchLoop(self.ks, CudaRuntime(cp, self.modules.functions(device)))
+        return loop
 
 
 class CudaBackend(GeneratedSourceBackend):
@@ -192,26 +216,5 @@ class CudaBackend(GeneratedSourceBackend):
         self._probe()
         ks = self.kernel_set(p)
         archs = targets(self._device.arch if self._device else None)
-        binaries, origin, compile_ms = self.compile_binaries(p, ks, archs)
+        binaries, origin, compile_ms = cached_binaries(p, ks, archs)
         return CudaPrepared(self, p, ks, binaries, origin, compile_ms)
-
-    def compile_binaries(self, p: Pass, ks: L.KernelSet, archs: Sequence[str]):
-        """({arch: binary}, "disk" or "compiled", compile ms) through the disk cache."""
-        from ..cache import disk_cache, dump_source, make_key
-        compiler = "nvrtc {}.{}".format(*nvrtc_version())
-        binaries, origin, compile_ms = {}, "disk", 0.0
-        for arch in archs:
-            key = make_key(backend=self.name, compiler=compiler, device=arch,
-                           options=options_for(arch, ks.options), source=ks.source)
-            payload = disk_cache.load(key)
-            if payload is None:
-                dump_source(p.name, self.dialect, ks.source)
-                t0 = time.perf_counter()
-                payload = compile_cuda(ks.source, ks.options, arch)
-                ms = (time.perf_counter() - t0) * 1e3
-                disk_cache.store(key, payload, source_suffix=".cu",
-                                 kernel_names=[k.name for k in ks.kernels], compile_ms=ms,
-                                 dtypes=[s.dtype for s in p.program.inputs], extra={"arch": arch})
-                origin, compile_ms = "compiled", compile_ms + ms
-            binaries[arch] = payload
-        return binaries, origin, compile_ms

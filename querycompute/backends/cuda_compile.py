@@ -5,6 +5,8 @@ No device is needed: the target architecture is always passed explicitly. (CuPy'
 without one.) Targets are spelled as NVRTC spells them: "sm_80" gives a CUBIN for that GPU
 generation, "compute_80" gives PTX that the driver can JIT for newer ones. Which arch a
 device gets is `choose_targets` (a pure function); the CUBIN is read whole by cuda_cubin.
+`cached_binaries` goes through the disk kernel cache (DiskCache.obtain, the sequence every
+binary-caching backend shares).
 """
 from __future__ import annotations
 
@@ -121,3 +123,28 @@ def compile_cuda(source: str, options: Sequence[str] = (), arch: str | None = No
         return read_cubin(mod, prog) if kind == "sm" else mod.getPTX(prog)
     finally:
         mod.destroyProgram(prog)
+
+
+def cached_binaries(p, ks, archs: Sequence[str]) -> tuple[dict[str, bytes], str, float]:
+    """({target: CUBIN or PTX}, "disk" or "compiled", compile ms) for kernel set `ks` of pass
+    `p`, one disk-cache entry per target (DiskCache.obtain: load, else compile under the
+    cross-process compile lock and store). Needs no device."""
+    from ..cache import disk_cache, dump_source, make_key
+    compiler = "nvrtc {}.{}".format(*nvrtc_version())
+    names = [k.name for k in ks.kernels]
+    binaries, origin, compile_ms = {}, "disk", 0.0
+    for arch in archs:
+        key = make_key(backend="cuda", compiler=compiler, device=arch,
+                       options=options_for(arch, ks.options), source=ks.source)
+
+        def compile_fn(arch=arch):
+            dump_source(p.name, "cuda", ks.source)
+            payload = compile_cuda(ks.source, ks.options, arch)
+            return payload, payload
+
+        binaries[arch], got, ms = disk_cache.obtain(
+            key, compile_fn, lambda payload: payload, source_suffix=".cu", kernel_names=names,
+            dtypes=[s.dtype for s in p.program.inputs], extra={"arch": arch})
+        if got == "compiled":
+            origin, compile_ms = "compiled", compile_ms + ms
+    return binaries, origin, compile_ms

@@ -1,9 +1,9 @@
-"""Run a codegen KernelSet through the CPU harness exactly as a GPU runtime would.
-
-Shapes come from `codegen.launch.plan` (the planner the CUDA and OpenCL backends use);
-buffers are allocated from `output_sizes` / `scratch_sizes`, arguments bound in
-`KernelSpec.args` order, and the raw results returned in the format of
-querycompute/backends/base.py, so tests compare them with NumPy directly.
+"""Run a codegen KernelSet through the CPU harness exactly as a GPU runtime does: through the
+launch loop the CUDA and OpenCL backends share (querycompute/backends/gpu_launch.py), with
+`HarnessRuntime` as its runtime. So shapes come from `codegen.launch.plan`, buffers from
+`output_sizes` / `scratch_sizes`, arguments are bound in `KernelSpec.args` order, and the
+raw results come back in the format of querycompute/backends/base.py, which tests compare
+with NumPy directly.
 
 Every output and scratch buffer starts filled with 0xFF bytes (NaN / -1 / true): a kernel that
 relies on zeroed memory, or a result slot nobody writes, shows up as a wrong result.
@@ -15,8 +15,9 @@ from typing import Sequence
 import numpy as np
 
 from querycompute._codegen import gpu
-from querycompute._codegen.launch import KernelSet, bind, decode_reduce, output_sizes, plan, scratch_sizes
+from querycompute._codegen.launch import KernelSet
 from querycompute._codegen.program import Pass
+from querycompute.backends.gpu_launch import DeviceRuntime, LaunchLoop
 
 from . import runner
 
@@ -25,11 +26,6 @@ def poisoned(size: int, dtype: str) -> np.ndarray:
     a = np.empty(size, dtype=dtype)
     a.view(np.uint8)[:] = 0xFF
     return a
-
-
-def is_contiguous(inputs: Sequence[np.ndarray]) -> bool:
-    """One decision for all inputs, as the backends make it."""
-    return all(a.strides[0] == a.itemsize or len(a) <= 1 for a in inputs)
 
 
 def module_for(sets: Sequence[KernelSet], simd_width: int = 32) -> runner.Module:
@@ -47,25 +43,52 @@ def run_pass(p: Pass, dialect: str, inputs: Sequence[np.ndarray], params: Sequen
     return run_kernel_set(ks, module_for([ks], simd_width), inputs, params)
 
 
+class HarnessRuntime(DeviceRuntime):
+    """The CPU harness as a GPU runtime under the backends' shared launch loop: buffers are
+    numpy arrays (outputs and scratch poisoned), inputs are read in place with any stride,
+    kernels run on CPU threads with the `schedule` given."""
+
+    def __init__(self, ks: KernelSet, module: runner.Module, schedule: str = "alternate"):
+        self.ks, self.module, self.schedule = ks, module, schedule
+
+    def view(self, x):
+        a = np.asarray(x)
+        return a, (a.strides[0] // a.itemsize if len(a) > 1 else 1)
+
+    def in_place(self, x):
+        return x
+
+    def alloc(self, size: int, dtype: str):
+        return poisoned(size, dtype)
+
+    def upload(self, buf, host) -> None:
+        buf[:] = host
+
+    def kernel(self, spec):
+        kernel = self.module.kernel(spec.name)
+        if self.ks.dialect == "metal" and kernel.info.buffer_indices != tuple(range(len(spec.args))):
+            raise AssertionError(f"{spec.name}: [[buffer(i)]] indices {kernel.info.buffer_indices} "
+                                 f"do not follow KernelSpec.args order")
+        return [kernel, None]
+
+    def set_args(self, kernel, args) -> None:
+        kernel[1] = list(args)
+
+    def set_arg(self, kernel, pos: int, value) -> None:
+        kernel[1][pos] = value
+
+    def launch(self, kernel, grid: int, block: int):
+        kernel[0].launch(grid, block, kernel[1], schedule=self.schedule)
+
+    def read(self, buf, count: int, dtype: str, wait: bool):
+        return buf[:count].copy()
+
+
 def run_kernel_set(ks: KernelSet, module: runner.Module, inputs: Sequence[np.ndarray],
                    params: Sequence = (), schedule: str = "alternate"):
-    """Raw results of the pass for `inputs` (1-D numpy arrays, maybe strided). `schedule` is
-    the harness thread schedule (see runner.Kernel.launch)."""
+    """Raw results of the pass for `inputs` (1-D numpy arrays, maybe strided), run by the
+    backends' launch loop (fresh, so every buffer starts poisoned). `schedule` is the
+    harness thread schedule (see runner.Kernel.launch)."""
     n = len(inputs[0]) if inputs else 0
-    outs = [poisoned(size, b.dtype) for b, size in zip(ks.outputs, output_sizes(ks, n))]
-    sizes = scratch_sizes(ks, n)
-    scratch = {b.name: poisoned(sizes[b.name], b.dtype) for b in ks.scratch}
-    launches = plan(ks, n, is_contiguous(inputs))
-    for launch in launches:
-        kernel = module.kernel(launch.name)
-        if ks.dialect == "metal" and kernel.info.buffer_indices != tuple(range(len(launch.kernel.args))):
-            raise AssertionError(f"{launch.name}: [[buffer(i)]] indices {kernel.info.buffer_indices} "
-                                 f"do not follow KernelSpec.args order")
-        args = bind(launch, inputs, [a.strides[0] // a.itemsize for a in inputs], params, n, outs, scratch)
-        kernel.launch(launch.grid, launch.block, args, schedule=schedule)
-    if ks.shape == "reduce":
-        return decode_reduce(ks, [o[0] for o in outs])
-    if ks.shape == "compact":
-        total = int(scratch["total"][0]) if launches else 0
-        return tuple(o[:total] for o in outs)
-    return tuple(outs)
+    raw, _, _ = LaunchLoop(ks, HarnessRuntime(ks, module, schedule)).run(inputs, params, n)
+    return raw

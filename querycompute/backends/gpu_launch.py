@@ -1,0 +1,266 @@
+"""The one launch loop every GPU runtime runs for a pass, and the interface a runtime implements.
+
+Kernels, buffers and launch shapes come from _codegen.launch (`KernelSet`, `plan`, `bind`);
+a runtime never invents shapes of its own. For one call, `LaunchLoop.run`
+  1. turns each input into what the kernels read (`DeviceRuntime.view`: the array, or the
+     memory span a strided view covers plus its element stride),
+  2. takes the launch plan and the output and scratch buffers for (n, contiguity): the
+     previous call's when those are unchanged; buffers are reused while their size is,
+  3. gives each input a device buffer: read in place when the runtime can (`in_place`),
+     else uploaded into a buffer reused per size,
+  4. binds the arguments of each kernel (all of them only when the call shape, the strides
+     or the parameter bits changed since that kernel was last bound, else just the inputs:
+     binding costs as much as a small kernel on some drivers) and launches the kernels in
+     plan order,
+  5. reads the results back; reduce slots are decoded by launch.decode_reduce.
+The timing token each launch returns becomes milliseconds only when a trace row is asked
+for (`GpuPrepared.trace_rows`).
+
+Runtimes: opencl.OpenCLRuntime, cuda.CudaRuntime and the CPU test harness
+(tests/harness/plans.py), so the harness runs CUDA and Metal kernel sets through this very
+loop. Adding a runtime means one DeviceRuntime subclass and a GpuPrepared that builds the
+loop for it.
+"""
+from __future__ import annotations
+
+import threading
+from typing import Any, Sequence
+
+import numpy as np
+
+from querycompute._codegen import launch as L
+
+from .base import KernelRun, Prepared
+
+
+def strided_span(x: np.ndarray, max_step: float) -> tuple[np.ndarray, int]:
+    """(host array holding the elements a kernel reads, element stride to pass) for a 1-D
+    numpy input: the input when contiguous; for a positive stride of at most `max_step`
+    elements, the memory span it covers (the kernel gathers); else a contiguous copy."""
+    if x.flags.c_contiguous or len(x) <= 1:
+        return np.ascontiguousarray(x), 1
+    item = x.dtype.itemsize
+    step, rem = divmod(x.strides[0], item)
+    if rem == 0 and 0 < step <= max_step:
+        span = np.lib.stride_tricks.as_strided(x, shape=((len(x) - 1) * step + 1,), strides=(item,))
+        return span, step
+    return np.ascontiguousarray(x), 1
+
+
+class DeviceRuntime:
+    """What one GPU runtime, on one device, supplies to the launch loop. Buffers, kernels and
+    timing tokens are the runtime's own objects; the loop only passes them back."""
+
+    def view(self, x) -> tuple[Any, int]:
+        """(array the kernels read through element 0, element stride) for one 1-D input."""
+        raise NotImplementedError
+
+    def in_place(self, x) -> Any | None:
+        """A buffer through which kernels read the non-empty view `x` without a copy, or None
+        (then `x` is uploaded into a buffer of the loop's)."""
+        return None
+
+    def alloc(self, size: int, dtype: str) -> Any:
+        """A device buffer of `size` (maybe 0) elements of `dtype`."""
+        raise NotImplementedError
+
+    def upload(self, buf, host) -> None:
+        """Copy `host` into `buf`; may return early, as long as later launches see the data."""
+        raise NotImplementedError
+
+    def kernel(self, spec: L.KernelSpec) -> Any:
+        """The runtime's object for kernel `spec` (it keeps the arguments bound to it)."""
+        raise NotImplementedError
+
+    def set_args(self, kernel, args: Sequence) -> None:
+        """Bind every argument (values from launch.bind, in KernelSpec.args order)."""
+        raise NotImplementedError
+
+    def set_arg(self, kernel, pos: int, value) -> None:
+        """Rebind argument `pos` only (the others stay as last bound)."""
+        raise NotImplementedError
+
+    def launch(self, kernel, grid: int, block: int) -> Any:
+        """Launch `grid` blocks of `block` threads with the bound arguments, after everything
+        launched before; -> a token for `elapsed_ms`."""
+        raise NotImplementedError
+
+    def read(self, buf, count: int, dtype: str, wait: bool):
+        """A new host array of `buf`'s first `count` (> 0) elements. With wait=False the copy
+        may still be running on return; a later wait=True read finishes it and everything
+        launched before it."""
+        raise NotImplementedError
+
+    def finish(self) -> None:
+        """Wait for everything launched (when no read did)."""
+
+    def keeps_results(self, inputs: Sequence) -> bool:
+        """Whether ToArray results stay on the device for these inputs (see `hand_over`)."""
+        return False
+
+    def hand_over(self, buf, count: int):
+        """`buf`'s first `count` elements as a device array that now belongs to the caller
+        (the loop allocates a new output buffer for the next call)."""
+        raise NotImplementedError
+
+    def elapsed_ms(self, token) -> float:
+        """How long the launch that returned `token` ran (called after the run, lazily)."""
+        return 0.0
+
+
+def _bits_key(values) -> tuple:
+    """Scalars by type and bits, so 0.0 and -0.0 (or two NaN payloads) never look equal."""
+    return tuple((type(v), np.asarray(v).tobytes()) for v in values)
+
+
+class _CallShape:
+    """The launches and the output / scratch buffers for one (n, contiguity)."""
+    __slots__ = ("launches", "out_sizes", "out_bufs", "scratch")
+
+    def __init__(self, launches, out_sizes, out_bufs, scratch):
+        self.launches, self.out_sizes, self.out_bufs, self.scratch = launches, out_sizes, out_bufs, scratch
+
+
+class LaunchLoop:
+    """One KernelSet on one runtime: the buffers, call shape and bound arguments it keeps
+    between calls. Not thread-safe: its owner runs one call at a time (GpuPrepared's lock)."""
+
+    def __init__(self, ks: L.KernelSet, rt: DeviceRuntime):
+        self.ks, self.rt = ks, rt
+        self.kernels = {k.name: rt.kernel(k) for k in ks.kernels}
+        # (argument position, input number) of each kernel's inputs: rebound on every call,
+        # because inputs read in place are new buffers every call
+        self._input_pos = {k.name: tuple((j, a.index) for j, a in enumerate(k.args) if a.kind == "input")
+                           for k in ks.kernels}
+        self._bound: dict[str, tuple] = {}            # kernel -> (call shape, strides, params) last bound
+        self._buffers: dict[str, tuple] = {}          # role -> (size, dtype, buffer)
+        self._shape: tuple[tuple, _CallShape] | None = None
+        self._total = next((b.dtype for b in ks.scratch if b.name == "total"), "int64")
+
+    def buffer(self, role: str, size: int, dtype) -> Any:
+        """The buffer kept for `role`, allocated anew when its size or dtype changed."""
+        have = self._buffers.get(role)
+        if have is None or have[0] != size or have[1] != dtype:
+            have = self._buffers[role] = (size, dtype, self.rt.alloc(size, dtype))
+        return have[2]
+
+    def input_buffer(self, k: int, host) -> Any:
+        """The buffer input k is read through: `host` in place when the runtime can, else a
+        copy of it in a buffer reused per size."""
+        size = len(host)
+        if size:
+            buf = self.rt.in_place(host)
+            if buf is not None:
+                return buf
+        buf = self.buffer(f"in{k}", size, host.dtype)
+        if size:
+            self.rt.upload(buf, host)
+        return buf
+
+    def call_shape(self, n: int, contiguous: bool) -> _CallShape:
+        key = (n, contiguous)
+        if self._shape is None or self._shape[0] != key:
+            ks = self.ks
+            out_sizes = L.output_sizes(ks, n)
+            out_bufs = [self.buffer(f"out{k}", size, b.dtype)
+                        for k, (b, size) in enumerate(zip(ks.outputs, out_sizes))]
+            sizes = L.scratch_sizes(ks, n)
+            scratch = {b.name: self.buffer(f"scratch:{b.name}", sizes[b.name], b.dtype) for b in ks.scratch}
+            self._shape = (key, _CallShape(L.plan(ks, n, contiguous), out_sizes, out_bufs, scratch))
+        return self._shape[1]
+
+    def run(self, inputs: Sequence[Any], params: Sequence[Any], n: int) -> tuple:
+        """-> (raw results as backends/base.py describes them, the launches, their tokens)."""
+        rt = self.rt
+        views = [rt.view(x) for x in inputs]
+        strides = tuple(step for _, step in views)
+        shape = self.call_shape(n, all(step == 1 for step in strides))
+        launches = shape.launches
+        if not launches:                  # n == 0 for a ToArray pass: nothing to launch
+            return self._empty(inputs), (), ()
+        in_bufs = [self.input_buffer(k, host) for k, (host, _) in enumerate(views)]
+        key = (shape, strides, _bits_key(params))
+        bound, tokens = self._bound, []
+        for launch in launches:
+            name = launch.kernel.name
+            kernel = self.kernels[name]
+            if bound.get(name) != key:
+                rt.set_args(kernel, L.bind(launch, in_bufs, strides, params, n, shape.out_bufs, shape.scratch))
+                bound[name] = key
+            else:
+                for pos, k in self._input_pos[name]:
+                    rt.set_arg(kernel, pos, in_bufs[k])
+            tokens.append(rt.launch(kernel, launch.grid, launch.block))
+        return self._results(shape, inputs), launches, tokens
+
+    def _empty(self, inputs) -> tuple:
+        outs = self.ks.outputs
+        if self.rt.keeps_results(inputs):
+            return tuple(self.rt.hand_over(self.rt.alloc(0, b.dtype), 0) for b in outs)
+        return tuple(np.empty(0, b.dtype) for b in outs)
+
+    def _results(self, shape: _CallShape, inputs) -> Any:
+        """Read the results back. The last read waits, so every kernel (and every read of an
+        input in place) has finished when this returns, unless results stay on the device."""
+        ks, rt = self.ks, self.rt
+        specs, bufs = ks.outputs, shape.out_bufs
+        if ks.shape == "reduce":
+            last = len(bufs) - 1
+            slots = [rt.read(buf, 1, b.dtype, k == last)[0] for k, (b, buf) in enumerate(zip(specs, bufs))]
+            if not slots:
+                rt.finish()
+            return L.decode_reduce(ks, slots)
+        count = shape.out_sizes[0] if shape.out_sizes else 0
+        if ks.shape == "compact":
+            count = int(rt.read(shape.scratch["total"], 1, self._total, True)[0])
+        if rt.keeps_results(inputs):
+            outs = tuple(rt.hand_over(buf, count) for buf in bufs)
+            self._give_away_outputs()
+            return outs
+        if not count or not bufs:
+            if ks.shape != "compact":     # nothing read that waits for the kernels
+                rt.finish()
+            return tuple(np.empty(0, b.dtype) for b in specs)
+        last = len(bufs) - 1
+        return tuple(rt.read(buf, count, b.dtype, k == last) for k, (b, buf) in enumerate(zip(specs, bufs)))
+
+    def _give_away_outputs(self) -> None:
+        """The output buffers now belong to the caller: the next call allocates new ones (and
+        so rebinds every kernel: its call shape is new)."""
+        for k in range(len(self.ks.outputs)):
+            self._buffers.pop(f"out{k}", None)
+        self._shape = None
+
+
+class GpuPrepared(Prepared):
+    """A compiled KernelSet run by the launch loop: one run at a time (the loop's buffers
+    are shared), trace rows made from the launch tokens only when asked for.
+    A subclass sets `dialect` and provides `loop()`, the loop of the device to run on."""
+    dialect = "?"
+
+    def __init__(self, ks: L.KernelSet, origin: str, compile_ms: float):
+        self.ks, self.origin, self.compile_ms = ks, origin, compile_ms
+        self._lock = threading.Lock()
+        self._runs = 0
+
+    def loop(self) -> LaunchLoop:
+        raise NotImplementedError
+
+    def run_quick(self, inputs: Sequence[Any], params: Sequence[Any], n: int) -> tuple:
+        with self._lock:
+            loop = self.loop()
+            first = not self._runs
+            self._runs += 1
+            raw, launches, tokens = loop.run(inputs, params, n)
+        if first:
+            return raw, (loop, launches, tokens, self.origin, self.compile_ms)
+        return raw, (loop, launches, tokens, "memory", 0.0)
+
+    def trace_rows(self, row: tuple) -> list[KernelRun]:
+        loop, launches, tokens, cache, compile_ms = row
+        rows = []
+        for launch, token in zip(launches, tokens):
+            rows.append(KernelRun(launch.name, self.dialect, (launch.grid,), (launch.block,), cache,
+                                  compile_ms, loop.rt.elapsed_ms(token)))
+            compile_ms = 0.0                  # the program's build time is reported once
+        return rows
