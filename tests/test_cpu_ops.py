@@ -11,7 +11,6 @@ import pytest
 from querycompute._codegen import dtypes as D
 from querycompute._codegen import expr as E
 from querycompute._codegen.program import ElementProgram, InputSpec, Let, ParamSpec, Pass, ToArray
-from querycompute.backends.base import Trace
 from querycompute.backends.cpu import CpuBackend
 
 BACKEND = CpuBackend()
@@ -20,7 +19,7 @@ BACKEND = CpuBackend()
 def run(prog: ElementProgram, inputs, n=None, params=()):
     p = Pass(prog, ToArray(), "t")
     n = len(inputs[0]) if n is None else n
-    return BACKEND.prepare(p).run(inputs, params, n, Trace())
+    return BACKEND.prepare(p).run_quick(inputs, params, n)[0]
 
 
 def edge_values(d: str) -> np.ndarray:

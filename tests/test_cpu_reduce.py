@@ -7,7 +7,6 @@ import pytest
 from querycompute._codegen import expr as E
 from querycompute._codegen.dialects.numba_py import CHUNK
 from querycompute._codegen.program import Agg, ElementProgram, Filter, InputSpec, Let, Pass, Reduce, ToArray
-from querycompute.backends.base import Trace
 from querycompute.backends.cpu import SERIAL_MAX, CpuBackend
 from querycompute.errors import CompileError
 
@@ -53,7 +52,7 @@ def test_every_agg_in_one_pass_matches_numpy(n):
     x = (np.random.default_rng(n).random(n, dtype=np.float32) * 2000).astype(np.float32)
     x[::97] = np.float32(600.0)       # some exact values to hit the filter edge
     prog = w1_program()
-    got = prepared(prog, all_aggs(prog, "float32")).run([x], [], n, Trace())
+    got = prepared(prog, all_aggs(prog, "float32")).run_quick([x], [], n)[0]
     kept = w1_numpy(x)
     exact = np.sum(kept.astype(np.float64))
     assert isinstance(got[0], np.float32)
@@ -73,17 +72,17 @@ def test_min_max_propagate_nan_and_sum_is_deterministic():
     x = (np.random.default_rng(3).random(BIG, dtype=np.float32) * 2000)
     prog = w1_program()
     p = prepared(prog, all_aggs(prog, "float32"))
-    first = p.run([x], [], BIG, Trace())
-    again = p.run([x], [], BIG, Trace())
+    first = p.run_quick([x], [], BIG)[0]
+    again = p.run_quick([x], [], BIG)[0]
     assert np.float32(first[0]).tobytes() == np.float32(again[0]).tobytes()
     x[CHUNK + 5] = np.nan
     x[1] = np.nan                      # NaN * 2 > 1000 is false: filtered out, no effect
-    nan_free = p.run([x], [], BIG, Trace())
+    nan_free = p.run_quick([x], [], BIG)[0]
     assert not np.isnan(nan_free[2])
     nofilter = ElementProgram((InputSpec("x", "float32"),), (), (), (X32,))
     agg = Reduce((Agg("min", (X32,), "float32"), Agg("max", (X32,), "float32"),
                   Agg("sum", (X32,), "float32")))
-    got = prepared(nofilter, agg).run([x], [], BIG, Trace())
+    got = prepared(nofilter, agg).run_quick([x], [], BIG)[0]
     assert np.isnan(got[0]) and np.isnan(got[1]) and np.isnan(got[2])
 
 
@@ -102,7 +101,7 @@ def test_sum_min_max_over_integer_and_other_float_dtypes(d):
     val = E.Cast(X, acc) if acc != d else X
     prog = ElementProgram((InputSpec("x", d),), (), (), (X,))
     got = prepared(prog, Reduce((Agg("sum", (val,), acc), Agg("min", (X,), d),
-                                 Agg("max", (X,), d)))).run([x], [], x.size, Trace())
+                                 Agg("max", (X,), d)))).run_quick([x], [], x.size)[0]
     assert got[1] == x.min() and got[2] == x.max() and type(got[1]) is np.dtype(d).type
     if d.startswith("float"):
         assert got[0] == pytest.approx(float(np.sum(x, dtype=np.float64)), rel=1e-4, abs=1e-2)
@@ -123,8 +122,8 @@ def test_fold_combines_chunks_in_source_order():
     prog = ElementProgram((InputSpec("x", "int64"),), (), (), (X,))
     fold = Agg("fold", (X,), "int64", combine=keep_first, seed=E.Const(-1, "int64"))
     p = prepared(prog, Reduce((fold,)))
-    assert p.run([x], [], n, Trace()) == [20]
-    assert p.run([x[:CHUNK]], [], CHUNK, Trace()) == [-1]
+    assert p.run_quick([x], [], n)[0] == [20]
+    assert p.run_quick([x[:CHUNK]], [], CHUNK)[0] == [-1]
 
 
 def test_params_may_arrive_as_python_numbers_and_inputs_read_only():
@@ -135,7 +134,7 @@ def test_params_may_arrive_as_python_numbers_and_inputs_read_only():
     k = E.Param("k", "float32")
     prog = ElementProgram((InputSpec("x", "float32"),), (ParamSpec("k", "float32"),), (),
                           (E.Binary("mul", X32, k, "float32"),))
-    (got,) = prepared(prog, ToArray()).run([x], [0.1], x.size, Trace())
+    (got,) = prepared(prog, ToArray()).run_quick([x], [0.1], x.size)[0]
     np.testing.assert_array_equal(got, x * np.float32(0.1))
 
 
@@ -147,15 +146,15 @@ def test_first_only_pass_stops_per_chunk_and_finds_smallest_index():
     prog = ElementProgram((InputSpec("x", "int32"),), (),
                           (Filter(E.Compare("eq", X, E.Const(7, "int32"))),), (X,))
     p = prepared(prog, Reduce((Agg("first", (X, E.Index()), "int64"),)))
-    assert p.run([x], [], n, Trace()) == [(9 + CHUNK, (np.int32(7), np.int64(9 + CHUNK)))]
-    assert p.run([np.zeros(n, np.int32)], [], n, Trace()) == [(-1, ())]
+    assert p.run_quick([x], [], n)[0] == [(9 + CHUNK, (np.int32(7), np.int64(9 + CHUNK)))]
+    assert p.run_quick([np.zeros(n, np.int32)], [], n)[0] == [(-1, ())]
 
 
 @pytest.mark.parametrize("n", [0, 7, 1000, BIG])
 def test_filtered_to_array_keeps_source_order(n):
     x = np.random.default_rng(n).random(n, dtype=np.float32) * 2000
     prog = w1_program()
-    (got,) = prepared(prog, ToArray()).run([x], [], n, Trace())
+    (got,) = prepared(prog, ToArray()).run_quick([x], [], n)[0]
     np.testing.assert_array_equal(got, w1_numpy(x))
     assert got.dtype == np.float32
 
@@ -166,7 +165,7 @@ def test_dense_to_array_with_strided_inputs_and_two_outputs():
     A, B = E.Load(0, "float64"), E.Load(1, "float64")
     prog = ElementProgram((InputSpec("a", "float64"), InputSpec("b", "float64")), (), (),
                           (E.Binary("sub", A, B, "float64"), E.Cast(A, "int16")))
-    got = prepared(prog, ToArray()).run([a, b], [], BIG, Trace())
+    got = prepared(prog, ToArray()).run_quick([a, b], [], BIG)[0]
     np.testing.assert_array_equal(got[0], a - b)
     np.testing.assert_array_equal(got[1], a.astype(np.int16))
 
@@ -177,7 +176,7 @@ def test_float16_inputs_and_outputs_through_compaction():
     prog = ElementProgram((InputSpec("x", "float16"),), (),
                           (Filter(E.Compare("gt", X, E.Const(0.0, "float16"))),),
                           (E.Binary("mul", X, E.Const(3.0, "float16"), "float16"),))
-    (got,) = prepared(prog, ToArray()).run([x], [], x.size, Trace())
+    (got,) = prepared(prog, ToArray()).run_quick([x], [], x.size)[0]
     assert got.dtype == np.float16
     np.testing.assert_array_equal(got, x[x > 0] * np.float16(3))
 
@@ -187,7 +186,7 @@ def test_index_only_pass_without_inputs():
     i = E.Index()
     prog = ElementProgram((), (), (Filter(E.Compare("eq", E.Binary(
         "mod", i, E.Const(3, "int64"), "int64"), E.Const(0, "int64"))),), (i,))
-    (got,) = prepared(prog, ToArray()).run([], [], 100, Trace())
+    (got,) = prepared(prog, ToArray()).run_quick([], [], 100)[0]
     np.testing.assert_array_equal(got, np.arange(0, 100, 3))
 
 
@@ -195,14 +194,12 @@ def test_trace_cache_and_launch_shape():
     prog = w1_program()
     p = Pass(prog, Reduce((Agg("count", (), "int64"),)), "traced")
     first = BACKEND.prepare(p)
-    t = Trace()
-    first.run([np.ones(10, np.float32)], [], 10, t)
-    assert first.compile_ms > 0 and t.kernels[0].cache == "compiled"
-    assert t.kernels[0].dialect == "numba" and t.kernels[0].name == "traced_serial"
+    rows = first.trace_rows(first.run_quick([np.ones(10, np.float32)], [], 10)[1])
+    assert first.compile_ms > 0 and rows[0].cache == "compiled"
+    assert rows[0].dialect == "numba" and rows[0].name == "traced_serial"
     again = BACKEND.prepare(p)                 # the memory dict keyed by the Pass
-    t2 = Trace()
-    again.run([np.ones(10, np.float32)], [], 10, t2)
-    assert t2.kernels[0].cache == "memory" and again.compile_ms == 0.0
+    rows2 = again.trace_rows(again.run_quick([np.ones(10, np.float32)], [], 10)[1])
+    assert rows2[0].cache == "memory" and again.compile_ms == 0.0
     shape = BACKEND.launch_shape(p, SERIAL_MAX)
     assert shape[0]["name"] == "traced_parallel" and shape[0]["block"] == (CHUNK,)
     assert "def traced_element" in BACKEND.source(p)

@@ -127,10 +127,9 @@ def test_prepare_compiles_without_a_device_and_caches_on_disk(private_cache):
 
 @pytest.mark.skipif(HAS_DEVICE, reason="checks the no-device error")
 def test_running_without_a_device_raises_backend_unavailable(private_cache):
-    from querycompute.backends.base import Trace
     prepared = cuda_mod.CudaBackend().prepare(passes("int32")["map"])
     with pytest.raises(BackendUnavailableError, match="can't run here"):
-        prepared.run([np.arange(4, dtype=np.int32)], [], 4, Trace())
+        prepared.run_quick([np.arange(4, dtype=np.int32)], [], 4)[0]
 
 
 def test_source_and_launch_shape_need_no_device():
@@ -155,19 +154,17 @@ def test_scalar_arguments_follow_the_printers_declarations():
 @pytest.mark.parametrize("d", ["int32", "float32", "float64", "uint8"])
 def test_runs_on_the_device_like_numpy(kind, d):
     from harness.passes import data
-    from querycompute.backends.base import Trace
     prepared = cuda_mod.CudaBackend().prepare(passes(d)[kind])
     for n in (0, 1, 33, 1000, 65537):
         x = data(d, n, seed=n)
-        assert_same(kind, d, prepared.run([x], [], n, Trace()), expected(kind, d, x))
+        assert_same(kind, d, prepared.run_quick([x], [], n)[0], expected(kind, d, x))
 
 
 @pytest.mark.gpu
 @gpu_only
 def test_cupy_inputs_stay_on_the_device():
     import cupy as cp
-    from querycompute.backends.base import Trace
     x = cp.arange(1000, dtype=cp.float32)
-    got = cuda_mod.CudaBackend().prepare(passes("float32")["map"]).run([x], [], 1000, Trace())
+    got = cuda_mod.CudaBackend().prepare(passes("float32")["map"]).run_quick([x], [], 1000)[0]
     assert all(isinstance(g, cp.ndarray) for g in got)
     np.testing.assert_array_equal(got[0].get(), x.get() * 3 + 1)

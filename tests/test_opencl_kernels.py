@@ -8,7 +8,6 @@ import pytest
 from querycompute._codegen import dtypes as D
 from querycompute._codegen import expr as E
 from querycompute._codegen import program as P
-from querycompute.backends.base import Trace
 
 import gpu_passes as G
 
@@ -23,7 +22,7 @@ def run(ocl, p: P.Pass, inputs, params=(), n=None):
     if p not in _prepared:
         _prepared[p] = ocl.prepare(p)
     n = len(inputs[0]) if n is None else n
-    return _prepared[p].run(list(inputs), list(params), n, Trace())
+    return _prepared[p].run_quick(list(inputs), list(params), n)[0]
 
 
 def sample(dtype: str, n: int, seed: int) -> np.ndarray:
@@ -220,14 +219,13 @@ def test_empty_reduction_gives_identities(ocl):
 def test_trace_records_each_kernel_and_reuse(ocl):
     p = P.Pass(G.filter_program("float32"), P.ToArray(), "qc_trace_float32")
     prepared = ocl.prepare(p)
-    first, second = Trace(), Trace()
     x = sample("float32", 5000, 3)
-    prepared.run([x], [np.float32(0)], len(x), first)
-    prepared.run([x], [np.float32(0)], len(x), second)
-    names = [k.name for k in first.kernels]
+    first = prepared.trace_rows(prepared.run_quick([x], [np.float32(0)], len(x))[1])
+    second = prepared.trace_rows(prepared.run_quick([x], [np.float32(0)], len(x))[1])
+    names = [k.name for k in first]
     assert names == ["qc_trace_float32_compact_count", "qc_trace_float32_compact_scan",
                      "qc_trace_float32_compact_scatter"]
-    assert first.kernels[0].cache == "compiled" and first.kernels[0].compile_ms > 0
-    assert all(k.cache == "memory" and k.compile_ms == 0 for k in second.kernels)
+    assert first[0].cache == "compiled" and first[0].compile_ms > 0
+    assert all(k.cache == "memory" and k.compile_ms == 0 for k in second)
     # outputs include the int64 index: 16 / 8 = 2 elements per thread, 512 per block
-    assert first.kernels[0].grid == (10,) and first.kernels[1].grid == (1,) and first.kernels[0].block == (256,)
+    assert first[0].grid == (10,) and first[1].grid == (1,) and first[0].block == (256,)

@@ -4,7 +4,7 @@ A backend receives one fused `codegen.program.Pass` plus its run-time arguments 
 raw results; the query layer turns raw results into the user's values (empty rules, mean,
 result dtypes) in one place, so every backend shares them.
 
-Raw results a backend returns from `run`:
+Raw results a backend returns from `Prepared.run_quick`:
   ToArray -> tuple of 1-D numpy arrays (cupy for device-resident inputs), one per program
              output, each of the output's dtype, holding the surviving elements in order.
   Reduce  -> list with one entry per Agg, in order:
@@ -69,32 +69,23 @@ class Trace:
 
 class Prepared:
     """A compiled pass, ready to launch. The query layer keeps these in its memory cache keyed
-    by a cheap signature, so a warm call is a dict lookup and then `run`."""
+    by a cheap signature, so a warm call is a dict lookup and then `run_quick`."""
     origin: str = "compiled"        # where the binary came from: "compiled", "disk" or "memory"
     compile_ms: float = 0.0
 
-    # A backend overrides either `run` (numpy, cuda) or the pair `run_quick` + `trace_rows`
-    # (cpu, opencl: their per-call bookkeeping is worth deferring); each default is written
-    # in terms of the other.
-    def run(self, inputs: Sequence[Any], params: Sequence[Any], n: int, trace: Trace) -> Any:
-        """Execute. `inputs` follow p.program.inputs (1-D arrays, maybe strided); `params`
-        follow p.program.params (numpy scalars of the param dtypes); n is the sequence length.
-        Append one KernelRun per launched kernel to `trace.kernels` (cache="memory" when this
-        Prepared was reused, else its origin) and return the raw results described above."""
-        raw, row = self.run_quick(inputs, params, n)
-        trace.kernels.extend(self.trace_rows(row))
-        return raw
-
+    # The one run protocol: `run_quick` runs and returns what it needs to describe the run
+    # later; `trace_rows` makes the trace rows from that, only when qc.last_trace() asks
+    # (per-call bookkeeping such as reading kernel profiling times is worth deferring).
     def run_quick(self, inputs: Sequence[Any], params: Sequence[Any], n: int) -> tuple:
-        """`run` for the query layer's warm path: (raw results, row), where `trace_rows(row)`
-        makes the KernelRun rows later, only if qc.last_trace() asks."""
-        trace = Trace()
-        raw = self.run(inputs, params, n, trace)
-        return raw, trace.kernels
+        """Execute -> (raw results described above, row). `inputs` follow p.program.inputs
+        (1-D arrays, maybe strided); `params` follow p.program.params (numpy scalars of the
+        param dtypes); n is the sequence length."""
+        raise NotImplementedError
 
-    def trace_rows(self, row) -> list:
-        """The KernelRun rows of a run_quick `row` (by default the rows themselves)."""
-        return row
+    def trace_rows(self, row) -> list[KernelRun]:
+        """One KernelRun per kernel the run that returned `row` launched (cache="memory" when
+        this Prepared had run before, else its origin)."""
+        raise NotImplementedError
 
 
 class Backend:

@@ -15,7 +15,7 @@ import numpy as np
 from querycompute._codegen import expr as E
 from querycompute._codegen.program import Filter, Let, Pass, Reduce
 
-from .base import Backend, KernelRun, Prepared, Trace, now_ms
+from .base import Backend, KernelRun, Prepared, now_ms
 from .numpy_reduce import reduce_windows
 
 _BINARY = {
@@ -134,7 +134,8 @@ class _NumpyPrepared(Prepared):
                 keep = m.copy() if keep is None else keep & m
         return ev, keep
 
-    def run(self, inputs: Sequence[Any], params: Sequence[Any], n: int, trace: Trace):
+    def run_quick(self, inputs: Sequence[Any], params: Sequence[Any], n: int) -> tuple:
+        """(raw results, run ms)."""
         t0 = now_ms()
         prog = self.p.program
         inputs = [np.asarray(a) for a in inputs]
@@ -145,8 +146,10 @@ class _NumpyPrepared(Prepared):
                 ev, keep = self._body(inputs, params, 0, n)
                 out = tuple(np.array(ev.full(e) if keep is None else ev.full(e)[keep])
                             for e in prog.outputs)
-        trace.kernels.append(KernelRun(self.p.name, "numpy", cache="interpreted", run_ms=now_ms() - t0))
-        return out
+        return out, now_ms() - t0
+
+    def trace_rows(self, run_ms: float) -> list[KernelRun]:
+        return [KernelRun(self.p.name, "numpy", cache="interpreted", run_ms=run_ms)]
 
 
 class NumpyBackend(Backend):
