@@ -22,8 +22,8 @@ import time
 
 import numpy as np
 
+from . import after_fork, tiers
 from . import terminals as T
-from . import tiers
 from .backends import registry
 from .backends.base import Trace
 from .cache import disk_cache
@@ -57,6 +57,36 @@ class _LastCall(threading.local):
 
 
 _last = _LastCall()
+
+
+class _Forked:
+    """Stands in for a GPU backend's compiled pass in a forked child (after_fork.py): its
+    driver's threads did not survive the fork, so launching would hang; this raises instead
+    (`auto` then falls back to cpu, with a warning and the trace saying so)."""
+    def __init__(self, backend: str):
+        self.backend = backend
+
+    def run_quick(self, inputs, params, n):
+        raise BackendUnavailableError(registry.availability(self.backend)[1])
+
+
+def _after_fork() -> None:
+    """In a forked child: GPU entries can't launch; compiles that were in flight in the
+    parent's background thread never finish here (their entries stay on the numpy tier and
+    leave the memo, so the next new Query compiles again); locks start afresh."""
+    _memo.after_fork()
+    _compiling.after_fork()
+    for key, entry in _memo.items():
+        compiled = getattr(entry, "compiled", entry)
+        if compiled.backend in registry.NOT_FORK_SAFE and not registry.availability(compiled.backend)[0]:
+            compiled.prepared, compiled.pending = _Forked(compiled.backend), None
+            _memo.discard(key)
+        elif compiled.pending is not None and not compiled.pending.ready:
+            compiled.pending = None
+            _memo.discard(key)
+
+
+after_fork.register(_after_fork)
 
 
 def run(q, term: Terminal, fns=None, tiered: bool | None = None, keep_hot: bool = False):

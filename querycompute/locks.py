@@ -43,6 +43,12 @@ class KeyedLocks:
                 if entry[1] == 0:
                     del self._locks[key]
 
+    def after_fork(self) -> None:
+        """In a forked child only the forking thread exists: locks other threads held or
+        waited for would stay held for ever; start with none."""
+        self._guard = threading.Lock()
+        self._locks = {}
+
     def __len__(self) -> int:
         """Keys with a holder or waiter now (for tests)."""
         with self._guard:

@@ -66,6 +66,19 @@ class Memo:
             self.size = size
             self._evict()
 
+    def after_fork(self) -> None:
+        """In a forked child: a lock another parent thread held stays held; start afresh."""
+        self._lock = threading.Lock()
+
+    def items(self) -> list:
+        """A snapshot of (key, value) pairs."""
+        with self._lock:
+            return list(self._entries.items())
+
+    def discard(self, key: Hashable) -> None:
+        with self._lock:
+            self._entries.pop(key, None)
+
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()

@@ -22,6 +22,7 @@ import numpy as np
 from querycompute._codegen.dialects import numba_py
 from querycompute._codegen.program import Pass, Reduce
 
+from .. import after_fork
 from ..cache import disk_cache, dump_source
 from ..errors import CompileError
 from ..locks import KeyedLocks
@@ -32,6 +33,21 @@ from .cpu_module import cache_key, module_source, numba_options
 # numba's fallback "workqueue" threading layer aborts when two Python threads launch
 # parallel kernels at once; serialising parallel launches costs ~0.1 us and is always safe.
 _PARALLEL_LOCK = threading.Lock()
+# Whether the parallel entry points may run in this process: not in a child forked after the
+# parent started numba's thread pool (GNU OpenMP aborts the child: after_fork.py). The serial
+# entry points compute the same chunks in the same order, so results keep their bits.
+_parallel = {"allowed": True, "started": False}
+
+
+def _after_fork() -> None:
+    global _PARALLEL_LOCK
+    if _parallel["started"]:
+        _parallel["allowed"] = False
+    _PARALLEL_LOCK = threading.Lock()
+    _loading.after_fork()
+
+
+after_fork.register(_after_fork)
 
 _clock = time.perf_counter
 _CHUNK, _BLOCK = numba_py.CHUNK, (numba_py.CHUNK,)      # a trace row's grid and block
@@ -146,10 +162,11 @@ class CpuPrepared(Prepared):
         if params and tuple(map(type, params)) != self._param_types:
             # a Python number would make numba compile a float64/int64 variant
             params = [pt(v) for pt, v in zip(self._param_types, params)]
-        launch = self._launches[n >= SERIAL_MAX]
+        launch = self._launches[n >= SERIAL_MAX and _parallel["allowed"]]
         convs = self._convs
         if launch.parallel:
             with _PARALLEL_LOCK:
+                _parallel["started"] = True
                 raw = launch.call(n, inputs, params)
         elif convs is not None:   # the common small reduce, without the extra call level
             raw = launch.entry(n, *inputs, *params)

@@ -119,6 +119,11 @@ class OpenCLBackend(GeneratedSourceBackend):
         return self._dev
 
     @property
+    def initialised(self) -> bool:
+        """Whether this process opened the device (then a forked child must not use it)."""
+        return self._dev is not None
+
+    @property
     def is_gpu(self) -> bool:
         dev = self._device()
         return bool(dev and dev.is_gpu)

@@ -9,6 +9,7 @@ import importlib
 import os
 import warnings
 
+from .. import after_fork
 from ..errors import BackendUnavailableError, QueryError
 from .base import Backend
 
@@ -22,6 +23,24 @@ _MODULES = {
 }
 _instances: dict[str, Backend] = {}
 _broken: dict[str, str] = {}       # backends that failed at run time in this process: why
+
+# Backends whose driver runs threads of its own: once initialised, they can't be used in a
+# process forked afterwards (after_fork.py).
+NOT_FORK_SAFE = ("cuda", "opencl")
+
+
+def _after_fork() -> None:
+    for name in NOT_FORK_SAFE:
+        b = _instances.get(name)
+        if b is not None and getattr(b, "initialised", True) and name not in _broken:
+            _broken[name] = (f"{name} was initialised in the parent before this process was "
+                             f"forked, and its driver's threads do not survive fork(); use the "
+                             f"'spawn' start method (multiprocessing.set_start_method('spawn')) "
+                             f"or first use {name} in the child")
+    _auto.clear()
+
+
+after_fork.register(_after_fork)
 
 
 def get(name: str) -> Backend:
@@ -38,7 +57,7 @@ def get(name: str) -> Backend:
 
 def availability(name: str) -> tuple[bool, str]:
     if name in _broken:
-        return False, f"failed earlier in this process: {_broken[name]}"
+        return False, f"unusable in this process: {_broken[name]}"
     try:
         return get(name).availability()
     except ImportError as exc:  # the backend module itself needs a missing package

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from .. import after_fork
 from . import inventory
 from .inventory import CacheEntry, Removal
 from .store import DiskCache
@@ -12,6 +13,7 @@ from .store import DiskCache
 # The one store every backend in this process uses; configured from the environment
 # (QUERYCOMPUTE_CACHE_DIR, QUERYCOMPUTE_CACHE) on first use.
 disk_cache = DiskCache()
+after_fork.register(disk_cache.after_fork)
 
 
 @dataclass(frozen=True)

@@ -92,6 +92,10 @@ class DiskCache(ModuleEntries):
         self._private_dir: Path | None = None
 
     # ----- configuration ---------------------------------------------------------------
+    def after_fork(self) -> None:
+        """In a forked child: a lock another parent thread held stays held; start afresh."""
+        self._lock = threading.Lock()
+
     @property
     def query_hint(self) -> str:
         """The chain text that the compile running in this thread is for (set by the engine
