@@ -27,9 +27,16 @@ class Lowered:
     shape: str             # element shape for to_array: "scalar" | "tuple" | "record"
     fields: tuple          # record field names / tuple arity placeholder
     finishes: tuple        # per terminal spec: terminals.Finish
-    steps: tuple = ()      # per chain operator: (kind, element bytes after it), for explain()
+    steps: tuple = ()      # per chain operator: (kind, element bytes, element type after it)
     limits: tuple = ()     # per program param: (lo, hi, dtype) it must fit when it is a
                            # Python int (NumPy 2 raises OverflowError there), or None
+
+    @property
+    def stages(self) -> tuple:
+        """The stage plan: (stage op, Pass) per stage, in order. Every chain of selects and
+        wheres fuses with its terminal into one stage today; pipeline breakers (sort, scan,
+        group_by, join) will end a stage and start the next."""
+        return ((self.pass_.stage_op, self.pass_),)
 
 
 def _all_exprs(p: Pass):
@@ -121,6 +128,15 @@ def leaves(v) -> tuple[str, tuple, tuple]:
     return "record", tuple(k for k, _ in v.fields), tuple(i for _, i in v.fields)
 
 
+def element_type(v) -> str:
+    """An element value's type as text: float32, (float32, int64), {price: float32, ...}."""
+    if isinstance(v, Scalar):
+        return v.expr.dtype
+    if isinstance(v, TupleVal):
+        return "(" + ", ".join(element_type(i) for i in v.items) + ")"
+    return "{" + ", ".join(f"{k}: {element_type(i)}" for k, i in v.fields) + "}"
+
+
 def _bytes(v) -> int:
     """Bytes an element value would take in memory."""
     if isinstance(v, Scalar):
@@ -179,7 +195,7 @@ class Lowering:
                 element = self.b.bind(self.apply(slot, element))
             else:
                 self.b.body.append(Filter(_truthy(_scalar(self.apply(slot, element), src, "where predicate"))))
-            self.steps.append((kind, _bytes(element)))
+            self.steps.append((kind, _bytes(element), element_type(element)))
         return element
 
     def program(self, inputs, outputs) -> ElementProgram:

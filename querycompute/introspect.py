@@ -48,6 +48,11 @@ def source(q, backend: str, terminal: Any) -> str:
         return registry.get(backend).source(lowered.pass_)
 
 
+_OP_TEXT = {"map": "elementwise: every element computed and stored",
+            "compact": "order-preserving compaction: flags, scan, scatter",
+            "reduce": "two-stage reduction: one partial per block, then a finalize kernel"}
+
+
 def _element_bytes(dtypes) -> int:
     return sum(np.dtype(d).itemsize for d in dtypes)
 
@@ -66,11 +71,14 @@ def explain(q, backend: str | None, terminal: Any) -> str:
                          for f, c in zip(src.fields or [""] * len(cols), cols))
         out.append(f"  source: {src.kind}({desc}), n={n}")
     for i, op in enumerate(q._ops):
-        out.append(f"  {i + 1}. {op.kind:<6} {infos[i][0].text}")
+        out.append(f"  {i + 1}. {op.kind:<6} {infos[i][0].text}  -> {lowered.steps[i][2]}")
     fn_texts = [infos[len(q._ops) + j][0].text for j in range(len(term.fns))]
     out.append(f"  terminal: {term.name}" + (f" ({'; '.join(fn_texts)})" if fn_texts else ""))
-    out.append("fused plan: 1 pass (every select/where and the terminal in one kernel"
-               + (", plus a finalize stage" if isinstance(p.terminal, Reduce) else "") + ")")
+    stages = lowered.stages
+    out.append(f"fused plan: {len(stages)} stage{'s' if len(stages) > 1 else ''} "
+               f"(every select/where and the terminal fused into one pass each)")
+    for i, (op, stage_pass) in enumerate(stages, 1):
+        out.append(f"  stage {i}: {op} ({_OP_TEXT[op]})")
     prog = p.program
     if prog.params:
         out.append("  parameters: " + ", ".join(f"{ps.name}:{ps.dtype}" for ps in prog.params))
@@ -103,7 +111,7 @@ def _traffic(lowered, term: Terminal) -> list[str]:
     # result (a filter writes a flag byte, then compaction reads and writes the element);
     # the terminal reads the last result.
     unfused, current = 0, read
-    for kind, width in lowered.steps:
+    for kind, width, _ in lowered.steps:
         unfused += current + (width if kind == "select" else 1 + 2 * current)
         current = width
     for _, spec in term.specs:           # a terminal's own function is one more kernel

@@ -125,3 +125,12 @@ class Pass:
     program: ElementProgram
     terminal: Terminal
     name: str = "qc_kernel"            # valid C identifier, used as the kernel name prefix
+
+    @property
+    def stage_op(self) -> str:
+        """The stage op that runs this pass: "map" (elementwise, every element stored),
+        "compact" (order-preserving stream compaction: a filter, then stored) or "reduce"
+        (two-stage reduction). Each op's algorithm has one home in the kernel compiler."""
+        if isinstance(self.terminal, Reduce):
+            return "reduce"
+        return "compact" if self.program.has_filter else "map"
