@@ -20,7 +20,7 @@ from . import kernel_ir as K
 from .launch import BufferSpec, KernelArg, KernelSpec, ResultSlot
 from .lower_block import LID, Acc, block_reduce, fold_from
 from .lower_element import INDEX, check_name, element, grid_stride_runs, input_args, rename, variant
-from .lower_ordered import ordered_finalize, ordered_partials
+from .lower_ordered import TILE_RUNS, ordered_finalize, ordered_partials
 from .program import Agg, Pass
 
 INT64_MAX = 2 ** 63 - 1
@@ -100,12 +100,14 @@ def _fold_acc(j: int, agg: Agg, prog, value: K.KVar):
 
     def combine(src):
         mine = E.Var(value.name, value.dtype)
-        take = (K.If(K.Elem(E.Compare("ne", E.Var(has.name, "uint32"), E.Const(0, "uint32"))),
-                     (K.Assign(value, K.Elem(fold_combine(agg, prog, mine, src[1]))),),
-                     (K.Assign(value, K.Elem(src[1])),)),
-                K.Assign(has, K.KConst(1, "uint32")))
+        has_some = E.Compare("ne", E.Var(has.name, "uint32"), E.Const(0, "uint32"))
+        both = fold_combine(agg, prog, mine, src[1])
         if isinstance(src[0], E.Const):         # an element: always there (filters `continue`)
-            return list(take)
+            # a select, not a branch: the per-element loop stays straight (3-6x faster on pocl)
+            return [K.Assign(value, K.Elem(E.Where(has_some, both, src[1], value.dtype))),
+                    K.Assign(has, K.KConst(1, "uint32"))]
+        take = (K.If(K.Elem(has_some), (K.Assign(value, K.Elem(both)),), (K.Assign(value, K.Elem(src[1])),)),
+                K.Assign(has, K.KConst(1, "uint32")))
         return [K.If(K.Elem(E.Compare("ne", src[0], E.Const(0, "uint32"))), take)]
     acc = Acc((has, value), (K.KConst(0, "uint32"), K.KConst(0, agg.dtype)), combine)
     return (acc, (E.Const(1, "uint32"), rename(agg.values[0], prog)), ("uint32", agg.dtype),
@@ -154,7 +156,8 @@ def lower_reduce(p: Pass, ept: int, shuffle_types: tuple[str, ...], fold_runs_ap
         if ordered:
             shared, stmts, block_accs = ordered_partials(
                 p.terminal.aggs, accs, contribs, body, ept, use_shuffles,
-                lambda j, a: make_acc(j, a, prog, f"tile_acc{j}")[0])
+                lambda j, a: make_acc(j, a, prog, f"tile_acc{j}")[0],
+                TILE_RUNS["cpu" if fold_runs_apart else "gpu"])
         else:
             shared, stmts, block_accs = _partials(p, accs, contribs, body, ept, use_shuffles, fold_runs_apart)
         stmts.append(_write(zip(partial_names, [s for a in block_accs for s in a.slots]), K.KThread("group_id")))
