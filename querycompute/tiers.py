@@ -19,12 +19,21 @@ from __future__ import annotations
 import os
 import threading
 import warnings
-from concurrent.futures import Future, ThreadPoolExecutor
+
+from . import after_fork
 from typing import Callable
 
-_executor: ThreadPoolExecutor | None = None
+_executor = None                # a ThreadPoolExecutor, made on the first background compile
 _executor_lock = threading.Lock()
-_pid = os.getpid()
+
+
+def _after_fork() -> None:
+    """A forked child has no worker thread (and maybe a held lock): make both anew."""
+    global _executor, _executor_lock
+    _executor, _executor_lock = None, threading.Lock()
+
+
+after_fork.register(_after_fork)
 
 
 def enabled_by_default() -> bool:
@@ -33,12 +42,13 @@ def enabled_by_default() -> bool:
     return os.environ.get("QUERYCOMPUTE_TIERED", "1").strip().lower() not in ("0", "false", "no", "off")
 
 
-def _pool() -> ThreadPoolExecutor:
-    global _executor, _pid
+def _pool():
+    # (concurrent.futures is imported here, not with the package: it costs ~10 ms)
+    from concurrent.futures import ThreadPoolExecutor
+    global _executor
     with _executor_lock:
-        if _executor is None or _pid != os.getpid():     # a forked child has no worker thread
+        if _executor is None:
             _executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="querycompute-compile")
-            _pid = os.getpid()
         return _executor
 
 
@@ -51,7 +61,7 @@ class Pending:
         self.what = what
         self.ready = False
         self._warned = False
-        self.future: Future = _pool().submit(compile_fn)
+        self.future = _pool().submit(compile_fn)
         self.future.add_done_callback(self._done)
 
     def _done(self, _future) -> None:
