@@ -138,3 +138,14 @@ def test_import_does_not_import_compilers():
             "if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_lambdas_given_as_text():
+    x = np.arange(6, dtype=np.int32)
+    q = qc.query(x).on("numpy").select("lambda v: v * 2").where("lambda v: v > 3")
+    assert q.to_array().tolist() == [4, 6, 8, 10]
+    assert qc.query(x).on("numpy").select("lambda v: np.sqrt(v)").max() == np.sqrt(np.int32(5))
+    with pytest.raises(qc.UnsupportedLambdaError, match="one lambda"):
+        qc.query(x).select("v * 2")
+    with pytest.raises(qc.UnsupportedLambdaError, match="no value"):
+        qc.query(x).select("lambda v: v * k")
