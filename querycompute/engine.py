@@ -138,15 +138,27 @@ def _backend_for(q, cols, n: int) -> str:
     return name
 
 
-def _lookup(q, term: Terminal, fns, name: str, cols, tiered) -> tuple:
-    """(FastEntry, slot infos or None, fresh: (origin, compile ms) when this call planned or
-    compiled, else None) for the query's warm signature."""
+def _warm_key(q, term: Terminal, fns, name: str, cols) -> tuple:
+    """The warm signature: backend, source shape, the chain's letters and code objects (of
+    the terminal's functions too), the terminal, the column dtypes. Written for speed: a chain
+    written inline in a loop pays for it on every call (the one-column, one-function cases
+    skip the generic tuple building)."""
     source = q._source
     codes = q._codes
     if fns:
-        codes = codes + tuple([getattr(f, "__code__", f) for f in fns])
-    fast_key = (name, source.kind, source.fields, q._kinds, term.signature,
-                tuple(map(_dtype_of, cols)), codes)
+        if len(fns) == 1:
+            f = fns[0]
+            codes = codes + (getattr(f, "__code__", f),)
+        else:
+            codes = codes + tuple([getattr(f, "__code__", f) for f in fns])
+    dts = (cols[0].dtype,) if len(cols) == 1 else tuple(map(_dtype_of, cols))
+    return (name, source.kind, source.fields, q._kinds, term.signature, dts, codes)
+
+
+def _lookup(q, term: Terminal, fns, name: str, cols, tiered) -> tuple:
+    """(FastEntry, slot infos or None, fresh: (origin, compile ms) when this call planned or
+    compiled, else None) for the query's warm signature."""
+    fast_key = _warm_key(q, term, fns, name, cols)
     fast = _memo.get(fast_key)
     infos = None
     if fast is not None and fast.capture_slots:
@@ -155,6 +167,7 @@ def _lookup(q, term: Terminal, fns, name: str, cols, tiered) -> tuple:
             fast = None               # a captured value changed type: find its own entry
     if fast is not None:
         return fast, infos, None
+    source = q._source
     infos = [slot_info(fn) for fn in slot_functions(q._ops, fns)]
     compiled, origin, compile_ms = _compiled(name, source, cols, q, term, infos, tiered)
     fast = FastEntry(compiled, infos, term, finisher(compiled.lowered, term))
@@ -167,12 +180,18 @@ def _run_full(q, term: Terminal, fns, t0: float, tiered, keep_hot: bool):
     source = q._source
     cols = source.columns()
     n = len(cols[0]) if cols else source.length(cols)
-    name = _backend_for(q, cols, n)
+    name = q._backend
+    if name == "auto":
+        name = _backend_for(q, cols, n)
     try:
         fast, infos, fresh = _lookup(q, term, fns, name, cols, tiered)
         compiled = fast.compiled
         params = param_values(compiled.lowered, infos, source) if compiled.lowered.bindings else ()
-        raw, row, prepared = compiled.launch(cols, params, n)
+        if compiled.pending is None and compiled.early is None:     # (launch, inlined)
+            prepared = compiled.prepared
+            raw, row = prepared.run_quick(cols, params, n)
+        else:
+            raw, row, prepared = compiled.launch(cols, params, n)
     except Exception as exc:
         return _failed(q, term, fns, name, n, exc, t0)
     result = fast.finish(raw) if fast.finish_term is term else assemble(compiled.lowered, raw, term)

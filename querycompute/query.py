@@ -15,7 +15,7 @@ from . import terminals as T
 from .backends import registry
 from .errors import QueryError
 from .graph import PLAIN, WITH_FN, Select, Terminal, Where
-from .sources import NATIVE_DTYPES, Source, from_args, from_range, validated
+from .sources import NATIVE_DTYPES, Source, from_args, from_range, plain_columns, validated
 
 _TERMINAL_NAMES = ("to_array", "to_list", "sum", "min", "max", "mean", "count", "any", "all", "first")
 
@@ -189,6 +189,8 @@ def query(*arrays, **columns) -> Query:
         x = arrays[0]
         if type(x) is np.ndarray and x.ndim == 1 and x.dtype in NATIVE_DTYPES:
             return Query(Source("array", arrays))      # the common case, checked cheaply
+    elif arrays and not columns and plain_columns(arrays):
+        return Query(Source("zip", arrays))            # plain 1-D arrays of one length
     return Query(validated(from_args(arrays, columns)))
 
 

@@ -54,7 +54,7 @@ def _as_1d(a: Any, what: str):
     return a
 
 
-def _plain_columns(items: tuple) -> bool:
+def plain_columns(items: tuple) -> bool:
     """Every item a 1-D native numpy array, all of one length: usable as they are. (Checked
     on every terminal call of a query not yet hot, so the one-array case goes first.)"""
     a = items[0]
@@ -85,7 +85,7 @@ class Source:
         engine's Hot entries rely on that identity: warm.plain_items)."""
         if self.kind == "range":
             return ()
-        if _plain_columns(self._items):
+        if plain_columns(self._items):
             return self._items                        # the warm path: nothing to convert
         if self.kind == "array":
             return (_as_1d(self._items[0], "the input"),)
