@@ -63,12 +63,26 @@ class Expr:
     """Base class. Every node has a `dtype` (a name from querycompute._codegen.dtypes.ALL)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Const(Expr):
     """A literal. `value` is a Python bool/int/float already representable in `dtype`
-    (floats may be nan/inf; printers must spell those)."""
+    (floats may be nan/inf; printers must spell those).
+
+    Equality and hash go by the float's repr, not by ==: 0.0 == -0.0 in Python, so by value
+    `max(v, 0.0)` and `max(v, -0.0)` would be one program and share a compiled kernel (and a
+    printer's memo), while they differ in the sign of a zero result; repr also makes a NaN
+    constant equal to itself."""
     value: Union[bool, int, float]
     dtype: str
+
+    def _key(self):
+        return self.dtype, type(self.value), repr(self.value)
+
+    def __eq__(self, other):
+        return type(other) is Const and self._key() == other._key()
+
+    def __hash__(self):
+        return hash(self._key())
 
 
 @dataclass(frozen=True)
