@@ -33,7 +33,8 @@ def _after_fork() -> None:
     for name in NOT_FORK_SAFE:
         b = _instances.get(name)
         if b is not None and getattr(b, "initialised", True) and name not in _broken:
-            _broken[name] = (f"{name} was initialised in the parent before this process was "
+            _broken[name] = (f"unusable in this process: {name} was initialised in the parent "
+                             f"before this process was "
                              f"forked, and its driver's threads do not survive fork(); use the "
                              f"'spawn' start method (multiprocessing.set_start_method('spawn')) "
                              f"or first use {name} in the child")
@@ -57,7 +58,7 @@ def get(name: str) -> Backend:
 
 def availability(name: str) -> tuple[bool, str]:
     if name in _broken:
-        return False, f"unusable in this process: {_broken[name]}"
+        return False, _broken[name]
     try:
         return get(name).availability()
     except ImportError as exc:  # the backend module itself needs a missing package
@@ -121,7 +122,7 @@ def _choose(large: bool) -> str:
 def mark_broken(name: str, why: str) -> None:
     """A GPU backend failed at run time: warn once, never pick it again in this process."""
     if name not in _broken:
-        _broken[name] = why
+        _broken[name] = f"failed earlier in this process: {why}"
         _auto.clear()
         warnings.warn(f"querycompute: backend {name!r} failed ({why}); falling back to 'cpu' for "
                       f"the rest of this process (see qc.last_trace())", RuntimeWarning, stacklevel=4)
