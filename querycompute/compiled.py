@@ -83,6 +83,8 @@ class CompiledQuery:
         self._tiered = tiered
         self._local = threading.local()
         self._entry = engine.compile_entry(query, term, fns, tiered)
+        if self._entry.pending is not None:
+            self._entry.pending.start()       # compiling is what compile() asked for
 
     def __call__(self, **options):
         if options:

@@ -195,6 +195,8 @@ def _run_full(q, term: Terminal, fns, t0: float, tiered, keep_hot: bool):
     except Exception as exc:
         return _failed(q, term, fns, name, n, exc, t0)
     result = fast.finish(raw) if fast.finish_term is term else assemble(compiled.lowered, raw, term)
+    if compiled.pending is not None and compiled.pending.future is None:
+        compiled.pending.start()      # the numpy tier has answered: now compile the kernel
     if fresh is None:
         note_memory_hit()
         _last.value = (name, term.name, n, compiled.tier, prepared, row, t0, _clock())
@@ -283,17 +285,19 @@ def _compiled(name, source, cols, q, term, infos, tiered) -> tuple:
         hit = _memo.get(sig)
         if hit is not None:
             return hit, "memory", 0.0
-        backend = registry.require(name)
-        lowered = lower(source, tuple(str(d) for d in dts), q._ops, term, infos)
-        text = describe(q, term, infos)
         if tiered is None:
             tiered = tiers.enabled_by_default()
-        if tiered and name != "numpy":
-            pending = tiers.Pending(lambda: _prepare(backend, lowered, text),
+        tiered = tiered and name != "numpy"
+        # tiered: the backend's module is imported by the background compile, not here
+        registry.check(name) if tiered else registry.require(name)
+        lowered = lower(source, tuple(str(d) for d in dts), q._ops, term, infos)
+        text = describe(q, term, infos)
+        if tiered:
+            pending = tiers.Pending(lambda: _prepare(registry.require(name), lowered, text),
                                     f"the {name} kernel for {text}")
             compiled = Compiled(name, lowered, registry.get("numpy").prepare(lowered.pass_), pending)
         else:
-            compiled = Compiled(name, lowered, _prepare(backend, lowered, text))
+            compiled = Compiled(name, lowered, _prepare(registry.require(name), lowered, text))
         _memo.put(sig, compiled)
     return compiled, compiled.origin, compiled.compile_ms
 

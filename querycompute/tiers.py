@@ -53,22 +53,35 @@ def _pool():
 
 
 class Pending:
-    """A kernel compiling in the background. `ready` turns True when it finished (either way);
-    then `result()` is the compiled object, or None when it failed (warned once)."""
-    __slots__ = ("future", "what", "ready", "_warned")
+    """A kernel to compile in the background. `start()` submits it (the engine calls it once
+    the numpy tier has answered the first call: a compile started earlier would hold the GIL,
+    importing numba and lowering, while the first answer is computed, and make it wait);
+    `ready` turns True when it finished (either way); then `result()` is the compiled object,
+    or None when it failed (warned once)."""
+    __slots__ = ("compile_fn", "future", "what", "ready", "_warned", "_start_lock")
 
     def __init__(self, compile_fn: Callable[[], object], what: str):
+        self.compile_fn = compile_fn
         self.what = what
         self.ready = False
+        self.future = None
         self._warned = False
-        self.future = _pool().submit(compile_fn)
-        self.future.add_done_callback(self._done)
+        self._start_lock = threading.Lock()
+
+    def start(self) -> None:
+        """Submit the compile (once, however many threads call this)."""
+        with self._start_lock:
+            if self.future is None:
+                self.future = _pool().submit(self.compile_fn)
+                self.future.add_done_callback(self._done)
 
     def _done(self, _future) -> None:
         self.ready = True
 
     def wait(self, timeout: float | None = None) -> bool:
-        """Block until the compile finished (for tests, `cq.wait()` and benchmarks)."""
+        """Block until the compile finished (for tests, `cq.wait()` and benchmarks); starts
+        it first if nothing has yet."""
+        self.start()
         try:
             self.future.exception(timeout=timeout)
         except TimeoutError:

@@ -13,6 +13,7 @@ Prepared.origin and each trace row say which happened.
 """
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from typing import Any, Sequence
@@ -61,6 +62,12 @@ _loading = KeyedLocks()               # one thread imports (and compiles) a pass
 def _numba():
     import numba
     return numba
+
+
+def _numba_version() -> str:
+    """numba's version when it is imported already; else nothing (finding it costs ~20 ms)."""
+    numba = sys.modules.get("numba")
+    return f" {numba.__version__}" if numba is not None else ""
 
 
 def _load(p: Pass) -> tuple[dict, Any, str, float]:
@@ -252,13 +259,17 @@ class CpuBackend(Backend):
         self._available: tuple[bool, str] | None = None
 
     def availability(self) -> tuple[bool, str]:
+        """Whether numba is installed, found without importing it: importing numba takes
+        0.2-0.4 s, which a first call answered by the numpy tier must not wait for (numba
+        is imported by the compile, in the background). A numba that is installed but
+        fails to import surfaces as that compile's error."""
         if self._available is None:
-            try:
-                numba = _numba()
-                self._available = (True, f"numba {numba.__version__} (LLVM JIT on this CPU)")
-            except ImportError as exc:
-                self._available = (False, f"numba is not importable ({exc}); "
-                                          f"install it with: pip install numba")
+            import importlib.util
+            if "numba" in sys.modules or importlib.util.find_spec("numba") is not None:
+                self._available = (True, f"numba{_numba_version()} (LLVM JIT on this CPU)")
+            else:
+                self._available = (False, "numba is not installed; install it with: "
+                                          "pip install numba")
         return self._available
 
     def source(self, p: Pass) -> str:

@@ -81,6 +81,35 @@ def require(name: str) -> Backend:
     return get(name)
 
 
+def _numba_installed() -> tuple[bool, str]:
+    import importlib.util
+    if importlib.util.find_spec("numba") is None:
+        return False, "numba is not installed; install it with: pip install numba"
+    return True, "numba installed"
+
+
+# Availability answered without importing the backend's module (for cpu, 35-60 ms of kernel
+# compiler and printer imports): what a first call answered by the numpy tier checks, so it
+# does not wait for imports its answer does not need.
+_LIGHT_PROBES = {"cpu": _numba_installed}
+
+
+def _light_availability(name: str) -> tuple[bool, str]:
+    """availability(name), without importing the backend's module where a probe can tell."""
+    probe = _LIGHT_PROBES.get(name)
+    if probe is None or name in _broken or name in _instances:
+        return availability(name)
+    return probe()
+
+
+def check(name: str) -> None:
+    """Raise BackendUnavailableError unless `name` can run here; imports as little as it can
+    (the backend module itself is imported when it compiles)."""
+    ok, why = _light_availability(name)
+    if not ok:
+        raise BackendUnavailableError(f"backend {name!r} can't run here: {why}")
+
+
 def gpu_threshold() -> int:
     """Smallest input (elements) worth sending to a GPU; QUERYCOMPUTE_GPU_MIN_ELEMENTS overrides
     (read at import, so the warm path does not consult the environment)."""
@@ -116,7 +145,7 @@ def _choose(large: bool) -> str:
         for name in ("cuda", "opencl"):
             if availability(name)[0] and getattr(get(name), "is_gpu", False):
                 return name
-    return "cpu" if availability("cpu")[0] else "numpy"
+    return "cpu" if _light_availability("cpu")[0] else "numpy"
 
 
 def mark_broken(name: str, why: str) -> None:
