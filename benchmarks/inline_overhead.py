@@ -52,17 +52,10 @@ def main(argv=None) -> None:
         print(f"{key:4} {us['numpy']:7.1f}us {us['once']:7.1f}us {us['inline']:8.1f}us "
               f"{us['inline'] / us['numpy']:12.2f}x")
     if args.profile:
-        import cProfile
-        import pstats
         w = workloads.WORKLOADS[args.profile]
-        run = workloads.INLINE[args.profile](w.make(n, np.random.default_rng(0)), args.backend)
-        run()
-        prof = cProfile.Profile()
-        prof.enable()
-        for _ in range(20000):
-            run()
-        prof.disable()
-        pstats.Stats(prof).sort_stats("tottime").print_stats(18)
+        print(f"\n{args.profile} written inline, on {args.backend}:")
+        timing.profile(workloads.INLINE[args.profile](w.make(n, np.random.default_rng(0)), args.backend),
+                       top=18)
 
 
 if __name__ == "__main__":

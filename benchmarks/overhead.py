@@ -82,21 +82,12 @@ def whole_chain(x, backend):
 
 
 def profile(backend: str) -> None:
-    import cProfile
-    import pstats
-
     import numpy as np
     sys.path.insert(0, str(HERE))
+    import timing
     import workloads
-    run = workloads.qc_w1(workloads.WORKLOADS["W1"].make(N, np.random.default_rng(0)), backend)
-    run()
-    prof = cProfile.Profile()
-    prof.enable()
-    for _ in range(20000):
-        run()
-    prof.disable()
-    print(f"\ncProfile of 20000 warm calls on {backend} (tottime, per call = / 20000):")
-    pstats.Stats(prof).sort_stats("tottime").print_stats(15)
+    print(f"\nwarm W1 calls on {backend}:")
+    timing.profile(workloads.qc_w1(workloads.WORKLOADS["W1"].make(N, np.random.default_rng(0)), backend))
 
 
 def main(argv=None):

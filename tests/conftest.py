@@ -43,3 +43,14 @@ def ocl():
     if not ok:
         pytest.skip(f"no OpenCL device: {why}")
     return b
+
+
+@pytest.fixture
+def private_cache(monkeypatch, tmp_path):
+    """The process-wide disk cache, pointed at an empty directory for one test."""
+    from querycompute.cache import disk_cache
+    monkeypatch.setenv("QUERYCOMPUTE_CACHE_DIR", str(tmp_path / "cache"))
+    disk_cache.reset()
+    yield disk_cache
+    monkeypatch.undo()
+    disk_cache.reset()

@@ -29,16 +29,6 @@ def no_arch_override(monkeypatch):
     monkeypatch.delenv(ARCH_VAR, raising=False)
 
 
-@pytest.fixture
-def private_cache(monkeypatch, tmp_path):
-    from querycompute.cache import disk_cache
-    monkeypatch.setenv("QUERYCOMPUTE_CACHE_DIR", str(tmp_path / "cache"))
-    disk_cache.reset()
-    yield disk_cache
-    monkeypatch.undo()
-    disk_cache.reset()
-
-
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 @pytest.mark.parametrize("kind", ["map", "where", "reduce_filtered"])
 def test_generated_kernels_compile_to_cubin(arch, kind):

@@ -36,16 +36,6 @@ def no_arch_override(monkeypatch):
     monkeypatch.delenv(ARCH_VAR, raising=False)
 
 
-@pytest.fixture
-def private_cache(monkeypatch, tmp_path):
-    from querycompute.cache import disk_cache
-    monkeypatch.setenv("QUERYCOMPUTE_CACHE_DIR", str(tmp_path / "cache"))
-    disk_cache.reset()
-    yield disk_cache
-    monkeypatch.undo()
-    disk_cache.reset()
-
-
 def _cubin(arch: str, kind: str = "reduce_filtered") -> bytes:
     ks = gpu.render(passes("float32")[kind], "cuda")
     return compile_cuda(ks.source, ks.options, arch)
