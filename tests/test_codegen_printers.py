@@ -11,6 +11,7 @@ from querycompute._codegen.dialects.cuda import Cuda
 from querycompute._codegen.dialects.metal import Metal
 from querycompute._codegen.dialects.opencl import OpenCL
 from querycompute._codegen.errors import InvalidName
+from querycompute._codegen.ops.reduce import decode
 from querycompute._codegen.gpu import render
 
 import gpu_passes as G
@@ -137,4 +138,4 @@ def test_decode_reduce_builds_base_py_results():
     assert kinds == ["value", "count", "index", "value", "value", "flag", "flag", "value", "value", "value"]
     raw = [np.int64(5), np.int64(2), np.int64(2 ** 63 - 1), np.int32(0), np.int32(0),
            np.uint32(1), np.uint32(0), np.int32(-3), np.int32(9), np.int32(9)]
-    assert L.decode_reduce(ks, raw) == [5, 2, (-1, (0, 0)), True, False, -3, 9, 9]
+    assert decode(ks, raw) == [5, 2, (-1, (0, 0)), True, False, -3, 9, 9]

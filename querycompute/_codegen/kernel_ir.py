@@ -1,6 +1,6 @@
 """Kernel IR: what a GPU kernel is made of, before any dialect spells it.
 
-Lowerings (lower_*.py) build these nodes from a Pass; printers (dialects/) only spell them.
+Lowerings (the stage ops in ops/) build these nodes from a Pass; printers (dialects/) only spell them.
 Two kinds of expressions live here:
   * kernel expressions (`K*`): index arithmetic, thread ids, buffer reads, shuffles. Their
     operators are plain C operators on index/count types that cannot overflow for any

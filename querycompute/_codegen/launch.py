@@ -28,7 +28,7 @@ Kernel shapes (`KernelSet.shape`):
                  after the last launch scratch "total" (int64[1]) holds how many elements
                  survived: the results are the first `total` elements of every output.
   "reduce"       Reduce. Every output is one element (a result slot, see `ResultSlot`);
-                 `decode_reduce` turns the slot values into the raw results of
+                 `ops.reduce.decode` turns the slot values into the raw results of
                  querycompute/backends/base.py.
 For n == 0, "elementwise" and "compact" plans are empty (the results are empty arrays and
 nothing is launched); "reduce" plans always launch (grid 1), so identities come from the device.
@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Sequence
 
 import numpy as np
 
@@ -191,30 +190,6 @@ def plan(ks: KernelSet, n: int, contiguous: bool) -> list[Launch]:
 def launch_shapes(ks: KernelSet, n: int, contiguous: bool = True) -> list[dict]:
     """{"name", "grid", "block"} per launch, the format Backend.launch_shape returns."""
     return [{"name": l.name, "grid": (l.grid,), "block": (l.block,)} for l in plan(ks, n, contiguous)]
-
-
-def decode_reduce(ks: KernelSet, slot_values: Sequence[Any]) -> list:
-    """Slot values (one numpy scalar per output, as read back) -> raw Reduce results of
-    querycompute/backends/base.py: one entry per Agg."""
-    by_agg: dict[int, list[tuple[ResultSlot, Any]]] = {}
-    for slot, v in zip(ks.result_slots, slot_values):
-        by_agg.setdefault(slot.agg, []).append((slot, v))
-    results = []
-    for agg in sorted(by_agg):
-        slots = by_agg[agg]
-        role = slots[0][0].role
-        if role == "count":
-            results.append(int(slots[0][1]))
-        elif role == "flag":
-            results.append(bool(slots[0][1]))
-        elif role == "index":
-            index = int(slots[0][1])
-            found = index != np.iinfo(np.int64).max
-            values = tuple(np.dtype(s.dtype).type(v) for s, v in slots[1:])
-            results.append((index if found else -1, values))
-        else:
-            results.append(np.dtype(slots[0][0].dtype).type(slots[0][1]))
-    return results
 
 
 # Scalar kernel arguments travel in the type the printers declare them with: bool as a byte

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from querycompute._codegen.dialects import numba_py
+from querycompute._codegen.ops import reduce as reduce_op
 from querycompute._codegen.program import Pass, Reduce
 
 # Below this many elements the serial entry runs: one chunk's worth of work is cheaper than
@@ -97,5 +98,5 @@ def agg_converters(aggs) -> tuple:
             def conv(raw, j=j, t=np.dtype(agg.dtype).type):
                 return t(raw[j])
         convs.append(conv)
-        j += numba_py.result_slots(agg)
+        j += reduce_op.cpu_result_width(agg)
     return tuple(convs)

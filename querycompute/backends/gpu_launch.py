@@ -12,7 +12,7 @@ a runtime never invents shapes of its own. For one call, `LaunchLoop.run`
      or the parameter bits changed since that kernel was last bound, else just the inputs:
      binding costs as much as a small kernel on some drivers) and launches the kernels in
      plan order,
-  5. reads the results back; reduce slots are decoded by launch.decode_reduce.
+  5. reads the results back; reduce slots are decoded by the reduce op (ops.reduce.decode).
 The timing token each launch returns becomes milliseconds only when a trace row is asked
 for (`GpuPrepared.trace_rows`).
 
@@ -29,6 +29,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from querycompute._codegen import launch as L
+from querycompute._codegen.ops import reduce as reduce_op
 
 from .base import KernelRun, Prepared
 
@@ -209,7 +210,7 @@ class LaunchLoop:
             slots = [rt.read(buf, 1, b.dtype, k == last)[0] for k, (b, buf) in enumerate(zip(specs, bufs))]
             if not slots:
                 rt.finish()
-            return L.decode_reduce(ks, slots)
+            return reduce_op.decode(ks, slots)
         count = shape.out_sizes[0] if shape.out_sizes else 0
         if ks.shape == "compact":
             count = int(rt.read(shape.scratch["total"], 1, self._total, True)[0])

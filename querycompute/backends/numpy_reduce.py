@@ -24,6 +24,12 @@ import numpy as np
 WINDOW = 1 << 20        # elements per window: bounded memory, whole-array NumPy speed
 
 
+def run_reduce(p, evaluate, n: int) -> list:
+    """The reference of the "reduce" stage op: the raw results of pass `p`'s Reduce terminal
+    (see `reduce_windows`)."""
+    return reduce_windows(p.terminal.aggs, evaluate, n)
+
+
 def reduce_windows(aggs, evaluate, n: int) -> list:
     """Raw results (backends/base.py format) of `aggs` over elements 0..n-1.
     `evaluate(lo, hi)` -> (ev, keep): an evaluator over elements lo..hi-1 whose program

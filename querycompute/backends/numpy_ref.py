@@ -3,8 +3,10 @@
 It interprets the fused pass with whole-array NumPy operations, one IR node at a time, so its
 semantics are NumPy's by construction: every expression is evaluated over all n elements
 (dropped ones too; errors are silenced with errstate), the filters' masks are and-ed, and the
-terminal reads the surviving elements. A Reduce runs over windows of the input, so a long
-range is never materialised (numpy_reduce.py). No code is generated.
+terminal reads the surviving elements. One function per stage op (Pass.stage_op, the kernel
+compiler's querycompute/_codegen/ops/) runs the pass, through RUN_STAGE_OP: `run_map`,
+`run_compact`, and `run_reduce` (numpy_reduce.py), which runs over windows of the input so a
+long range is never materialised. No code is generated.
 """
 from __future__ import annotations
 
@@ -13,10 +15,10 @@ from typing import Any, Sequence
 import numpy as np
 
 from querycompute._codegen import expr as E
-from querycompute._codegen.program import Filter, Let, Pass, Reduce
+from querycompute._codegen.program import Filter, Let, Pass
 
 from .base import Backend, KernelRun, Prepared, now_ms
-from .numpy_reduce import reduce_windows
+from .numpy_reduce import run_reduce
 
 _BINARY = {
     "add": np.add, "sub": np.subtract, "mul": np.multiply, "truediv": np.true_divide,
@@ -137,19 +139,31 @@ class _NumpyPrepared(Prepared):
     def run_quick(self, inputs: Sequence[Any], params: Sequence[Any], n: int) -> tuple:
         """(raw results, run ms)."""
         t0 = now_ms()
-        prog = self.p.program
         inputs = [np.asarray(a) for a in inputs]
         with np.errstate(all="ignore"):
-            if isinstance(self.p.terminal, Reduce):   # in windows: bounded memory (numpy_reduce)
-                out = reduce_windows(self.p.terminal.aggs, lambda lo, hi: self._body(inputs, params, lo, hi), n)
-            else:
-                ev, keep = self._body(inputs, params, 0, n)
-                out = tuple(np.array(ev.full(e) if keep is None else ev.full(e)[keep])
-                            for e in prog.outputs)
+            out = RUN_STAGE_OP[self.p.stage_op](self.p, lambda lo, hi: self._body(inputs, params, lo, hi), n)
         return out, now_ms() - t0
 
     def trace_rows(self, run_ms: float) -> list[KernelRun]:
         return [KernelRun(self.p.name, "numpy", cache="interpreted", run_ms=run_ms)]
+
+
+# ---- one function per stage op: (pass, evaluate, n) -> raw results (backends/base.py) -------
+# `evaluate(lo, hi)` -> (evaluator over elements lo..hi-1 after the program body, survivors'
+# mask or None when the pass has no filter).
+def run_map(p: Pass, evaluate, n: int) -> tuple:
+    """Every element's outputs, in order."""
+    ev, _ = evaluate(0, n)
+    return tuple(np.array(ev.full(e)) for e in p.program.outputs)
+
+
+def run_compact(p: Pass, evaluate, n: int) -> tuple:
+    """The survivors' outputs, in order: a boolean mask keeps source order."""
+    ev, keep = evaluate(0, n)
+    return tuple(np.array(ev.full(e)[keep]) for e in p.program.outputs)
+
+
+RUN_STAGE_OP = {"map": run_map, "compact": run_compact, "reduce": run_reduce}
 
 
 class NumpyBackend(Backend):

@@ -47,7 +47,7 @@ class CFamily(KernelPrinter):
     FUNC = "static inline"              # qualifiers of prelude helper functions
     UNROLL = "#pragma unroll"
     # Reductions fold each thread's run of consecutive elements on its own before adding it to
-    # the thread's accumulators (lower_reduce.py): for dialects that often run on CPU devices,
+    # the thread's accumulators (ops/reduce/gpu.py): for dialects that often run on CPU devices,
     # where one chain of combines through all of a thread's elements is the bottleneck.
     FOLD_RUNS_APART = False
 

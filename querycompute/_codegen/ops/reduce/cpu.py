@@ -1,0 +1,330 @@
+"""CPU lowering of the reduce op: prints its numba kernels (chunk partials, entries, combine).
+
+Every Agg owns a few state variables. Per element, the chunk loop updates all of them
+without branching (a dropped element contributes the identity), so LLVM vectorises the
+loop. Per chunk the state is returned as a tuple, stored in per-chunk arrays, and combined
+in chunk order by the entry point, which makes results deterministic (and the same for a
+strided input as for a contiguous one: see `_entry`).
+
+Float sums are pairwise, as accurate as NumPy's (error O(log n) ulp, not O(n)): the chunk
+loop runs in blocks of SUM_BLOCK elements, each summed in LLVM's vector lanes (a few
+elements per lane), the block totals of a chunk are added as a balanced tree, and so are the
+chunk totals. The result is +0.0 + total, so a sum of -0.0s is +0.0, as np.sum gives.
+
+State per op (agg k):
+  sum    s_k                     float identity is -0.0 (x + -0.0 == x for every x, -0.0 too)
+  count  s_k (int64)
+  min    s_k, nan_k              plain compare-select min plus an any-NaN flag: vectorisable
+  max    s_k, nan_k              and NaN-correct (a NaN anywhere makes the result NaN)
+  any    s_k (bool)
+  all    s_k (bool)
+  first  s_k (int64 index, -1 = none), s_k_0.. values of that element
+  fold   s_k, h_k                the value and whether any element went in (h_k): chunks
+                                 combine in order, an empty one is skipped, and the seed
+                                 goes in once at the end: combine(seed, total) or the seed
+                                 (<name>_fold<k> is the combine, fastmath off)
+"""
+from __future__ import annotations
+
+from ... import dtypes as D
+from ...dialects.numba_py_expr import ExprPrinter, const_text, register_type
+from ...dialects.numba_py_runtime import order_key
+from ...program import Agg, Pass
+
+SUM_BLOCK = 512         # elements per vectorised float-sum block (a few per vector lane)
+
+
+def _type_max(d: str) -> str:
+    return const_text(float("inf"), d) if D.is_float(d) else const_text(D.int_limits(d)[1], d)
+
+
+def _type_min(d: str) -> str:
+    return const_text(float("-inf"), d) if D.is_float(d) else const_text(D.int_limits(d)[0], d)
+
+
+def _key_type(d: str) -> tuple[str, int]:
+    """Integer type and width of a float dtype's order keys (float16 is held in float32)."""
+    return ("np.int64", 64) if d == "float64" else ("np.int32", 32)
+
+
+def _key_float(d: str) -> str:
+    return "np.float64" if d == "float64" else "np.float32"
+
+
+def _zero(d: str) -> str:
+    return const_text(0, d) if d != "bool" else "False"
+
+
+class ReducePrinter:
+    def __init__(self, p: Pass, element: str, args: str, helpers: set, jits: dict):
+        """`jits`: the decorator lines by function kind (see dialects.numba_py._ModulePrinter)."""
+        self.p = p
+        self.aggs: tuple[Agg, ...] = p.terminal.aggs
+        self.element = element
+        self.args = args
+        self.helpers = helpers
+        self.jits = jits
+        self.first_only = all(a.op == "first" for a in self.aggs)
+        # sums kept pairwise (float16 accumulators round after every add instead, like a
+        # float16 register would)
+        self.float_sums = [k for k, a in enumerate(self.aggs) if a.op == "sum" and a.dtype in ("float32", "float64")]
+        self.inputs = [f"in_{s.name}" for s in p.program.inputs]
+        # element return names, per agg, in the element's return order
+        self.values: list[list[str]] = []
+        k = 0
+        for agg in self.aggs:
+            width = 2 if self._masked_minmax(agg) else len(agg.values)
+            self.values.append([f"e{k + j}" for j in range(width)])
+            k += width
+
+    @staticmethod
+    def _masked_minmax(agg: Agg) -> bool:
+        return agg.op in ("min", "max") and D.is_float(agg.dtype)
+
+    def element_returns(self, values: list[str], lines: list[str]) -> list[str]:
+        """What the element function returns for the aggs, given the names of the agg
+        values (in agg order); may append statements (after `keep` is defined) to `lines`.
+
+        A float min/max agg gets (order key of the value, or of the identity when dropped
+        or NaN; is a kept NaN): the chunk reduces integer keys, which LLVM vectorises, and a
+        separate flag makes the result NaN (numba_py_runtime explains the keys)."""
+        out, j = [], 0
+        for k, agg in enumerate(self.aggs):
+            vals = values[j:j + len(agg.values)]
+            j += len(agg.values)
+            if self._masked_minmax(agg):
+                v = vals[0]
+                ident = _type_max(agg.dtype) if agg.op == "min" else _type_min(agg.dtype)
+                kt, w = _key_type(agg.dtype)
+                lines.append(f"# agg {k} ({agg.op}): integer order key of the value (of the "
+                             f"identity when dropped or NaN), and a kept-NaN flag")
+                lines.append(f"b{k} = float_bits({_key_float(agg.dtype)}({v} if (keep & ({v} == {v})) else {ident}))")
+                lines.append(f"m{k} = {kt}(b{k} ^ ((b{k} >> {w - 1}) & {(1 << (w - 1)) - 1}))")
+                lines.append(f"n{k} = keep & ({v} != {v})")
+                out += [f"m{k}", f"n{k}"]
+            else:
+                out += vals
+        return out
+
+    def _a(self, rest: str = "") -> str:
+        """Argument list: `rest` followed by the inputs and params."""
+        return ", ".join(x for x in (rest, self.args) if x)
+
+    def render(self) -> list[str]:
+        out = [self._fold_fn(k, agg) for k, agg in enumerate(self.aggs) if agg.op == "fold"]
+        if self.float_sums:
+            out.append(self._pairwise_fn())
+        out.append(self._chunk())
+        out.append(self._entry("serial"))
+        out.append(self._entry("parallel"))
+        return out
+
+    # ---- state ---------------------------------------------------------------------------
+    def _state(self, k: int, agg: Agg) -> list[tuple[str, str, str]]:
+        """(name, numpy type, initial value) of agg k's state variables."""
+        d = agg.dtype
+        T = register_type(d) if d != "bool" else "np.bool_"
+        if agg.op == "sum":
+            init = const_text(-0.0, d) if D.is_float(d) else _zero(d)
+            return [(f"s{k}", T, init)]
+        if agg.op == "count":
+            return [(f"s{k}", "np.int64", "np.int64(0)")]
+        if agg.op in ("min", "max") and D.is_float(d):     # order keys, see element_returns
+            kt, _ = _key_type(d)
+            key = order_key(float("inf") if agg.op == "min" else float("-inf"), d)
+            return [(f"s{k}", kt, f"{kt}({key})"), (f"nan{k}", "np.bool_", "False")]
+        if agg.op in ("min", "max"):
+            return [(f"s{k}", T, _type_max(d) if agg.op == "min" else _type_min(d))]
+        if agg.op in ("any", "all"):
+            return [(f"s{k}", "np.bool_", "True" if agg.op == "all" else "False")]
+        if agg.op == "first":
+            vals = [(f"s{k}_{j}", register_type(v.dtype) if v.dtype != "bool" else "np.bool_",
+                     _zero(v.dtype)) for j, v in enumerate(agg.values)]
+            return [(f"s{k}", "np.int64", "np.int64(-1)")] + vals
+        if agg.op == "fold":
+            if agg.seed is None or agg.combine is None:
+                raise ValueError("a fold Agg needs both `combine` and `seed`")
+            return [(f"s{k}", T, _zero(d)), (f"h{k}", "np.bool_", "False")]
+        raise ValueError(f"unknown aggregate op {agg.op!r}")
+
+    def _update(self, k: int, agg: Agg) -> list[str]:
+        """Chunk-loop statements folding element i (kept or not) into agg k's state."""
+        s, d, v = f"s{k}", agg.dtype, self.values[k]
+        if agg.op == "sum":
+            if d == "float16":                       # round after every add, like NumPy
+                self.helpers.add(("f16", None))
+                return [f"{s} = _f16(np.float32({s} + {v[0]})) if keep else {s}"]
+            ident = const_text(-0.0, d) if D.is_float(d) else _zero(d)
+            return [f"{s} = {register_type(d)}({s} + ({v[0]} if keep else {ident}))"]
+        if agg.op == "count":
+            return [f"{s} += np.int64(keep)"]
+        if agg.op in ("min", "max") and D.is_float(d):
+            cmp = "<" if agg.op == "min" else ">"
+            return [f"{s} = {v[0]} if {v[0]} {cmp} {s} else {s}", f"nan{k} = nan{k} | {v[1]}"]
+        if agg.op in ("min", "max"):
+            cmp = "<" if agg.op == "min" else ">"
+            return [f"{s} = {v[0]} if (keep & ({v[0]} {cmp} {s})) else {s}"]
+        if agg.op == "any":
+            return [f"{s} = {s} | (keep & {v[0]})"]
+        if agg.op == "all":
+            return [f"{s} = {s} & ({v[0]} | (not keep))"]
+        if agg.op == "first":
+            sets = "; ".join(f"{s}_{j} = {e}" for j, e in enumerate(v))
+            return [f"if keep and {s} < 0:", f"    {s} = np.int64(i)" + (f"; {sets}" if sets else "")]
+        return [f"if keep:",
+                f"    {s} = {self.p.name}_fold{k}({s}, {v[0]}) if h{k} else {v[0]}",
+                f"    h{k} = True"]
+
+    def _combine(self, k: int, agg: Agg) -> list[str]:
+        """Entry statements folding chunk c's partials (arrays P_<state>) into the totals."""
+        s, d = f"s{k}", agg.dtype
+        if agg.op == "sum":
+            if d == "float16":
+                return [f"{s} = _f16(np.float32({s} + P_{s}[c]))"]
+            return [f"{s} = {register_type(d)}({s} + P_{s}[c])"]
+        if agg.op == "count":
+            return [f"{s} += P_{s}[c]"]
+        if agg.op in ("min", "max"):
+            cmp = "<" if agg.op == "min" else ">"
+            lines = [f"{s} = P_{s}[c] if P_{s}[c] {cmp} {s} else {s}"]
+            if D.is_float(d):
+                lines.append(f"nan{k} = nan{k} | P_nan{k}[c]")
+            return lines
+        if agg.op == "any":
+            return [f"{s} = {s} | P_{s}[c]"]
+        if agg.op == "all":
+            return [f"{s} = {s} & P_{s}[c]"]
+        if agg.op == "first":
+            sets = "".join(f"; {name} = P_{name}[c]" for name, _, _ in self._state(k, agg)[1:])
+            return [f"if {s} < 0 and P_{s}[c] >= 0:", f"    {s} = P_{s}[c]{sets}"]
+        return [f"if P_h{k}[c]:",
+                f"    {s} = {self.p.name}_fold{k}({s}, P_{s}[c]) if h{k} else P_{s}[c]",
+                f"    h{k} = True"]
+
+    def _finish(self, k: int, agg: Agg) -> list[str]:
+        if agg.op == "fold":
+            seed = const_text(agg.seed.value, agg.dtype) if agg.dtype != "bool" else str(bool(agg.seed.value))
+            return [f"r{k} = {self.p.name}_fold{k}({seed}, s{k}) if h{k} else {seed}"]
+        if k in self.float_sums:        # -0.0 + 0.0 is +0.0; every other total is unchanged
+            return [f"s{k} = {register_type(agg.dtype)}(s{k} + {const_text(0.0, agg.dtype)})"]
+        if agg.op in ("min", "max") and D.is_float(agg.dtype):
+            kt, w = _key_type(agg.dtype)
+            value = f"bits_float({kt}(s{k} ^ ((s{k} >> {w - 1}) & {(1 << (w - 1)) - 1})))"
+            nan = const_text(float("nan"), agg.dtype)
+            return [f"r{k} = {nan} if nan{k} else {register_type(agg.dtype)}({value})"]
+        return []
+
+    def _result_names(self) -> list[str]:
+        names = []
+        for k, agg in enumerate(self.aggs):
+            names.append(f"r{k}" if self._masked_minmax(agg) or agg.op == "fold" else f"s{k}")
+            if agg.op == "first":
+                names += [f"s{k}_{j}" for j in range(len(agg.values))]
+        return names
+
+    # ---- functions -----------------------------------------------------------------------
+    def _fold_fn(self, k: int, agg: Agg) -> str:
+        ep = ExprPrinter(lambda i: "", lambda name: "", "i", self.helpers)
+        ep.bind_var("acc", "acc")
+        ep.bind_var("item", "item")
+        result = ep.value(agg.combine)
+        body = "".join(f"    {line}\n" for line in ep.lines)
+        return (f"{self.jits['scalar']}\n"
+                f"def {self.p.name}_fold{k}(acc, item):\n"
+                f'    """The fold combine of agg {k}: associative, so per-chunk partials '
+                f'combine in order."""\n'
+                f"{body}    return {result}")
+
+    def _chunk(self) -> str:
+        states = [st for k, agg in enumerate(self.aggs) for st in self._state(k, agg)]
+        init = "".join(f"    {name} = {value}\n" for name, _, value in states)
+        ncall = sum(len(v) for v in self.values)
+        unpack = "".join(f"{x}, " for x in ["keep"] + [f"e{j}" for j in range(ncall)]).rstrip()
+        call = f"{self.element}({self._a('np.uint64(i)')})"
+        loop = [f"{unpack} = {call}"]
+        if self.first_only:             # stop at the chunk's first survivor
+            found = [x for vals in self.values for x in ["np.int64(i)"] + vals]
+            loop += ["if keep:", f"    return ({', '.join(found)},)"]
+        else:
+            for k, agg in enumerate(self.aggs):
+                loop += self._update(k, agg)
+        ret = ", ".join(name for name, _, _ in states)
+        return (f"{self.jits['chunk']}\n"
+                f"def {self.p.name}_chunk({self._a('lo, hi')}):\n"
+                f'    """Partial state of elements [lo, hi). Only the accumulating adds here\n'
+                f"    are float ops, so `reassoc` lets LLVM keep several vector lanes of\n"
+                f'    partial sums (a fixed order for a given n) and nothing else changes."""\n'
+                f"{init}"
+                + "".join(f"    {line}\n" for line in self._blocks(loop)) +
+                f"    return ({ret},)")
+
+    def _blocks(self, body: list[str]) -> list[str]:
+        """The chunk's loop over i around `body`. With float sums: blocks of SUM_BLOCK
+        elements, each sum restarted per block and its block totals kept in B<k>, then
+        added pairwise (see the module doc)."""
+        inner = [f"    {line}" for line in body]
+        if not self.float_sums:
+            return ["for i in range(lo, hi):", *inner]
+        out = [f"B{k} = np.empty((hi - lo + {SUM_BLOCK - 1}) // {SUM_BLOCK}, {register_type(self.aggs[k].dtype)})"
+               for k in self.float_sums]
+        out += ["nb = 0", f"for b in range(lo, hi, {SUM_BLOCK}):"]
+        out += [f"    s{k} = {const_text(-0.0, self.aggs[k].dtype)}" for k in self.float_sums]
+        out += [f"    for i in range(b, min(hi, b + {SUM_BLOCK})):", *[f"    {line}" for line in inner]]
+        out += [f"    B{k}[nb] = s{k}" for k in self.float_sums] + ["    nb += 1"]
+        return out + [f"s{k} = {self.p.name}_pairwise(B{k}, nb, s{k})" for k in self.float_sums]
+
+    def _pairwise_fn(self) -> str:
+        return (f"{self.jits['scalar']}\n"
+                f"def {self.p.name}_pairwise(buf, m, empty):\n"
+                f'    """Sum of buf[:m] as a balanced tree of adds (in place, strict IEEE):\n'
+                f'    rounding error O(log m) ulp. `empty` (typed like buf) when m == 0."""\n'
+                f"    while m > 1:\n"
+                f"        h = m // 2\n"
+                f"        for j in range(h):\n"
+                f"            buf[j] = buf[2 * j] + buf[2 * j + 1]\n"
+                f"        if m % 2:\n"
+                f"            buf[h] = buf[m - 1]\n"
+                f"        m = h + m % 2\n"
+                f"    return buf[0] if m == 1 else empty")
+
+    def _entry(self, loop: str) -> str:
+        states = [st for k, agg in enumerate(self.aggs) for st in self._state(k, agg)]
+        rng = "prange" if loop == "parallel" else "range"
+        lines = []
+        if any(a.op == "sum" and D.is_float(a.dtype) for a in self.aggs):
+            # `reassoc` lets LLVM vectorise a contiguous chunk loop, but a strided one
+            # differently (other lane partial sums, other bits). A strided input is copied
+            # to a contiguous one so the same values always add in the same order; for a
+            # contiguous input numba compiles this to nothing.
+            lines += [f"{x} = np.ascontiguousarray({x})" for x in self.inputs]
+        lines.append("nch = (n + CHUNK - 1) // CHUNK")
+        lines += [f"P_{name} = np.empty(nch, {T})" for name, T, _ in states]
+        lines += [f"for c in {rng}(nch):",
+                  f"    r = {self.p.name}_chunk({self._a('c * CHUNK, min(n, c * CHUNK + CHUNK)')})"]
+        lines += [f"    P_{name}[c] = r[j]".replace("[j]", f"[{j}]")
+                  for j, (name, _, _) in enumerate(states)]
+        lines += [f"{name} = {value}" for name, _, value in states]
+        in_order = [f"    {line}" for k, agg in enumerate(self.aggs) if k not in self.float_sums
+                    for line in self._combine(k, agg)]
+        if in_order:
+            lines += ["for c in range(nch):", *in_order]
+        lines += [f"s{k} = {self.p.name}_pairwise(P_s{k}, nch, s{k})" for k in self.float_sums]
+        for k, agg in enumerate(self.aggs):
+            lines += self._finish(k, agg)
+        lines.append(f"return ({', '.join(self._result_names())},)")
+        body = "".join(f"    {line}\n" for line in lines)
+        return (f"{self.jits[loop]}\n"
+                f"def {self.p.name}_{loop}({self._a('n')}):\n"
+                f'    """Chunks of CHUNK elements ({"in parallel" if loop == "parallel" else "one after another"}), '
+                f'partials combined in chunk order."""\n'
+                f"{body}").rstrip("\n")
+
+
+def render_numba(mp) -> tuple[str, list[str]]:
+    """(element function, kernels) of a Reduce pass for the module printer `mp`
+    (dialects.numba_py): the element returns each agg's values (see
+    ReducePrinter.element_returns), then the fold combines, chunk and entry functions."""
+    reduce = ReducePrinter(mp.p, mp.element_name(), mp.args, mp.helpers, mp.jits)
+    values = [v for agg in mp.p.terminal.aggs for v in agg.values]
+    element_fn = mp.element(values, reduce.element_returns)
+    return element_fn, reduce.render()

@@ -1,0 +1,328 @@
+"""GPU lowering of the reduce op: the two-stage reduction in kernel IR (the algorithm: see
+this package's __init__). `lower_gpu` picks the plain shape, or the order-keeping one for a
+pass with a fold (`ordered_partials`, `ordered_finalize`)."""
+from __future__ import annotations
+
+from ... import dtypes as D
+from ... import expr as E
+from ... import kernel_ir as K
+from ...launch import BLOCK, BufferSpec, KernelArg, KernelSpec, ResultSlot
+from ...lower_block import LID, Acc, block_reduce, fold_from, shared_name
+from ...lower_element import (BASE, INDEX, check_name, element, elems_per_thread, grid_stride_runs, input_args,
+                              rename, variant)
+from ...program import Agg, Pass
+from ..common import GpuKernels
+
+INT64_MAX = 2 ** 63 - 1
+
+
+def _binary_acc(slot: K.KVar, op: str):
+    """The combine function of a one-slot accumulator folded with one expr.Binary op (whose
+    semantics the printer reproduces: wrap-around for integers, NaN wins for min/max)."""
+    def combine(src):
+        return [K.Assign(slot, K.Elem(E.Binary(op, E.Var(slot.name, slot.dtype), src[0], slot.dtype)))]
+    return combine
+
+
+def _extreme(op: str, dtype: str):
+    if D.is_float(dtype):
+        return float("inf") if op == "min" else float("-inf")
+    lo, hi = D.int_limits(dtype)
+    return hi if op == "min" else lo
+
+
+def make_acc(j: int, agg: Agg, prog, name: str = "") -> tuple[Acc, tuple[E.Expr, ...], tuple[str, ...], tuple]:
+    """Accumulator of agg number j (registers named after `name`, default acc<j>), the
+    element's contribution to it, the buffer dtype of each slot (partials) and, per slot,
+    the result slot it fills (None: a slot that only travels between the stages)."""
+    name = name or f"acc{j}"
+    if agg.op == "first":
+        idx = K.KVar(f"{name}_idx", "int64")
+        # bool values travel as uint8 registers: no bool shuffles / shared bool arrays needed
+        vals = [K.KVar(f"{name}_v{k}", "uint8" if v.dtype == "bool" else v.dtype) for k, v in enumerate(agg.values)]
+
+        def combine(src):
+            take = [K.Assign(idx, K.Elem(src[0]))] + [K.Assign(v, K.Elem(s)) for v, s in zip(vals, src[1:])]
+            return [K.If(K.Elem(E.Compare("lt", src[0], E.Var(idx.name, "int64"))), tuple(take))]
+        identity = (K.KConst(INT64_MAX, "int64"),) + tuple(K.KConst(0, v.dtype) for v in vals)
+        contrib = (E.Var(INDEX.name, "int64"),) + tuple(
+            E.Cast(rename(v, prog), s.dtype) if v.dtype == "bool" else rename(v, prog)
+            for v, s in zip(agg.values, vals))
+        buffers = ("int64",) + tuple(v.dtype for v in agg.values)
+        slots = (ResultSlot(j, "index", "int64"),) + tuple(
+            ResultSlot(j, "value", v.dtype, k) for k, v in enumerate(agg.values))
+        return Acc((idx, *vals), identity, combine), contrib, buffers, slots
+    if agg.op in ("any", "all"):
+        slot = K.KVar(name, "uint32")
+        acc = Acc((slot,), (K.KConst(int(agg.op == "all"), "uint32"),),
+                  _binary_acc(slot, "bitor" if agg.op == "any" else "bitand"))
+        return acc, (E.Cast(rename(agg.values[0], prog), "uint32"),), ("uint32",), (ResultSlot(j, "flag", "uint32"),)
+    if agg.op == "count":
+        slot = K.KVar(name, "int64")
+        # a plain C add: a count never exceeds n, so it cannot overflow
+        count = Acc((slot,), (K.KConst(0, "int64"),), lambda src: [K.Assign(slot, K.op("+", slot, K.Elem(src[0])))])
+        return (count, (E.Const(1, "int64"),),
+                ("int64",), (ResultSlot(j, "count", "int64"),))
+    slot = K.KVar(name, agg.dtype)
+    if agg.op == "fold":
+        return _fold_acc(j, agg, prog, slot)
+    if agg.op in ("sum", "min", "max"):
+        start = 0 if agg.op == "sum" else _extreme(agg.op, agg.dtype)
+        acc = Acc((slot,), (K.KConst(start, agg.dtype),), _binary_acc(slot, {"sum": "add"}.get(agg.op, agg.op)))
+    else:
+        raise ValueError(f"unknown aggregate {agg.op!r}; expected one of sum min max count any all first fold")
+    return acc, (rename(agg.values[0], prog),), (agg.dtype,), (ResultSlot(j, "value", agg.dtype),)
+
+
+def fold_combine(agg: Agg, prog, acc: E.Expr, item: E.Expr) -> E.Expr:
+    """The user's combine(acc, item) as an element expression over kernel locals."""
+    return rename(agg.combine, prog, {"acc": acc, "item": item})
+
+
+def _fold_acc(j: int, agg: Agg, prog, value: K.KVar):
+    """A fold's state is (has, value): `has` (uint32 0/1) says whether any element went in.
+    Combining the state of LATER elements (src) into it: nothing if src is empty, src's value
+    if this one is, else combine(value, src value). The empty state is the identity, so the
+    seed never is one (apply_seeds applies it once, at the end)."""
+    if agg.combine is None or agg.seed is None:
+        raise ValueError(f"fold aggregate {j} needs both `combine` and `seed`")
+    has = K.KVar(f"{value.name}_has", "uint32")
+
+    def combine(src):
+        mine = E.Var(value.name, value.dtype)
+        has_some = E.Compare("ne", E.Var(has.name, "uint32"), E.Const(0, "uint32"))
+        both = fold_combine(agg, prog, mine, src[1])
+        if isinstance(src[0], E.Const):         # an element: always there (filters `continue`)
+            # a select, not a branch: the per-element loop stays straight (3-6x faster on pocl)
+            return [K.Assign(value, K.Elem(E.Where(has_some, both, src[1], value.dtype))),
+                    K.Assign(has, K.KConst(1, "uint32"))]
+        take = (K.If(K.Elem(has_some), (K.Assign(value, K.Elem(both)),), (K.Assign(value, K.Elem(src[1])),)),
+                K.Assign(has, K.KConst(1, "uint32")))
+        return [K.If(K.Elem(E.Compare("ne", src[0], E.Const(0, "uint32"))), take)]
+    acc = Acc((has, value), (K.KConst(0, "uint32"), K.KConst(0, agg.dtype)), combine)
+    return (acc, (E.Const(1, "uint32"), rename(agg.values[0], prog)), ("uint32", agg.dtype),
+            (None, ResultSlot(j, "value", agg.dtype)))
+
+
+def _write(pairs, at) -> K.If:
+    """Thread 0 stores each (buffer name, slot) pair at index `at`."""
+    return K.If(K.op("==", LID, K.i32(0)), tuple(K.Store(b, at, s) for b, s in pairs))
+
+
+def lower_gpu(p: Pass, pr) -> GpuKernels:
+    """The two-stage reduction for the dialect printer `pr`: its shuffles (when it has them)
+    and whether a thread folds its runs apart (dialects that often run on CPU devices)."""
+    ept = elems_per_thread([s.dtype for s in p.program.inputs])
+    kernels, specs, outputs, scratch, slots = lower_reduce(
+        p, ept, pr.SHUFFLE_TYPES if pr.SHUFFLE_DOWN else (), pr.FOLD_RUNS_APART)
+    return GpuKernels(ept, kernels, specs, outputs, scratch, slots)
+
+
+def lower_reduce(p: Pass, ept: int, shuffle_types: tuple[str, ...], fold_runs_apart: bool = False):
+    """-> (kernels, kernel specs, outputs, scratch, result slots) of the two-stage reduction;
+    stage 1 threads take runs of `ept` consecutive elements. With `fold_runs_apart`, each
+    run is folded into fresh accumulators (acc<j>) that then fold into the thread's
+    (thread_acc<j>): the runs' chains of combines are independent, so a CPU device overlaps
+    consecutive runs instead of waiting on one chain through all of a thread's elements.
+    Either way the order of combines depends only on n. A pass with a fold takes the
+    order-keeping shape (ordered_partials, ordered_finalize)."""
+    prog = p.program
+    name = check_name(p.name, "pass")
+    built = [make_acc(j, a, prog) for j, a in enumerate(p.terminal.aggs)]
+    accs = [b[0] for b in built]
+    contribs = [b[1] for b in built]
+    buf_dtypes = [d for b in built for d in b[2]]
+    slot_results = [r for b in built for r in b[3]]
+    result_slots = tuple(r for r in slot_results if r is not None)
+    slots = [s for a in accs for s in a.slots]
+    use_shuffles = bool(shuffle_types) and all(s.dtype in shuffle_types for s in slots)
+
+    partial_names = [f"part_{s.name}" for s in slots]
+    partial_args = tuple(KernelArg(nm, "scratch", d, scratch=nm) for nm, d in zip(partial_names, buf_dtypes))
+    scratch = tuple(BufferSpec(nm, d, "blocks") for nm, d in zip(partial_names, buf_dtypes))
+    outputs = tuple(BufferSpec(f"res{k}", r.dtype, "one") for k, r in enumerate(result_slots))
+    out_pairs = list(zip([o.name for o in outputs], [s for s, r in zip(slots, slot_results) if r is not None]))
+    consumed = [v for a in p.terminal.aggs for v in a.values]
+    stage1_args = lambda strided: tuple(input_args(prog, strided)) + (KernelArg("n", "n", "int64"),) + partial_args  # noqa: E731
+    final_args = partial_args + (KernelArg("num_partials", "value", "int64"),) + tuple(
+        KernelArg(o.name, "output", o.dtype, k) for k, o in enumerate(outputs))
+
+    kernels, specs = [], []
+    ordered = any(a.op == "fold" for a in p.terminal.aggs)
+    for strided in (False, True):
+        # filtered-out elements `continue` before the fold
+        body = element(prog, strided, consumed)
+        if ordered:
+            shared, stmts, block_accs = ordered_partials(
+                p.terminal.aggs, accs, contribs, body, ept, use_shuffles,
+                lambda j, a: make_acc(j, a, prog, f"tile_acc{j}")[0],
+                TILE_RUNS["cpu" if fold_runs_apart else "gpu"])
+        else:
+            shared, stmts, block_accs = _partials(p, accs, contribs, body, ept, use_shuffles, fold_runs_apart)
+        stmts.append(_write(zip(partial_names, [s for a in block_accs for s in a.slots]), K.KThread("group_id")))
+        kname, doc = variant(f"{name}_reduce_partials", strided,
+                             f"Stage 1 of {name}: one partial per block and accumulator.")
+        kernels.append(K.Kernel(kname, stage1_args(strided), tuple(shared), tuple(stmts), doc=doc))
+        specs.append(KernelSpec(kname, stage1_args(strided), "reduce", "strided" if strided else "contiguous",
+                                "partials"))
+
+    partial_dtype = {s.name: d for s, d in zip(slots, buf_dtypes)}
+    read = lambda s, j: K.KLoad(f"part_{s.name}", j, partial_dtype[s.name])  # noqa: E731
+    if ordered:
+        shared, stmts = ordered_finalize(p.terminal.aggs, accs, read,
+                                         lambda a, acc, item: fold_combine(a, prog, acc, item))
+    else:
+        shared, stmts = _finalize(accs, read, use_shuffles)
+    stmts.append(_write(out_pairs, K.i32(0)))
+    fname = f"{name}_reduce_finalize"
+    kernels.append(K.Kernel(fname, final_args, tuple(shared), tuple(stmts),
+                            doc=f"Stage 2 of {name}: one block folds the per-block partials into the results."))
+    specs.append(KernelSpec(fname, final_args, "one", "any", "finalize"))
+    return kernels, specs, outputs, scratch, result_slots
+
+
+def _partials(p: Pass, accs, contribs, body, ept: int, use_shuffles: bool, fold_runs_apart: bool):
+    """Stage 1 without a fold: grid-stride runs, then the block tree."""
+    run_start, run_end, thread_accs = [], [], accs
+    if fold_runs_apart:
+        thread_accs = [make_acc(j, a, p.program, f"thread_acc{j}")[0] for j, a in enumerate(p.terminal.aggs)]
+        run_start = [s for a in accs for s in a.declare()]
+        run_end = [st for t, a in zip(thread_accs, accs)
+                   for st in t.combine(tuple(E.Var(s.name, s.dtype) for s in a.slots))]
+    loop_doc = f"Grid-stride loop over runs of {ept} consecutive elements, folded into private accumulators" + (
+        ": each run apart, then into the thread's." if fold_runs_apart else ".")
+    body = body + [st for a, c in zip(accs, contribs) for st in a.combine(c)]
+    loop = grid_stride_runs(ept, body, run_start, run_end)
+    shared, reduce_stmts = block_reduce(thread_accs, use_shuffles)
+    stmts = [s for a in thread_accs for s in a.declare()] + [K.Comment(loop_doc), loop, *reduce_stmts]
+    return shared, stmts, thread_accs
+
+
+def _finalize(accs, read, use_shuffles: bool):
+    """Stage 2 without a fold: thread t folds partials t, t + block, ..., then the block tree."""
+    count = K.KVar("num_partials", "int64")
+    j = K.KVar("j", "int64")
+    gather = K.For(j, K.KCast(LID, "int64"), K.op("<", j, count),
+                   K.op("+", j, K.KCast(K.KThread("local_size"), "int64")),
+                   tuple(fold_from(accs, lambda s: read(s, j))))
+    shared, reduce_stmts = block_reduce(accs, use_shuffles)
+    return shared, [s for a in accs for s in a.declare()] + [
+        K.Comment("Each thread folds partials t, t + block, ... in order (a fixed order: deterministic)."),
+        gather, *reduce_stmts]
+
+
+# ---- the order-keeping shape (passes with a fold) ----------------------------------------
+# Runs of ept elements per thread and tile: one block tree per tile. GPUs keep a warp's reads
+# close together (8 runs: 128 bytes a thread); CPU devices (pocl), where each tree's barriers
+# cost most, take 32 (the fold then runs as fast as the old unordered one: 10.7 ms for 1e7
+# int64 on pocl, against 13.5 ms with 16 and 18 ms with 8).
+TILE_RUNS = {"gpu": 8, "cpu": 32}
+
+
+def ordered_block_reduce(accs) -> tuple[list[K.SharedArray], list]:
+    """Shared-memory tree with doubling strides: at stride s, thread t (a multiple of 2s)
+    folds thread t + s's state into its own, so thread t always holds threads t..t+2s-1 in
+    order, and slot 0 ends with all of them. Every thread reads the result. (The halving
+    tree of lower_block.block_reduce joins t with t + BLOCK/2: right for commutative
+    combines only.) Values cross barriers in shared memory only, as in block_reduce."""
+    slots = [s for a in accs for s in a.slots]
+    shared = [K.SharedArray(shared_name(s), s.dtype, BLOCK) for s in slots]
+    publish = [K.Store(shared_name(s), LID, s) for s in slots]
+    reload = lambda at: [K.Assign(s, K.KLoad(shared_name(s), at, s.dtype)) for s in slots]  # noqa: E731
+    stride = K.KVar("stride", "int32")
+    leader = K.op("==", K.op("%", LID, K.op("*", stride, K.i32(2))), K.i32(0))
+    step = (K.If(leader, tuple(reload(LID)
+                               + fold_from(accs, lambda s: K.KLoad(shared_name(s), K.op("+", LID, stride), s.dtype))
+                               + publish)),
+            K.Barrier())
+    loop = K.For(stride, K.i32(1), K.op("<", stride, K.i32(BLOCK)), K.op("<<", stride, K.i32(1)), step)
+    return shared, [K.Comment("Order-keeping tree: doubling strides join neighbouring threads, lower first."),
+                    *publish, K.Barrier(), loop, *reload(K.i32(0))]
+
+
+def _i64(e) -> K.KExpr:
+    return K.KCast(e, "int64")
+
+
+def _min(a, b) -> K.KExpr:
+    return K.KSelect(K.op("<", a, b), a, b, "int64")
+
+
+def ordered_partials(aggs, accs, contribs, body: list, ept: int, use_shuffles: bool, make_tile_acc,
+                     tile_runs: int = TILE_RUNS["gpu"]):
+    """Stage 1 statements (the package doc) -> (shared arrays, statements, the
+    accumulators thread 0 then holds the block's partials in). `body` computes element i
+    (and `continue`s when it is dropped); `make_tile_acc(j, agg)` builds a per-tile fold
+    state like agg j's; each thread takes `tile_runs` runs of `ept` per tile."""
+    n = K.KVar("n", "int64")
+    tile_size = BLOCK * tile_runs * ept
+    folds = [j for j, a in enumerate(aggs) if a.op == "fold"]
+    others = [j for j in range(len(aggs)) if j not in folds]
+    tile_accs = {j: make_tile_acc(j, aggs[j]) for j in folds}
+    into = {j: tile_accs.get(j, accs[j]) for j in range(len(aggs))}
+
+    tiles, per, seg_lo, seg_hi, tile = (K.KVar(nm, "int64") for nm in ("tiles", "per_block", "seg_lo", "seg_hi", "tile"))
+    r, k = K.KVar("r", "int32"), K.KVar("k", "int32")
+    head = [K.Comment(f"This block's segment: whole tiles of {tile_size} elements "
+                      f"({tile_runs} runs of {ept} per thread), walked in order."),
+            K.Declare(tiles, K.op("/", K.op("+", n, K.i64(tile_size - 1)), K.i64(tile_size))),
+            K.Declare(per, K.op("/", K.op("+", tiles, K.op("-", _i64(K.KThread("num_groups")), K.i64(1))),
+                                _i64(K.KThread("num_groups")))),
+            K.Declare(seg_lo, K.op("*", K.op("*", _i64(K.KThread("group_id")), per), K.i64(tile_size))),
+            K.Declare(seg_hi, _min(K.op("+", seg_lo, K.op("*", per, K.i64(tile_size))), n))]
+    elems = (K.Declare(INDEX, K.op("+", BASE, _i64(k))),
+             K.If(K.op(">=", INDEX, seg_hi), (K.Break(),)),
+             *body,
+             *[st for j in range(len(aggs)) for st in into[j].combine(contribs[j])])
+    run = K.For(k, K.i32(0), K.op("<", k, K.i32(ept)), K.op("+", k, K.i32(1)), elems, unroll=True)
+    stretch = K.op("*", K.op("+", K.op("*", _i64(LID), K.i64(tile_runs)), _i64(r)), K.i64(ept))
+    runs = K.For(r, K.i32(0), K.op("<", r, K.i32(tile_runs)), K.op("+", r, K.i32(1)),
+                 (K.Declare(BASE, K.op("+", tile, stretch)), run))
+    tree_shared, tree = ordered_block_reduce([tile_accs[j] for j in folds])
+    fold_tile = [st for j in folds
+                 for st in accs[j].combine(tuple(E.Var(s.name, s.dtype) for s in tile_accs[j].slots))]
+    walk = K.For(tile, seg_lo, K.op("<", tile, seg_hi), K.op("+", tile, K.i64(tile_size)), (
+        *[st for j in folds for st in tile_accs[j].declare()],
+        runs, *tree,
+        K.Comment("Every thread read the tile's state: fold it into the block's (thread 0's counts)."),
+        *fold_tile,
+        K.Barrier()))      # the next tile's tree overwrites the slots just read
+    shared, stmts = list(tree_shared), [s for a in accs for s in a.declare()] + head + [walk]
+    if others:
+        rest_shared, rest = block_reduce([accs[j] for j in others], use_shuffles)
+        shared += rest_shared
+        stmts += rest
+    return shared, stmts, accs
+
+
+def ordered_finalize(aggs, accs, read, combine):
+    """Stage 2 statements -> (shared arrays, statements); afterwards thread 0 holds every
+    result, each fold's seed applied. `read(slot, j)` loads partial j of a slot;
+    `combine(agg, acc, item)` is agg's combine as an element expression."""
+    count, per, first, last = (K.KVar(nm, "int64") for nm in ("num_partials", "per_thread", "first", "last"))
+    j = K.KVar("j", "int64")
+    gather = [K.Comment("Thread t folds partials [t * per_thread, (t + 1) * per_thread) in order."),
+              K.Declare(per, K.op("/", K.op("+", count, K.op("-", _i64(K.KThread("local_size")), K.i64(1))),
+                                  _i64(K.KThread("local_size")))),
+              K.Declare(first, K.op("*", _i64(LID), per)),
+              K.Declare(last, _min(K.op("+", first, per), count)),
+              K.For(j, first, K.op("<", j, last), K.op("+", j, K.i64(1)),
+                    tuple(fold_from(accs, lambda s: read(s, j))))]
+    shared, tree = ordered_block_reduce(accs)
+    return shared, [s for a in accs for s in a.declare()] + gather + tree + apply_seeds(aggs, accs, combine)
+
+
+def apply_seeds(aggs, accs, combine) -> list:
+    """value = has ? combine(seed, value) : seed, for every fold: the seed goes in once."""
+    out = []
+    for agg, acc in zip(aggs, accs):
+        if agg.op != "fold":
+            continue
+        has, value = acc.slots
+        seed = E.Const(agg.seed.value, agg.dtype)
+        out.append(K.If(K.Elem(E.Compare("ne", E.Var(has.name, "uint32"), E.Const(0, "uint32"))),
+                        (K.Assign(value, K.Elem(combine(agg, seed, E.Var(value.name, value.dtype)))),),
+                        (K.Assign(value, K.Elem(seed)),)))
+    if out:
+        out.insert(0, K.Comment("Each fold's seed, applied once: combine(seed, total), or the seed alone."))
+    return out
