@@ -49,7 +49,19 @@ def _pool():
     with _executor_lock:
         if _executor is None:
             _executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="querycompute-compile")
+            _cancel_queued_at_exit(_executor)
         return _executor
+
+
+def _cancel_queued_at_exit(executor) -> None:
+    """At interpreter exit Python waits for the worker thread to finish its queue. Let it
+    finish the compile it is running (that fills the disk cache for the next process), but
+    drop the ones not started: a script that met 100 new queries must not compile them all
+    before it can exit. (threading's exit hooks run before concurrent.futures joins its
+    workers when registered after it, as here; without the private hook, exit just waits.)"""
+    register = getattr(threading, "_register_atexit", None)
+    if register is not None:
+        register(lambda: executor.shutdown(wait=False, cancel_futures=True))
 
 
 class Pending:
@@ -89,6 +101,8 @@ class Pending:
         return True
 
     def result(self):
+        if self.future.cancelled():           # at interpreter exit: stay on the numpy tier
+            return None
         exc = self.future.exception()
         if exc is None:
             return self.future.result()
