@@ -56,6 +56,7 @@ def fresh(key: str, backend: str, n: int) -> dict:
     with tempfile.TemporaryDirectory() as cache_dir:
         env = dict(os.environ, QUERYCOMPUTE_CACHE_DIR=cache_dir)
         env.pop("QUERYCOMPUTE_CACHE", None)
+        env.setdefault("QUERYCOMPUTE_TIERED", "1")    # the default a user gets
         out = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--child", key,
                               backend, str(n)], env=env, capture_output=True, text=True,
                              timeout=600)
@@ -78,7 +79,7 @@ def main() -> None:
         return
     n = int(args.n)
     load = os.getloadavg()[0]
-    tiered = os.environ.get("QUERYCOMPUTE_TIERED", "1")
+    tiered = os.environ.get("QUERYCOMPUTE_TIERED", "1")    # (what fresh() passes on)
     print(f"# first call in a fresh process, n = {n:.0e}, backend {args.backend}, "
           f"QUERYCOMPUTE_TIERED={tiered}, median of {args.repeat}, load {load:.1f}")
     print(f"{'':4} {'import qc':>10} {'numpy+qc':>10} {'first':>10} {'numpy 1st':>10} "

@@ -12,7 +12,6 @@ ratio inline / numpy. Issue 12's target: inline <= 1.0x numpy on the cpu backend
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
@@ -28,7 +27,6 @@ def main(argv=None) -> None:
     ap.add_argument("--workloads", default="W1,W2,W3,W4,W5,W6")
     ap.add_argument("--profile", metavar="WK", help="cProfile 20,000 inline calls of one workload")
     args = ap.parse_args(argv)
-    os.environ.setdefault("QUERYCOMPUTE_TIERED", "0")   # warm figures: the kernel, not the tier
     import numpy as np
 
     import timing

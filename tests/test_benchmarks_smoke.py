@@ -58,3 +58,10 @@ def test_handwritten_opencl_agrees_with_generated():
         pytest.skip(f"no OpenCL device here: {qc.backends()['opencl']['reason']}")
     stdout = run_script("handwritten_opencl.py", "--n", "5000", "--repeat", "1")
     assert "gen/hand" in stdout and "5e+03" in stdout
+
+
+def test_cold_start_and_inline_overhead_run(tmp_path):
+    stdout = run_script("cold_start.py", "--n", "1000", "--repeat", "1", "--workloads", "W1,W6")
+    assert "W1" in stdout and "W6" in stdout and "WRONG" not in stdout
+    stdout = run_script("inline_overhead.py", "--n", "200", "--repeat", "1", "--workloads", "W3,W4")
+    assert "W3" in stdout and "W4" in stdout
