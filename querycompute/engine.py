@@ -29,7 +29,6 @@ from .backends.base import Trace
 from .cache import disk_cache
 from .compiled import Compiled
 from .errors import BackendUnavailableError, QueryError, codegen_errors
-from .fusion import Lowered
 from .graph import PLAIN, WITH_FN, Terminal, slot_functions
 from .locks import KeyedLocks
 from .memo import Memo

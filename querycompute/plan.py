@@ -4,15 +4,16 @@ Used by the engine on a cache miss (and for every call's parameters) and by intr
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
-from querycompute._codegen import expr as E
-from querycompute._codegen.program import InputSpec
-
 from .errors import QueryError
-from .frontend import LambdaSource, RecordVal, Scalar, TupleVal, capture_values, lambda_source
-from .fusion import Lowered, Lowering
-from .sources import Source
+from .frontend.capture import LambdaSource, capture_values, lambda_source
+
+if TYPE_CHECKING:
+    from .fusion import Lowered, Lowering
+    from .sources import Source
 
 
 def slot_info(fn) -> tuple:
@@ -37,6 +38,10 @@ def _input_name(source: Source, i: int) -> str:
 
 def initial_element(source: Source, dts: tuple, lw: Lowering):
     """The element value the first lambda sees, and the program's inputs."""
+    from querycompute._codegen import expr as E
+    from querycompute._codegen.program import InputSpec
+
+    from .frontend.values import RecordVal, Scalar, TupleVal
     if source.kind == "range":
         start = lw.b.param(("range", 0), "int64")
         step = lw.b.param(("range", 2), "int64")
@@ -52,7 +57,9 @@ def initial_element(source: Source, dts: tuple, lw: Lowering):
 
 
 def lower(source: Source, dts: tuple, ops: tuple, term, infos: list) -> Lowered:
-    """Fuse source + chain + terminal into one pass (no compilation)."""
+    """Fuse source + chain + terminal into one pass (no compilation). (The translator and
+    the fusion are imported here, on the first compile, not with the package.)"""
+    from .fusion import Lowering
     lw = Lowering(infos, f"qc_{term.name}")   # kernel names: qc_sum_reduce_partials, ...
     element, inputs = initial_element(source, dts, lw)
     element = lw.chain(element, tuple((op.kind, i) for i, op in enumerate(ops)))

@@ -14,7 +14,7 @@ Two levels, both leading to the Compiled entry (compiled.py) the engine's memo h
 """
 from __future__ import annotations
 
-from .frontend import capture_key
+from .frontend.capture import capture_key
 
 
 def slot_sig(src, env) -> tuple:

@@ -18,7 +18,10 @@ import time
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from querycompute._codegen.program import Pass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:              # (the kernel compiler loads when a backend first compiles)
+    from querycompute._codegen.program import Pass
 
 
 @dataclass

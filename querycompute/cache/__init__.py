@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from .api import CacheAPI, CacheStats, cache, disk_cache
 from .identity import nvrtc_identity, numba_identity, opencl_identity
-from .inventory import CacheEntry, Removal
 from .keys import FORMAT_VERSION, CacheKey, make_key
 from .settings import dump_source
 from .sizes import format_size, parse_size
@@ -44,4 +43,12 @@ def __getattr__(name: str):
     # `path` follows the environment of the first use (module attributes can't be properties).
     if name == "path":
         return disk_cache.path
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __getattr__(name: str):
+    """CacheEntry and Removal load with the inventory, on first use (PEP 562)."""
+    if name in ("CacheEntry", "Removal"):
+        from . import inventory
+        return getattr(inventory, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

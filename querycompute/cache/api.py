@@ -5,10 +5,13 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from typing import TYPE_CHECKING
+
 from .. import after_fork
-from . import inventory
-from .inventory import CacheEntry, Removal
 from .store import DiskCache
+
+if TYPE_CHECKING:              # inventory loads when the cache is first listed or cleared
+    from .inventory import CacheEntry, Removal
 
 # The one store every backend in this process uses; configured from the environment
 # (QUERYCOMPUTE_CACHE_DIR, QUERYCOMPUTE_CACHE) on first use.
@@ -52,6 +55,7 @@ class CacheAPI:
 
     def entries(self, backend: str | None = None) -> list[CacheEntry]:
         """Every readable disk entry (of `backend` if given), most recently used first."""
+        from . import inventory
         found, _broken = inventory.scan(self.disk.entries_root)
         found = [e for e in found if backend is None or e.backend == backend]
         return sorted(found, key=lambda e: (e.last_used, e.key), reverse=True)
@@ -75,6 +79,7 @@ class CacheAPI:
 
     def stats(self) -> CacheStats:
         """This process's hits, misses and compiles, and the entries and bytes on disk."""
+        from . import inventory
         found, broken = inventory.scan(self.disk.entries_root)
         by_backend: dict[str, int] = {}
         for e in found:
@@ -92,11 +97,13 @@ class CacheAPI:
     def clear(self, backend: str | None = None) -> Removal:
         """Remove every disk entry, or only `backend`'s. The memory level belongs to the
         query layer; kernels already loaded in this process stay usable."""
+        from . import inventory
         return inventory.clear(self.disk.entries_root, backend)
 
     def prune(self, max_bytes: int) -> Removal:
         """Remove least recently used entries until the disk cache holds at most
         `max_bytes` bytes (an int; see sizes.parse_size for '500MB')."""
+        from . import inventory
         return inventory.prune(self.disk.entries_root, max_bytes)
 
     def note_memory_hit(self) -> None:

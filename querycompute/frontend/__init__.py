@@ -3,10 +3,22 @@
 capture.py finds a lambda's AST and its captured values, translate*.py turn it into
 codegen.expr trees under NumPy 2 / NEP 50 semantics, chain_text.py parses CLI query text.
 """
-from .capture import LambdaSource, capture_key, capture_values, lambda_source
-from .chain_text import ChainOp, parse_chain
-from .translate import translate
-from .values import RecordVal, Scalar, TupleVal, Value
+# Names resolve on first use (PEP 562): `import querycompute` needs only capture.py on its
+# warm path; translation and the CLI parser load when a lambda is first translated / parsed.
+_WHERE = {"LambdaSource": "capture", "capture_key": "capture", "capture_values": "capture",
+          "lambda_source": "capture", "ChainOp": "chain_text", "parse_chain": "chain_text",
+          "translate": "translate", "RecordVal": "values", "Scalar": "values",
+          "TupleVal": "values", "Value": "values"}
 
-__all__ = ["lambda_source", "capture_values", "capture_key", "LambdaSource", "Scalar", "TupleVal",
-           "RecordVal", "Value", "translate", "parse_chain", "ChainOp"]
+
+def __getattr__(name: str):
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+__all__ = sorted(_WHERE)
