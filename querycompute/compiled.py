@@ -23,7 +23,7 @@ from . import windows
 class Compiled:
     """The memo's value: plan + kernels for one backend and signature (see module doc)."""
     __slots__ = ("backend", "lowered", "prepared", "early", "tier", "pending", "origin",
-                 "compile_ms", "used")
+                 "compile_ms", "used", "has_params", "direct")
 
     def __init__(self, backend: str, lowered, prepared, pending=None):
         self.backend = backend          # the backend this entry is for (not always the tier)
@@ -35,6 +35,10 @@ class Compiled:
         self.origin = getattr(prepared, "origin", "compiled")
         self.compile_ms = getattr(prepared, "compile_ms", 0.0)
         self.used = False               # memo.Memo's second-chance mark
+        self.has_params = bool(lowered.bindings)
+        # launch is prepared.run_quick itself: no tier to switch, no windows (the engine's
+        # warm paths then call it directly, saving a call level on every warm call)
+        self.direct = pending is None and self.early is None
 
     def launch(self, cols, params, n: int) -> tuple:
         """(raw results, trace row, the Prepared that ran)."""
@@ -59,6 +63,7 @@ class Compiled:
             self.compile_ms = getattr(prepared, "compile_ms", 0.0)
             self.prepared = prepared
             self.tier = "kernel"
+        self.direct = self.early is None
 
     def wait(self, timeout: float | None = None) -> bool:
         """Wait for a background compile; True when this entry launches its kernel now, or

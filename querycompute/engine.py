@@ -105,8 +105,12 @@ def run(q, term: Terminal, fns=None, tiered: bool | None = None, keep_hot: bool 
             if infos is not False:
                 compiled = fast.compiled
                 try:
-                    params = param_values(compiled.lowered, infos, q._source) if compiled.lowered.bindings else ()
-                    raw, row, prepared = compiled.launch(hot.items, params, n)
+                    params = param_values(compiled.lowered, infos, q._source) if compiled.has_params else ()
+                    if compiled.direct:
+                        prepared = compiled.prepared
+                        raw, row = prepared.run_quick(hot.items, params, n)
+                    else:
+                        raw, row, prepared = compiled.launch(hot.items, params, n)
                 except Exception as exc:
                     return _failed(q, term, fns, hot.name, n, exc, t0)
                 note_memory_hit()
@@ -185,8 +189,8 @@ def _run_full(q, term: Terminal, fns, t0: float, tiered, keep_hot: bool):
     try:
         fast, infos, fresh = _lookup(q, term, fns, name, cols, tiered)
         compiled = fast.compiled
-        params = param_values(compiled.lowered, infos, source) if compiled.lowered.bindings else ()
-        if compiled.pending is None and compiled.early is None:     # (launch, inlined)
+        params = param_values(compiled.lowered, infos, source) if compiled.has_params else ()
+        if compiled.direct:
             prepared = compiled.prepared
             raw, row = prepared.run_quick(cols, params, n)
         else:
@@ -262,7 +266,7 @@ def describe(q, term: Terminal, infos: list) -> str:
     """The chain as text, e.g. select(lambda v: v * 2).where(lambda v: v > 1000).sum(), for
     the kernel cache's metadata (what `querycompute cache list` shows)."""
     texts = [src.text for src, _ in infos]
-    parts = [f"{op.kind}({texts[i]})" for i, op in enumerate(q._ops)]
+    parts = [f"{op.kind}({texts[i]})" for i, op in enumerate(q.nodes())]
     fn_texts = iter(texts[len(q._ops):])
     args = ", ".join(f"{key}={spec.kind}" if not term.standalone else
                      (next(fn_texts) if spec.fn is not None else "") for key, spec in term.specs)
@@ -289,7 +293,7 @@ def _compiled(name, source, cols, q, term, infos, tiered) -> tuple:
         tiered = tiered and name != "numpy"
         # tiered: the backend's module is imported by the background compile, not here
         registry.check(name) if tiered else registry.require(name)
-        lowered = lower(source, tuple(str(d) for d in dts), q._ops, term, infos)
+        lowered = lower(source, tuple(str(d) for d in dts), q.nodes(), term, infos)
         text = describe(q, term, infos)
         if tiered:
             pending = tiers.Pending(lambda: _prepare(registry.require(name), lowered, text),

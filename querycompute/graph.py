@@ -73,7 +73,17 @@ WITH_FN = {name: Terminal(name, ((name, T.AggSpec(name, T.PER_CALL)),), shared=T
            for name in T.PLAIN}
 
 
-def slot_functions(ops: tuple, fns) -> list:
-    """Every function of a chain, operators first, then the terminal's `fns`: the slots, in
-    the order the plan numbers them."""
-    return [op.fn for op in ops] + list(fns)
+NODES = {cls.letter: cls for cls in (Select, Where)}
+
+
+def chain(letters: str, fns: tuple) -> tuple:
+    """The operator nodes of a Query's chain. A Query keeps the chain compact (one letter and
+    one function per operator: building a query in a loop makes no node objects); the plan
+    and explain() see nodes."""
+    return tuple([NODES[letter](fn) for letter, fn in zip(letters, fns)])
+
+
+def slot_functions(chain_fns: tuple, fns) -> list:
+    """Every function of a query, its operators' (a Query's compact chain, in order) first,
+    then the terminal's `fns`: the slots, in the order the plan numbers them."""
+    return [*chain_fns, *fns]

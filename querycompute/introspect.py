@@ -39,7 +39,7 @@ def lower_for(q, terminal: Any):
     cols = q._source.columns()
     dts = tuple(str(c.dtype) for c in cols)
     infos = [slot_info(fn) for fn in slot_functions(q._ops, term.fns)]
-    return lower(q._source, dts, q._ops, term, infos), term, cols, infos
+    return lower(q._source, dts, q.nodes(), term, infos), term, cols, infos
 
 
 def source(q, backend: str, terminal: Any) -> str:
@@ -70,7 +70,7 @@ def explain(q, backend: str | None, terminal: Any) -> str:
         desc = ", ".join(f"{f}:{c.dtype}" if src.fields else f"{c.dtype}[stride {c.strides[0] // c.itemsize}]"
                          for f, c in zip(src.fields or [""] * len(cols), cols))
         out.append(f"  source: {src.kind}({desc}), n={n}")
-    for i, op in enumerate(q._ops):
+    for i, op in enumerate(q.nodes()):
         out.append(f"  {i + 1}. {op.kind:<6} {infos[i][0].text}  -> {lowered.steps[i][2]}")
     fn_texts = [infos[len(q._ops) + j][0].text for j in range(len(term.fns))]
     out.append(f"  terminal: {term.name}" + (f" ({'; '.join(fn_texts)})" if fn_texts else ""))

@@ -14,7 +14,7 @@ from . import engine
 from . import terminals as T
 from .backends import registry
 from .errors import QueryError
-from .graph import PLAIN, WITH_FN, Select, Terminal, Where
+from .graph import PLAIN, WITH_FN, Terminal, chain
 from .sources import NATIVE_DTYPES, Source, from_args, from_range, plain_columns, validated
 
 _TERMINAL_NAMES = ("to_array", "to_list", "sum", "min", "max", "mean", "count", "any", "all", "first")
@@ -26,7 +26,7 @@ class Query:
     def __init__(self, source: Source, ops: tuple = (), backend: str = "auto", kinds: str = "",
                  codes: tuple = ()):
         self._source = source
-        self._ops = ops            # the operator nodes after the source (graph.py), in order
+        self._ops = ops            # each operator's function, in order (nodes(): the graph)
         self._backend = backend
         # Built as the chain grows, for the warm-path signature (engine.run): each node's
         # letter, and each function's code object (a parsed text lambda stands for itself).
@@ -36,7 +36,7 @@ class Query:
                                    # (False: ran once; engine._remember)
 
     def __repr__(self) -> str:
-        chain = "".join(f".{op.kind}(...)" for op in self._ops)
+        chain = "".join(f".{op.kind}(...)" for op in self.nodes())
         return f"<Query {self._source.kind}{chain} on {self._backend}>"
 
     # -- lazy operators ---------------------------------------------------------------------
@@ -47,7 +47,7 @@ class Query:
         code = getattr(f, "__code__", None)
         if code is None:
             f = code = _text_lambda("select", f)
-        return Query(self._source, self._ops + (Select(f),), self._backend, self._kinds + "s",
+        return Query(self._source, self._ops + (f,), self._backend, self._kinds + "s",
                      self._codes + (code,))
 
     def where(self, pred) -> "Query":
@@ -55,8 +55,12 @@ class Query:
         code = getattr(pred, "__code__", None)
         if code is None:
             pred = code = _text_lambda("where", pred)
-        return Query(self._source, self._ops + (Where(pred),), self._backend, self._kinds + "w",
+        return Query(self._source, self._ops + (pred,), self._backend, self._kinds + "w",
                      self._codes + (code,))
+
+    def nodes(self) -> tuple:
+        """The operation graph's operator nodes after the source (graph.Select, ...)."""
+        return chain(self._kinds, self._ops)
 
     def on(self, backend: str) -> "Query":
         """Pin a backend: "auto", "numpy", "cpu", "cuda", "opencl" or "metal"."""
