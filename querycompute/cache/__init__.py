@@ -40,14 +40,10 @@ note_memory_hit = cache.note_memory_hit
 
 
 def __getattr__(name: str):
-    # `path` follows the environment of the first use (module attributes can't be properties).
+    # `path` follows the environment of the first use (module attributes can't be
+    # properties); CacheEntry and Removal load with the inventory, on first use (PEP 562).
     if name == "path":
         return disk_cache.path
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __getattr__(name: str):
-    """CacheEntry and Removal load with the inventory, on first use (PEP 562)."""
     if name in ("CacheEntry", "Removal"):
         from . import inventory
         return getattr(inventory, name)
