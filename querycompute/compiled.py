@@ -18,6 +18,7 @@ from __future__ import annotations
 import threading
 
 from . import windows
+from .errors import BackendUnavailableError
 
 
 class Compiled:
@@ -58,6 +59,11 @@ class Compiled:
         if pending is None:
             return
         prepared = pending.result()
+        if prepared is None and isinstance(pending.error(), BackendUnavailableError):
+            # The backend can't run this at all (e.g. a GPU that NVRTC can't serve): not a
+            # compile error to hide behind the numpy tier. Launching raises it, so `auto`
+            # falls back to cpu (warned, in the trace) and a pinned backend reports it.
+            prepared = Unusable(pending.error())
         if prepared is not None:
             self.origin = getattr(prepared, "origin", "compiled")
             self.compile_ms = getattr(prepared, "compile_ms", 0.0)
@@ -74,6 +80,18 @@ class Compiled:
                 return False
             self.promote()
         return True
+
+
+class Unusable:
+    """Stands in for a compiled pass whose backend can't run it (a background compile that
+    raised BackendUnavailableError, a GPU backend in a process forked after it started):
+    launching raises that error, which the engine turns into `auto`'s fallback to cpu or,
+    for a pinned backend, the user's error."""
+    def __init__(self, error: BaseException):
+        self.error = error
+
+    def run_quick(self, inputs, params, n):
+        raise BackendUnavailableError(str(self.error))
 
 
 class CompiledQuery:

@@ -27,7 +27,7 @@ from . import terminals as T
 from .backends import registry
 from .backends.base import Trace
 from .cache import disk_cache
-from .compiled import Compiled
+from .compiled import Compiled, Unusable
 from .errors import BackendUnavailableError, QueryError, codegen_errors
 from .graph import PLAIN, WITH_FN, Terminal, slot_functions
 from .locks import KeyedLocks
@@ -58,17 +58,6 @@ class _LastCall(threading.local):
 _last = _LastCall()
 
 
-class _Forked:
-    """Stands in for a GPU backend's compiled pass in a forked child (after_fork.py): its
-    driver's threads did not survive the fork, so launching would hang; this raises instead
-    (`auto` then falls back to cpu, with a warning and the trace saying so)."""
-    def __init__(self, backend: str):
-        self.backend = backend
-
-    def run_quick(self, inputs, params, n):
-        raise BackendUnavailableError(registry.availability(self.backend)[1])
-
-
 def _after_fork() -> None:
     """In a forked child: GPU entries can't launch; compiles that were in flight in the
     parent's background thread never finish here (their entries stay on the numpy tier and
@@ -78,7 +67,10 @@ def _after_fork() -> None:
     for key, entry in _memo.items():
         compiled = getattr(entry, "compiled", entry)
         if compiled.backend in registry.NOT_FORK_SAFE and not registry.availability(compiled.backend)[0]:
-            compiled.prepared, compiled.pending = _Forked(compiled.backend), None
+            # its driver's threads did not survive the fork: launching would hang
+            why = registry.availability(compiled.backend)[1]
+            compiled.prepared, compiled.pending = Unusable(BackendUnavailableError(why)), None
+            compiled.direct = False
             _memo.discard(key)
         elif compiled.pending is not None and not compiled.pending.ready:
             compiled.pending = None

@@ -21,6 +21,7 @@ import threading
 import warnings
 
 from . import after_fork
+from .errors import BackendUnavailableError
 from typing import Callable
 
 _executor = None                # a ThreadPoolExecutor, made on the first background compile
@@ -100,12 +101,20 @@ class Pending:
             return False
         return True
 
+    def error(self) -> BaseException | None:
+        """The exception the finished compile raised (None when it succeeded or was dropped)."""
+        if self.future is None or self.future.cancelled():
+            return None
+        return self.future.exception()
+
     def result(self):
         if self.future.cancelled():           # at interpreter exit: stay on the numpy tier
             return None
         exc = self.future.exception()
         if exc is None:
             return self.future.result()
+        if isinstance(exc, BackendUnavailableError):
+            return None                       # not a compile error: the caller decides
         if not self._warned:
             self._warned = True
             why = getattr(exc, "log", None) or str(exc)     # a CompileError's compiler log
