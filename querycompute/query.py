@@ -193,6 +193,10 @@ def query(*arrays, **columns) -> Query:
         x = arrays[0]
         if type(x) is np.ndarray and x.ndim == 1 and x.dtype in NATIVE_DTYPES:
             return Query(Source("array", arrays))      # the common case, checked cheaply
+        if type(x) is dict and x:                     # a table of plain arrays, likewise
+            names, cols = tuple(x), tuple(x.values())
+            if plain_columns(cols) and all([type(k) is str and k.isidentifier() for k in names]):
+                return Query(Source("table", cols, names))
     elif arrays and not columns and plain_columns(arrays):
         return Query(Source("zip", arrays))            # plain 1-D arrays of one length
     return Query(validated(from_args(arrays, columns)))
