@@ -20,6 +20,8 @@ import operator
 import threading
 import time
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from . import after_fork, tiers
@@ -36,6 +38,9 @@ from .plan import lower, param_values, slot_info
 from .sources import is_device_array
 from .warm import FastEntry, Hot, plain_items, slot_sig
 from .windows import trace_rows
+
+if TYPE_CHECKING:
+    from .fusion import Lowered
 
 note_memory_hit = disk_cache.note_memory_hit
 _clock = time.perf_counter

@@ -171,7 +171,7 @@ class ReducePrinter:
         if agg.op == "first":
             sets = "; ".join(f"{s}_{j} = {e}" for j, e in enumerate(v))
             return [f"if keep and {s} < 0:", f"    {s} = np.int64(i)" + (f"; {sets}" if sets else "")]
-        return [f"if keep:",
+        return ["if keep:",
                 f"    {s} = {self.p.name}_fold{k}({s}, {v[0]}) if h{k} else {v[0]}",
                 f"    h{k} = True"]
 
