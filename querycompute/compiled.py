@@ -46,10 +46,7 @@ class Compiled:
         if self.pending is not None and self.pending.ready:
             self.promote()
         prepared = self.prepared
-        if self.early is None:
-            raw, row = prepared.run_quick(cols, params, n)
-        else:
-            raw, row = self.early.launch(prepared, cols, params, n)
+        raw, row = windows.launch(prepared, self.early, cols, params, n)
         return raw, row, prepared
 
     def promote(self) -> None:

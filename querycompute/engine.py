@@ -31,7 +31,7 @@ from .backends.base import Trace
 from .cache import disk_cache
 from .compiled import Compiled, Unusable
 from .errors import BackendUnavailableError, QueryError, codegen_errors
-from .graph import PLAIN, WITH_FN, Terminal, slot_functions
+from .graph import Terminal, slot_functions
 from .locks import KeyedLocks
 from .memo import Memo
 from .plan import lower, param_values, slot_info
@@ -47,10 +47,6 @@ _clock = time.perf_counter
 _dtype_of = operator.attrgetter("dtype")
 _memo = Memo()                  # warm signature -> FastEntry; ("plan", ...) -> Compiled
 _compiling = KeyedLocks()       # ("plan", ...) -> lock while it compiles
-
-# Kept under their old names for the query layer's callers.
-TerminalReq = Terminal
-PLAIN_REQUESTS, FN_REQUESTS = PLAIN, WITH_FN
 
 
 class _LastCall(threading.local):

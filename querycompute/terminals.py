@@ -31,7 +31,7 @@ class _PerCall:
         return "<function given per call>"
 
 
-# The `fn` of a spec in a shared request (engine.FN_REQUESTS): "a function, passed with each
+# The `fn` of a spec in a shared terminal (graph.WITH_FN): "a function, passed with each
 # call", so one request object serves q.count(lambda v: ...) however often it is called.
 PER_CALL = _PerCall()
 

@@ -59,11 +59,6 @@ _loading = KeyedLocks()               # one thread imports (and compiles) a pass
                                       # another would see it half executed
 
 
-def _numba():
-    import numba
-    return numba
-
-
 def _numba_version() -> str:
     """numba's version when it is imported already; else nothing (finding it costs ~20 ms)."""
     numba = sys.modules.get("numba")
