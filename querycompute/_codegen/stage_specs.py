@@ -1,0 +1,39 @@
+"""What the column operations between fused passes compute, independent of any dialect.
+
+A plan with pipeline breakers (DESIGN.md section 5b: order_by, distinct, scan, ...) runs as
+fused passes (program.Pass) with column operations between them. Each operation is
+described here once; every backend's stage runtime (querycompute/backends/stage_runtime.py
+and its implementations) and every kernel lowering (ops/sort.py, ops/scan.py) follows these
+definitions, and the numpy reference in stage_runtime.py is the oracle.
+
+    SortSpec   stable sort permutation of rows of key columns (order_keys.py defines the
+               order: NaN last both ways, -0.0 == 0.0, descending per key); with k, only the
+               first min(k, n) entries (top-k; k=1 is a min-by). Also drives distinct's
+               first-occurrence flags (all keys ascending).
+    ScanSpec   inclusive running fold: out[i] = combine(..combine(combine(seed, x0), x1).., xi).
+               `combine` is associative, maybe not commutative: a backend may group it any
+               way that keeps element order (a fixed grouping for a given n: deterministic),
+               and applies the seed once per output, at the front.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .expr import Const, Expr
+from .program import ParamSpec
+
+
+@dataclass(frozen=True)
+class SortSpec:
+    key_dtypes: tuple[str, ...]          # one per key column, the first primary
+    descending: tuple[bool, ...]         # per key column
+    name: str = "qc_sort"                # kernel name prefix (a C identifier)
+
+
+@dataclass(frozen=True)
+class ScanSpec:
+    dtype: str                           # input, accumulator and output type
+    combine: Expr                        # over Var("acc", dtype), Var("item", dtype), Params
+    seed: Const                          # of `dtype`
+    params: tuple[ParamSpec, ...] = ()   # the Params `combine` reads (captured values)
+    name: str = "qc_scan"                # kernel name prefix (a C identifier)
