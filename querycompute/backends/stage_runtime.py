@@ -30,6 +30,11 @@ class StageRuntime:
         entries only (top-k: the k smallest rows, ties by index)."""
         raise NotImplementedError
 
+    def sort_values(self, spec: SortSpec, key: np.ndarray, rows: list) -> np.ndarray:
+        """The one key column itself, sorted (order_by() of plain values: no permutation is
+        needed when the key is the element). Backends may override with a keys-only sort."""
+        return self.gather([key], self.sort(spec, [key], None, rows), rows)[0]
+
     def gather(self, cols: Sequence[np.ndarray], perm: np.ndarray, rows: list) -> list:
         """[col[perm] for col in cols]."""
         raise NotImplementedError
