@@ -9,8 +9,8 @@ from . import cache            # qc.cache: the compiled-kernel cache (touches no
 from .backends.registry import backends
 from .compiled import CompiledQuery
 from .engine import last_trace, set_memo_size
-from .errors import (BackendUnavailableError, CompileError, EmptySequenceError, QueryError,
-                     UnsupportedLambdaError)
+from .errors import (BackendUnavailableError, CompileError, EmptySequenceError, MultipleElementsError,
+                     QueryError, UnsupportedLambdaError)
 from .query import Query, query, range
 from .terminals import agg, count, max, mean, min, sum
 
@@ -19,4 +19,5 @@ __version__ = "0.1.0"
 
 __all__ = ["query", "range", "Query", "CompiledQuery", "agg", "sum", "min", "max", "mean", "count",
            "backends", "last_trace", "set_memo_size", "cache", "QueryError", "UnsupportedLambdaError", "EmptySequenceError",
+           "MultipleElementsError",
            "BackendUnavailableError", "CompileError", "__version__"]

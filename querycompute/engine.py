@@ -273,7 +273,7 @@ def _compiled(name, source, cols, q, term, infos, tiered) -> tuple:
     other than numpy starts on the numpy tier and compiles in the background."""
     dts = tuple(c.dtype for c in cols)
     sig = ("plan", name, source.kind, source.fields, dts, q._kinds, term.signature,
-           tuple(slot_sig(*info) for info in infos))
+           tuple(slot_sig(*info) for info in infos), q._codes)   # (_codes: a scan's seed)
     hit = _memo.get(sig)
     if hit is not None:
         return hit, "memory", 0.0
@@ -291,7 +291,7 @@ def _compiled(name, source, cols, q, term, infos, tiered) -> tuple:
         if tiered:
             pending = tiers.Pending(lambda: _prepare(registry.require(name), lowered, text),
                                     f"the {name} kernel for {text}")
-            compiled = Compiled(name, lowered, registry.get("numpy").prepare(lowered.pass_), pending)
+            compiled = Compiled(name, lowered, _prepare(registry.get("numpy"), lowered, text), pending)
         else:
             compiled = Compiled(name, lowered, _prepare(registry.require(name), lowered, text))
         _memo.put(sig, compiled)
@@ -303,6 +303,9 @@ def _prepare(backend, lowered: Lowered, text: str):
     disk_cache.query_hint = text
     try:
         with codegen_errors(backend.name):
+            if getattr(lowered, "staged", False):      # a plan of stages (stages.py)
+                from . import pipeline
+                return pipeline.prepare(lowered, backend.name, lambda one: backend.prepare(one.pass_))
             return backend.prepare(lowered.pass_)
     finally:
         disk_cache.query_hint = ""

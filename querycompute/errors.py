@@ -26,6 +26,10 @@ class EmptySequenceError(QueryError, ValueError):
     """min/max/mean/first of an empty sequence without `default=`."""
 
 
+class MultipleElementsError(QueryError, ValueError):
+    """single() found more than one element."""
+
+
 class BackendUnavailableError(QueryError):
     """The backend can't run on this machine; the message says why and what to install."""
 

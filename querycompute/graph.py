@@ -9,8 +9,13 @@ types, fused stages and kernels are the plan's (plan.py), computed once per sign
 
 Operator nodes (lazy):   Select(fn)   map every element with fn
                          Where(fn)    keep the elements for which fn is true (order kept)
+Pipeline breakers (lazy; each ends a fused stage, DESIGN.md section 5b; stages.py plans them):
+                         OrderBy / OrderByDescending(key), ThenBy / ThenByDescending(key),
+                         Take(n) / Skip(n) (n a Count: a kernel parameter, never compiled in),
+                         TakeWhile / SkipWhile(pred), Reverse(), Distinct(key), Scan(func, seed)
 Terminal nodes:          Terminal(name, specs): to_array / to_list, or aggregates given as
-                         (result key, AggSpec) pairs (sum, count(pred), agg(...), aggregate).
+                         (result key, AggSpec) pairs (sum, count(pred), agg(...), aggregate);
+                         last / element_at / single (positional: planned by stages.py).
 
 Adding an operator means a node class here (with its `kind`, the letter it adds to a chain's
 signature, and its functions), a cut/fuse rule in plan.py, a stage op in the kernel compiler
@@ -73,7 +78,96 @@ WITH_FN = {name: Terminal(name, ((name, T.AggSpec(name, T.PER_CALL)),), shared=T
            for name in T.PLAIN}
 
 
-NODES = {cls.letter: cls for cls in (Select, Where)}
+class Count:
+    """The argument of take(n) / skip(n) / element_at(i): read on every call, like a captured
+    value, so a new n never recompiles."""
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+
+class ScanArg:
+    """scan(func, seed): the fold function and its seed (the seed is compiled in, as for
+    aggregate; it is part of the chain's signature)."""
+    __slots__ = ("fn", "seed")
+
+    def __init__(self, fn, seed):
+        self.fn = fn
+        self.seed = seed
+
+
+class Breaker(Op):
+    """A pipeline breaker: ends the fused stage before it (stages.py)."""
+    __slots__ = ()
+
+
+class OrderBy(Breaker):
+    __slots__ = ()
+    kind, letter, descending = "order_by", "o", False
+
+
+class OrderByDescending(Breaker):
+    __slots__ = ()
+    kind, letter, descending = "order_by_descending", "O", True
+
+
+class ThenBy(Breaker):
+    __slots__ = ()
+    kind, letter, descending = "then_by", "t", False
+
+
+class ThenByDescending(Breaker):
+    __slots__ = ()
+    kind, letter, descending = "then_by_descending", "T", True
+
+
+class Take(Breaker):
+    __slots__ = ()
+    kind, letter = "take", "k"
+
+
+class Skip(Breaker):
+    __slots__ = ()
+    kind, letter = "skip", "K"
+
+
+class TakeWhile(Breaker):
+    __slots__ = ()
+    kind, letter = "take_while", "a"
+
+
+class SkipWhile(Breaker):
+    __slots__ = ()
+    kind, letter = "skip_while", "A"
+
+
+class Reverse(Breaker):
+    __slots__ = ()
+    kind, letter = "reverse", "r"
+
+
+class Distinct(Breaker):
+    __slots__ = ()
+    kind, letter = "distinct", "d"
+
+
+class Scan(Breaker):
+    __slots__ = ()
+    kind, letter = "scan", "c"
+
+
+NODES = {cls.letter: cls for cls in (Select, Where, OrderBy, OrderByDescending, ThenBy,
+                                     ThenByDescending, Take, Skip, TakeWhile, SkipWhile,
+                                     Reverse, Distinct, Scan)}
+SORTS = "oOtT"                  # the letters of the sort operators
+BREAKERS = "oOtTkKaArdc"        # the letters that make a plan staged (stages.py)
+POSITIONAL = ("last", "element_at", "single")   # terminals planned by stages.py
+
+
+def staged(letters: str, term) -> bool:
+    """Whether a chain + terminal plans as several stages (stages.py) rather than one pass."""
+    return term.name in POSITIONAL or any(c in BREAKERS for c in letters)
 
 
 def chain(letters: str, fns: tuple) -> tuple:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .errors import QueryError
+from .graph import Count, ScanArg
 from .frontend.capture import LambdaSource, capture_values, lambda_source
 
 if TYPE_CHECKING:
@@ -16,8 +17,23 @@ if TYPE_CHECKING:
     from .sources import Source
 
 
+# Stand-ins for the slots of operators without a lambda: reverse(), order_by() / distinct()
+# without a key (NO_FUNCTION), and the n of take / skip / element_at (COUNT: read on every
+# call, like a captured value, so its value is a kernel or run-time parameter).
+NO_FUNCTION = LambdaSource((), None, "<none>", (), None, "")
+COUNT = LambdaSource((), None, "<count>", ("n",), None, "n")
+
+
 def slot_info(fn) -> tuple:
-    """(LambdaSource, current captured values) for a user function or a parsed text lambda."""
+    """(LambdaSource, current captured values) for a user function or a parsed text lambda;
+    stand-ins for a missing key function and for take/skip counts."""
+    t = type(fn)
+    if t is Count:
+        return COUNT, {"n": fn.value}
+    if fn is None:
+        return NO_FUNCTION, {}
+    if t is ScanArg:
+        fn = fn.fn
     if isinstance(fn, LambdaSource):          # parsed from CLI text: np / math / builtins only
         return fn, capture_values(None, fn)
     if not callable(fn):
@@ -59,6 +75,10 @@ def initial_element(source: Source, dts: tuple, lw: Lowering):
 def lower(source: Source, dts: tuple, ops: tuple, term, infos: list) -> Lowered:
     """Fuse source + chain + terminal into one pass (no compilation). (The translator and
     the fusion are imported here, on the first compile, not with the package.)"""
+    from .graph import staged
+    if staged("".join([op.letter for op in ops]), term):
+        from .stages import lower_staged
+        return lower_staged(source, dts, ops, term, infos)
     from .fusion import Lowering
     lw = Lowering(infos, f"qc_{term.name}")   # kernel names: qc_sum_reduce_partials, ...
     element, inputs = initial_element(source, dts, lw)

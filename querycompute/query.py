@@ -14,10 +14,11 @@ from . import engine
 from . import terminals as T
 from .backends import registry
 from .errors import QueryError
-from .graph import PLAIN, WITH_FN, Terminal, chain
+from .graph import PLAIN, WITH_FN, Count, ScanArg, Terminal, chain
 from .sources import NATIVE_DTYPES, Source, from_args, from_range, plain_columns, validated
 
-_TERMINAL_NAMES = ("to_array", "to_list", "sum", "min", "max", "mean", "count", "any", "all", "first")
+_TERMINAL_NAMES = ("to_array", "to_list", "sum", "min", "max", "mean", "count", "any", "all", "first",
+                   "last", "element_at", "single")
 
 
 class Query:
@@ -57,6 +58,77 @@ class Query:
             pred = code = _text_lambda("where", pred)
         return Query(self._source, self._ops + (pred,), self._backend, self._kinds + "w",
                      self._codes + (code,))
+
+    # -- pipeline operators (each ends a fused stage: stages.py, DESIGN.md section 5b) --------
+    def _then(self, letter: str, arg, code) -> "Query":
+        return Query(self._source, self._ops + (arg,), self._backend, self._kinds + letter,
+                     self._codes + (code,))
+
+    def _keyed(self, letter: str, what: str, key) -> "Query":
+        if key is None:
+            return self._then(letter, None, None)
+        code = getattr(key, "__code__", None)
+        if code is None:
+            key = code = _text_lambda(what, key)
+        return self._then(letter, key, code)
+
+    def order_by(self, key=None) -> "Query":
+        """Stable sort by key(element) ascending (key=None: the element); NaN keys last,
+        -0.0 == 0.0; a tuple key sorts by its items in turn."""
+        return self._keyed("o", "order_by", key)
+
+    def order_by_descending(self, key=None) -> "Query":
+        """Stable sort by key descending; NaN keys still last."""
+        return self._keyed("O", "order_by_descending", key)
+
+    def then_by(self, key) -> "Query":
+        """A further sort key for rows whose earlier keys are equal (after order_by)."""
+        self._after_sort("then_by")
+        return self._keyed("t", "then_by", key)
+
+    def then_by_descending(self, key) -> "Query":
+        self._after_sort("then_by_descending")
+        return self._keyed("T", "then_by_descending", key)
+
+    def _after_sort(self, what: str) -> None:
+        if not self._kinds or self._kinds[-1] not in "oOtT":
+            raise QueryError(f"{what}() must follow order_by(), order_by_descending() or another "
+                             f"then_by(); to sort by several keys use order_by(k1).{what}(k2)")
+
+    def take(self, n) -> "Query":
+        """The first n elements (all of them when fewer; none when n <= 0). n is read on
+        every run, like a captured value: a new n never recompiles."""
+        return self._then("k", Count(_count(n, "take")), "count")
+
+    def skip(self, n) -> "Query":
+        """All but the first n elements."""
+        return self._then("K", Count(_count(n, "skip")), "count")
+
+    def take_while(self, pred) -> "Query":
+        """Elements up to (not including) the first for which pred is false."""
+        return self._keyed("a", "take_while", _required(pred, "take_while"))
+
+    def skip_while(self, pred) -> "Query":
+        """Elements from the first for which pred is false on."""
+        return self._keyed("A", "skip_while", _required(pred, "skip_while"))
+
+    def reverse(self) -> "Query":
+        return self._then("r", None, None)
+
+    def distinct(self, key=None) -> "Query":
+        """The first element of each distinct key (key=None: the element), in order; all
+        NaNs are one value and -0.0 == 0.0."""
+        return self._keyed("d", "distinct", key)
+
+    def scan(self, func, seed) -> "Query":
+        """The inclusive running fold: element i becomes func(..func(seed, x0).., xi); func
+        associative (not necessarily commutative), as for aggregate()."""
+        code = getattr(_required(func, "scan"), "__code__", None)
+        if code is None:
+            func = code = _text_lambda("scan", func)
+        if not isinstance(seed, (bool, int, float, np.generic)):
+            raise TypeError(f"scan() seed must be a number, got {type(seed).__name__}")
+        return self._then("c", ScanArg(func, seed), (code, type(seed), repr(seed)))
 
     def nodes(self) -> tuple:
         """The operation graph's operator nodes after the source (graph.Select, ...)."""
@@ -107,6 +179,19 @@ class Query:
     def first(self, pred=None, *, default=T.NO_DEFAULT):
         return self._run("first", pred, default)
 
+    def last(self, pred=None, *, default=T.NO_DEFAULT):
+        """The last element (for which pred is true)."""
+        return engine.run(self, _positional("last", pred, default))
+
+    def element_at(self, i, *, default=T.NO_DEFAULT):
+        """The element at position i (0-based; i is read on every run: no recompile)."""
+        return engine.run(self, _positional("element_at", Count(_count(i, "element_at")), default))
+
+    def single(self, pred=None, *, default=T.NO_DEFAULT):
+        """The one element (for which pred is true): EmptySequenceError when there is none
+        (unless default= is given), MultipleElementsError when there are several."""
+        return engine.run(self, _positional("single", pred, default))
+
     def aggregate(self, func, seed):
         """LINQ's fold func(...func(func(seed, x0), x1)..., xn): func associative, maybe not
         commutative (element order is kept); seed applied once; no element -> seed."""
@@ -155,6 +240,27 @@ class Query:
         """The operation graph, the fused plan, launch shapes and bytes moved per element."""
         from .introspect import explain
         return explain(self, backend, terminal)
+
+
+def _count(n, what: str) -> int:
+    """take / skip / element_at's n: an integer (numpy integers too; not a bool or float)."""
+    if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)):
+        raise TypeError(f"{what}() takes an integer, got {type(n).__name__} {n!r}")
+    return int(n)
+
+
+def _required(fn, what: str):
+    if fn is None:
+        raise TypeError(f"{what}() needs a function (a lambda)")
+    return fn
+
+
+def _positional(name: str, arg, default) -> Terminal:
+    """last / element_at / single: planned by stages.py (the spec's fn is the predicate, or
+    element_at's Count)."""
+    if arg is not None and not isinstance(arg, Count) and getattr(arg, "__code__", None) is None:
+        arg = _text_lambda(name, arg)
+    return Terminal(name, ((name, T.AggSpec("first", arg, default)),))
 
 
 def _text_lambda(kind: str, fn):

@@ -92,6 +92,8 @@ def early_exit(lowered) -> EarlyExit | None:
     """The EarlyExit of a lowered pass whose every aggregate is any / all / first; else None
     (to_array, and any reduce with a sum, count, min, max or fold: those read everything;
     min/max over bools are all/any plus a count, so they read everything too)."""
+    if getattr(lowered, "staged", False):
+        return None               # a staged plan's reductions stop early inside (pipeline.py)
     terminal = lowered.pass_.terminal
     aggs = getattr(terminal, "aggs", None)
     if not aggs or any(a.op not in ("any", "all", "first") for a in aggs):

@@ -1,0 +1,151 @@
+"""Running a staged plan (stages.py) on one backend: its fused passes and column operations.
+
+`StagedPrepared` is to a staged plan what a backend's Prepared is to one pass: the engine
+keeps it in its memo, launches it with `run_quick(cols, params, n)` and gets the raw results
+of the plan's terminal (a reduction's list, the columns of to_array, or for last /
+element_at / single a `first`-style (index, values) pair). It holds every pass compiled for
+the backend and the backend's StageRuntime (backends/stage_runtime.py) for the column
+operations between them. The numpy tier of tiered execution is the same plan with the numpy
+backend's passes and NumpyStages.
+
+Between stages the state is the list of columns (the element's leaves, then any key
+columns), all of one length, and a distinct's keep flags for the next pass to filter on.
+"""
+from __future__ import annotations
+
+import importlib
+
+import numpy as np
+
+from . import stages as S
+from . import windows
+from .backends.base import KernelRun, Prepared
+from .errors import MultipleElementsError
+
+# backend -> (module under querycompute.backends, attribute): its StageRuntime instance or
+# class. A backend without one runs its column operations with the numpy reference, which
+# every trace row then names (dialect "numpy"): visible, never silent.
+_RUNTIMES = {"numpy": ("stage_runtime", "NumpyStages"), "cpu": ("cpu_stages", "CpuStages"),
+             "opencl": ("gpu_stages", "opencl_stages"), "cuda": ("gpu_stages", "cuda_stages")}
+_made: dict = {}
+
+
+def stage_runtime(backend: str):
+    """The StageRuntime a backend runs column operations with (one per backend)."""
+    rt = _made.get(backend)
+    if rt is None:
+        module, attr = _RUNTIMES.get(backend, _RUNTIMES["numpy"])
+        try:
+            obj = getattr(importlib.import_module(f"querycompute.backends.{module}"), attr)
+        except (ImportError, AttributeError):
+            obj = importlib.import_module("querycompute.backends.stage_runtime").NumpyStages
+        rt = obj() if isinstance(obj, type) else obj
+        _made[backend] = rt
+    return rt
+
+
+def _lowered_of(stage):
+    return getattr(stage, "lowered", None)
+
+
+class StagedPrepared(Prepared):
+    """A staged plan compiled for one backend (see the module docstring)."""
+
+    def __init__(self, staged: S.StagedLowered, prepare, runtime):
+        self.staged = staged
+        self.runtime = runtime
+        self.passes = {}
+        origins, self.compile_ms = [], 0.0
+        for i, stage in enumerate(staged.stages):
+            lowered = _lowered_of(stage)
+            if lowered is not None:
+                prepared = prepare(lowered)
+                self.passes[i] = (prepared, windows.early_exit(lowered))
+                origins.append(getattr(prepared, "origin", "compiled"))
+                self.compile_ms += getattr(prepared, "compile_ms", 0.0)
+        self.origin = "compiled" if "compiled" in origins else ("disk" if "disk" in origins else "memory")
+
+    def trace_rows(self, row) -> list[KernelRun]:
+        return list(row)
+
+    def _run_pass(self, i: int, stage, cols: list, keep, params, n: int, rows: list):
+        """Run pass stage i over `cols` (+ keep flags): its columns, or a reduction's raw
+        results. A take / skip window on a pass without a filter narrows its input (the
+        elements outside are never computed); with a filter, its survivors are cut."""
+        prepared, early = self.passes[i]
+        lowered = stage.lowered
+        p = list(params[stage.first:stage.first + len(lowered.bindings)])
+        inputs = list(cols) + ([keep] if getattr(stage, "keep_input", False) else [])
+        window = getattr(stage, "window", None)
+        narrowed = window is not None and not lowered.pass_.program.has_filter
+        if narrowed:
+            lo, hi = window.bounds(params, n)
+            if stage.range_at[0] >= 0:
+                start, step = stage.range_at
+                p[start] = p[start] + p[step] * lo
+            inputs = [c[lo:hi] for c in inputs]
+            n = hi - lo
+        raw, row = windows.launch(prepared, early, inputs, p, n)
+        rows += prepared.trace_rows(row)
+        if window is not None and not narrowed:
+            m = len(raw[0]) if raw else 0
+            lo, hi = window.bounds(params, m)
+            raw = tuple(a[lo:hi] for a in raw)
+        return raw
+
+    def run_quick(self, cols, params, n: int) -> tuple:
+        rows: list = []
+        rt = self.runtime
+        state, keep = list(cols), None
+        for i, stage in enumerate(self.staged.stages):
+            t = type(stage)
+            if t is S.PassStage:
+                state = list(self._run_pass(i, stage, state, keep, params, n, rows))
+                keep = None
+            elif t is S.SortStage:
+                keys = [state[k] for k in stage.keys]
+                if stage.values_only:
+                    state = [rt.sort_values(stage.spec, keys[0], rows)]
+                else:
+                    lo, hi = stage.window.bounds(params, n) if stage.window is not None else (0, n)
+                    perm = rt.sort(stage.spec, keys, hi if stage.window is not None else None, rows)
+                    state = rt.gather(state[:stage.element], perm[lo:hi], rows)
+            elif t is S.DistinctStage:
+                keep = rt.first_occurrence(stage.spec, [state[k] for k in stage.keys], rows)
+                state = state[:stage.element]
+            elif t is S.ScanStage:
+                p = params[stage.first:stage.first + len(stage.spec.params)]
+                state = [rt.scan(stage.spec, np.ascontiguousarray(state[0]), p, rows)]
+            elif t is S.ReverseStage:
+                state = [np.ascontiguousarray(c[::-1]) for c in state]
+            elif t is S.WindowStage:
+                lo, hi = stage.window.bounds(params, n)
+                state = [c[lo:hi] for c in state]
+            elif t is S.WhileStage:
+                found = self._run_pass(i, stage, state, None, params, n, rows)[0][0]
+                cut = found if found >= 0 else n
+                state = [c[:cut] if stage.take else c[cut:] for c in state]
+            else:
+                return self._terminal(i, stage, state, keep, params, n, rows), rows
+            n = len(state[0])
+        raise AssertionError("a staged plan ends with its terminal")
+
+    def _terminal(self, i: int, stage, state, keep, params, n: int, rows: list):
+        if stage.lowered is None:
+            return tuple(state)
+        raw = self._run_pass(i, stage, state, keep, params, n, rows)
+        if not stage.positional:
+            return raw
+        m = len(raw[0])
+        if m == 0:
+            return [(-1, ())]
+        if stage.positional == "single" and m > 1:
+            raise MultipleElementsError("single() found more than one element; use first() or "
+                                        "take(1), or a predicate that only one element meets")
+        at = m - 1 if stage.positional == "last" else 0
+        return [(at, tuple(a[at] for a in raw))]
+
+
+def prepare(staged: S.StagedLowered, backend: str, prepare_pass) -> StagedPrepared:
+    """The staged plan compiled for `backend`: `prepare_pass(lowered)` compiles one pass."""
+    return StagedPrepared(staged, prepare_pass, stage_runtime(backend))
