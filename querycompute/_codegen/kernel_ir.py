@@ -70,10 +70,13 @@ class KThread:
 @dataclass(frozen=True)
 class KLoad:
     """buffer[index]: a kernel argument buffer or a shared array; storage conversions
-    (float16, bool) are the printer's job."""
+    (float16, bool) are the printer's job. `volatile`: read through a volatile pointer
+    (never cached in registers or a non-coherent cache: a value another block publishes,
+    see `Fence`)."""
     buffer: str
     index: "KExpr"
     dtype: str
+    volatile: bool = False
 
 
 @dataclass(frozen=True)
@@ -112,10 +115,11 @@ class Assign:
 
 @dataclass(frozen=True)
 class Store:
-    """buffer[index] = value (argument buffer or shared array)."""
+    """buffer[index] = value (argument buffer or shared array); `volatile` as for KLoad."""
     buffer: str
     index: KExpr
     value: KExpr
+    volatile: bool = False
 
 
 @dataclass(frozen=True)
@@ -156,7 +160,25 @@ class Comment:
     text: str
 
 
-Stmt = Union[Declare, Assign, Store, If, For, Barrier, Continue, Break, Comment]
+@dataclass(frozen=True)
+class Fence:
+    """Device-wide memory fence: this thread's global-memory writes before it are seen by
+    other blocks before its writes after it, and its reads after it are not done before
+    those before it (CUDA __threadfence). With volatile accesses, the publish / consume
+    protocol between blocks (ops/scan.py's look-back)."""
+
+
+@dataclass(frozen=True)
+class AtomicAdd:
+    """var = buffer[index]; buffer[index] += value, atomically at device scope (relaxed).
+    `var` must be declared already."""
+    var: KVar
+    buffer: str
+    index: KExpr
+    value: KExpr
+
+
+Stmt = Union[Declare, Assign, Store, If, For, Barrier, Continue, Break, Comment, Fence, AtomicAdd]
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,11 @@ Kernel shapes (`KernelSet.shape`):
   "reduce"       Reduce. Every output is one element (a result slot, see `ResultSlot`);
                  `ops.reduce.decode` turns the slot values into the raw results of
                  querycompute/backends/base.py.
-For n == 0, "elementwise" and "compact" plans are empty (the results are empty arrays and
+  "scan"         An inclusive scan of one column (ops/scan.py; not a Pass: a column operation
+                 between passes). Input 0 and output 0 have n elements; its kernels' main
+                 grid is the "tiles" rule whatever kernel comes first (a "one" init kernel
+                 may), and "blocks" buffers / "value" args count those tiles.
+For n == 0, "elementwise", "compact" and "scan" plans are empty (the results are empty arrays and
 nothing is launched); "reduce" plans always launch (grid 1), so identities come from the device.
 """
 from __future__ import annotations
@@ -42,6 +46,7 @@ import numpy as np
 
 BLOCK = 256                 # threads per block (work-group, threadgroup) for every kernel
 MAX_REDUCE_BLOCKS = 1024    # stage-1 grid cap: the grid depends only on n -> deterministic
+MAIN_GRID = {"scan": "tiles"}   # shapes whose main grid is not their first kernel's grid
 
 
 @dataclass(frozen=True)
@@ -87,7 +92,7 @@ class KernelSpec:
              "one"    a single block
     variant: "contiguous" / "strided": launched only when the inputs' contiguity matches
              (all inputs decide together); "any": always launched.
-    role:    what it does: map | count | scan | scatter | partials | finalize
+    role:    what it does: map | count | scan | scatter | partials | finalize | init | downsweep
     """
     name: str
     args: tuple[KernelArg, ...]
@@ -105,7 +110,7 @@ class KernelSet:
     `plan()` selects and shapes them. `outputs` / `scratch` list the buffers to allocate."""
     dialect: str
     pass_name: str
-    shape: str                                  # elementwise | compact | reduce
+    shape: str                                  # elementwise | compact | reduce | scan
     source: str
     options: tuple[str, ...]
     kernels: tuple[KernelSpec, ...]
@@ -114,12 +119,24 @@ class KernelSet:
     result_slots: tuple[ResultSlot, ...] = ()   # reduce only, parallel to `outputs`
     block: int = BLOCK
     elems_per_thread: int = 1
+    schedule: tuple["Step", ...] = ()           # multi-pass shapes (sort, topk): see `Step`
 
     def kernel(self, name: str) -> KernelSpec:
         for k in self.kernels:
             if k.name == name:
                 return k
         raise KeyError(f"no kernel {name!r} in {self.pass_name}; have {[k.name for k in self.kernels]}")
+
+
+@dataclass(frozen=True)
+class Step:
+    """One launch of a multi-pass shape (ops/sort.py, ops/topk.py), which launches some
+    kernels several times with other "value" args (a radix digit's shift, a ping-pong
+    parity): `plan` follows `KernelSet.schedule` in order instead of `kernels`. `when`:
+    "any", "small" (only when n fits one tile, block * elems_per_thread) or "large"."""
+    kernel: str
+    values: tuple[tuple[str, int], ...] = ()
+    when: str = "any"
 
 
 @dataclass(frozen=True)
@@ -137,8 +154,9 @@ class Launch:
 
 
 def grid_size(ks: KernelSet, n: int, rule: str = "") -> int:
-    """Blocks of the main grid for n elements (rule defaults to the set's first kernel's)."""
-    rule = rule or ks.kernels[0].grid
+    """Blocks of the main grid for n elements (rule defaults to the set's first kernel's,
+    or the shape's MAIN_GRID)."""
+    rule = rule or MAIN_GRID.get(ks.shape) or ks.kernels[0].grid
     tiles = math.ceil(n / (ks.block * ks.elems_per_thread))
     if rule == "tiles":
         return tiles
@@ -156,6 +174,12 @@ def _size(spec: BufferSpec, ks: KernelSet, n: int) -> int:
         return 1
     if spec.size == "blocks":
         return grid_size(ks, n)
+    if spec.size == "tile":                     # one tile: block * elems_per_thread
+        return ks.block * ks.elems_per_thread
+    if spec.size.startswith("tiles*"):          # a count per (row, tile), e.g. radix digits
+        return int(spec.size[len("tiles*"):]) * grid_size(ks, n, "tiles")
+    if spec.size.isdigit():                     # a fixed count
+        return int(spec.size)
     raise ValueError(f"unknown buffer size rule {spec.size!r}")
 
 
@@ -176,6 +200,8 @@ def plan(ks: KernelSet, n: int, contiguous: bool) -> list[Launch]:
         raise ValueError(f"sequence length must be >= 0, got {n}")
     if n == 0 and ks.shape != "reduce":
         return []
+    if ks.schedule:
+        return _scheduled(ks, n)
     variant = "contiguous" if contiguous else "strided"
     main_grid = grid_size(ks, n)
     launches = []
@@ -184,6 +210,17 @@ def plan(ks: KernelSet, n: int, contiguous: bool) -> list[Launch]:
             continue
         values = {a.name: main_grid for a in k.args if a.kind == "value"}
         launches.append(Launch(k, grid_size(ks, n, k.grid), ks.block, values))
+    return launches
+
+
+def _scheduled(ks: KernelSet, n: int) -> list[Launch]:
+    """The launches of `ks.schedule` that apply to n (see `Step`)."""
+    size = "small" if n <= ks.block * ks.elems_per_thread else "large"
+    launches = []
+    for step in ks.schedule:
+        if step.when in ("any", size):
+            k = ks.kernel(step.kernel)
+            launches.append(Launch(k, grid_size(ks, n, k.grid), ks.block, dict(step.values)))
     return launches
 
 

@@ -50,6 +50,11 @@ class CFamily(KernelPrinter):
     # the thread's accumulators (ops/reduce/gpu.py): for dialects that often run on CPU devices,
     # where one chain of combines through all of a thread's elements is the bottleneck.
     FOLD_RUNS_APART = False
+    # Publishing values between blocks (kernel_ir Fence, AtomicAdd, volatile KLoad / Store):
+    # only dialects whose kernels do it spell them ("" = not available).
+    FENCE = ""                          # device-wide memory fence
+    ATOMIC_ADD = ""                     # format with {buf} {i} {v}: old value of buf[i] += v
+    VOLATILE = ""                       # pointer qualifier of a volatile global access
 
     def __init__(self):
         self.helpers: dict[str, str] = {}

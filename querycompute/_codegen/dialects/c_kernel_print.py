@@ -84,7 +84,8 @@ class KernelPrinter:
         if isinstance(e, K.KThread):
             return Code(THREAD_LOCALS[e.kind])
         if isinstance(e, K.KLoad):
-            return Code(self.load(e.buffer, self.kcode(e.index).text, e.dtype))
+            buf = self._volatile(e.buffer, e.dtype) if e.volatile else e.buffer
+            return Code(self.load(buf, self.kcode(e.index).text, e.dtype))
         if isinstance(e, K.KShuffleDown):
             return Code(self.SHUFFLE_DOWN.format(v=self.kcode(e.value).text, o=self.kcode(e.offset).text))
         raise TypeError(f"not a kernel expression: {e!r}")
@@ -124,6 +125,18 @@ class KernelPrinter:
         return f"{var.name} = {self.kcode(value).text}"
 
     # ---- buffer accesses (dialects override the float16 storage conversions) -----------------
+    def _spelling(self, what: str) -> str:
+        """A table entry only some dialects have (FENCE, ATOMIC_ADD, VOLATILE)."""
+        text = getattr(self, what, "")
+        if not text:
+            raise ValueError(f"the {self.name} printer has no {what} spelling (only kernels that "
+                             f"publish values between blocks need one)")
+        return text
+
+    def _volatile(self, buf: str, dtype: str) -> str:
+        """`buf` seen through a volatile pointer (the storage conversions still apply)."""
+        return f"(({self._spelling('VOLATILE')} {self.storage(dtype)}*){buf})"
+
     def load(self, buf: str, index: str, dtype: str) -> str:
         if dtype == "bool" and buf not in self._shared:
             return f"({buf}[{index}] != 0)"
@@ -154,8 +167,15 @@ class KernelPrinter:
             if (s.buffer in self._shared and isinstance(v, K.KOp) and v.op in ("+", "-", "*")
                     and v.a == K.KLoad(s.buffer, s.index, v.dtype)):
                 return [f"{pad}{s.buffer}[{self.kcode(s.index).text}] {v.op}= {self.kcode(v.b).text};"]
-            value = self.kcode(v)
-            return [pad + self.store(s.buffer, self.kcode(s.index).text, value, self._buffer_dtypes[s.buffer])]
+            value, dtype = self.kcode(v), self._buffer_dtypes[s.buffer]
+            buf = self._volatile(s.buffer, dtype) if s.volatile else s.buffer
+            return [pad + self.store(buf, self.kcode(s.index).text, value, dtype)]
+        if isinstance(s, K.Fence):
+            return [f"{pad}{self._spelling('FENCE')};"]
+        if isinstance(s, K.AtomicAdd):
+            call = self._spelling("ATOMIC_ADD").format(buf=s.buffer, i=self.kcode(s.index).text,
+                                                       v=self.kcode(s.value).text)
+            return [f"{pad}{s.var.name} = {call};"]
         if isinstance(s, K.Barrier):
             return [f"{pad}{self.BARRIER};"]
         if isinstance(s, K.Continue):

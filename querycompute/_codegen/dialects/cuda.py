@@ -23,6 +23,9 @@ class Cuda(CFamily):
                "float64": "__longlong_as_double((long long){v})",
                "uint64": "(unsigned long long)__double_as_longlong({v})"}
     FUNC = "static __device__ __forceinline__"
+    FENCE = "__threadfence()"
+    ATOMIC_ADD = "atomicAdd(&{buf}[{i}], {v})"
+    VOLATILE = "volatile"
     OPTIONS = ("--fmad=false",)
     OPTIONS_WHY = "no FMA contraction, so float results match NumPy bit for bit"
     KERNEL_HEAD = 'extern "C" __global__ void __launch_bounds__({block}) {name}'
