@@ -44,6 +44,9 @@ def lower_for(q, terminal: Any):
 
 def source(q, backend: str, terminal: Any) -> str:
     lowered, *_ = lower_for(q, terminal)
+    if getattr(lowered, "staged", False):
+        from . import explain_stages, pipeline
+        return explain_stages.source(lowered, backend, pipeline.stage_runtime(backend))
     with codegen_errors(backend):
         return registry.get(backend).source(lowered.pass_)
 
@@ -59,9 +62,12 @@ def _element_bytes(dtypes) -> int:
 
 def explain(q, backend: str | None, terminal: Any) -> str:
     lowered, term, cols, infos = lower_for(q, terminal)
-    p = lowered.pass_
     n = q._source.length(cols)
     name = backend or (q._backend if q._backend != "auto" else registry.choose_auto(n, False))
+    if getattr(lowered, "staged", False):
+        from . import explain_stages, pipeline
+        return explain_stages.explain(q, lowered, term, infos, name, n, pipeline.stage_runtime(name))
+    p = lowered.pass_
     src = q._source
     out = ["operation graph:"]
     if src.kind == "range":

@@ -90,7 +90,7 @@ class StagedPrepared(Prepared):
         if window is not None and not narrowed:
             m = len(raw[0]) if raw else 0
             lo, hi = window.bounds(params, m)
-            raw = tuple(a[lo:hi] for a in raw)
+            raw = tuple(a[lo:hi].copy() for a in raw)    # (a view would keep all of `a` alive)
         return raw
 
     def run_quick(self, cols, params, n: int) -> tuple:
@@ -126,13 +126,15 @@ class StagedPrepared(Prepared):
                 cut = found if found >= 0 else n
                 state = [c[:cut] if stage.take else c[cut:] for c in state]
             else:
-                return self._terminal(i, stage, state, keep, params, n, rows), rows
+                return self._terminal(i, stage, state, keep, params, n, rows, cols), rows
             n = len(state[0])
         raise AssertionError("a staged plan ends with its terminal")
 
-    def _terminal(self, i: int, stage, state, keep, params, n: int, rows: list):
+    def _terminal(self, i: int, stage, state, keep, params, n: int, rows: list, inputs):
         if stage.lowered is None:
-            return tuple(state)
+            # the columns as they are, but never the caller's own memory (take / skip of
+            # the source are views of it)
+            return tuple(c.copy() if any(np.may_share_memory(c, x) for x in inputs) else c for c in state)
         raw = self._run_pass(i, stage, state, keep, params, n, rows)
         if not stage.positional:
             return raw

@@ -354,14 +354,15 @@ class _Planner:
         # The accumulator type first (the fold's rules): it decides the column's cast. The
         # combine function is translated in a Lowering of its own: its parameters are the
         # scan's, not a pass's.
-        lw = self._lowering()
-        value = Scalar(E.Var("x", self._element_dtype(ops)), None)
+        lw = Lowering(self.infos, "qc_scan")
+        dtype = self._element_dtype(ops)
+        value = Scalar(E.Var("x", dtype), None)
         aggs: list = []
         seed = self.nodes[i].fn.seed
         finish = lw._fold(T.AggSpec("fold", self.nodes[i].fn.fn, seed=seed), i, value, aggs)
         spec = ScanSpec(finish.result_dtype, aggs[0].combine, aggs[0].seed, tuple(lw.b.params),
                         f"qc_scan{len(self.stages)}")
-        self.materialize(ops, cast=spec.dtype)
+        self.materialize(ops, cast=spec.dtype if spec.dtype != dtype else None)
         first = len(self.bindings)
         self.bindings += lw.b.bindings
         self.limits += [None] * len(lw.b.bindings)
