@@ -15,7 +15,10 @@ from .query import Query
 from .sources import Source
 
 TERMINALS = ("to_array", "to_list", "sum", "min", "max", "mean", "count", "any", "all", "first",
-             "aggregate", "agg")
+             "last", "element_at", "single", "aggregate", "agg")
+# Pipeline operators (Query methods of those names, taking the parsed arguments as they are).
+OPERATORS = ("order_by", "order_by_descending", "then_by", "then_by_descending", "take", "skip",
+             "take_while", "skip_while", "reverse", "distinct", "scan")
 
 
 def _placeholder(dtype: str, n: int) -> np.ndarray:
@@ -64,9 +67,15 @@ def chain_to_query(text: str, source: Source, backend: str = "auto"):
                 raise QueryError(f"{method}() takes exactly one lambda")
             q = q.select(args[0]) if method == "select" else q.where(args[0])
             continue
+        if method in OPERATORS:
+            try:
+                q = getattr(q, method)(*args, **kwargs)
+            except TypeError as exc:
+                raise QueryError(f"{method}(): {exc}") from None
+            continue
         if method not in TERMINALS:
-            raise QueryError(f"unknown operator {method!r}; use select, where or a terminal "
-                             f"({', '.join(TERMINALS)})")
+            raise QueryError(f"unknown operator {method!r}; use select, where, a pipeline operator "
+                             f"({', '.join(OPERATORS)}) or a terminal ({', '.join(TERMINALS)})")
         if i != len(ops) - 1:
             raise QueryError(f"{method}() is a terminal operator and must come last")
         if method == "agg":
@@ -77,6 +86,8 @@ def chain_to_query(text: str, source: Source, backend: str = "auto"):
             terminal = T.AggSpec("fold", args[0], seed=args[1])
         elif method in ("to_array", "to_list"):
             terminal = method
+        elif method in ("last", "element_at", "single"):
+            terminal = (method, args[0] if args else None)
         else:
             default = kwargs.get("default", T.NO_DEFAULT)
             terminal = T.AggSpec(method, args[0] if args else None, default)

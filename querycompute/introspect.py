@@ -15,17 +15,23 @@ from querycompute._codegen.program import Reduce
 from . import terminals as T
 from . import windows
 from .backends import registry
-from .graph import PLAIN, Terminal, slot_functions
+from .graph import PLAIN, POSITIONAL, Count, Terminal, slot_functions
 from .errors import QueryError, codegen_errors
 from .plan import lower, slot_info
+from .query import positional
 
 
 def terminal_request(terminal: Any) -> Terminal:
     """A terminal given by name ("sum"), by spec (qc.sum(f)) or as qc.agg(...)."""
+    if isinstance(terminal, tuple) and len(terminal) == 2 and terminal[0] in POSITIONAL:
+        name, arg = terminal            # ("element_at", 3), ("last", pred), ("single", None)
+        return positional(name, Count(arg or 0) if name == "element_at" else arg, T.NO_DEFAULT)
     if isinstance(terminal, str):
+        if terminal in POSITIONAL:
+            return positional(terminal, Count(0) if terminal == "element_at" else None, T.NO_DEFAULT)
         if terminal in PLAIN:
             return PLAIN[terminal]
-        raise QueryError(f"unknown terminal {terminal!r}; use one of {', '.join(sorted(PLAIN))}, "
+        raise QueryError(f"unknown terminal {terminal!r}; use one of {', '.join(sorted(PLAIN) + list(POSITIONAL))}, "
                          f"an aggregate spec such as qc.sum(lambda v: v * v), or qc.agg(...)")
     if isinstance(terminal, T.AggSpec):
         return Terminal(terminal.kind, ((terminal.kind, terminal),))

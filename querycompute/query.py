@@ -181,16 +181,16 @@ class Query:
 
     def last(self, pred=None, *, default=T.NO_DEFAULT):
         """The last element (for which pred is true)."""
-        return engine.run(self, _positional("last", pred, default))
+        return engine.run(self, positional("last", pred, default))
 
     def element_at(self, i, *, default=T.NO_DEFAULT):
         """The element at position i (0-based; i is read on every run: no recompile)."""
-        return engine.run(self, _positional("element_at", Count(_count(i, "element_at")), default))
+        return engine.run(self, positional("element_at", Count(_count(i, "element_at")), default))
 
     def single(self, pred=None, *, default=T.NO_DEFAULT):
         """The one element (for which pred is true): EmptySequenceError when there is none
         (unless default= is given), MultipleElementsError when there are several."""
-        return engine.run(self, _positional("single", pred, default))
+        return engine.run(self, positional("single", pred, default))
 
     def aggregate(self, func, seed):
         """LINQ's fold func(...func(func(seed, x0), x1)..., xn): func associative, maybe not
@@ -255,7 +255,7 @@ def _required(fn, what: str):
     return fn
 
 
-def _positional(name: str, arg, default) -> Terminal:
+def positional(name: str, arg, default) -> Terminal:
     """last / element_at / single: planned by stages.py (the spec's fn is the predicate, or
     element_at's Count)."""
     if arg is not None and not isinstance(arg, Count) and getattr(arg, "__code__", None) is None:
