@@ -41,4 +41,5 @@ def render(p: Pass, dialect: str) -> KernelSet:
     source = pr.render(kernels, header)
     return KernelSet(dialect=dialect, pass_name=p.name, shape=shape, source=source, options=pr.OPTIONS,
                      kernels=tuple(low.specs), outputs=low.outputs, scratch=low.scratch,
-                     result_slots=low.result_slots, elems_per_thread=low.elems_per_thread)
+                     result_slots=low.result_slots, elems_per_thread=low.elems_per_thread,
+                     window=p.window_params)

@@ -27,6 +27,9 @@ Kernel shapes (`KernelSet.shape`):
   "compact"      ToArray with Filter (order-preserving stream compaction). Outputs are sized n;
                  after the last launch scratch "total" (int64[1]) holds how many elements
                  survived: the results are the first `total` elements of every output.
+                 With a ToArray window (`KernelSet.window`: the params lo, hi) outputs are
+                 sized min(n, hi - lo) (rule "window", `output_sizes` with the params) and
+                 "total" counts the survivors in the window.
   "reduce"       Reduce. Every output is one element (a result slot, see `ResultSlot`);
                  `ops.reduce.decode` turns the slot values into the raw results of
                  querycompute/backends/base.py.
@@ -120,6 +123,7 @@ class KernelSet:
     block: int = BLOCK
     elems_per_thread: int = 1
     schedule: tuple["Step", ...] = ()           # multi-pass shapes (sort, topk): see `Step`
+    window: tuple[int, int] | None = None       # compact with a ToArray window: params of lo, hi
 
     def kernel(self, name: str) -> KernelSpec:
         for k in self.kernels:
@@ -183,9 +187,19 @@ def _size(spec: BufferSpec, ks: KernelSet, n: int) -> int:
     raise ValueError(f"unknown buffer size rule {spec.size!r}")
 
 
-def output_sizes(ks: KernelSet, n: int) -> list[int]:
-    """Element count of each output buffer, parallel to `ks.outputs`."""
-    return [_size(b, ks, n) for b in ks.outputs]
+def output_sizes(ks: KernelSet, n: int, params=()) -> list[int]:
+    """Element count of each output buffer, parallel to `ks.outputs` (`params`, the call's
+    parameter values, size the outputs of a windowed compaction: rule "window")."""
+    return [window_length(ks, n, params) if b.size == "window" else _size(b, ks, n) for b in ks.outputs]
+
+
+def window_length(ks: KernelSet, n: int, params) -> int:
+    """min(n, hi - lo) for the window (lo, hi) of a compaction with a ToArray window: its
+    outputs' size; the results are the first `total` of those elements."""
+    lo, hi = (int(params[k]) for k in ks.window)
+    if lo < 0 or hi < lo:
+        raise ValueError(f"{ks.pass_name}: compaction window [{lo}, {hi}) needs 0 <= lo <= hi")
+    return min(n, hi - lo)
 
 
 def scratch_sizes(ks: KernelSet, n: int) -> dict[str, int]:

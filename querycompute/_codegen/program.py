@@ -74,7 +74,16 @@ class ElementProgram:
 
 @dataclass(frozen=True)
 class ToArray:
-    """Store every output of every surviving element, in source order."""
+    """Store every output of every surviving element, in source order.
+
+    `window` (a pass with a filter only): the names of two int64 params, lo and hi, with
+    0 <= lo <= hi (the caller clamps; hi may exceed the survivor count). Only the
+    survivors of rank lo <= r < hi (r counts survivors from 0, in source order) are
+    stored, the one of rank r at index r - lo: the results are the
+    max(0, min(count, hi) - lo) survivors of the window. A skip/take after a filter thus
+    costs the filter's work plus the window, never the whole compaction: backends skip
+    the element work of blocks / chunks whose survivors all lie outside the window."""
+    window: Optional[tuple[str, str]] = None
 
 
 @dataclass(frozen=True)
@@ -125,6 +134,25 @@ class Pass:
     program: ElementProgram
     terminal: Terminal
     name: str = "qc_kernel"            # valid C identifier, used as the kernel name prefix
+
+    def __post_init__(self):
+        window = getattr(self.terminal, "window", None)
+        if window is not None:
+            params = {s.name: s.dtype for s in self.program.params}
+            if not self.program.has_filter:
+                raise ValueError(f"pass {self.name}: a ToArray window needs a filter (slice a map's "
+                                 "input instead)")
+            if len(window) != 2 or any(params.get(w) != "int64" for w in window):
+                raise ValueError(f"pass {self.name}: ToArray window {window!r} must name two int64 params")
+
+    @property
+    def window_params(self) -> Optional[tuple[int, int]]:
+        """Positions in program.params of the ToArray window's lo and hi, or None."""
+        window = getattr(self.terminal, "window", None)
+        if window is None:
+            return None
+        names = [s.name for s in self.program.params]
+        return names.index(window[0]), names.index(window[1])
 
     @property
     def stage_op(self) -> str:

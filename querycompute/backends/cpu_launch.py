@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from querycompute._codegen.dialects import numba_py
+from querycompute._codegen.ops import compact as compact_op
 from querycompute._codegen.ops import reduce as reduce_op
 from querycompute._codegen.program import Pass, Reduce
 
@@ -34,6 +35,7 @@ class Launch:
         elif p.program.has_filter:
             self.count, self.write = ns[f"{name}_count_{kind}"], ns[f"{name}_write_{kind}"]
             self.call, self.dispatchers = self._compact, (self.count, self.write)
+            self.window = p.window_params       # (lo, hi) positions in params, or None
         else:
             self.entry = ns[f"{name}_{kind}"]
             self.call, self.dispatchers = self._dense, (self.entry,)
@@ -66,6 +68,11 @@ class Launch:
     def _compact(self, n, inputs, params):
         offsets = self.count(n, *inputs, *params)
         total = int(offsets[-1])
+        if self.window is not None:       # only the survivors of the window [lo, hi)
+            lo, hi = (int(params[k]) for k in self.window)
+            if lo < 0 or hi < lo:
+                raise ValueError(f"{self.name}: compaction window [{lo}, {hi}) needs 0 <= lo <= hi")
+            total = compact_op.window_total(total, lo, hi)
         outs = tuple([np.empty(total, dt) for dt in self.storage])
         self.write(n, offsets, *outs, *inputs, *params)
         return outs

@@ -158,11 +158,12 @@ class LaunchLoop:
             self.rt.upload(buf, host)
         return buf
 
-    def call_shape(self, n: int, contiguous: bool) -> _CallShape:
-        key = (n, contiguous)
+    def call_shape(self, n: int, contiguous: bool, params: Sequence[Any] = ()) -> _CallShape:
+        """`params` matter only to a compaction with a window: its outputs' size."""
+        ks = self.ks
+        key = (n, contiguous, ks.window and L.window_length(ks, n, params))
         if self._shape is None or self._shape[0] != key:
-            ks = self.ks
-            out_sizes = L.output_sizes(ks, n)
+            out_sizes = L.output_sizes(ks, n, params)
             out_bufs = [self.buffer(f"out{k}", size, b.dtype)
                         for k, (b, size) in enumerate(zip(ks.outputs, out_sizes))]
             sizes = L.scratch_sizes(ks, n)
@@ -175,7 +176,7 @@ class LaunchLoop:
         rt = self.rt
         views = [rt.view(x) for x in inputs]
         strides = tuple(step for _, step in views)
-        shape = self.call_shape(n, all(step == 1 for step in strides))
+        shape = self.call_shape(n, all(step == 1 for step in strides), params)
         launches = shape.launches
         if not launches:                  # n == 0 for a ToArray pass: nothing to launch
             return self._empty(inputs), (), ()

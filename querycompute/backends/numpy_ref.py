@@ -158,9 +158,16 @@ def run_map(p: Pass, evaluate, n: int) -> tuple:
 
 
 def run_compact(p: Pass, evaluate, n: int) -> tuple:
-    """The survivors' outputs, in order: a boolean mask keeps source order."""
+    """The survivors' outputs, in order: a boolean mask keeps source order. With a ToArray
+    window (lo, hi), the survivors of rank lo <= r < hi only."""
     ev, keep = evaluate(0, n)
-    return tuple(np.array(ev.full(e)[keep]) for e in p.program.outputs)
+    window = slice(None)
+    if p.terminal.window is not None:
+        lo, hi = (int(ev.params[w]) for w in p.terminal.window)
+        if lo < 0 or hi < lo:
+            raise ValueError(f"{p.name}: compaction window [{lo}, {hi}) needs 0 <= lo <= hi")
+        window = slice(lo, hi)
+    return tuple(np.array(ev.full(e)[keep][window]) for e in p.program.outputs)
 
 
 RUN_STAGE_OP = {"map": run_map, "compact": run_compact, "reduce": run_reduce}
