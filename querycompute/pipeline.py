@@ -39,7 +39,7 @@ def stage_runtime(backend: str):
             obj = getattr(importlib.import_module(f"querycompute.backends.{module}"), attr)
         except (ImportError, AttributeError):
             obj = importlib.import_module("querycompute.backends.stage_runtime").NumpyStages
-        rt = obj() if isinstance(obj, type) else obj
+        rt = obj() if callable(obj) else obj      # a class or factory function, or an instance
         _made[backend] = rt
     return rt
 
@@ -86,7 +86,7 @@ class StagedPrepared(Prepared):
             inputs = [c[lo:hi] for c in inputs]
             n = hi - lo
         raw, row = windows.launch(prepared, early, inputs, p, n)
-        rows += prepared.trace_rows(row)
+        rows += windows.trace_rows(prepared, row)
         if window is not None and not narrowed:
             m = len(raw[0]) if raw else 0
             lo, hi = window.bounds(params, m)
