@@ -1,0 +1,91 @@
+"""The numba dialect of a scan (stage_specs.ScanSpec): a module with the combine function and
+the two-pass scan over fixed chunks the cpu stage runtime calls.
+
+    <name>_combine(acc, item, params...)   the user's combine (fastmath off, as every
+                                            expression the numba dialect prints)
+    <name>_serial / <name>_parallel(x, out, params...)
+        pass 1  (chunks 0..nch-2, in parallel) T[c] = the left fold of chunk c's elements
+        carries (serial, nch steps)            C[0] = seed, C[c+1] = combine(C[c], T[c])
+        pass 2  (every chunk, in parallel)     acc = C[c]; for each element in order:
+                                               acc = combine(acc, x[i]); out[i] = acc
+Every output is combine applied in element order with the seed once at the front: the
+aggregate rules (acc holds the earlier elements; a non-commutative combine works). Chunks
+are CHUNK elements whatever the thread count, so the grouping, and a float result's bits,
+depend only on n; the serial flavour (n < CHUNK: one chunk, no pass 1) groups the same way.
+float16 arrays travel as their uint16 bits and are decoded / encoded per element.
+"""
+from __future__ import annotations
+
+from ..stage_specs import ScanSpec
+from .numba_py import CHUNK, storage_dtype
+from .numba_py_expr import ExprPrinter, const_text, register_type
+from .numba_py_helpers import helper_source, jit_decorator
+
+PRELUDE = ("from querycompute._codegen.dialects.numba_py_runtime import namespace as _qc_namespace\n"
+           "globals().update(_qc_namespace())\n")
+
+
+def render(spec: ScanSpec, cache: bool = False) -> str:
+    """The module source of `spec`'s scan (run in numba_py_runtime.namespace(); with
+    `cache=True` it carries its own prelude that pulls that namespace in)."""
+    if not spec.name.isidentifier():
+        raise ValueError(f"ScanSpec.name {spec.name!r} is not a valid identifier")
+    helpers: set = set()
+    d, name = spec.dtype, spec.name
+    params = "".join(f", p_{p.name}" for p in spec.params)
+    ep = ExprPrinter(lambda i: "", lambda pname: f"p_{pname}", "i", helpers)
+    ep.bind_var("acc", "acc")
+    ep.bind_var("item", "item")
+    result = ep.value(spec.combine)
+    if d == "float16":
+        helpers |= {("f16_decode", None), ("f16_encode", None)}
+        load, store = "_f16_decode(x[i])", "_f16_encode(acc)"
+    else:
+        load, store = "x[i]", "acc"
+    seed = const_text(spec.seed.value, d)
+    rtype = "np.bool_" if d == "bool" else register_type(d)
+    scalar, serial = jit_decorator(cache), jit_decorator(cache)
+    parallel = jit_decorator(cache, parallel=True)
+    body = "".join(f"    {line}\n" for line in ep.lines)
+    ret = result if d == "bool" else f"{rtype}({result})"     # one type for every carry
+    funcs = [
+        f"{scalar}\ndef {name}_combine(acc, item{params}):\n"
+        f'    """combine(acc, item): acc folds the earlier elements."""\n'
+        f"{body}    return {ret}",
+        f"{scalar}\ndef {name}_total(x, lo, hi{params}):\n"
+        f'    """The left fold of x[lo:hi] (hi > lo)."""\n'
+        f"    i = lo\n    acc = {load}\n"
+        f"    for i in range(lo + 1, hi):\n"
+        f"        acc = {name}_combine(acc, {load}{params})\n"
+        f"    return acc",
+        f"{scalar}\ndef {name}_chunk(x, out, lo, hi, acc{params}):\n"
+        f'    """out[i] for i in [lo, hi), starting from the carry `acc`."""\n'
+        f"    for i in range(lo, hi):\n"
+        f"        acc = {name}_combine(acc, {load}{params})\n"
+        f"        out[i] = {store}",
+    ]
+    for flavour, deco, rng in (("serial", serial, "range"), ("parallel", parallel, "prange")):
+        funcs.append(
+            f"{deco}\ndef {name}_{flavour}(x, out{params}):\n"
+            f'    """Inclusive scan of x into out (module doc: pass 1, carries, pass 2)."""\n'
+            f"    n = x.shape[0]\n"
+            f"    nch = (n + CHUNK - 1) // CHUNK\n"
+            f"    T = np.empty(max(nch - 1, 0), {rtype})\n"
+            f"    for c in {rng}(nch - 1):\n"
+            f"        T[c] = {name}_total(x, c * CHUNK, c * CHUNK + CHUNK{params})\n"
+            f"    C = np.empty(nch, {rtype})\n"
+            f"    acc = {seed}\n"
+            f"    for c in range(nch):\n"
+            f"        C[c] = acc\n"
+            f"        if c < nch - 1:\n"
+            f"            acc = {name}_combine(acc, T[c]{params})\n"
+            f"    for c in {rng}(nch):\n"
+            f"        {name}_chunk(x, out, c * CHUNK, min(n, c * CHUNK + CHUNK), C[c]{params})")
+    header = (f'"""querycompute cpu scan {name!r} (dialect numba, generated).\n\n'
+              f"dtype: {d} (stored as {storage_dtype(d)}), seed: {spec.seed.value!r}, "
+              f"params: {', '.join(f'{p.name}: {p.dtype}' for p in spec.params) or 'none'}\n"
+              f'Globals come from querycompute._codegen.dialects.numba_py_runtime.namespace().\n"""\n'
+              f"CHUNK = {CHUNK}")
+    helper_src = [helper_source(kind, ft, cache) for kind, ft in sorted(helpers, key=str)]
+    text = "\n\n\n".join([header] + helper_src + funcs) + "\n"
+    return (PRELUDE + text) if cache else text

@@ -1,0 +1,395 @@
+"""numba kernels of the cpu stage runtime (cpu_stages.py): radix sort, top-k, gather and
+distinct's first-occurrence flags. The scan is generated per combine (dialects/numba_scan.py).
+
+This file is never imported by querycompute: cpu_stage_modules reads its text and loads it
+through the cpu backend's disk cache (key = this text), so numba's compiled code is cached
+beside it in the kernel cache like every other cpu kernel.
+
+Keys travel as their RAW bits (the key's uint view: bool/int8/uint8 -> uint8, float16 ->
+uint16, ...), and every kernel computes `order_bits` (order_keys.transform, spelled in
+integer operations) where it needs a key's order: a sort moves the raw bits, so sorted
+values keep -0.0 and NaN payloads exactly, and no transformed copy is ever written.
+
+Chunks are CHUNK elements whatever the thread count. A chunk is the unit of every parallel
+loop (`prange` over chunks); each `*_serial` driver is the same algorithm on one chunk
+(n < SERIAL_MAX <= CHUNK), without the thread pool.
+
+Radix sort (radix_parallel): LSD, 8-bit digits, least significant first.
+  1. one read pass: per chunk, histograms of EVERY digit (nch x width x 256 counts); a digit
+     whose global histogram has a single non-empty bucket is skipped (all keys share it).
+  2. per active digit: per-chunk histograms (the first active digit reuses step 1's), then
+     offsets in (digit, chunk) order: offset[c, d] = #elements with a smaller digit +
+     #elements of digit d in chunks before c; then every chunk scatters its elements in
+     index order to offset[c, d]++. Chunk c's elements of digit d land after those of
+     earlier chunks and in their own order: each pass is stable, so the sort is.
+  The payload is the int64 index permutation (mode 1: the pass's first makes it from i).
+Top-k (topk_parallel): every chunk keeps its k smallest (key, index) in a max-heap (a new
+  element enters only below the heap's top: with random data almost every element costs
+  one compare); the union of the chunks' candidates holds the global top k, which
+  cpu_stages sorts (a small radix sort, candidates in index order: ties go by index).
+First occurrence (distinct_parallel): each element's key is one exact uint64 word (its
+  order bits, or several keys' bits packed; wider tuples take a sort in cpu_stages). Words
+  are hashed into P partitions; a counting scatter (as a radix pass: stable) puts each
+  partition's (word, index) pairs in index order; each partition then runs an
+  open-addressing hash set in that order, so the first insert of a word is its first
+  occurrence. The flags are exact booleans: no order or thread count can change them.
+"""
+import numpy as np
+from numba import njit, prange
+
+CHUNK = 1 << 16
+RADIX = 256
+UNSIGNED, SIGNED, FLOAT = 0, 1, 2          # key kinds (bool is UNSIGNED)
+_U0, _U1, _U8, _MASK = np.uint64(0), np.uint64(1), np.uint64(8), np.uint64(255)
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)    # Fibonacci hashing multiplier
+
+
+@njit(cache=True)
+def order_bits(u, kind, desc, sign, ones, inf):
+    """order_keys.transform of one raw key `u` (uint of the key's width), as uint64: NaN ->
+    all ones both ways; -0.0 -> +0.0; floats: negative ~bits, positive bits | sign; signed
+    ints bits ^ sign; descending: all bits inverted (never a NaN's). sign, ones, inf: the
+    width's sign bit, all ones, +inf's bits."""
+    x = np.uint64(u)
+    if kind == FLOAT:
+        if (x & (sign - _U1)) > inf:
+            return ones
+        if x == sign:
+            x = _U0
+        t = (x ^ ones) if (x & sign) != _U0 else (x | sign)
+    elif kind == SIGNED:
+        t = x ^ sign
+    else:
+        t = x
+    return (t ^ ones) if desc else t
+
+
+@njit(cache=True)
+def _digit(t, shift):
+    return np.intp((t >> shift) & _MASK)
+
+
+# ---- radix sort ----------------------------------------------------------------------------
+@njit(cache=True)
+def _hist_all(u, lo, hi, h, kind, desc, sign, ones, inf):
+    """h[b, d] += #elements of [lo, hi) whose digit b is d, for every digit b."""
+    nb = h.shape[0]
+    for i in range(lo, hi):
+        t = order_bits(u[i], kind, desc, sign, ones, inf)
+        for b in range(nb):
+            h[b, _digit(t, np.uint64(8 * b))] += 1
+
+
+@njit(cache=True)
+def _hist(u, lo, hi, h, shift, kind, desc, sign, ones, inf):
+    for i in range(lo, hi):
+        h[_digit(order_bits(u[i], kind, desc, sign, ones, inf), shift)] += 1
+
+
+@njit(cache=True)
+def _scatter(u, idx, lo, hi, pos, shift, dst, didx, mode, kind, desc, sign, ones, inf):
+    """Elements [lo, hi) in order to dst[pos[digit]++]; their payload from idx (mode 2), from
+    i (mode 1) or none (mode 0)."""
+    for i in range(lo, hi):
+        v = u[i]
+        d = _digit(order_bits(v, kind, desc, sign, ones, inf), shift)
+        p = pos[d]
+        dst[p] = v
+        if mode == 1:
+            didx[p] = i
+        elif mode == 2:
+            didx[p] = idx[i]
+        pos[d] = p + 1
+
+
+@njit(cache=True)
+def _active(h, n):
+    """Which digits vary: those whose (global) histogram is not all in one bucket."""
+    nb = h.shape[0]
+    act = np.zeros(nb, np.bool_)
+    for b in range(nb):
+        act[b] = h[b].max() < n
+    return act
+
+
+@njit(cache=True)
+def _empty_like_idx(n, mode):
+    return np.empty(n if mode else 0, np.int64)
+
+
+@njit(cache=True)
+def _no_pass(u, idx, mode):
+    """The result when every digit is skipped: the keys as they are."""
+    if mode == 1:
+        return u.copy(), np.arange(u.shape[0], dtype=np.int64)
+    return u.copy(), idx.copy()
+
+
+@njit(cache=True)
+def radix_serial(u, idx, mode, kind, desc, sign, ones, inf):
+    """(sorted raw keys, their payload): the one-chunk radix sort (global histograms are
+    the chunk's, so every offset comes from step 1)."""
+    n, nb = u.shape[0], u.itemsize
+    h = np.zeros((nb, RADIX), np.int64)
+    _hist_all(u, 0, n, h, kind, desc, sign, ones, inf)
+    act = _active(h, n)
+    if not act.any():
+        return _no_pass(u, idx, mode)
+    src, sidx = u, idx
+    bufs = (np.empty_like(u), np.empty_like(u))
+    ibufs = (_empty_like_idx(n, mode), _empty_like_idx(n, mode))
+    k = 0
+    for b in range(nb):
+        if not act[b]:
+            continue
+        pos = np.empty(RADIX, np.int64)
+        run = 0
+        for d in range(RADIX):
+            pos[d] = run
+            run += h[b, d]
+        dst, didx = bufs[k % 2], ibufs[k % 2]
+        _scatter(src, sidx, 0, n, pos, np.uint64(8 * b), dst, didx, mode, kind, desc, sign, ones, inf)
+        src, sidx = dst, didx
+        mode = 2 if mode else 0
+        k += 1
+    return src, sidx
+
+
+@njit(cache=True, parallel=True)
+def radix_parallel(u, idx, mode, kind, desc, sign, ones, inf):
+    """radix_serial over fixed chunks (module doc, steps 1-2)."""
+    n, nb = u.shape[0], u.itemsize
+    nch = (n + CHUNK - 1) // CHUNK
+    hc = np.zeros((nch, nb, RADIX), np.int64)
+    for c in prange(nch):
+        _hist_all(u, c * CHUNK, min(n, c * CHUNK + CHUNK), hc[c], kind, desc, sign, ones, inf)
+    h = np.zeros((nb, RADIX), np.int64)
+    for c in range(nch):
+        h += hc[c]
+    act = _active(h, n)
+    if not act.any():
+        return _no_pass(u, idx, mode)
+    src, sidx = u, idx
+    bufs = (np.empty_like(u), np.empty_like(u))
+    ibufs = (_empty_like_idx(n, mode), _empty_like_idx(n, mode))
+    k = 0
+    hd = np.zeros((nch, RADIX), np.int64)
+    for b in range(nb):
+        if not act[b]:
+            continue
+        shift = np.uint64(8 * b)
+        if k == 0:                          # keys still in input order: step 1's counts
+            for c in range(nch):
+                hd[c] = hc[c, b]
+        else:
+            for c in prange(nch):
+                hd[c] = 0
+                _hist(src, c * CHUNK, min(n, c * CHUNK + CHUNK), hd[c], shift, kind, desc, sign, ones, inf)
+        off = np.empty((nch, RADIX), np.int64)
+        run = 0
+        for d in range(RADIX):
+            for c in range(nch):
+                off[c, d] = run
+                run += hd[c, d]
+        dst, didx = bufs[k % 2], ibufs[k % 2]
+        for c in prange(nch):
+            _scatter(src, sidx, c * CHUNK, min(n, c * CHUNK + CHUNK), off[c], shift, dst, didx,
+                     mode, kind, desc, sign, ones, inf)
+        src, sidx = dst, didx
+        mode = 2 if mode else 0
+        k += 1
+    return src, sidx
+
+
+# ---- top-k -----------------------------------------------------------------------------------
+@njit(cache=True)
+def _above(ht, hi_, a, t, i):
+    """Heap entry a orders after (t, i)."""
+    return ht[a] > t or (ht[a] == t and hi_[a] > i)
+
+
+@njit(cache=True)
+def _sift_down(ht, hi_, m):
+    j = 0
+    t, i = ht[0], hi_[0]
+    while True:
+        c = 2 * j + 1
+        if c >= m:
+            break
+        if c + 1 < m and _above(ht, hi_, c + 1, ht[c], hi_[c]):
+            c += 1
+        if not _above(ht, hi_, c, t, i):
+            break
+        ht[j], hi_[j] = ht[c], hi_[c]
+        j = c
+    ht[j], hi_[j] = t, i
+
+
+@njit(cache=True)
+def _topk_chunk(u, lo, hi, k, ht, hi_, kind, desc, sign, ones, inf):
+    """The k smallest (order bits, index) of [lo, hi) into the max-heap ht/hi_; returns how
+    many. Indices rise, so a later element beats the top only with smaller bits."""
+    m = 0
+    for i in range(lo, hi):
+        t = order_bits(u[i], kind, desc, sign, ones, inf)
+        if m < k:
+            j = m                             # sift up
+            m += 1
+            while j > 0:
+                p = (j - 1) // 2
+                if _above(ht, hi_, p, t, i):
+                    break
+                ht[j], hi_[j] = ht[p], hi_[p]
+                j = p
+            ht[j], hi_[j] = t, i
+        elif t < ht[0]:
+            ht[0], hi_[0] = t, i
+            _sift_down(ht, hi_, m)
+    return m
+
+
+@njit(cache=True)
+def topk_serial(u, k, kind, desc, sign, ones, inf):
+    """Candidate indices (unordered) holding the top k of the whole array."""
+    ht, hi_ = np.empty(k, np.uint64), np.empty(k, np.int64)
+    m = _topk_chunk(u, 0, u.shape[0], k, ht, hi_, kind, desc, sign, ones, inf)
+    return hi_[:m].copy()
+
+
+@njit(cache=True, parallel=True)
+def topk_parallel(u, k, kind, desc, sign, ones, inf):
+    """The union of every chunk's top k (indices, in chunk order)."""
+    n = u.shape[0]
+    nch = (n + CHUNK - 1) // CHUNK
+    ht, hi_ = np.empty((nch, k), np.uint64), np.empty((nch, k), np.int64)
+    cnt = np.empty(nch, np.int64)
+    for c in prange(nch):
+        cnt[c] = _topk_chunk(u, c * CHUNK, min(n, c * CHUNK + CHUNK), k, ht[c], hi_[c],
+                             kind, desc, sign, ones, inf)
+    out = np.empty(cnt.sum(), np.int64)
+    j = 0
+    for c in range(nch):
+        out[j:j + cnt[c]] = hi_[c, :cnt[c]]
+        j += cnt[c]
+    return out
+
+
+# ---- gather, packing -------------------------------------------------------------------------
+@njit(cache=True)
+def gather_serial(col, perm, out):
+    for i in range(perm.shape[0]):
+        out[i] = col[perm[i]]
+
+
+@njit(cache=True, parallel=True)
+def gather_parallel(col, perm, out):
+    n = perm.shape[0]
+    for c in prange((n + CHUNK - 1) // CHUNK):
+        for i in range(c * CHUNK, min(n, c * CHUNK + CHUNK)):
+            out[i] = col[perm[i]]
+
+
+@njit(cache=True)
+def _pack(w, u, lo, hi, width, kind, desc, sign, ones, inf):
+    """w = (w << width) | order bits of u: several keys' bits as one uint64 word."""
+    sh = np.uint64(width)
+    for i in range(lo, hi):
+        t = order_bits(u[i], kind, desc, sign, ones, inf)
+        w[i] = ((w[i] << sh) | t) if width < 64 else t
+
+
+@njit(cache=True)
+def pack_serial(w, u, width, kind, desc, sign, ones, inf):
+    _pack(w, u, 0, u.shape[0], width, kind, desc, sign, ones, inf)
+
+
+@njit(cache=True, parallel=True)
+def pack_parallel(w, u, width, kind, desc, sign, ones, inf):
+    n = u.shape[0]
+    for c in prange((n + CHUNK - 1) // CHUNK):
+        _pack(w, u, c * CHUNK, min(n, c * CHUNK + CHUNK), width, kind, desc, sign, ones, inf)
+
+
+# ---- first occurrence --------------------------------------------------------------------------
+@njit(cache=True)
+def _set_first(words, order, lo, hi, keep, pbits, tbits):
+    """Open-addressing hash set of 2**tbits slots over words[lo:hi] (in index order):
+    keep[order[j]] (keep[j] when order is empty) = whether words[j] is new. The slot is
+    taken from the hash bits below the pbits that chose the partition."""
+    size = 1 << tbits
+    mask = size - 1
+    used = np.zeros(size, np.bool_)
+    slots = np.empty(size, np.uint64)
+    psh, sh = np.uint64(pbits), np.uint64(64 - tbits)
+    for j in range(lo, hi):
+        w = words[j]
+        s = np.intp(((w * _GOLDEN) << psh) >> sh)
+        while used[s] and slots[s] != w:
+            s = (s + 1) & mask
+        keep[order[j] if order.shape[0] else j] = not used[s]
+        used[s] = True
+        slots[s] = w
+
+
+@njit(cache=True)
+def _table_bits(m):
+    b = 1
+    while (1 << b) < 2 * m:
+        b += 1
+    return b
+
+
+@njit(cache=True)
+def _words(u, lo, hi, out, kind, sign, ones, inf):
+    for i in range(lo, hi):
+        out[i] = order_bits(u[i], kind, False, sign, ones, inf)
+
+
+@njit(cache=True)
+def distinct_serial(u, pbits, kind, sign, ones, inf):
+    """First-occurrence flags: one hash set over the whole input (pbits is unused)."""
+    n = u.shape[0]
+    words = np.empty(n, np.uint64)
+    _words(u, 0, n, words, kind, sign, ones, inf)
+    keep = np.empty(n, np.bool_)
+    _set_first(words, np.empty(0, np.int64), 0, n, keep, 0, _table_bits(n))
+    return keep
+
+
+@njit(cache=True, parallel=True)
+def distinct_parallel(u, pbits, kind, sign, ones, inf):
+    """First-occurrence flags with 2**pbits hash partitions (module doc)."""
+    n = u.shape[0]
+    nch = (n + CHUNK - 1) // CHUNK
+    npart = 1 << pbits
+    psh = np.uint64(64 - pbits)
+    words = np.empty(n, np.uint64)
+    hc = np.zeros((nch, npart), np.int64)
+    for c in prange(nch):
+        lo, hi = c * CHUNK, min(n, c * CHUNK + CHUNK)
+        _words(u, lo, hi, words, kind, sign, ones, inf)
+        for i in range(lo, hi):
+            hc[c, np.intp((words[i] * _GOLDEN) >> psh)] += 1
+    off = np.empty((nch, npart), np.int64)
+    start = np.empty(npart + 1, np.int64)
+    run = 0
+    for p in range(npart):
+        start[p] = run
+        for c in range(nch):
+            off[c, p] = run
+            run += hc[c, p]
+    start[npart] = run
+    pw, pidx = np.empty(n, np.uint64), np.empty(n, np.int64)
+    for c in prange(nch):
+        pos = off[c]
+        for i in range(c * CHUNK, min(n, c * CHUNK + CHUNK)):
+            p = np.intp((words[i] * _GOLDEN) >> psh)
+            q = pos[p]
+            pw[q], pidx[q] = words[i], i
+            pos[p] = q + 1
+    keep = np.empty(n, np.bool_)
+    for p in prange(npart):
+        m = start[p + 1] - start[p]
+        if m:
+            _set_first(pw, pidx, start[p], start[p + 1], keep, pbits, _table_bits(m))
+    return keep
