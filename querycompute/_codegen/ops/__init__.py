@@ -15,6 +15,9 @@ deterministic and keeps order), then holds:
   describe(p)           the terminal, for the numba module header
 and its result decoding. `gpu.render` and `dialects.numba_py.render` dispatch through
 STAGE_OPS; the dialects only spell what the ops build.
+
+Column operations between passes (stage_specs.py) have modules here too, rendered from
+their spec rather than a Pass: scan.py (`render(spec, dialect)`: the GPU scan).
 """
 from __future__ import annotations
 

@@ -7,8 +7,10 @@ ks.source with ks.options, then `gpu_launch.LaunchLoop(ks, runtime).run([values]
 returns (out,): launch.plan shapes every launch, as for a pass.
 
 Tiles. Block b owns the tile of BLOCK * ept consecutive elements from b * BLOCK * ept
-(ept = 16 bytes / element size); thread t owns ept consecutive elements of it, so "tile,
-then thread, then element" is element order. Every kernel that reads a tile does:
+(ept = RUNS runs of 16 bytes / element size); thread t owns ept consecutive elements of it,
+so "tile, then thread, then element" is element order. (A warp's loads are then not
+coalesced per instruction, but every line a warp touches is used whole from L1 within the
+unrolled run: CUB's "direct blocked" load.) Every kernel that reads a tile does:
   1. thread fold: tacc = x_base combined with its next elements, left to right;
   2. block scan: Hillis-Steele on the thread folds in shared memory; at step d thread t
      sets s[t] = combine(s[t - d], s[t]) (left operand = earlier elements), so s[t] ends as
@@ -65,6 +67,11 @@ from ..stage_specs import ScanSpec
 
 SHAPE = "scan"
 LOOKBACK = 32            # CUDA look-back group: tiles, one per lane of warp 0
+# 16-byte runs per thread and tile: more work per block scan (its 16 barriers). GPUs: 4
+# (8 to 16 elements a thread, as CUB's scans take); CPU devices (pocl, the dialects whose
+# printer folds runs apart), where each barrier costs most: 8 (int64 at 1e7: 2.5-3x faster
+# than 1 run on pocl).
+RUNS = {"gpu": 4, "cpu": 8}
 ALGORITHM = {"cuda": "lookback", "opencl": "reduce_then_scan", "metal": "reduce_then_scan"}
 __all__ = ["SHAPE", "render", "bytes_per_element", "describe", "lower"]
 
@@ -95,11 +102,11 @@ def _min(a, b) -> K.KExpr:
 class _Lower:
     """The kernel IR of one ScanSpec (see the module docstring for the algorithm)."""
 
-    def __init__(self, spec: ScanSpec):
+    def __init__(self, spec: ScanSpec, runs: int):
         check_name(spec.name, "scan")
         _check(spec)
         self.spec, self.dtype = spec, spec.dtype
-        self.ept = elems_per_thread([spec.dtype])
+        self.ept = elems_per_thread([spec.dtype]) * runs
         self.tile_size = BLOCK * self.ept
         self._prog = ElementProgram((), spec.params, (), ())
         self.params = tuple(KernelArg(f"p_{check_name(s.name, 'parameter')}", "param", s.dtype, k)
@@ -315,7 +322,8 @@ def _check(spec: ScanSpec) -> None:
 
 def lower(spec: ScanSpec, dialect: str, group: int = LOOKBACK):
     """-> (kernels in launch order, KernelSpecs, outputs, scratch, ept)."""
-    lo = _Lower(spec)
+    from ..gpu import printer          # gpu imports ops: import it late
+    lo = _Lower(spec, RUNS["cpu" if printer(dialect).FOLD_RUNS_APART else "gpu"])
     if ALGORITHM[dialect] == "lookback":
         if not 1 < group <= 32:
             raise ValueError(f"look-back group of {group} tiles: 2..32 (one per lane of a warp)")
@@ -349,18 +357,22 @@ def render(spec: ScanSpec, dialect: str, group: int = LOOKBACK) -> KernelSet:
                      elems_per_thread=ept)
 
 
-def bytes_per_element(spec: ScanSpec, dialect: str) -> int:
-    """DRAM bytes a scan moves per element (O(tiles) block values aside): reduce-then-scan
-    reads the input twice and writes the output; the look-back reads once, writes once."""
-    size = D.itemsize(spec.dtype)
-    return (2 if ALGORITHM[dialect] == "lookback" else 3) * size
+def bytes_per_element(spec: ScanSpec, dialect: str) -> list[tuple[str, int]]:
+    """(kernel, DRAM bytes read + written per element) of the launches that touch every
+    element, in launch order (the rest move O(tiles) block values): reduce-then-scan reads
+    the input in two kernels and writes once; the look-back reads once and writes once (its
+    downsweep re-reads the tile it just loaded, from cache)."""
+    size, name = D.itemsize(spec.dtype), spec.name
+    if ALGORITHM[dialect] == "lookback":
+        return [(f"{name}_scan_lookback", 2 * size)]
+    return [(f"{name}_scan_partials", size), (f"{name}_scan_downsweep", 2 * size)]
 
 
 def describe(spec: ScanSpec, dialect: str) -> str:
     """One line for explain(): algorithm, kernels, bytes per element."""
-    size = D.itemsize(spec.dtype)
+    total = sum(b for _, b in bytes_per_element(spec, dialect))
     if ALGORITHM[dialect] == "lookback":
-        how = f"single-pass decoupled look-back (2 kernels), reads {size} B + writes {size} B"
+        how = "single-pass decoupled look-back (init + 1 kernel)"
     else:
-        how = f"reduce-then-scan (3 kernels), reads 2 x {size} B + writes {size} B"
-    return f"inclusive scan of {spec.dtype}: {how} per element ({bytes_per_element(spec, dialect)} B)"
+        how = "reduce-then-scan (3 kernels)"
+    return f"inclusive scan of {spec.dtype}: {how}, {total} B per element"
