@@ -68,7 +68,7 @@ from ..stage_specs import ScanSpec
 SHAPE = "scan"
 LOOKBACK = 32            # CUDA look-back group: tiles, one per lane of warp 0
 # 16-byte runs per thread and tile: more work per block scan (its 16 barriers). GPUs: 4
-# (8 to 16 elements a thread, as CUB's scans take); CPU devices (pocl, the dialects whose
+# (64 bytes a thread: 16 float32, as CUB's scans take); CPU devices (pocl, the dialects whose
 # printer folds runs apart), where each barrier costs most: 8 (int64 at 1e7: 2.5-3x faster
 # than 1 run on pocl).
 RUNS = {"gpu": 4, "cpu": 8}
