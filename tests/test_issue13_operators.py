@@ -285,3 +285,23 @@ def test_item1_errors_are_clear():
         qc.query(np.arange(3), np.arange(3)).scan(lambda a, v: a + v, 0).to_list()
     with pytest.raises(qc.QueryError, match="needs a key"):
         qc.query(a=np.arange(3), b=np.arange(3)).order_by().to_list()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_item1_staged_queries_from_threads_and_compiled(backend):
+    """Staged plans are thread-safe (one compile per signature, shared runtimes) and work as
+    compiled queries, whose numpy tier answers with the same semantics."""
+    from concurrent.futures import ThreadPoolExecutor
+    x = np.random.default_rng(1).random(5000).astype(np.float32)
+    want = np.sort(x)[::-1]
+
+    def job(i):
+        return qc.query(x).on(backend).order_by(lambda v: -v).take(i % 5 + 1).to_list()
+    with ThreadPoolExecutor(6) as ex:
+        got = list(ex.map(job, range(30)))
+    assert all(g == want[:i % 5 + 1].tolist() for i, g in enumerate(got))
+    cq = qc.query(x).on(backend).where(lambda v: v > 0.5).distinct().order_by().compile("to_array", tiered=True)
+    first = cq()
+    cq.wait()
+    again = cq()
+    assert np.array_equal(first, again) and np.array_equal(again, np.unique(x[x > 0.5]))
