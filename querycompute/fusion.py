@@ -201,10 +201,15 @@ class Lowering:
     def program(self, inputs, outputs) -> ElementProgram:
         return ElementProgram(tuple(inputs), tuple(self.b.params), tuple(self.b.body), tuple(outputs))
 
-    def to_array(self, inputs, element) -> Lowered:
+    def to_array(self, inputs, element, window: bool = False) -> Lowered:
+        """window (a pass with a filter): the survivors of ranks [lo, hi) only, lo and hi two
+        int64 parameters bound to ("window", 0 / 1), set per run (a take / skip after it)."""
         shape, fields, items = leaves(element)
+        bounds = None
+        if window:
+            bounds = (self.b.param(("window", 0), "int64").name, self.b.param(("window", 1), "int64").name)
         prog = self.program(inputs, [s.expr for s in items])
-        p = Pass(prog, ToArray(), self.name)
+        p = Pass(prog, ToArray(bounds), self.name)
         return Lowered(p, tuple(self.b.bindings), shape, fields, (), tuple(self.steps), param_limits(p))
 
     def reduce(self, inputs, element, specs: list, standalone: bool) -> Lowered:

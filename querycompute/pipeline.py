@@ -85,12 +85,13 @@ class StagedPrepared(Prepared):
                 p[start] = p[start] + p[step] * lo
             inputs = [c[lo:hi] for c in inputs]
             n = hi - lo
+        elif window is not None:
+            # a compaction window: survivors of ranks [lo, hi) only (at most the input's
+            # length survive, so the bounds are clipped to that)
+            at_lo, at_hi = lowered.pass_.window_params
+            p[at_lo], p[at_hi] = (np.int64(b) for b in window.bounds(params, n))
         raw, row = windows.launch(prepared, early, inputs, p, n)
         rows += windows.trace_rows(prepared, row)
-        if window is not None and not narrowed:
-            m = len(raw[0]) if raw else 0
-            lo, hi = window.bounds(params, m)
-            raw = tuple(a[lo:hi].copy() for a in raw)    # (a view would keep all of `a` alive)
         return raw
 
     def run_quick(self, cols, params, n: int) -> tuple:

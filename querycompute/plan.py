@@ -100,6 +100,9 @@ def param_values(lowered: Lowered, infos: list, source: Source) -> list:
     out = []
     for key, limits in zip(lowered.bindings, lowered.limits):
         where, name, dtype = key
+        if where == "window":          # a compaction window: set per run (pipeline.py)
+            out.append(np.int64(0))
+            continue
         v = source.range_args[name] if where == "range" else infos[where][1][name]
         if limits is not None and type(v) is int and not limits[0] <= v <= limits[1]:
             src = infos[where][0]

@@ -231,7 +231,9 @@ class _Planner:
             items = (Scalar(E.Cast(items[0].expr, cast) if items[0].expr.dtype != cast else items[0].expr, None),)
         keys = keys_fn(lw, element)
         outs = list(items) + list(keys)
-        lowered = lw.to_array(inputs, TupleVal(tuple(outs)) if len(outs) > 1 else outs[0])
+        filtered = any(isinstance(st, Filter) for st in lw.b.body)
+        lowered = lw.to_array(inputs, TupleVal(tuple(outs)) if len(outs) > 1 else outs[0],
+                              window=window is not None and filtered)
         self.stages.append(PassStage(lowered, self._add(lowered), self.keep, window, self._range_at(lowered)))
         self.texts.append(f"fused pass {lowered.pass_.name}: {_ops_text(self.nodes, ops)}"
                           f"{' + keys' if keys else ''} -> columns"
@@ -437,7 +439,8 @@ class _Planner:
             lw.b.body.append(Filter(_truthy(_scalar(lw.apply(slot, element), src, f"{name} predicate"))))
         if name == "single":
             window = Window((("take", -1, 2),))
-        return lw.to_array(inputs, element), window
+        filtered = any(isinstance(st, Filter) for st in lw.b.body)
+        return lw.to_array(inputs, element, window=window is not None and filtered), window
 
 
 class _Probe:
