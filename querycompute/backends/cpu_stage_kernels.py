@@ -10,7 +10,8 @@ uint16, ...), and every kernel computes `order_bits` (order_keys.transform, spel
 integer operations) where it needs a key's order: a sort moves the raw bits, so sorted
 values keep -0.0 and NaN payloads exactly, and no transformed copy is ever written.
 
-Chunks are CHUNK elements whatever the thread count. A chunk is the unit of every parallel
+Loads and stores index with unsigned integers: numba then emits no negative-index fix-up
+(which costs up to 2x in these loops). Chunks are CHUNK elements whatever the thread count. A chunk is the unit of every parallel
 loop (`prange` over chunks); each `*_serial` driver is the same algorithm on one chunk
 (n < SERIAL_MAX <= CHUNK), without the thread pool.
 
@@ -24,9 +25,10 @@ Radix sort (radix_parallel): LSD, 8-bit digits, least significant first.
      earlier chunks and in their own order: each pass is stable, so the sort is.
   The payload is the int64 index permutation (mode 1: the pass's first makes it from i).
 Top-k (topk_parallel): every chunk keeps its k smallest (key, index) in a max-heap (a new
-  element enters only below the heap's top: with random data almost every element costs
-  one compare); the union of the chunks' candidates holds the global top k, which
-  cpu_stages sorts (a small radix sort, candidates in index order: ties go by index).
+  element enters only below the heap's top, and chunk 0's k-th key bounds every other
+  chunk's: with random data almost every block of keys costs one vectorised count); the
+  union of the chunks' candidates holds the global top k, which cpu_stages sorts (a small
+  radix sort, candidates in index order: ties go by index).
 First occurrence (distinct_parallel): each element's key is one exact uint64 word (its
   order bits, or several keys' bits packed; wider tuples take a sort in cpu_stages). Words
   are hashed into P partitions; a counting scatter (as a radix pass: stable) puts each
@@ -39,6 +41,7 @@ from numba import njit, prange
 
 CHUNK = 1 << 16
 RADIX = 256
+TOPK_BLOCK = 512                            # keys compared with a full heap's top at once
 UNSIGNED, SIGNED, FLOAT = 0, 1, 2          # key kinds (bool is UNSIGNED)
 _U0, _U1, _U8, _MASK = np.uint64(0), np.uint64(1), np.uint64(8), np.uint64(255)
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)    # Fibonacci hashing multiplier
@@ -51,39 +54,37 @@ def order_bits(u, kind, desc, sign, ones, inf):
     ints bits ^ sign; descending: all bits inverted (never a NaN's). sign, ones, inf: the
     width's sign bit, all ones, +inf's bits."""
     x = np.uint64(u)
-    if kind == FLOAT:
-        if (x & (sign - _U1)) > inf:
-            return ones
-        if x == sign:
-            x = _U0
+    if kind == FLOAT:                   # written as selects, so loops over it vectorise
+        nan = (x & (sign - _U1)) > inf
+        x = _U0 if x == sign else x
         t = (x ^ ones) if (x & sign) != _U0 else (x | sign)
-    elif kind == SIGNED:
-        t = x ^ sign
-    else:
-        t = x
+        t = (t ^ ones) if desc else t
+        return ones if nan else t
+    t = (x ^ sign) if kind == SIGNED else x
     return (t ^ ones) if desc else t
 
 
 @njit(cache=True)
 def _digit(t, shift):
-    return np.intp((t >> shift) & _MASK)
+    return (t >> shift) & _MASK
 
 
 # ---- radix sort ----------------------------------------------------------------------------
 @njit(cache=True)
 def _hist_all(u, lo, hi, h, kind, desc, sign, ones, inf):
     """h[b, d] += #elements of [lo, hi) whose digit b is d, for every digit b."""
-    nb = h.shape[0]
+    nb = u.itemsize                     # a constant of u's type: the loop unrolls
+    flat = h.reshape(nb * RADIX)
     for i in range(lo, hi):
-        t = order_bits(u[i], kind, desc, sign, ones, inf)
+        t = order_bits(u[np.uint64(i)], kind, desc, sign, ones, inf)
         for b in range(nb):
-            h[b, _digit(t, np.uint64(8 * b))] += 1
+            flat[np.uint64(b * RADIX) + _digit(t, np.uint64(8 * b))] += 1
 
 
 @njit(cache=True)
 def _hist(u, lo, hi, h, shift, kind, desc, sign, ones, inf):
     for i in range(lo, hi):
-        h[_digit(order_bits(u[i], kind, desc, sign, ones, inf), shift)] += 1
+        h[_digit(order_bits(u[np.uint64(i)], kind, desc, sign, ones, inf), shift)] += 1
 
 
 @njit(cache=True)
@@ -91,15 +92,15 @@ def _scatter(u, idx, lo, hi, pos, shift, dst, didx, mode, kind, desc, sign, ones
     """Elements [lo, hi) in order to dst[pos[digit]++]; their payload from idx (mode 2), from
     i (mode 1) or none (mode 0)."""
     for i in range(lo, hi):
-        v = u[i]
+        v = u[np.uint64(i)]
         d = _digit(order_bits(v, kind, desc, sign, ones, inf), shift)
-        p = pos[d]
+        p = np.uint64(pos[d])
         dst[p] = v
         if mode == 1:
             didx[p] = i
         elif mode == 2:
-            didx[p] = idx[i]
-        pos[d] = p + 1
+            didx[p] = idx[np.uint64(i)]
+        pos[d] = p + _U1
 
 
 @njit(cache=True)
@@ -226,12 +227,33 @@ def _sift_down(ht, hi_, m):
 
 
 @njit(cache=True)
-def _topk_chunk(u, lo, hi, k, ht, hi_, kind, desc, sign, ones, inf):
-    """The k smallest (order bits, index) of [lo, hi) into the max-heap ht/hi_; returns how
-    many. Indices rise, so a later element beats the top only with smaller bits."""
+def _topk_chunk(u, lo, hi, k, ht, hi_, bound, kind, desc, sign, ones, inf):
+    """The k smallest (order bits, index) of [lo, hi) with bits <= bound into the max-heap
+    ht/hi_; returns how many. Indices rise, so a later element beats a full heap's top only
+    with smaller bits: blocks without such a key are skipped after one vectorised count."""
     m = 0
+    for b in range(lo, hi, TOPK_BLOCK):
+        e = min(hi, b + TOPK_BLOCK)
+        lim = bound
+        if m == k:
+            if ht[0] == _U0:
+                break                       # nothing orders below all-zero bits
+            lim = min(bound, ht[0] - _U1)
+        below = 0
+        for i in range(b, e):
+            below += order_bits(u[np.uint64(i)], kind, desc, sign, ones, inf) <= lim
+        if below:
+            m = _topk_block(u, b, e, k, m, ht, hi_, bound, kind, desc, sign, ones, inf)
+    return m
+
+
+@njit(cache=True)
+def _topk_block(u, lo, hi, k, m, ht, hi_, bound, kind, desc, sign, ones, inf):
+    """_topk_chunk's heap updates for the elements of one block; returns the heap size."""
     for i in range(lo, hi):
-        t = order_bits(u[i], kind, desc, sign, ones, inf)
+        t = order_bits(u[np.uint64(i)], kind, desc, sign, ones, inf)
+        if t > bound:
+            continue
         if m < k:
             j = m                             # sift up
             m += 1
@@ -252,19 +274,23 @@ def _topk_chunk(u, lo, hi, k, ht, hi_, kind, desc, sign, ones, inf):
 def topk_serial(u, k, kind, desc, sign, ones, inf):
     """Candidate indices (unordered) holding the top k of the whole array."""
     ht, hi_ = np.empty(k, np.uint64), np.empty(k, np.int64)
-    m = _topk_chunk(u, 0, u.shape[0], k, ht, hi_, kind, desc, sign, ones, inf)
+    m = _topk_chunk(u, 0, u.shape[0], k, ht, hi_, ones, kind, desc, sign, ones, inf)
     return hi_[:m].copy()
 
 
 @njit(cache=True, parallel=True)
 def topk_parallel(u, k, kind, desc, sign, ones, inf):
-    """The union of every chunk's top k (indices, in chunk order)."""
+    """The union of every chunk's top k (indices, in chunk order). Chunk 0 runs first: the
+    largest bits in its full heap bound the global k-th smallest (k elements have bits no
+    larger), so every other chunk drops keys above that bound before any heap work."""
     n = u.shape[0]
     nch = (n + CHUNK - 1) // CHUNK
     ht, hi_ = np.empty((nch, k), np.uint64), np.empty((nch, k), np.int64)
     cnt = np.empty(nch, np.int64)
-    for c in prange(nch):
-        cnt[c] = _topk_chunk(u, c * CHUNK, min(n, c * CHUNK + CHUNK), k, ht[c], hi_[c],
+    cnt[0] = _topk_chunk(u, 0, min(n, CHUNK), k, ht[0], hi_[0], ones, kind, desc, sign, ones, inf)
+    bound = ht[0, 0] if cnt[0] == k else ones
+    for c in prange(1, nch):
+        cnt[c] = _topk_chunk(u, c * CHUNK, min(n, c * CHUNK + CHUNK), k, ht[c], hi_[c], bound,
                              kind, desc, sign, ones, inf)
     out = np.empty(cnt.sum(), np.int64)
     j = 0
@@ -278,7 +304,7 @@ def topk_parallel(u, k, kind, desc, sign, ones, inf):
 @njit(cache=True)
 def gather_serial(col, perm, out):
     for i in range(perm.shape[0]):
-        out[i] = col[perm[i]]
+        out[np.uint64(i)] = col[np.uint64(perm[np.uint64(i)])]
 
 
 @njit(cache=True, parallel=True)
@@ -286,7 +312,7 @@ def gather_parallel(col, perm, out):
     n = perm.shape[0]
     for c in prange((n + CHUNK - 1) // CHUNK):
         for i in range(c * CHUNK, min(n, c * CHUNK + CHUNK)):
-            out[i] = col[perm[i]]
+            out[np.uint64(i)] = col[np.uint64(perm[np.uint64(i)])]
 
 
 @njit(cache=True)
@@ -294,8 +320,9 @@ def _pack(w, u, lo, hi, width, kind, desc, sign, ones, inf):
     """w = (w << width) | order bits of u: several keys' bits as one uint64 word."""
     sh = np.uint64(width)
     for i in range(lo, hi):
-        t = order_bits(u[i], kind, desc, sign, ones, inf)
-        w[i] = ((w[i] << sh) | t) if width < 64 else t
+        j = np.uint64(i)
+        t = order_bits(u[j], kind, desc, sign, ones, inf)
+        w[j] = ((w[j] << sh) | t) if width < 64 else t
 
 
 @njit(cache=True)
@@ -317,16 +344,16 @@ def _set_first(words, order, lo, hi, keep, pbits, tbits):
     keep[order[j]] (keep[j] when order is empty) = whether words[j] is new. The slot is
     taken from the hash bits below the pbits that chose the partition."""
     size = 1 << tbits
-    mask = size - 1
+    mask = np.uint64(size - 1)
     used = np.zeros(size, np.bool_)
     slots = np.empty(size, np.uint64)
     psh, sh = np.uint64(pbits), np.uint64(64 - tbits)
     for j in range(lo, hi):
-        w = words[j]
-        s = np.intp(((w * _GOLDEN) << psh) >> sh)
+        w = words[np.uint64(j)]
+        s = ((w * _GOLDEN) << psh) >> sh
         while used[s] and slots[s] != w:
-            s = (s + 1) & mask
-        keep[order[j] if order.shape[0] else j] = not used[s]
+            s = (s + _U1) & mask
+        keep[np.uint64(order[np.uint64(j)] if order.shape[0] else j)] = not used[s]
         used[s] = True
         slots[s] = w
 
@@ -342,7 +369,7 @@ def _table_bits(m):
 @njit(cache=True)
 def _words(u, lo, hi, out, kind, sign, ones, inf):
     for i in range(lo, hi):
-        out[i] = order_bits(u[i], kind, False, sign, ones, inf)
+        out[np.uint64(i)] = order_bits(u[np.uint64(i)], kind, False, sign, ones, inf)
 
 
 @njit(cache=True)
@@ -368,8 +395,9 @@ def distinct_parallel(u, pbits, kind, sign, ones, inf):
     for c in prange(nch):
         lo, hi = c * CHUNK, min(n, c * CHUNK + CHUNK)
         _words(u, lo, hi, words, kind, sign, ones, inf)
+        hcc = hc[c]
         for i in range(lo, hi):
-            hc[c, np.intp((words[i] * _GOLDEN) >> psh)] += 1
+            hcc[(words[np.uint64(i)] * _GOLDEN) >> psh] += 1
     off = np.empty((nch, npart), np.int64)
     start = np.empty(npart + 1, np.int64)
     run = 0
@@ -383,10 +411,11 @@ def distinct_parallel(u, pbits, kind, sign, ones, inf):
     for c in prange(nch):
         pos = off[c]
         for i in range(c * CHUNK, min(n, c * CHUNK + CHUNK)):
-            p = np.intp((words[i] * _GOLDEN) >> psh)
-            q = pos[p]
-            pw[q], pidx[q] = words[i], i
-            pos[p] = q + 1
+            w = words[np.uint64(i)]
+            p = (w * _GOLDEN) >> psh
+            q = np.uint64(pos[p])
+            pw[q], pidx[q] = w, i
+            pos[p] = q + _U1
     keep = np.empty(n, np.bool_)
     for p in prange(npart):
         m = start[p + 1] - start[p]

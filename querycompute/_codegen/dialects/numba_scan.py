@@ -12,7 +12,8 @@ Every output is combine applied in element order with the seed once at the front
 aggregate rules (acc holds the earlier elements; a non-commutative combine works). Chunks
 are CHUNK elements whatever the thread count, so the grouping, and a float result's bits,
 depend only on n; the serial flavour (n < CHUNK: one chunk, no pass 1) groups the same way.
-float16 arrays travel as their uint16 bits and are decoded / encoded per element.
+float16 arrays travel as their uint16 bits and are decoded / encoded per element. Indices
+are unsigned in loads and stores, so numba emits no negative-index fix-up.
 """
 from __future__ import annotations
 
@@ -39,9 +40,9 @@ def render(spec: ScanSpec, cache: bool = False) -> str:
     result = ep.value(spec.combine)
     if d == "float16":
         helpers |= {("f16_decode", None), ("f16_encode", None)}
-        load, store = "_f16_decode(x[i])", "_f16_encode(acc)"
+        load, store = "_f16_decode(x[np.uint64(i)])", "_f16_encode(acc)"
     else:
-        load, store = "x[i]", "acc"
+        load, store = "x[np.uint64(i)]", "acc"
     seed = const_text(spec.seed.value, d)
     rtype = "np.bool_" if d == "bool" else register_type(d)
     scalar, serial = jit_decorator(cache), jit_decorator(cache)
@@ -62,7 +63,7 @@ def render(spec: ScanSpec, cache: bool = False) -> str:
         f'    """out[i] for i in [lo, hi), starting from the carry `acc`."""\n'
         f"    for i in range(lo, hi):\n"
         f"        acc = {name}_combine(acc, {load}{params})\n"
-        f"        out[i] = {store}",
+        f"        out[np.uint64(i)] = {store}",
     ]
     for flavour, deco, rng in (("serial", serial, "range"), ("parallel", parallel, "prange")):
         funcs.append(
