@@ -50,18 +50,17 @@ _GOLDEN = np.uint64(0x9E3779B97F4A7C15)    # Fibonacci hashing multiplier
 @njit(cache=True)
 def order_bits(u, kind, desc, sign, ones, inf):
     """order_keys.transform of one raw key `u` (uint of the key's width), as uint64: NaN ->
-    all ones both ways; -0.0 -> +0.0; floats: negative ~bits, positive bits | sign; signed
-    ints bits ^ sign; descending: all bits inverted (never a NaN's). sign, ones, inf: the
-    width's sign bit, all ones, +inf's bits."""
+    all ones both ways; -0.0 -> +0.0; floats: negative ~bits, positive bits | sign (for a
+    clear sign bit that is bits ^ sign); signed ints bits ^ sign; descending: all bits
+    inverted (never a NaN's). sign, ones, inf: the width's sign bit, all ones, +inf's bits.
+    Written without branches (selects of loop-invariant choices), so loops vectorise."""
     x = np.uint64(u)
-    if kind == FLOAT:                   # written as selects, so loops over it vectorise
-        nan = (x & (sign - _U1)) > inf
-        x = _U0 if x == sign else x
-        t = (x ^ ones) if (x & sign) != _U0 else (x | sign)
-        t = (t ^ ones) if desc else t
-        return ones if nan else t
-    t = (x ^ sign) if kind == SIGNED else x
-    return (t ^ ones) if desc else t
+    isf = kind == FLOAT
+    nan = isf & ((x & (sign - _U1)) > inf)
+    x = _U0 if isf & (x == sign) else x
+    m = ones if isf & ((x & sign) != _U0) else (_U0 if kind == UNSIGNED else sign)
+    t = x ^ m ^ (ones if desc else _U0)
+    return ones if nan else t
 
 
 @njit(cache=True)
