@@ -37,6 +37,13 @@ Kernel shapes (`KernelSet.shape`):
                  between passes). Input 0 and output 0 have n elements; its kernels' main
                  grid is the "tiles" rule whatever kernel comes first (a "one" init kernel
                  may), and "blocks" buffers / "value" args count those tiles.
+  "sort", "distinct", "topk", "gather"  Column operations of ops/sort.py and ops/topk.py:
+                 inputs are key (or gathered) columns bound as their unsigned bits type;
+                 output 0 is the permutation (n entries; "topk": one tile, the first k
+                 valid, k = param 0), distinct's n flags, or the gathered columns. Their
+                 launches follow `KernelSet.schedule` (`Step`), one kernel launched
+                 several times with other "value" args; buffer sizes may be "tile",
+                 "tiles*R" (R per tile) or a fixed count.
 For n == 0, "elementwise", "compact" and "scan" plans are empty (the results are empty arrays and
 nothing is launched); "reduce" plans always launch (grid 1), so identities come from the device.
 """

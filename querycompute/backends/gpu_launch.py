@@ -186,9 +186,11 @@ class LaunchLoop:
         for launch in launches:
             name = launch.kernel.name
             kernel = self.kernels[name]
-            if bound.get(name) != key:
+            # a multi-pass shape launches one kernel with several "value" sets (launch.Step)
+            lkey = (key, tuple(launch.values.items())) if launch.values else key
+            if bound.get(name) != lkey:
                 rt.set_args(kernel, L.bind(launch, in_bufs, strides, params, n, shape.out_bufs, shape.scratch))
-                bound[name] = key
+                bound[name] = lkey
             else:
                 for pos, k in self._input_pos[name]:
                     rt.set_arg(kernel, pos, in_bufs[k])

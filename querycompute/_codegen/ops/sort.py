@@ -1,0 +1,351 @@
+"""GPU column operations "sort" and "distinct": a stable LSD radix sort of SortSpec key
+columns with an index permutation as payload, and distinct's first-occurrence flags; plus
+"gather" (cols[perm]). Kernel IR for CUDA, OpenCL and Metal; launch.plan runs them from
+`KernelSet.schedule` (launch.Step), the launch loop of every GPU runtime unchanged.
+
+Sort order: order_keys.py (NaN last both ways, -0.0 == 0.0, descending per key), computed by
+sort_ir.order_bits from each key's raw bits. A multi-key sort is LSD over the keys too: the
+LAST key's digits first, each key's digits from its least significant byte up.
+
+Small n (n <= TILE = 1024 rows): one block, `<name>_small`, sorts everything in shared
+memory: the words `slot` of all rows, re-digited from the keys (read at their slot) before
+each of the key bytes' 8-round split sorts (sort_ir.tile_sort), then perm[s] = slot.
+
+Large n, per 8-bit digit pass (a key's bits: 1, 2, 4 or 8 passes), one kernel
+`<name>_pass_*` launched twice around a scan:
+  1. phase 0 (one block per tile of TILE rows): the tile's rows sorted by digit in shared
+     memory (sort_ir.tile_sort), digit runs -> counts[digit * tiles + tile].
+  2. `<name>_scan` (one block): exclusive prefix sum of all counts, in place: (digit, tile)'s
+     first output position — digits in order, tiles in order within a digit.
+  3. phase 1: the same tile sort, then the row in sorted slot s goes to
+     counts[digit * tiles + tile] + (s - start of its digit's run): a row keeps its place
+     among rows of equal digit (earlier tiles first, then its rank in the tile), so every
+     pass is stable and the passes together are an LSD sort.
+The (bits, perm) pairs ping-pong between buffers a and b ("parity" value: 0 reads b and
+writes a), arranged so the last pass writes perm_a, the result. Where rows come from: the
+first pass reads key j raw and writes perm = row; the first pass of an earlier key (then_by
+order) reads key j at perm[row] ("gather"); the key's further passes read the bits the
+previous pass wrote ("bits"). The last byte of a key writes no bits.
+Index payload: int32 when n < 2**31 (GpuStages picks it), else int64: `render_sort(...,
+index_dtype)`. Counts and offsets are int64.
+
+Distinct (shape "distinct"): the sort of all keys ascending (kernels `<name>_distinct_*`),
+then `<name>_distinct_flags`: sorted row s
+is a first occurrence when s == 0 or its keys' order bits differ from row s - 1's; the flag is
+stored at the row's original position. Equal keys sort stably, so the first row of each run
+is the one with the smallest index.
+
+Bytes per element (`bytes_per_element`): 32-bit keys and a 32-bit payload: pass 1 reads the key
+twice (4 + 4) and writes bits + index (8) = 16 B; middle passes read bits (4), then bits +
+index (8) and write 8 = 20 B; the last writes only the index: 16 B -> 72 B in 4 passes. (A
+single-pass look-back scatter, CUDA only, would save the histogram reads: 4 x 16 B.)
+"""
+from __future__ import annotations
+
+from .. import kernel_ir as K
+from .. import order_keys
+from ..launch import BLOCK, BufferSpec, KernelArg, KernelSet, KernelSpec, Step
+from ..lower_block import LID
+from ..stage_specs import SortSpec
+from . import sort_ir as S
+from .sort_ir import I32, I64, RADIX, SLOT, TILE, U32
+
+__all__ = ["render_sort", "render_gather", "bytes_per_element", "gather_bytes_per_element", "passes",
+           "render_kernels"]
+
+N = K.KVar("n", I64)
+SHIFT, PARITY, LAST = K.KVar("shift", I64), K.KVar("parity", I64), K.KVar("last", I64)
+PHASE = K.KVar("phase", I64)
+BASE, ROW = K.KVar("base", I64), K.KVar("row", I64)
+TILES = K.KVar("tiles", I64)
+COUNTS = "counts"
+
+
+def key_arg(spec: SortSpec, j: int) -> KernelArg:
+    return KernelArg(f"key{j}", "input", order_keys.bits_dtype(spec.key_dtypes[j]), j)
+
+
+def passes(spec: SortSpec) -> list[tuple[int, int, str, bool]]:
+    """(key, shift, source, last byte of the key) per radix pass, in launch order."""
+    out = []
+    for j in reversed(range(len(spec.key_dtypes))):
+        width = S.bits_width(spec.key_dtypes[j])
+        for shift in range(0, width, 8):
+            source = "bits" if shift else ("raw" if not out else "gather")
+            out.append((j, shift, source, shift + 8 == width))
+    return out
+
+
+def bytes_per_element(spec: SortSpec, index_dtype: str = "int32", distinct: bool = False) -> list[tuple[str, int]]:
+    """(kernel, bytes read + written per row) of every launch of a large sort (or distinct),
+    in order (the counts scan moves 8 B per (digit, tile): under 2 B per row; left out)."""
+    idx = 4 if index_dtype == "int32" else 8
+    if distinct:
+        spec = SortSpec(spec.key_dtypes, (False,) * len(spec.key_dtypes), f"{spec.name}_distinct")
+        keys = sum(S.bits_width(d) // 8 for d in spec.key_dtypes)
+        # flags: perm[s] and perm[s - 1], both rows' keys, one flag byte
+        return bytes_per_element(spec, index_dtype) + [(f"{spec.name}_flags", 2 * idx + 2 * keys + 1)]
+    out = []
+    for j, shift, source, last in passes(spec):
+        w = S.bits_width(spec.key_dtypes[j]) // 8
+        read = {"raw": w, "gather": idx + w, "bits": w}[source]
+        read_pair = read + (idx if source == "bits" else 0)
+        out.append((f"{_kname(spec, j, source)} (counts)", read))
+        out.append((f"{_kname(spec, j, source)} (scatter)", read_pair + idx + (0 if last else w)))
+    return out
+
+
+def _kname(spec: SortSpec, j: int, source: str) -> str:
+    if source == "bits":
+        return f"{spec.name}_pass_{order_keys.bits_dtype(spec.key_dtypes[j])}"
+    return f"{spec.name}_pass_key{j}" + ("_gather" if source == "gather" else "")
+
+
+# ---- buffers ----------------------------------------------------------------------------------
+class _Buffers:
+    """The ping-pong buffers of one kernel set: perm a/b (index dtype) and bits a/b per bits
+    dtype, as kernel arguments; `perm_a` is output 0 of a sort, scratch in distinct."""
+
+    def __init__(self, index_dtype: str, perm_a_is_output: bool):
+        self.idx = index_dtype
+        self.perm_a = (KernelArg("perm_a", "output", index_dtype, 0) if perm_a_is_output
+                       else KernelArg("perm_a", "scratch", index_dtype, scratch="perm_a"))
+        self.perm_b = KernelArg("perm_b", "scratch", index_dtype, scratch="perm_b")
+
+    @staticmethod
+    def bits(u: str, side: str) -> KernelArg:
+        return KernelArg(f"bits_{side}", "scratch", u, scratch=f"bits_{u}_{side}")
+
+    def read(self, a: KernelArg, b: KernelArg, index) -> K.KExpr:
+        """The buffer the previous pass wrote: b when parity == 0."""
+        return K.KSelect(K.op("==", PARITY, K.i64(0)), K.KLoad(b.name, index, b.dtype),
+                         K.KLoad(a.name, index, a.dtype), a.dtype)
+
+    @staticmethod
+    def write(a: KernelArg, b: KernelArg, index, value) -> K.If:
+        return K.If(K.op("==", PARITY, K.i64(0)), (K.Store(a.name, index, value),), (K.Store(b.name, index, value),))
+
+
+def _source(spec: SortSpec, bufs: _Buffers, j: int, source: str, row,
+            need_perm: bool = True) -> tuple[list, K.KVar, K.KExpr, list]:
+    """(statements, order bits of key j for `row`, its permutation value, the args read)."""
+    dtype, desc = spec.key_dtypes[j], spec.descending[j]
+    key = key_arg(spec, j)
+    if source == "raw":
+        stmts, t = S.order_bits(dtype, desc, K.KLoad(key.name, row, key.dtype), "t")
+        return stmts, t, K.KCast(row, bufs.idx), [key]
+    if source == "gather":
+        p = K.KVar("p", bufs.idx)
+        stmts, t = S.order_bits(dtype, desc, K.KLoad(key.name, p, key.dtype), "t")
+        return [K.Declare(p, bufs.read(bufs.perm_a, bufs.perm_b, row))] + stmts, t, p, [key, bufs.perm_a, bufs.perm_b]
+    u = order_keys.bits_dtype(dtype)
+    a, b = bufs.bits(u, "a"), bufs.bits(u, "b")
+    t = K.KVar("t", S.register_type(dtype))
+    p = K.KVar("p", bufs.idx)
+    stmts = [K.Declare(t, K.KCast(bufs.read(a, b, row), t.dtype))]
+    if not need_perm:
+        return stmts, t, p, [a, b]
+    return stmts + [K.Declare(p, bufs.read(bufs.perm_a, bufs.perm_b, row))], t, p, [a, b, bufs.perm_a, bufs.perm_b]
+
+
+def _load_tile(spec, bufs, j, source) -> tuple[list, list]:
+    """Statements putting the tile's rows into shared memory as (digit, slot) words, sorted."""
+    stmts, t, _, args = _source(spec, bufs, j, source, ROW, need_perm=False)
+    live = [*stmts, K.Store(S.SH_KEYS, SLOT, S.pack(S.digit_of(t, SHIFT), SLOT))]
+    dead = (K.Store(S.SH_KEYS, SLOT, S.pack(S.u32(RADIX - 1), SLOT, K.i32(1))),)
+    body = [K.Declare(ROW, K.op("+", BASE, K.KCast(SLOT, I64))),
+            K.If(K.op("<", ROW, N), tuple(live), dead)]
+    sort, at = S.tile_sort(8)
+    assert at == 0
+    head = [K.Declare(BASE, K.op("*", K.KCast(S.GROUP, I64), K.i64(TILE))),
+            K.Declare(TILES, K.op("/", K.op("+", N, K.i64(TILE - 1)), K.i64(TILE))),
+            K.Comment("The tile's rows as (digit, slot) words in shared memory; rows past n sort last."),
+            S.slots_strided(body), K.Barrier(), *sort]
+    return head, args
+
+
+def _pass_kernel(spec, bufs, j, source) -> K.Kernel:
+    """One radix pass's tile work: phase 0 counts the tile's digits, phase 1 scatters its
+    rows (both start with the same tile sort, so one kernel serves both)."""
+    head, args = _load_tile(spec, bufs, j, source)
+    w, d, src, dest = K.KVar("w", U32), K.KVar("d", I32), K.KVar("src", I64), K.KVar("dest", I64)
+    stmts, t, p, _ = _source(spec, bufs, j, source, src)
+    u = order_keys.bits_dtype(spec.key_dtypes[j])
+    a, b = bufs.bits(u, "a"), bufs.bits(u, "b")
+    group = K.KCast(S.GROUP, I64)
+    d_count = K.op("-", K.KLoad(S.SH_END, LID, I32), K.KLoad(S.SH_START, LID, I32))
+    count = (K.Comment("Phase 0: thread d writes digit d's count of this tile."),
+             K.Store(COUNTS, K.op("+", K.op("*", K.KCast(LID, I64), TILES), group), K.KCast(d_count, I64)))
+    first = K.KLoad(COUNTS, K.op("+", K.op("*", K.KCast(d, I64), TILES), group), I64)
+    rank = K.KCast(K.op("-", SLOT, K.KLoad(S.SH_START, d, I32)), I64)
+    write_bits = [] if S.bits_width(spec.key_dtypes[j]) == 8 else [
+        K.If(K.op("==", LAST, K.i64(0)), (bufs.write(a, b, dest, t),))]
+    body = [K.Declare(w, K.KLoad(S.SH_KEYS, SLOT, U32)),
+            K.If(S.word_live(w), (
+                K.Declare(d, S.word_digit(w)),
+                K.Declare(src, K.op("+", BASE, K.KCast(S.word_slot(w), I64))),
+                *stmts,
+                K.Declare(dest, K.op("+", first, rank)),
+                bufs.write(bufs.perm_a, bufs.perm_b, dest, p), *write_bits))]
+    scatter = (K.Comment("Phase 1: the row in sorted slot s goes after the earlier tiles' rows of its\n"
+                         "digit (counts: their exclusive prefix sum), at its rank in the tile."),
+               S.slots_strided(body))
+    code = head + S.digit_runs(0, with_end=True) + [K.If(K.op("==", PHASE, K.i64(0)), count, scatter)]
+    extra = [a, b] if write_bits else []
+    name = _kname(spec, j, source)
+    kargs = (*_dedupe(args + [bufs.perm_a, bufs.perm_b] + extra), KernelArg("n", "n", I64),
+             KernelArg(COUNTS, "scratch", I64, scratch=COUNTS), KernelArg("shift", "value", I64),
+             KernelArg("parity", "value", I64), KernelArg("phase", "value", I64), KernelArg("last", "value", I64))
+    return K.Kernel(name, kargs, S.shared(True, True), tuple(code),
+                    doc=f"{name}: one radix pass over a tile: digit counts (phase 0) or stable scatter (phase 1).")
+
+
+def _dedupe(args) -> list:
+    seen, out = set(), []
+    for a in args:
+        if a.name not in seen:
+            seen.add(a.name)
+            out.append(a)
+    return out
+
+
+def small_kernel(spec: SortSpec, name: str, count: KernelArg, out: KernelArg, via: KernelArg | None) -> K.Kernel:
+    """One block sorts `count` (<= TILE) rows: rows are 0..count-1, or via[0..count-1]."""
+    cnt = K.KVar(count.name, I64)
+    w, slot, src, sh = K.KVar("w", U32), K.KVar("slot", I32), K.KVar("src", I64), K.KVar("shift", I32)
+    row_of = (lambda sl: K.KCast(K.KLoad(via.name, sl, via.dtype), I64)) if via else (lambda sl: K.KCast(sl, I64))
+    stmts = [K.Comment("Words (digit, slot) of the rows; slots at or past the count sort last."),
+             S.slots_strided([K.Store(S.SH_KEYS, SLOT, K.KSelect(
+                 K.op("<", K.KCast(SLOT, I64), cnt), S.pack(S.u32(0), SLOT),
+                 S.pack(S.u32(RADIX - 1), SLOT, K.i32(1)), U32))]),
+             K.Barrier()]
+    for j in reversed(range(len(spec.key_dtypes))):
+        key = key_arg(spec, j)
+        bits, t = S.order_bits(spec.key_dtypes[j], spec.descending[j], K.KLoad(key.name, src, key.dtype), "t")
+        redigit = [K.Declare(w, K.KLoad(S.SH_KEYS, SLOT, U32)),
+                   K.If(S.word_live(w), (K.Declare(slot, S.word_slot(w)), K.Declare(src, row_of(slot)), *bits,
+                                         K.Store(S.SH_KEYS, SLOT, S.pack(S.digit_of(t, sh), slot))))]
+        sort, _ = S.tile_sort(8)
+        stmts.append(K.For(sh, K.i32(0), K.op("<", sh, K.i32(S.bits_width(spec.key_dtypes[j]))),
+                           K.op("+", sh, K.i32(8)), (S.slots_strided(redigit), K.Barrier(), *sort)))
+    final = S.word_slot(K.KLoad(S.SH_KEYS, SLOT, U32))
+    final = K.KLoad(via.name, final, via.dtype) if via else final
+    stmts.append(S.slots_strided([K.If(K.op("<", K.KCast(SLOT, I64), cnt), (
+        K.Store(out.name, SLOT, final if final.dtype == out.dtype else K.KCast(final, out.dtype)),))]))
+    args = (*[key_arg(spec, j) for j in range(len(spec.key_dtypes))], count, *([via] if via else []), out)
+    return K.Kernel(name, args, S.shared(False), tuple(stmts),
+                    doc=f"{name}: one-block stable sort of up to {TILE} rows, every key byte in shared memory.")
+
+
+def _flags_kernel(spec: SortSpec, perm: KernelArg) -> K.Kernel:
+    """flags[perm[s]] = sorted row s starts a run of equal keys."""
+    name = f"{spec.name}_flags"
+    i = K.KVar("i", I64)
+    p, q, keep = K.KVar("p", I64), K.KVar("q", I64), K.KVar("keep", "bool")
+    differ = []
+    for j, dtype in enumerate(spec.key_dtypes):
+        key = key_arg(spec, j)
+        bp, tp = S.order_bits(dtype, False, K.KLoad(key.name, p, key.dtype), f"a{j}")
+        bq, tq = S.order_bits(dtype, False, K.KLoad(key.name, q, key.dtype), f"b{j}")
+        differ += [*bp, *bq, K.Assign(keep, K.op("||", keep, K.op("!=", tp, tq)))]
+    body = [K.Declare(i, K.op("+", K.op("*", K.KCast(S.GROUP, I64), K.i64(TILE)), K.KCast(SLOT, I64))),
+            K.If(K.op("<", i, N), (
+                K.Declare(p, K.KCast(K.KLoad(perm.name, i, perm.dtype), I64)),
+                K.Declare(keep, K.op("==", i, K.i64(0))),
+                K.If(K.op(">", i, K.i64(0)), (K.Declare(q, K.KCast(K.KLoad(perm.name, K.op("-", i, K.i64(1)), perm.dtype), I64)),
+                                              *differ)),
+                K.Store("flags", p, keep)))]
+    args = (*[key_arg(spec, j) for j in range(len(spec.key_dtypes))], perm, KernelArg("n", "n", I64),
+            KernelArg("flags", "output", "bool", 0))
+    return K.Kernel(name, args, (), (S.slots_strided(body),),
+                    doc=f"{name}: distinct's first-occurrence flags, from the ascending sort.")
+
+
+def render_kernels(spec: SortSpec, index_dtype: str, distinct: bool) -> tuple[list, list[Step]]:
+    """(kernels, schedule) of a sort (or distinct) of spec's keys."""
+    if distinct:
+        spec = SortSpec(spec.key_dtypes, (False,) * len(spec.key_dtypes), f"{spec.name}_distinct")
+    bufs = _Buffers(index_dtype, perm_a_is_output=not distinct)
+    kernels = {}
+    small = small_kernel(spec, f"{spec.name}_small", KernelArg("n", "n", I64), bufs.perm_a, None)
+    kernels[small.name] = small
+    scan = S.scan_counts_kernel(f"{spec.name}_scan", COUNTS)
+    kernels[scan.name] = scan
+    schedule = [Step(small.name, (), "small")]
+    ps = passes(spec)
+    for p, (j, shift, source, last) in enumerate(ps):
+        name = _kname(spec, j, source)
+        if name not in kernels:
+            kernels[name] = _pass_kernel(spec, bufs, j, source)
+        common = (("shift", shift), ("parity", (len(ps) - 1 - p) % 2))
+        schedule += [Step(name, common + (("phase", 0), ("last", int(last))), "large"),
+                     Step(scan.name, (("rows", RADIX),), "large"),
+                     Step(name, common + (("phase", 1), ("last", int(last))), "large")]
+    if distinct:
+        flags = _flags_kernel(spec, bufs.perm_a)
+        kernels[flags.name] = flags
+        schedule.append(Step(flags.name))
+    return list(kernels.values()), schedule
+
+
+def _grid(k: K.Kernel) -> str:
+    return "one" if k.name.endswith(("_small", "_scan", "_select")) else "tiles"
+
+
+def kernel_set(kernels, schedule, dialect: str, name: str, shape: str, outputs, scratch) -> KernelSet:
+    from ..gpu import printer
+    pr = printer(dialect)
+    header = (f"// querycompute column operation {name}: {shape}, {len(kernels)} kernels, {dialect}\n"
+              f"// compile options: {' '.join(pr.OPTIONS) or '(none)'}"
+              + (f" ({pr.OPTIONS_WHY})" if pr.OPTIONS_WHY else ""))
+    source = pr.render(kernels, header)
+    specs = tuple(KernelSpec(k.name, k.args, _grid(k), "any", k.name.rsplit("_", 1)[-1]) for k in kernels)
+    return KernelSet(dialect=dialect, pass_name=name, shape=shape, source=source, options=pr.OPTIONS,
+                     kernels=specs, outputs=tuple(outputs), scratch=tuple(scratch), block=BLOCK,
+                     elems_per_thread=S.EPT, schedule=tuple(schedule))
+
+
+def _scratch(kernels, skip=()) -> list[BufferSpec]:
+    """Every scratch buffer the kernels use: counts per (digit, tile), the rest per row."""
+    out = {}
+    for k in kernels:
+        for a in k.args:
+            if a.kind == "scratch" and a.scratch not in skip:
+                size = f"tiles*{RADIX}" if a.scratch == COUNTS else "n"
+                out[a.scratch] = BufferSpec(a.scratch, a.dtype, size)
+    return list(out.values())
+
+
+def render_sort(spec: SortSpec, dialect: str, index_dtype: str = "int32", distinct: bool = False) -> KernelSet:
+    """The sort (output 0: the permutation, n entries of `index_dtype`) or, with `distinct`,
+    the first-occurrence flags (output 0: n bools) of spec's key columns, bound as their
+    order_keys.bits_dtype (inputs 0..)."""
+    for d in spec.key_dtypes:
+        S.bits_width(d)
+    kernels, schedule = render_kernels(spec, index_dtype, distinct)
+    outputs = [BufferSpec("flags", "bool", "n")] if distinct else [BufferSpec("perm_a", index_dtype, "n")]
+    return kernel_set(kernels, schedule, dialect, spec.name, "distinct" if distinct else "sort",
+                      outputs, _scratch(kernels))
+
+
+def render_gather(bits_dtypes: tuple[str, ...], dialect: str, index_dtype: str = "int32",
+                  name: str = "qc_gather") -> KernelSet:
+    """out_c[i] = col_c[perm[i]] for columns bound as their bits dtypes (inputs 0..m-1; input
+    m: perm); n = len(perm). Bytes per row: `gather_bytes_per_element`."""
+    m = len(bits_dtypes)
+    i, p = K.KVar("i", I64), K.KVar("p", I64)
+    cols = [KernelArg(f"col{c}", "input", d, c) for c, d in enumerate(bits_dtypes)]
+    perm = KernelArg("perm", "input", index_dtype, m)
+    outs = [KernelArg(f"out{c}", "output", d, c) for c, d in enumerate(bits_dtypes)]
+    body = [K.Declare(i, K.op("+", K.op("*", K.KCast(S.GROUP, I64), K.i64(TILE)), K.KCast(SLOT, I64))),
+            K.If(K.op("<", i, N), (K.Declare(p, K.KCast(K.KLoad(perm.name, i, index_dtype), I64)),
+                                   *[K.Store(o.name, i, K.KLoad(c.name, p, c.dtype)) for c, o in zip(cols, outs)]))]
+    k = K.Kernel(name, (*cols, perm, KernelArg("n", "n", I64), *outs), (), (S.slots_strided(body),),
+                 doc=f"{name}: out[i] = col[perm[i]] for every column.")
+    return kernel_set([k], [Step(name)], dialect, name, "gather",
+                      [BufferSpec(o.name, o.dtype, "n") for o in outs], [])
+
+
+def gather_bytes_per_element(bits_dtypes: tuple[str, ...], index_dtype: str = "int32") -> int:
+    """The gather reads the index and each column's element and writes the element."""
+    return (4 if index_dtype == "int32" else 8) + sum(2 * (8 if d == "uint64" else int(d[4:]) // 8) for d in bits_dtypes)

@@ -1,0 +1,202 @@
+"""Kernel IR building blocks of the GPU sort, top-k and distinct kernels (ops/sort.py,
+ops/topk.py): order bits of a key, a stable in-block sort of one tile by an 8-bit digit, the
+digit runs of a sorted tile, and a one-block exclusive scan of per-(row, tile) counts.
+
+Order bits (order_keys.py, step by step): a key column is bound as its unsigned bits type
+(float32 as uint32, float16 as uint16, bool as uint8: buffers are untyped on the device),
+widened to a 32- or 64-bit register, and transformed with integer operations only:
+    floats   -0.0 -> +0.0; negative -> ~bits, else bits | sign; descending -> ~;
+             NaN (magnitude above the infinity bits) -> all ones, in both directions
+    signed   bits ^ sign (descending: then ~)
+    unsigned / bool  bits (descending: ~)
+`~` is `^ ones` of the key's own width, so the register holds exactly order_keys' bits.
+
+Tile sort. A tile is TILE = BLOCK * EPT consecutive rows; its rows enter shared memory as
+packed 32-bit words `out << 24 | digit << 16 | slot` (slot: the row's position in the tile;
+out: not a live row — past n, or excluded by a top-k prefix). `tile_sort` sorts them stably
+by bits first_bit.. first_bit + rounds - 1 with one 1-bit split per round: thread t owns the
+EPT consecutive words t * EPT.., counts its zeros, a block-wide prefix sum of those counts
+gives each word its place (zeros first, in order, then ones, in order), and the words move
+to the other half of a double-length shared array. Splits are stable, so the rounds are an
+LSD sort of the tile: stable by slot among equal digits. No atomics: the same tile gives the
+same order, so counts and ranks are deterministic.
+
+Digit runs. In a sorted tile, the live words come first, grouped by digit; `digit_runs`
+records where each digit's run starts (and ends), which gives both the tile's histogram and
+each row's rank among the tile's rows of its digit (its slot minus its run's start).
+"""
+from __future__ import annotations
+
+from .. import dtypes as D
+from .. import kernel_ir as K
+from ..launch import BLOCK
+from ..lower_block import LID, block_inclusive_scan
+
+RADIX = 256                 # 8-bit digits; BLOCK == RADIX: thread d owns digit d's counters
+EPT = 4                     # rows per thread in a tile
+TILE = BLOCK * EPT          # rows per tile (< 2**16: a slot fits the packed word)
+assert BLOCK == RADIX and TILE <= 1 << 16
+
+SH_KEYS = "sh_keys"         # uint32[2 * TILE]: packed words, two halves for the splits
+SH_SCAN = "sh_scan"         # int32[BLOCK]: the splits' prefix sums
+SH_START, SH_END = "sh_start", "sh_end"   # int32[RADIX]: digit runs of a sorted tile
+DIGIT_BIT, OUT_BIT = 16, 24
+
+U32, I32, I64 = "uint32", "int32", "int64"
+GROUP = K.KThread("group_id")
+
+
+def u32(v: int) -> K.KConst:
+    return K.KConst(v, U32)
+
+
+def shared(with_runs: bool, with_end: bool = False) -> tuple[K.SharedArray, ...]:
+    arrays = [K.SharedArray(SH_KEYS, U32, 2 * TILE), K.SharedArray(SH_SCAN, I32, BLOCK)]
+    if with_runs:
+        arrays.append(K.SharedArray(SH_START, I32, RADIX))
+    if with_end:
+        arrays.append(K.SharedArray(SH_END, I32, RADIX))
+    return tuple(arrays)
+
+
+# ---- order bits ----------------------------------------------------------------------------
+def register_type(key_dtype: str) -> str:
+    """The unsigned register the order bits of `key_dtype` are computed in."""
+    return "uint64" if D.itemsize(key_dtype) == 8 else U32
+
+
+def bits_width(key_dtype: str) -> int:
+    return 8 if key_dtype == "bool" else D.itemsize(key_dtype) * 8
+
+
+def order_bits(key_dtype: str, descending: bool, raw: K.KExpr, name: str) -> tuple[list, K.KVar]:
+    """Statements declaring `name`: order_keys.transform of the key whose raw bits `raw`
+    reads (a KLoad of the bits-typed buffer)."""
+    r_t, w = register_type(key_dtype), bits_width(key_dtype)
+    c = lambda v: K.KConst(v, r_t)  # noqa: E731
+    sign, ones = 1 << (w - 1), (1 << w) - 1
+    t = K.KVar(name, r_t)
+    stmts = [K.Declare(t, K.KCast(raw, r_t))]
+    if D.is_float(key_dtype):
+        inf = {16: 0x7C00, 32: 0x7F800000, 64: 0x7FF0000000000000}[w]
+        mag = K.KVar(f"{name}_mag", r_t)
+        neg = K.op("!=", K.op("&", t, c(sign)), c(0))
+        stmts += [K.Comment("order bits of a float: -0.0 -> +0.0; negative: ~bits, else bits | sign;\n"
+                            "descending: ~; NaN (magnitude above inf) -> all ones in both directions"),
+                  K.Declare(mag, K.op("&", t, c(sign - 1))),
+                  K.Assign(t, K.KSelect(K.op("==", mag, c(0)), c(0), t, r_t)),
+                  K.Assign(t, K.KSelect(neg, K.op("^", t, c(ones)), K.op("|", t, c(sign)), r_t))]
+        if descending:
+            stmts.append(K.Assign(t, K.op("^", t, c(ones))))
+        stmts.append(K.Assign(t, K.KSelect(K.op(">", mag, c(inf)), c(ones), t, r_t)))
+        return stmts, t
+    flip = (sign if D.is_signed(key_dtype) else 0) ^ (ones if descending else 0)
+    if flip:
+        stmts.append(K.Assign(t, K.op("^", t, c(flip))))
+    return stmts, t
+
+
+def digit_of(bits: K.KExpr, shift: K.KExpr) -> K.KExpr:
+    """(bits >> shift) & 255 as a uint32."""
+    return K.KCast(K.op("&", K.op(">>", bits, shift), K.KConst(RADIX - 1, bits.dtype)), U32)
+
+
+def pack(digit: K.KExpr, slot: K.KExpr, out: K.KExpr | None = None) -> K.KExpr:
+    word = K.op("|", K.op("<<", digit, u32(DIGIT_BIT)), K.KCast(slot, U32))
+    return K.op("|", word, K.op("<<", K.KCast(out, U32), u32(OUT_BIT))) if out is not None else word
+
+
+def word_digit(word: K.KExpr) -> K.KExpr:
+    return K.KCast(K.op("&", K.op(">>", word, u32(DIGIT_BIT)), u32(RADIX - 1)), I32)
+
+
+def word_slot(word: K.KExpr) -> K.KExpr:
+    return K.KCast(K.op("&", word, u32(0xFFFF)), I32)
+
+
+def word_live(word: K.KExpr) -> K.KExpr:
+    return K.op("==", K.op(">>", word, u32(OUT_BIT)), u32(0))
+
+
+def slots_strided(body) -> K.For:
+    """for e in 0..EPT: s = e * BLOCK + lid  (coalesced global accesses)."""
+    e, s = K.KVar("e", I32), K.KVar("s", I32)
+    return K.For(e, K.i32(0), K.op("<", e, K.i32(EPT)), K.op("+", e, K.i32(1)),
+                 (K.Declare(s, K.op("+", K.op("*", e, K.i32(BLOCK)), LID)), *body), unroll=True)
+
+
+SLOT = K.KVar("s", I32)
+
+
+# ---- the in-block split sort -----------------------------------------------------------------
+def tile_sort(rounds: int, first_bit: int = DIGIT_BIT) -> tuple[list, int]:
+    """Statements sorting the TILE words in sh_keys[0, TILE) stably by `rounds` bits from
+    `first_bit` (a barrier must precede them); -> (statements, offset of the sorted words:
+    0 or TILE)."""
+    r, src, dst = K.KVar("round", I32), K.KVar("src", I32), K.KVar("dst", I32)
+    zeros, incl, zb = K.KVar("zeros", I32), K.KVar("incl", I32), K.KVar("zb", I32)
+    total, e, s, w, bit = K.KVar("total0", I32), K.KVar("e", I32), K.KVar("s", I32), K.KVar("w", U32), K.KVar("bit", I32)
+    own = lambda body: K.For(e, K.i32(0), K.op("<", e, K.i32(EPT)), K.op("+", e, K.i32(1)),  # noqa: E731
+                             (K.Declare(s, K.op("+", K.op("*", LID, K.i32(EPT)), e)),
+                              K.Declare(w, K.KLoad(SH_KEYS, K.op("+", src, s), U32)),
+                              K.Declare(bit, K.KCast(K.op("&", K.op(">>", w, K.KCast(K.op("+", r, K.i32(first_bit)), U32)),
+                                                          u32(1)), I32)),
+                              *body), unroll=True)
+    body = [K.Declare(src, K.op("*", K.op("&", r, K.i32(1)), K.i32(TILE))),
+            K.Declare(dst, K.op("-", K.i32(TILE), src)),
+            K.Declare(zeros, K.i32(0)),
+            own([K.Assign(zeros, K.op("+", zeros, K.op("-", K.i32(1), bit)))]),
+            *block_inclusive_scan(zeros, incl, SH_SCAN),
+            K.Declare(total, K.KLoad(SH_SCAN, K.i32(BLOCK - 1), I32)),
+            K.Declare(zb, K.op("-", incl, zeros)),
+            K.Comment("zeros go to their rank among zeros, ones after all zeros: a stable split"),
+            own([K.Store(SH_KEYS, K.op("+", dst, K.KSelect(K.op("==", bit, K.i32(0)), zb,
+                                                           K.op("-", K.op("+", total, s), zb), I32)), w),
+                 K.Assign(zb, K.op("+", zb, K.op("-", K.i32(1), bit)))]),
+            K.Barrier()]
+    loop = K.For(r, K.i32(0), K.op("<", r, K.i32(rounds)), K.op("+", r, K.i32(1)), tuple(body))
+    return [K.Comment(f"Stable in-block sort of the tile: {rounds} one-bit splits (LSD)."), loop], (rounds % 2) * TILE
+
+
+def digit_runs(base: int, with_end: bool) -> list:
+    """Where each digit's run of live words starts (sh_start) and ends (sh_end) in the sorted
+    words at sh_keys[base..]; digits with no word get 0 and 0. Ends with a barrier."""
+    d, w = K.KVar("d", I32), K.KVar("w", U32)
+    at = lambda off: K.KLoad(SH_KEYS, K.op("+", K.i32(base), off), U32)  # noqa: E731
+    before, after = at(K.op("-", SLOT, K.i32(1))), at(K.op("+", SLOT, K.i32(1)))
+    first = K.op("||", K.op("==", SLOT, K.i32(0)), K.op("!=", word_digit(before), d))
+    last = K.op("||", K.op("==", SLOT, K.i32(TILE - 1)),
+                K.op("||", K.op("!=", K.op(">>", after, u32(OUT_BIT)), u32(0)), K.op("!=", word_digit(after), d)))
+    ends = [K.If(last, (K.Store(SH_END, d, K.op("+", SLOT, K.i32(1))),))] if with_end else []
+    body = [K.Declare(w, at(SLOT)),
+            K.If(word_live(w), (K.Declare(d, word_digit(w)),
+                                K.If(first, (K.Store(SH_START, d, SLOT),)), *ends))]
+    init = [K.Store(SH_START, LID, K.i32(0))] + ([K.Store(SH_END, LID, K.i32(0))] if with_end else [])
+    return [K.Comment("Digit runs of the sorted tile: a run starts where the digit changes."),
+            *init, K.Barrier(), slots_strided(body), K.Barrier()]
+
+
+# ---- one-block exclusive scan of counts --------------------------------------------------------
+def scan_counts_kernel(name: str, counts: str) -> K.Kernel:
+    """`counts[0, rows * tiles)` (int64, row-major: row r's count of tile b at r * tiles + b)
+    replaced by its exclusive prefix sum, by one block a BLOCK-sized chunk at a time. For
+    radix digits this is each (digit, tile)'s first output position: the rows of smaller
+    digits first, then those of the same digit in earlier tiles."""
+    from ..launch import KernelArg
+    length, carry, chunk = K.KVar("length", I64), K.KVar("carry", I64), K.KVar("chunk", I64)
+    j, c, incl = K.KVar("j", I64), K.KVar("c", I64), K.KVar("incl", I64)
+    n, rows = K.KVar("n", I64), K.KVar("rows", I64)
+    in_range = K.op("<", j, length)
+    body = [K.Declare(j, K.op("+", chunk, K.KCast(LID, I64))),
+            K.Declare(c, K.KSelect(in_range, K.KLoad(counts, j, I64), K.i64(0), I64)),
+            *block_inclusive_scan(c, incl, "sh_carry"),
+            K.If(in_range, (K.Store(counts, j, K.op("+", carry, K.op("-", incl, c))),)),
+            K.Assign(carry, K.op("+", carry, K.KLoad("sh_carry", K.i32(BLOCK - 1), I64))),
+            K.Barrier()]
+    stmts = (K.Declare(length, K.op("*", rows, K.op("/", K.op("+", n, K.i64(TILE - 1)), K.i64(TILE)))),
+             K.Declare(carry, K.i64(0)),
+             K.For(chunk, K.i64(0), K.op("<", chunk, length), K.op("+", chunk, K.i64(BLOCK)), tuple(body)))
+    args = (KernelArg(counts, "scratch", I64, scratch=counts), KernelArg("n", "n", I64),
+            KernelArg("rows", "value", I64))
+    return K.Kernel(name, args, (K.SharedArray("sh_carry", I64, BLOCK),), stmts,
+                    doc=f"{name}: exclusive prefix sum of the per-(row, tile) counts, in place (one block).")

@@ -1,0 +1,204 @@
+"""GPU column operations between fused passes (stage_runtime.StageRuntime) for the opencl and
+cuda backends: sort / top-k / distinct / gather kernels of _codegen/ops/sort.py and topk.py,
+the scan of _codegen/ops/scan.py, run by the launch loop every GPU runtime shares
+(gpu_launch.LaunchLoop).
+
+One `GpuStages` per device runtime kind. Per operation and signature (spec, index type) it
+renders the KernelSet once, builds it through the backend's own compile + disk-cache path
+(opencl_device.cached_program, cuda_compile.cached_binaries) and keeps a LaunchLoop, whose
+buffers, plan and bound arguments are reused by calls of the same n. Columns come in and go
+out as host numpy arrays; within one operation every intermediate buffer (digit counts,
+ping-pong keys and indices, top-k candidates, distinct's permutation) stays on the device.
+
+Keys travel as their order_keys.bits_dtype (float32 as uint32, bool as uint8, ...): buffers
+are untyped on the device and the kernels compute the order bits from the raw bits. Index
+payloads are int32 when the column has fewer than 2**31 rows, else int64; the protocol's
+permutations are int64.
+
+Which algorithm (`sort`): n <= TILE (1024) rows: the one-block sort; a top-k with k < n and
+k <= topk.MAX_K (= TILE): radix select + compaction + one-block sort of the k candidates
+(never a full sort); otherwise the multi-pass radix sort (then its first k).
+`sort_values` is the protocol's default: the permutation, then a gather.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from types import SimpleNamespace
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from querycompute._codegen import order_keys
+from querycompute._codegen.launch import KernelSet
+from querycompute._codegen.ops import sort as sort_op
+from querycompute._codegen.ops import topk as topk_op
+from querycompute._codegen.ops.sort_ir import TILE
+from querycompute._codegen.stage_specs import ScanSpec, SortSpec
+
+from .base import KernelRun
+from .gpu_launch import DeviceRuntime, LaunchLoop
+from .stage_runtime import StageRuntime
+
+__all__ = ["GpuStages", "opencl_stages", "cuda_stages", "index_dtype"]
+
+# ks -> (runtime for its built program, "disk" / "compiled", compile ms)
+Builder = Callable[[KernelSet], tuple[DeviceRuntime, str, float]]
+
+
+def index_dtype(n: int) -> str:
+    """The index payload type for columns of n rows."""
+    return "int32" if n < 2 ** 31 else "int64"
+
+
+def _bits(col: np.ndarray) -> np.ndarray:
+    """The column's raw bits, as the kernels read keys and gathered columns."""
+    col = np.ascontiguousarray(col)
+    return col.view(order_keys.bits_dtype(str(col.dtype)))
+
+
+class _Entry:
+    __slots__ = ("loop", "origin", "compile_ms")
+
+    def __init__(self, loop, origin, compile_ms):
+        self.loop, self.origin, self.compile_ms = loop, origin, compile_ms
+
+
+class GpuStages(StageRuntime):
+    """Column operations of one GPU dialect, on the device `build` compiles for."""
+
+    def __init__(self, dialect: str, build: Builder):
+        self.name = self.dialect = dialect
+        self._build = build
+        self._entries: dict[tuple, _Entry] = {}
+        self._lock = threading.Lock()        # one run at a time: the loops share buffers
+
+    # ---- plumbing --------------------------------------------------------------------------
+    def _entry(self, key: tuple, render: Callable[[], KernelSet]) -> tuple[_Entry, bool]:
+        hit = self._entries.get(key)
+        if hit is not None:
+            return hit, False
+        ks = render()
+        rt, origin, ms = self._build(ks)
+        hit = self._entries[key] = _Entry(LaunchLoop(ks, rt), origin, ms)
+        return hit, True
+
+    def _run(self, key, render, inputs, params, n: int, rows: list) -> tuple:
+        with self._lock:
+            entry, first = self._entry(key, render)
+            raw, launches, tokens = entry.loop.run(inputs, list(params), n)
+            cache, compile_ms = (entry.origin, entry.compile_ms) if first else ("memory", 0.0)
+            for launch, token in zip(launches, tokens):
+                rows.append(KernelRun(launch.name, self.dialect, (launch.grid,), (launch.block,), cache,
+                                      compile_ms, entry.loop.rt.elapsed_ms(token)))
+                compile_ms = 0.0
+        return raw
+
+    # ---- StageRuntime ----------------------------------------------------------------------
+    def sort(self, spec: SortSpec, keys: Sequence[np.ndarray], k: int | None, rows: list) -> np.ndarray:
+        bits = [_bits(key) for key in keys]
+        _check_keys(spec, keys)
+        n = len(bits[0])
+        take = n if k is None else max(0, min(int(k), n))
+        if take == 0:
+            return np.zeros(0, np.int64)
+        idx = index_dtype(n)
+        if take < n and n > TILE and take <= topk_op.MAX_K:
+            perm = self._run(("topk", spec, idx), lambda: topk_op.render_topk(spec, self.dialect, idx),
+                             bits, [take], n, rows)[0][:take]
+        else:
+            perm = self._run(("sort", spec, idx), lambda: sort_op.render_sort(spec, self.dialect, idx),
+                             bits, [], n, rows)[0][:take]
+        return perm.astype(np.int64)
+
+    def gather(self, cols: Sequence[np.ndarray], perm: np.ndarray, rows: list) -> list:
+        if not cols:
+            return []
+        m = len(perm)
+        if m == 0:
+            return [np.empty(0, c.dtype) for c in cols]
+        bits = [_bits(c) for c in cols]
+        idx = index_dtype(max(len(c) for c in cols))
+        dtypes = tuple(str(b.dtype) for b in bits)
+        raw = self._run(("gather", dtypes, idx), lambda: sort_op.render_gather(dtypes, self.dialect, idx),
+                        bits + [np.ascontiguousarray(perm, dtype=idx)], [], m, rows)
+        return [r.view(c.dtype) for r, c in zip(raw, cols)]
+
+    def first_occurrence(self, spec: SortSpec, keys: Sequence[np.ndarray], rows: list) -> np.ndarray:
+        bits = [_bits(key) for key in keys]
+        _check_keys(spec, keys)
+        n = len(bits[0])
+        if n == 0:
+            return np.zeros(0, dtype=bool)
+        idx = index_dtype(n)
+        return self._run(("distinct", spec, idx),
+                         lambda: sort_op.render_sort(spec, self.dialect, idx, distinct=True),
+                         bits, [], n, rows)[0]
+
+    def scan(self, spec: ScanSpec, values: np.ndarray, params: Sequence, rows: list) -> np.ndarray:
+        try:
+            from querycompute._codegen.ops import scan as scan_op
+            from .gpu_scan import run_scan
+        except ImportError as exc:      # the scan kernels are another module's (ops/scan.py)
+            raise NotImplementedError(f"GPU scan kernels are not available: {exc}") from None
+        with self._lock:
+            entry, first = self._entry(("scan", spec), lambda: scan_op.render(spec, self.dialect))
+            out, launches, tokens = run_scan(entry.loop, spec, values, params)
+            cache, compile_ms = (entry.origin, entry.compile_ms) if first else ("memory", 0.0)
+            for launch, token in zip(launches, tokens):
+                rows.append(KernelRun(launch.name, self.dialect, (launch.grid,), (launch.block,), cache,
+                                      compile_ms, entry.loop.rt.elapsed_ms(token)))
+                compile_ms = 0.0
+        return out
+
+
+def _check_keys(spec: SortSpec, keys) -> None:
+    got = tuple(str(np.asarray(k).dtype) for k in keys)
+    if got != tuple(spec.key_dtypes):
+        raise TypeError(f"{spec.name}: key columns are {got}, the SortSpec says {spec.key_dtypes}")
+    if len({len(k) for k in keys}) != 1:
+        raise ValueError(f"{spec.name}: key columns differ in length")
+
+
+# ---- instances -----------------------------------------------------------------------------
+def opencl_stages(dev=None) -> GpuStages:
+    """GpuStages on the OpenCL device (opencl_device.open_device() unless given)."""
+    from .opencl import OpenCLRuntime
+    from .opencl_device import cached_program, open_device
+    from ..errors import QueryError
+    dev = dev or open_device()
+
+    def build(ks: KernelSet):
+        if "cl_khr_fp64" in ks.source and not dev.has_fp64:
+            raise QueryError(f"float64 is not supported by the OpenCL device {dev.description}")
+        t0 = time.perf_counter()
+        program, origin = cached_program(dev, ks.source, ks.options, [k.name for k in ks.kernels])
+        return OpenCLRuntime(dev, program), origin, (time.perf_counter() - t0) * 1e3
+
+    return GpuStages("opencl", build)
+
+
+def cuda_stages(backend=None) -> GpuStages:
+    """GpuStages on CuPy's current CUDA device (BackendUnavailableError without one)."""
+    from .cuda import CudaBackend, CudaRuntime, pick_image
+    from .cuda_compile import cached_binaries, targets
+    from ..errors import BackendUnavailableError
+    backend = backend or CudaBackend()
+
+    def build(ks: KernelSet):
+        import cupy as cp
+        device = backend.device()
+        t0 = time.perf_counter()
+        # cached_binaries names the cache entry after a pass and its input dtypes
+        named = SimpleNamespace(name=ks.pass_name, program=SimpleNamespace(inputs=()))
+        binaries, origin, _ = cached_binaries(named, ks, targets(device.arch))
+        image = pick_image(binaries, device.arch)
+        if image is None:
+            raise BackendUnavailableError(f"no CUDA image of {ks.pass_name} loads on {device.description}")
+        module = cp.cuda.function.Module()
+        module.load(image[1])
+        functions: dict[Any, Any] = {k.name: module.get_function(k.name) for k in ks.kernels}
+        functions[None] = module          # keeps the module alive
+        return CudaRuntime(cp, functions), origin, (time.perf_counter() - t0) * 1e3
+
+    return GpuStages("cuda", build)
