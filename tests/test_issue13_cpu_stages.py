@@ -197,3 +197,21 @@ def test_item2_random_keys_sort_topk_distinct(fs, ints, d0, d1, k):
     assert np.array_equal(CPU.sort(spec, keys, k, []), ref[:k])
     assert np.array_equal(CPU.first_occurrence(spec, keys, []), REF.first_occurrence(spec, keys, []))
     assert np.array_equal(CPU.first_occurrence(spec, keys[:1], []), REF.first_occurrence(spec, keys[:1], []))
+
+
+# ---- item 5: the benchmark script runs and its results pass its own checks -------------------
+def test_item5_pipeline_ops_benchmark_smoke(tmp_path):
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+    script = Path(__file__).resolve().parent.parent / "benchmarks" / "pipeline_ops.py"
+    out = subprocess.run([sys.executable, str(script), "--n", "300", "--repeat", "1",
+                          "--out", str(tmp_path)], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    report = json.loads((tmp_path / "pipeline_ops.json").read_text())
+    rows = {(r["case"], r["dtype"], r["impl"]): r for r in report["results"]}
+    for case in ("sort", "argsort", "top100", "scan", "distinct"):
+        for dtype in ("float32", "int64"):
+            assert rows[(case, dtype, "runtime")]["status"] == "ok", rows[(case, dtype, "runtime")]
+            assert rows[(case, dtype, "runtime")]["median_ms"] > 0

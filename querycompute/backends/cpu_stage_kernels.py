@@ -315,25 +315,54 @@ def gather_parallel(col, perm, out):
 
 
 @njit(cache=True)
-def _pack(w, u, lo, hi, width, kind, desc, sign, ones, inf):
-    """w = (w << width) | order bits of u: several keys' bits as one uint64 word."""
-    sh = np.uint64(width)
+def _pack(w, u, lo, hi, width, take, kind, desc, sign, ones, inf):
+    """w = (w << take) | the top `take` of u's `width` order bits: keys' bits side by side in
+    one uint64 word (the whole tuple when it fits, else its first 64 bits)."""
+    sh, drop = np.uint64(take), np.uint64(width - take)
     for i in range(lo, hi):
         j = np.uint64(i)
-        t = order_bits(u[j], kind, desc, sign, ones, inf)
-        w[j] = ((w[j] << sh) | t) if width < 64 else t
+        t = order_bits(u[j], kind, desc, sign, ones, inf) >> drop
+        w[j] = ((w[j] << sh) | t) if take < 64 else t
 
 
 @njit(cache=True)
-def pack_serial(w, u, width, kind, desc, sign, ones, inf):
-    _pack(w, u, 0, u.shape[0], width, kind, desc, sign, ones, inf)
+def pack_serial(w, u, width, take, kind, desc, sign, ones, inf):
+    _pack(w, u, 0, u.shape[0], width, take, kind, desc, sign, ones, inf)
 
 
 @njit(cache=True, parallel=True)
-def pack_parallel(w, u, width, kind, desc, sign, ones, inf):
+def pack_parallel(w, u, width, take, kind, desc, sign, ones, inf):
     n = u.shape[0]
     for c in prange((n + CHUNK - 1) // CHUNK):
-        _pack(w, u, c * CHUNK, min(n, c * CHUNK + CHUNK), width, kind, desc, sign, ones, inf)
+        _pack(w, u, c * CHUNK, min(n, c * CHUNK + CHUNK), width, take, kind, desc, sign, ones, inf)
+
+
+@njit(cache=True)
+def select_le_serial(w, bound):
+    """Indices (ascending) of the words <= bound."""
+    return np.nonzero(w <= bound)[0].astype(np.int64)
+
+
+@njit(cache=True, parallel=True)
+def select_le_parallel(w, bound):
+    """select_le_serial by chunks: per-chunk counts, then each chunk writes at its offset."""
+    n = w.shape[0]
+    nch = (n + CHUNK - 1) // CHUNK
+    cnt = np.zeros(nch + 1, np.int64)
+    for c in prange(nch):
+        m = 0
+        for i in range(c * CHUNK, min(n, c * CHUNK + CHUNK)):
+            m += w[np.uint64(i)] <= bound
+        cnt[c + 1] = m
+    off = np.cumsum(cnt)
+    out = np.empty(off[nch], np.int64)
+    for c in prange(nch):
+        q = off[c]
+        for i in range(c * CHUNK, min(n, c * CHUNK + CHUNK)):
+            if w[np.uint64(i)] <= bound:
+                out[q] = i
+                q += 1
+    return out
 
 
 # ---- first occurrence --------------------------------------------------------------------------

@@ -9,7 +9,9 @@ scan groups its combines differently, deterministically for a given n).
     sort with k      top-k: per-chunk heaps of the k smallest (bits, index) -> candidates
                      (at most chunks x k), sorted by the full sort above in index order, so
                      ties go by index. Several keys are packed into one uint64 word first;
-                     keys wider than 64 bits together, or a k near n, take the full sort.
+                     keys wider than 64 bits together pack their first 64 bits, and every
+                     row whose word is not above the k-th smallest is a candidate. A k near
+                     n takes the full sort.
     sort_values      the radix sort of the key's raw bits alone (no permutation).
     gather           parallel over chunks of the permutation, on the columns' raw bits.
     scan             a generated module per ScanSpec (dialects/numba_scan.py).
@@ -107,8 +109,7 @@ class CpuStages(StageRuntime):
         if k is not None and k <= 0 or n == 0:
             return np.zeros(0, np.int64)
         nch = max(1, -(-n // CHUNK))
-        widths = sum(8 * c.dtype.itemsize for c in keys)
-        if k is None or 4 * k * nch > n or widths > 64:
+        if k is None or 4 * k * nch > n:                 # k near n: a heap per chunk loses
             perm = self._full_sort(spec, keys, rows)
             return perm if k is None else perm[:k]
         mod = self._kernels()
@@ -119,18 +120,31 @@ class CpuStages(StageRuntime):
             u, desc = self._pack(spec.descending, keys, rows, f"{spec.name}_"), False
             kind, sign, ones, inf = _consts(np.dtype(np.uint64))
         cand = self._run(mod, "topk", n, rows, f"{spec.name}_", u, k, kind, desc, sign, ones, inf)
+        if sum(c.dtype.itemsize for c in keys) > 8:
+            # u holds the tuple's first 64 bits only: the top k by (word, index) fix the k-th
+            # smallest word, and every row whose word is not above it is a candidate (rows
+            # sharing that word are ordered by the later bits)
+            bound = np.partition(u[cand], k - 1)[k - 1]
+            cand = self._run(mod, "select_le", n, rows, f"{spec.name}_", u, bound)
         cand.sort()                                      # index order: ties by index below
         sub = [c[cand] for c in keys]
         return cand[self._full_sort(spec, sub, rows)[:k]]
 
     def _pack(self, descending, keys, rows, label) -> np.ndarray:
         """One uint64 word per row: the keys' order bits side by side, the first key
-        highest (so the word orders, and equals, as the key tuple)."""
+        highest, so the word orders (and equals) as the key tuple; a tuple wider than 64
+        bits keeps its first 64 (which order the rows but may tie)."""
         w = np.zeros(len(keys[0]), np.uint64)
+        room = 64
         for c, desc in zip(keys, descending):
+            if room == 0:
+                break
+            width = 8 * c.dtype.itemsize
+            take = min(width, room)
+            room -= take
             kind, sign, ones, inf = _consts(c.dtype)
-            self._run(self._kernels(), "pack", len(w), rows, label, w, _raw(c),
-                      8 * c.dtype.itemsize, kind, bool(desc), sign, ones, inf)
+            self._run(self._kernels(), "pack", len(w), rows, label, w, _raw(c), width, take,
+                      kind, bool(desc), sign, ones, inf)
         return w
 
     def sort_values(self, spec, key, rows):
