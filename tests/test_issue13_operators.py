@@ -139,12 +139,24 @@ def same(got: list, want: list) -> bool:
     return True
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("backend", [b for b in BACKENDS if b != "opencl"])
 @given(data=st.data(), dtype=st.sampled_from(DTYPES))
 @settings(max_examples=25, **SETTINGS)
 def test_item4_random_chains_match_plain_python(backend, data, dtype):
     """Chains of the new operators mixed with select/where, every terminal, empty inputs,
     NaN and -0.0 keys, all-equal keys (the small value range makes many)."""
+    check_random_chain(backend, data, dtype)
+
+
+@pytest.mark.skipif("opencl" not in BACKENDS, reason="no OpenCL device")
+@given(data=st.data(), dtype=st.sampled_from(DTYPES))
+@settings(max_examples=8, **SETTINGS)
+def test_item4_random_chains_match_plain_python_opencl(data, dtype):
+    """The same on OpenCL (fewer examples: every new key type builds a program on pocl)."""
+    check_random_chain("opencl", data, dtype)
+
+
+def check_random_chain(backend, data, dtype):
     raw = data.draw(values(dtype))
     x = np.array(raw, dtype=dtype)
     ops = data.draw(st.lists(st.one_of(_ops(dtype)), min_size=1, max_size=4))
