@@ -227,3 +227,17 @@ def test_item2_plan_small_one_block_large_radix_passes():
     assert len(per_pass) == 8 and max(b for _, b in per_pass[1::2]) <= 16
     assert sum(b for _, b in per_pass) <= 4 * 18
     assert L.scratch_sizes(ks, BIG)["counts"] == 256 * (-(-BIG // TILE))
+
+
+def test_item2_opencl_scan_through_gpu_stages(gpu):
+    """GpuStages.scan runs the scan kernels of ops/scan.py (the gpuscan helper's) the same way."""
+    from querycompute._codegen import expr as E
+    from querycompute._codegen.stage_specs import ScanSpec
+    acc, item = E.Var("acc", "int64"), E.Var("item", "int64")
+    spec = ScanSpec("int64", E.Binary("add", acc, item, "int64"), E.Const(5, "int64"), name="qc_cumsum")
+    rng = np.random.default_rng(17)
+    for n in (0, 1, BIG):
+        x = rng.integers(-1000, 1000, n)
+        rows = []
+        got = gpu.scan(spec, x, (), rows)
+        assert np.array_equal(got, REF.scan(spec, x, (), [])) and all(r.dialect == "opencl" for r in rows)
