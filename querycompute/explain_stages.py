@@ -40,31 +40,95 @@ def _pass_lines(lowered, backend: str, n: int) -> list[str]:
     return out
 
 
-def sort_traffic(spec) -> tuple[int, int]:
-    """(digit passes, bytes per element per pass) of an LSD radix sort with an int64 index
-    permutation: each 8-bit pass reads and writes the key bits and the index (histogram
-    reads of the keys counted too)."""
-    key = _bytes(spec.key_dtypes)
-    passes = key                                   # one 8-bit digit per key byte
-    return passes, 3 * key + 2 * 8
+GPU_DIALECTS = ("cuda", "opencl", "metal")
 
 
-def _column_lines(stage, runtime) -> list[str]:
+def _bits_dtypes(dtypes) -> tuple:
+    from querycompute._codegen import order_keys
+    return tuple(order_keys.bits_dtype(d) for d in dtypes)
+
+
+def _gpu_kernels(stage, dialect: str, element_dtypes) -> list[tuple[str, object]]:
+    """(what, KernelSet) of a column operation's GPU kernels in `dialect`."""
+    from querycompute._codegen.ops import scan as scan_op
+    from querycompute._codegen.ops import sort as sort_op
+    from querycompute._codegen.ops import topk as topk_op
+    if isinstance(stage, S.ScanStage):
+        return [("scan", scan_op.render(stage.spec, dialect))]
+    if isinstance(stage, S.DistinctStage):
+        return [("first-occurrence flags", sort_op.render_sort(stage.spec, dialect, distinct=True))]
+    if isinstance(stage, S.SortStage):
+        sets = [("top-k", topk_op.render_topk(stage.spec, dialect))] if stage.window is not None \
+            else [("sort", sort_op.render_sort(stage.spec, dialect))]
+        return sets + [("gather", sort_op.render_gather(_bits_dtypes(element_dtypes), dialect))]
+    return []
+
+
+def _gpu_traffic(stage, dialect: str, element_dtypes) -> list[str]:
+    """Per kernel launch that touches every element: bytes read + written per element."""
+    from querycompute._codegen.ops import scan as scan_op
+    from querycompute._codegen.ops import sort as sort_op
+    from querycompute._codegen.ops import topk as topk_op
+    if isinstance(stage, S.ScanStage):
+        rows = scan_op.bytes_per_element(stage.spec, dialect)
+        head = scan_op.describe(stage.spec, dialect)
+    elif isinstance(stage, S.DistinctStage):
+        rows = sort_op.bytes_per_element(stage.spec, distinct=True)
+        head = "stable LSD radix sort of the keys (8-bit digits), then flags where a key changes"
+    elif isinstance(stage, S.SortStage) and stage.window is not None:
+        rows = topk_op.bytes_per_element(stage.spec)
+        head = "top-k: radix select of the k-th key, order-preserving compaction, one-block sort of k"
+    elif isinstance(stage, S.SortStage):
+        rows = sort_op.bytes_per_element(stage.spec)
+        head = f"stable LSD radix sort, {len(rows) // 2} passes of 8-bit digits (each: counts, then a stable " \
+               f"scatter), int32 index payload"
+    else:
+        return []
+    out = [head] + [f"  {name}: {b} B per element" for name, b in rows]
+    total = sum(b for _, b in rows)
+    if isinstance(stage, S.SortStage):
+        g = sort_op.gather_bytes_per_element(_bits_dtypes(element_dtypes))
+        out.append(f"  gather of the element columns: {g} B per {'output row' if stage.window else 'element'}")
+    out.append(f"  total: {total} B per element")
+    return out
+
+
+def _column_lines(stage, runtime, backend: str, element_dtypes) -> list[str]:
+    if backend in GPU_DIALECTS:
+        return [f"    {line}" for line in _gpu_traffic(stage, backend, element_dtypes)]
     describe = getattr(runtime, "describe", None)
-    if describe is not None:
-        lines = describe(stage)
-        if lines:
-            return [f"    {line}" for line in lines]
+    lines = describe(stage) if describe is not None else None
+    if lines:
+        return [f"    {line}" for line in lines]
     if isinstance(stage, (S.SortStage, S.DistinctStage)):
-        passes, per = sort_traffic(stage.spec)
-        what = "top-k: candidates by radix select, then a sort of at most k" if getattr(stage, "window", None) \
-            else f"LSD radix sort, {passes} passes of 8-bit digits"
-        return [f"    {what}; about {per} B per element per pass "
-                f"({_bytes(stage.spec.key_dtypes)} B of key bits + an 8 B index, read and written)"]
+        key = _bytes(stage.spec.key_dtypes)
+        what = "top-k (per-chunk candidates, then a sort of those)" if getattr(stage, "window", None) \
+            else f"LSD radix sort, up to {key} passes of 8-bit digits (a pass whose digit is the same for every key is skipped)"
+        return [f"    {what}; {runtime.name} column operation"]
     if isinstance(stage, S.ScanStage):
         b = np.dtype(stage.spec.dtype).itemsize
-        return [f"    reduce-then-scan: reads {2 * b} B, writes {b} B per element"]
+        return [f"    two passes over fixed chunks (chunk totals, then running fold with carry-in): "
+                f"reads {2 * b} B, writes {b} B per element"]
     return []
+
+
+def _element_dtypes(staged) -> list:
+    """Per stage: the dtypes of the element columns going into it (for gathers)."""
+    out, current = [], None
+    for stage in staged.stages:
+        out.append(current)
+        lowered = getattr(stage, "lowered", None)
+        if isinstance(stage, S.PassStage):
+            current = lowered.pass_.program.output_dtypes
+        if isinstance(stage, (S.SortStage, S.DistinctStage)) and current is not None:
+            current = current[:stage.element]
+        if isinstance(stage, S.ScanStage):
+            current = (stage.spec.dtype,)
+    return out
+
+
+def q_dtypes(q) -> tuple:
+    return tuple(str(c.dtype) for c in q._source.columns())
 
 
 def explain(q, staged: S.StagedLowered, term, infos, backend: str, n: int, runtime) -> str:
@@ -78,15 +142,16 @@ def explain(q, staged: S.StagedLowered, term, infos, backend: str, n: int, runti
     out.append(f"  terminal: {term.name}")
     out.append(f"staged plan: {len(staged.stages)} stages on {backend} "
                f"(selects/wheres fused into the pass at each side of a breaker)")
+    element_dtypes = _element_dtypes(staged)
     for i, (stage, text) in enumerate(zip(staged.stages, staged.texts), 1):
         out.append(f"  stage {i}: {text}")
         lowered = getattr(stage, "lowered", None)
         if lowered is not None:
             out += _pass_lines(lowered, backend, n)
         else:
-            out += _column_lines(stage, runtime)
-    out.append("between stages the columns stay where the backend keeps them "
-               "(host memory for numpy and cpu)")
+            out += _column_lines(stage, runtime, backend, element_dtypes[i - 1] or q_dtypes(q))
+    out.append("between stages the columns are host arrays: read back after each stage and "
+               "given to the next (on the GPU backends too, today)")
     return "\n".join(out)
 
 
@@ -95,6 +160,7 @@ def source(staged: S.StagedLowered, backend: str, runtime) -> str:
     operations' (those the StageRuntime generates)."""
     parts = []
     be = registry.get(backend)
+    element_dtypes = _element_dtypes(staged)
     comment = "#" if backend in ("numpy", "cpu") else "//"
     for i, (stage, text) in enumerate(zip(staged.stages, staged.texts), 1):
         lowered = getattr(stage, "lowered", None)
@@ -103,8 +169,11 @@ def source(staged: S.StagedLowered, backend: str, runtime) -> str:
             with codegen_errors(backend):
                 parts.append(f"{header}\n{be.source(lowered.pass_)}")
             continue
-        spec = getattr(stage, "spec", None)
-        text_of = getattr(runtime, "source", None)
-        body = text_of(spec) if spec is not None and text_of is not None else ""
+        body = ""
+        if backend in GPU_DIALECTS:
+            body = "\n".join(f"{comment} {what}\n{ks.source}" for what, ks in
+                             _gpu_kernels(stage, backend, element_dtypes[i - 1] or ()))
+        elif getattr(runtime, "source", None) is not None and getattr(stage, "spec", None) is not None:
+            body = runtime.source(stage.spec)
         parts.append(f"{header}\n{body or comment + ' (no generated kernel: a host-side column operation)'}")
     return "\n\n".join(parts)

@@ -235,7 +235,8 @@ class _Planner:
         lowered = lw.to_array(inputs, TupleVal(tuple(outs)) if len(outs) > 1 else outs[0],
                               window=window is not None and filtered)
         self.stages.append(PassStage(lowered, self._add(lowered), self.keep, window, self._range_at(lowered)))
-        self.texts.append(f"fused pass {lowered.pass_.name}: {_ops_text(self.nodes, ops)}"
+        reads = ("keep the distinct's flagged elements" + (" -> " if ops else "")) if self.keep else ""
+        self.texts.append(f"fused pass {lowered.pass_.name}: {reads}{_ops_text(self.nodes, ops, not reads)}"
                           f"{' + keys' if keys else ''} -> columns"
                           f"{' (window: take/skip)' if window else ''}")
         self.keep = False
@@ -467,8 +468,8 @@ def _has_where(nodes: tuple, i: int) -> bool:
     return any(n.letter == "w" for n in nodes[i:])
 
 
-def _ops_text(nodes: tuple, ops: list) -> str:
-    return " -> ".join(nodes[s].kind for s in ops) or "read"
+def _ops_text(nodes: tuple, ops: list, read: bool = True) -> str:
+    return " -> ".join(nodes[s].kind for s in ops) or ("read" if read else "")
 
 
 def lower_staged(source, dts: tuple, nodes: tuple, term, infos: list) -> StagedLowered:
