@@ -41,7 +41,7 @@ from numba import njit, prange
 
 CHUNK = 1 << 16
 RADIX = 256
-TOPK_BLOCK = 512                            # keys compared with a full heap's top at once
+TOPK_BLOCK = 64                             # keys compared with a full heap's top at once
 UNSIGNED, SIGNED, FLOAT = 0, 1, 2          # key kinds (bool is UNSIGNED)
 _U0, _U1, _U8, _MASK = np.uint64(0), np.uint64(1), np.uint64(8), np.uint64(255)
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)    # Fibonacci hashing multiplier

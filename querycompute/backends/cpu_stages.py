@@ -64,11 +64,16 @@ class CpuStages(StageRuntime):
 
     def __init__(self):
         self._scans: dict = {}
+        self._mod = None
 
     # ---- plumbing -----------------------------------------------------------------------
     def _kernels(self):
-        from .cpu_stage_modules import load
-        return load("qc_stage_kernels", _KERNELS.read_text())
+        """The fixed kernels' module (cpu_stage_kernels.py), loaded once."""
+        mod = self._mod
+        if mod is None:
+            from .cpu_stage_modules import load
+            mod = self._mod = load("qc_stage_kernels", _KERNELS.read_text())
+        return mod
 
     def _run(self, mod, base: str, n: int, rows: list, prefix: str, *args):
         """Entry point `base`_serial or `base`_parallel (as the cpu backend picks) -> result;
@@ -211,8 +216,8 @@ class CpuStages(StageRuntime):
     def _first_by_sort(self, spec, keys, rows) -> np.ndarray:
         """Key tuples wider than one word: run starts of the stable sort (the first row of
         each run of equal keys has the smallest index)."""
-        self_spec = type(spec)(spec.key_dtypes, (False,) * len(keys), spec.name)
-        perm = self._full_sort(self_spec, keys, rows)
+        ascending = type(spec)(spec.key_dtypes, (False,) * len(keys), spec.name)
+        perm = self._full_sort(ascending, keys, rows)
         new_run = np.ones(len(perm), dtype=bool)
         new_run[1:] = False
         for c in keys:
