@@ -194,6 +194,8 @@ def main(argv=None):
     if unknown:
         ap.error(f"unknown case(s) {unknown}; choose from {CASES}")
     results = []
+    print(f"pipeline operators on {BACKEND}, {os.cpu_count()} cpus, 1-minute load average "
+          f"{timing.load_average():.2f} (other load skews every figure)")
     print(f"{'case':9s} {'dtype':8s} {'n':>8s}  {'impl':18s} {'median ms':>10s} {'x ref':>7s}  status")
     for dtype in args.dtypes.split(","):
         for n in sizes:
@@ -204,6 +206,7 @@ def main(argv=None):
                     ratio = f"{row['ratio']:7.2f}" if "ratio" in row else f"{'-':>7s}"
                     print(f"{case:9s} {dtype:8s} {n:8.0e}  {row['impl']:18s} {ms} {ratio}  "
                           f"{row['status']} {row['why']}".rstrip(), flush=True)
+    print(f"load average at the end: {timing.load_average():.2f}")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     report = {"benchmark": "pipeline_ops", "backend": BACKEND, "machine": platform.processor() or platform.machine(),
