@@ -160,6 +160,10 @@ def test_item2_scan_float_sum_is_deterministic_and_close():
     a, b = CPU.scan(spec, x, (), []), CPU.scan(spec, x.copy(), (), [])
     assert np.array_equal(a.view(np.uint32), b.view(np.uint32))
     np.testing.assert_allclose(a, np.cumsum(x, dtype=np.float64), rtol=1e-4)
+    # the serial flavour (what a forked child runs at any n) groups the combines the same way
+    serial = np.empty_like(x)
+    CPU._scans[spec].ns[f"{spec.name}_serial"](x, serial)
+    assert np.array_equal(a.view(np.uint32), serial.view(np.uint32))
 
 
 @pytest.mark.parametrize("n", [1, 77, BIG])

@@ -11,7 +11,8 @@ the two-pass scan over fixed chunks the cpu stage runtime calls.
 Every output is combine applied in element order with the seed once at the front: the
 aggregate rules (acc holds the earlier elements; a non-commutative combine works). Chunks
 are CHUNK elements whatever the thread count, so the grouping, and a float result's bits,
-depend only on n; the serial flavour (n < CHUNK: one chunk, no pass 1) groups the same way.
+depend only on n; the serial flavour runs the same chunks one after another (for n < CHUNK:
+one chunk, no pass 1), so it groups the same way.
 float16 arrays travel as their uint16 bits and are decoded / encoded per element. Indices
 are unsigned in loads and stores, so numba emits no negative-index fix-up.
 """
