@@ -45,6 +45,10 @@ TOPK_BLOCK = 64                             # keys compared with a full heap's t
 UNSIGNED, SIGNED, FLOAT = 0, 1, 2          # key kinds (bool is UNSIGNED)
 _U0, _U1, _U8, _MASK = np.uint64(0), np.uint64(1), np.uint64(8), np.uint64(255)
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)    # Fibonacci hashing multiplier
+# Only the explicit prange loops run in parallel: numba would otherwise turn every array
+# expression (np.zeros, h += hc[c]) into a parallel region of its own, each a thread barrier.
+PRANGE_ONLY = {"prange": True, "comprehension": False, "reduction": False, "inplace_binop": False,
+               "setitem": False, "numpy": False, "stencil": False, "fusion": False}
 
 
 @njit(cache=True)
@@ -155,7 +159,7 @@ def radix_serial(u, idx, mode, kind, desc, sign, ones, inf):
     return src, sidx
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, parallel=PRANGE_ONLY)
 def radix_parallel(u, idx, mode, kind, desc, sign, ones, inf):
     """radix_serial over fixed chunks (module doc, steps 1-2)."""
     n, nb = u.shape[0], u.itemsize
@@ -277,7 +281,7 @@ def topk_serial(u, k, kind, desc, sign, ones, inf):
     return hi_[:m].copy()
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, parallel=PRANGE_ONLY)
 def topk_parallel(u, k, kind, desc, sign, ones, inf):
     """The union of every chunk's top k (indices, in chunk order). Chunk 0 runs first: the
     largest bits in its full heap bound the global k-th smallest (k elements have bits no
@@ -306,7 +310,7 @@ def gather_serial(col, perm, out):
         out[np.uint64(i)] = col[np.uint64(perm[np.uint64(i)])]
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, parallel=PRANGE_ONLY)
 def gather_parallel(col, perm, out):
     n = perm.shape[0]
     for c in prange((n + CHUNK - 1) // CHUNK):
@@ -330,7 +334,7 @@ def pack_serial(w, u, width, take, kind, desc, sign, ones, inf):
     _pack(w, u, 0, u.shape[0], width, take, kind, desc, sign, ones, inf)
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, parallel=PRANGE_ONLY)
 def pack_parallel(w, u, width, take, kind, desc, sign, ones, inf):
     n = u.shape[0]
     for c in prange((n + CHUNK - 1) // CHUNK):
@@ -343,7 +347,7 @@ def select_le_serial(w, bound):
     return np.nonzero(w <= bound)[0].astype(np.int64)
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, parallel=PRANGE_ONLY)
 def select_le_parallel(w, bound):
     """select_le_serial by chunks: per-chunk counts, then each chunk writes at its offset."""
     n = w.shape[0]
@@ -411,7 +415,7 @@ def distinct_serial(u, pbits, kind, sign, ones, inf):
     return keep
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, parallel=PRANGE_ONLY)
 def distinct_parallel(u, pbits, kind, sign, ones, inf):
     """First-occurrence flags with 2**pbits hash partitions (module doc)."""
     n = u.shape[0]
