@@ -23,7 +23,6 @@ compute exactly what the parallel ones do. numba is imported on first use, never
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
