@@ -212,6 +212,20 @@ class Lowering:
         p = Pass(prog, ToArray(bounds), self.name)
         return Lowered(p, tuple(self.b.bindings), shape, fields, (), tuple(self.steps), param_limits(p))
 
+    def terminal(self, inputs, element, term, slot: int) -> Lowered:
+        """The terminal `term` over `element`: to_array / to_list, or its aggregates, whose
+        functions take the slots from `slot` on."""
+        if term.name in ("to_array", "to_list"):
+            return self.to_array(inputs, element)
+        specs = []
+        for _, spec in term.specs:
+            if spec.fn is not None:
+                specs.append((spec, slot))
+                slot += 1
+            else:
+                specs.append((spec, None))
+        return self.reduce(inputs, element, specs, term.standalone)
+
     def reduce(self, inputs, element, specs: list, standalone: bool) -> Lowered:
         """specs: [(AggSpec, slot or None)]. A standalone count/first predicate becomes a Filter."""
         aggs: list[Agg] = []

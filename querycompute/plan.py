@@ -83,17 +83,7 @@ def lower(source: Source, dts: tuple, ops: tuple, term, infos: list) -> Lowered:
     lw = Lowering(infos, f"qc_{term.name}")   # kernel names: qc_sum_reduce_partials, ...
     element, inputs = initial_element(source, dts, lw)
     element = lw.chain(element, tuple((op.kind, i) for i, op in enumerate(ops)))
-    if term.name in ("to_array", "to_list"):
-        return lw.to_array(inputs, element)
-    slot = len(ops)
-    specs = []
-    for _, spec in term.specs:
-        if spec.fn is not None:
-            specs.append((spec, slot))
-            slot += 1
-        else:
-            specs.append((spec, None))
-    return lw.reduce(inputs, element, specs, term.standalone)
+    return lw.terminal(inputs, element, term, len(ops))
 
 
 def param_values(lowered: Lowered, infos: list, source: Source) -> list:

@@ -395,7 +395,7 @@ class _Planner:
             lw = self._lowering()
             element, inputs = self._start(lw)
             element = lw.chain(element, tuple((self.nodes[s].kind, s) for s in ops))
-            lowered, window = self._finish(lw, element, inputs), None
+            lowered, window = lw.terminal(inputs, element, term, len(self.nodes)), None
         first = self._add(lowered) if lowered is not None else len(self.bindings)
         range_at = self._range_at(lowered) if lowered is not None else (-1, -1)
         self.stages.append(TerminalStage(lowered, first, self.keep, positional, window, range_at))
@@ -410,18 +410,6 @@ class _Planner:
             finishes = (T.Finish("first", 0, shape=shape, fields=fields),)
         return StagedLowered(tuple(self.stages), tuple(self.bindings), tuple(self.limits), finishes,
                              shape, fields, tuple(self.texts))
-
-    def _finish(self, lw, element, inputs) -> Lowered:
-        term, slot, specs = self.term, len(self.nodes), []
-        if term.name in ("to_array", "to_list"):
-            return lw.to_array(inputs, element)
-        for _, spec in term.specs:
-            if spec.fn is not None:
-                specs.append((spec, slot))
-                slot += 1
-            else:
-                specs.append((spec, None))
-        return lw.reduce(inputs, element, specs, term.standalone)
 
     def positional(self, ops: list, name: str):
         """last / element_at / single: the surviving elements (the predicate as one more

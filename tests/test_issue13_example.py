@@ -8,8 +8,6 @@ import sys
 import numpy as np
 import pytest
 
-import querycompute as qc
-
 SCRIPT = pathlib.Path(__file__).parent.parent / "examples" / "top_k_and_running_totals.py"
 BACKENDS = ["numpy", "cpu"]      # (opencl runs the same operators in test_issue13_operators.py)
 

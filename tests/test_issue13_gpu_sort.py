@@ -9,6 +9,7 @@ import subprocess
 
 import numpy as np
 import pytest
+from nvrtc_check import ARCHS, ptx_of
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -181,23 +182,9 @@ def every_set(dialect: str) -> list[L.KernelSet]:
 
 
 def test_item4_every_kernel_compiles_with_nvrtc():
-    nvrtc = pytest.importorskip("cupy_backends.cuda.libs.nvrtc", reason="NVRTC bindings missing")
-    try:
-        nvrtc.getVersion()
-    except Exception as exc:
-        pytest.skip(f"NVRTC library not loadable ({exc})")
     for ks in every_set("cuda"):
-        for arch in ("sm_80", "sm_90"):
-            prog = nvrtc.createProgram(ks.source, "sort.cu", [], [])
-            try:
-                nvrtc.compileProgram(prog, [f"--gpu-architecture={arch}", *ks.options])
-            except nvrtc.NVRTCError:
-                pytest.fail(f"NVRTC {arch}: {nvrtc.getProgramLog(prog)}")
-            ptx = nvrtc.getPTX(prog)
-            ptx = ptx.decode() if isinstance(ptx, bytes) else ptx
-            nvrtc.destroyProgram(prog)
-            for k in ks.kernels:
-                assert f".entry {k.name}(" in ptx
+        for arch in ARCHS:
+            ptx_of(ks, arch, "sort.cu")
 
 
 def test_item4_every_kernel_passes_the_metal_compile_check(tmp_path):

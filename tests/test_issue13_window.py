@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from nvrtc_check import ARCHS, ptx_of
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -169,19 +170,6 @@ def test_item5_cpu_write_pass_loops_over_the_window_chunks_only():
 
 
 def test_item4_windowed_compaction_compiles_with_nvrtc():
-    nvrtc = pytest.importorskip("cupy_backends.cuda.libs.nvrtc")
-    try:
-        nvrtc.getVersion()
-    except Exception as exc:
-        pytest.skip(f"NVRTC library not loadable ({exc})")
     ks = gpu.render(WINDOWED, "cuda")
-    for arch in ("sm_80", "sm_90"):
-        prog = nvrtc.createProgram(ks.source, "window.cu", [], [])
-        try:
-            nvrtc.compileProgram(prog, [f"--gpu-architecture={arch}", *ks.options])
-        except nvrtc.NVRTCError as exc:
-            pytest.fail(f"NVRTC {arch}: {exc}\n{nvrtc.getProgramLog(prog)}\n{ks.source}")
-        ptx = nvrtc.getPTX(prog)
-        ptx = ptx.decode() if isinstance(ptx, bytes) else ptx
-        nvrtc.destroyProgram(prog)
-        assert all(f".entry {k.name}(" in ptx for k in ks.kernels)
+    for arch in ARCHS:
+        ptx_of(ks, arch, "window.cu")

@@ -87,12 +87,16 @@ class GpuStages(StageRuntime):
         with self._lock:
             entry, first = self._entry(key, render)
             raw, launches, tokens = entry.loop.run(inputs, list(params), n)
-            cache, compile_ms = (entry.origin, entry.compile_ms) if first else ("memory", 0.0)
-            for launch, token in zip(launches, tokens):
-                rows.append(KernelRun(launch.name, self.dialect, (launch.grid,), (launch.block,), cache,
-                                      compile_ms, entry.loop.rt.elapsed_ms(token)))
-                compile_ms = 0.0
+            self._rows(entry, first, launches, tokens, rows)
         return raw
+
+    def _rows(self, entry: _Entry, first: bool, launches, tokens, rows: list) -> None:
+        """One KernelRun per launch (the compile's origin and time on the first of a new entry)."""
+        cache, compile_ms = (entry.origin, entry.compile_ms) if first else ("memory", 0.0)
+        for launch, token in zip(launches, tokens):
+            rows.append(KernelRun(launch.name, self.dialect, (launch.grid,), (launch.block,), cache,
+                                  compile_ms, entry.loop.rt.elapsed_ms(token)))
+            compile_ms = 0.0
 
     # ---- StageRuntime ----------------------------------------------------------------------
     def sort(self, spec: SortSpec, keys: Sequence[np.ndarray], k: int | None, rows: list) -> np.ndarray:
@@ -144,11 +148,7 @@ class GpuStages(StageRuntime):
         with self._lock:
             entry, first = self._entry(("scan", spec), lambda: scan_op.render(spec, self.dialect))
             out, launches, tokens = run_scan(entry.loop, spec, values, params)
-            cache, compile_ms = (entry.origin, entry.compile_ms) if first else ("memory", 0.0)
-            for launch, token in zip(launches, tokens):
-                rows.append(KernelRun(launch.name, self.dialect, (launch.grid,), (launch.block,), cache,
-                                      compile_ms, entry.loop.rt.elapsed_ms(token)))
-                compile_ms = 0.0
+            self._rows(entry, first, launches, tokens, rows)
         return out
 
 

@@ -227,9 +227,9 @@ def render_numba(mp) -> tuple[str, list[str]]:
                 f"{stores}"
                 f"            pos += np.int64(keep)").rstrip("\n")
     if mp.p.terminal.window is not None:
-        write = _windowed_write(mp, outs, elems, call, unpack, out_args)
-        return element_fn, [_window_chunks(mp), count("serial"), write("serial"), count("parallel"),
-                            write("parallel")]
+        windowed = _windowed_write(mp, outs, elems, call, unpack, out_args)
+        return element_fn, [_window_chunks(mp), count("serial"), windowed("serial"), count("parallel"),
+                            windowed("parallel")]
     return element_fn, [count("serial"), write("serial"), count("parallel"), write("parallel")]
 
 
