@@ -10,6 +10,10 @@ definitions, and the numpy reference in stage_runtime.py is the oracle.
                order: NaN last both ways, -0.0 == 0.0, descending per key); with k, only the
                first min(k, n) entries (top-k; k=1 is a min-by). Also drives distinct's
                first-occurrence flags (all keys ascending).
+    GroupSpec  group_by: rows grouped by equal key bits (order_keys: all NaNs one group,
+               -0.0 == 0.0), groups in ascending key order (NaN last), each group's key the
+               key of its first row in source order, and per group each GroupAgg over the
+               group's rows in source order (see GroupAgg).
     ScanSpec   inclusive running fold: out[i] = combine(..combine(combine(seed, x0), x1).., xi).
                `combine` is associative, maybe not commutative: a backend may group it any
                way that keeps element order (a fixed grouping for a given n: deterministic),
@@ -18,6 +22,7 @@ definitions, and the numpy reference in stage_runtime.py is the oracle.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Optional
 
 from .expr import Const, Expr
 from .program import ParamSpec
@@ -37,3 +42,31 @@ class ScanSpec:
     seed: Const                          # of `dtype`
     params: tuple[ParamSpec, ...] = ()   # the Params `combine` reads (captured values)
     name: str = "qc_scan"                # kernel name prefix (a C identifier)
+
+
+@dataclass(frozen=True)
+class GroupAgg:
+    """One aggregate per group, over the group's rows in source order (program.Agg's ops):
+
+    sum     the values (already of the accumulator dtype) added; floats: a fixed grouping
+            per backend (deterministic run to run, whatever the thread count or grid), equal
+            to the reference within rounding (the reference: np.add.reduceat)
+    min/max np.minimum / np.maximum (NaN wins)
+    count   rows in the group (int64; no values)
+    any/all logical or / and of bool values
+    first   the value of the group's first row
+    fold    combine(..combine(seed, x0).., xk) with `combine` over Var acc / item (the
+            aggregate rules: associative, maybe not commutative; the seed applied once)
+    """
+    op: str
+    dtype: str                           # value / accumulator / result dtype ("int64" for count)
+    combine: Optional[Expr] = None
+    seed: Optional[Const] = None
+
+
+@dataclass(frozen=True)
+class GroupSpec:
+    key_dtypes: tuple[str, ...]
+    aggs: tuple[GroupAgg, ...]
+    params: tuple[ParamSpec, ...] = ()   # the Params the folds' combines read
+    name: str = "qc_group"

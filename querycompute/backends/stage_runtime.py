@@ -16,7 +16,7 @@ from typing import Sequence
 import numpy as np
 
 from querycompute._codegen import order_keys
-from querycompute._codegen.stage_specs import ScanSpec, SortSpec
+from querycompute._codegen.stage_specs import GroupSpec, ScanSpec, SortSpec
 
 from .base import KernelRun, now_ms
 
@@ -45,6 +45,13 @@ class StageRuntime:
 
     def first_occurrence(self, spec: SortSpec, keys: Sequence[np.ndarray], rows: list) -> np.ndarray:
         """bool keep flags: row i's keys differ from those of every earlier row."""
+        raise NotImplementedError
+
+    def group_by(self, spec: GroupSpec, keys: Sequence[np.ndarray], values: Sequence, params: Sequence,
+                 rows: list) -> tuple:
+        """(group key columns, one result column per spec.aggs, int64 row count per group):
+        groups in ascending key order (NaN last); `values` has one column per agg (None for
+        count); `params` follow spec.params."""
         raise NotImplementedError
 
 
@@ -81,6 +88,12 @@ class NumpyStages(StageRuntime):
         _row(rows, f"{spec.name}_first_occurrence", t0)
         return keep
 
+    def group_by(self, spec, keys, values, params, rows):
+        t0 = now_ms()
+        out = group_reference(spec, keys, values, params)
+        _row(rows, f"{spec.name}_sorted_segments", t0)
+        return out
+
 
 def scan_reference(spec: ScanSpec, values: np.ndarray, params: Sequence) -> np.ndarray:
     """Inclusive scan by recursive doubling (step d combines element i - d into i: a fixed
@@ -104,3 +117,61 @@ def scan_reference(spec: ScanSpec, values: np.ndarray, params: Sequence) -> np.n
     if n:
         x = np.ascontiguousarray(combine(np.full(n, spec.seed.value, dtype=dtype), x))
     return x
+
+
+def group_reference(spec: GroupSpec, keys, values, params) -> tuple:
+    """group_by by a stable sort of the keys: segments of equal bits, each aggregated over
+    its rows in source order (np.add.reduceat / np.minimum.reduceat ...; a fold by a
+    pairwise tree that keeps element order)."""
+    keys = [np.asarray(k) for k in keys]
+    n = len(keys[0])
+    order = order_keys.stable_order(keys, (False,) * len(keys))
+    new = np.ones(n, dtype=bool)
+    if n:
+        new[1:] = False
+        for k in keys:
+            b = order_keys.transform(k)[order]
+            new[1:] |= b[1:] != b[:-1]
+    starts = np.flatnonzero(new)
+    counts = np.diff(np.append(starts, n)).astype(np.int64)
+    group_keys = [k[order[starts]] for k in keys]
+    out = []
+    for agg, v in zip(spec.aggs, values):
+        if agg.op == "count":
+            out.append(counts.copy())
+            continue
+        s = np.asarray(v)[order]
+        if not len(starts):
+            out.append(np.zeros(0, dtype=agg.dtype))
+        elif agg.op == "first":
+            out.append(s[starts])
+        elif agg.op == "fold":
+            out.append(_fold_segments(spec, agg, s, starts, n, params))
+        else:
+            ufunc = {"sum": np.add, "min": np.minimum, "max": np.maximum,
+                     "any": np.logical_or, "all": np.logical_and}[agg.op]
+            with np.errstate(all="ignore"):
+                out.append(ufunc.reduceat(s, starts).astype(agg.dtype, copy=False))
+    return group_keys, out, counts
+
+
+def _fold_segments(spec, agg, s, starts, n, params) -> np.ndarray:
+    from .numpy_ref import _Eval
+    ev = _Eval((), params, [p.name for p in spec.params], 1)
+    res = np.empty(len(starts), dtype=agg.dtype)
+    ends = np.append(starts[1:], n)
+    for g, (a, b) in enumerate(zip(starts, ends)):
+        x = s[a:b]
+        while len(x) > 1:        # pairs (0, 1), (2, 3), ...: element order kept
+            even = len(x) - len(x) % 2
+            ev.vars["acc"], ev.vars["item"] = x[0:even:2], x[1:even:2]
+            ev.n = even // 2
+            with np.errstate(all="ignore"):
+                pair = np.broadcast_to(np.asarray(ev(agg.combine), dtype=agg.dtype), (even // 2,))
+            x = np.concatenate([pair, x[even:]])
+        ev.vars["acc"] = np.array([agg.seed.value], dtype=agg.dtype)
+        ev.vars["item"] = x[:1]
+        ev.n = 1
+        with np.errstate(all="ignore"):
+            res[g] = np.asarray(ev(agg.combine), dtype=agg.dtype).reshape(-1)[0]
+    return res
