@@ -12,12 +12,14 @@ from .engine import last_trace, set_memo_size
 from .errors import (BackendUnavailableError, CompileError, EmptySequenceError, MultipleElementsError,
                      QueryError, UnsupportedLambdaError)
 from .query import Query, query, range
-from .terminals import agg, count, max, mean, min, sum
+from .grouped import Grouped
+from .terminals import agg, aggregate, all, any, count, first, max, mean, min, sum
 
 __version__ = "0.1.0"
 
 
-__all__ = ["query", "range", "Query", "CompiledQuery", "agg", "sum", "min", "max", "mean", "count",
+__all__ = ["query", "range", "Query", "Grouped", "CompiledQuery", "agg", "sum", "min", "max", "mean", "count",
+           "first", "any", "all", "aggregate",
            "backends", "last_trace", "set_memo_size", "cache", "QueryError", "UnsupportedLambdaError", "EmptySequenceError",
            "MultipleElementsError",
            "BackendUnavailableError", "CompileError", "__version__"]

@@ -324,6 +324,9 @@ def compile_entry(q, term: Terminal, fns, tiered) -> Compiled:
 def assemble(lowered: Lowered, raw, term: Terminal):
     """Raw backend results -> the user's value: aggregates via terminals.finish, arrays shaped
     like the element (array, tuple of arrays, dict of arrays; lists for to_list)."""
+    own = getattr(lowered, "assemble", None)
+    if own is not None:                 # a staged plan's own result (group_by's dict)
+        return own(raw)
     if term.specs:
         if term.standalone:
             return T.finish(lowered.finishes[0], raw, term.specs[0][1], None)
@@ -345,6 +348,8 @@ def assemble(lowered: Lowered, raw, term: Terminal):
 
 def finisher(lowered: Lowered, term: Terminal):
     """assemble() for this lowered pass and request, as a function of the raw results."""
+    if getattr(lowered, "assemble", None) is not None:
+        return lowered.assemble
     if term.specs and term.standalone:
         return T.finisher(lowered.finishes[0], term.specs[0][1])
     return lambda raw: assemble(lowered, raw, term)

@@ -157,11 +157,17 @@ class Scan(Breaker):
     kind, letter = "scan", "c"
 
 
+class GroupBy(Breaker):
+    """group_by(key): always the last node; its terminal is the Grouped's agg (group_plan.py)."""
+    __slots__ = ()
+    kind, letter = "group_by", "g"
+
+
 NODES = {cls.letter: cls for cls in (Select, Where, OrderBy, OrderByDescending, ThenBy,
                                      ThenByDescending, Take, Skip, TakeWhile, SkipWhile,
-                                     Reverse, Distinct, Scan)}
+                                     Reverse, Distinct, Scan, GroupBy)}
 SORTS = "oOtT"                  # the letters of the sort operators
-BREAKERS = "oOtTkKaArdc"        # the letters that make a plan staged (stages.py)
+BREAKERS = "oOtTkKaArdcg"       # the letters that make a plan staged (stages.py)
 POSITIONAL = ("last", "element_at", "single")   # terminals planned by stages.py
 
 

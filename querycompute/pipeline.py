@@ -21,6 +21,7 @@ from . import stages as S
 from . import windows
 from .backends.base import KernelRun, Prepared
 from .errors import MultipleElementsError
+from .group_plan import GroupStage
 
 # backend -> (module under querycompute.backends, attribute): its StageRuntime instance or
 # class. A backend without one runs its column operations with the numpy reference, which
@@ -122,6 +123,10 @@ class StagedPrepared(Prepared):
             elif t is S.WindowStage:
                 lo, hi = stage.window.bounds(params, n)
                 state = [c[lo:hi] for c in state]
+            elif t is GroupStage:
+                p = params[stage.first:stage.first + len(stage.spec.params)]
+                values = [state[v] if v >= 0 else None for v in stage.values]
+                return rt.group_by(stage.spec, state[:stage.keys], values, p, rows), rows
             elif t is S.WhileStage:
                 found = self._run_pass(i, stage, state, None, params, n, rows)[0][0]
                 cut = found if found >= 0 else n

@@ -130,6 +130,12 @@ class Query:
             raise TypeError(f"scan() seed must be a number, got {type(seed).__name__}")
         return self._then("c", ScanArg(func, seed), (code, type(seed), repr(seed)))
 
+    def group_by(self, key):
+        """Groups of equal key(element) (a value, a tuple or a dict literal): a Grouped, whose
+        agg(...) / count() / sum(f) / ... give one row per group, sorted by key."""
+        from .grouped import Grouped
+        return Grouped(self._keyed("g", "group_by", _required(key, "group_by")))
+
     def nodes(self) -> tuple:
         """The operation graph's operator nodes after the source (graph.Select, ...)."""
         return chain(self._kinds, self._ops)
@@ -287,8 +293,9 @@ def _agg_specs(named: dict) -> tuple:
     out = []
     for key, spec in named.items():
         if not isinstance(spec, T.AggSpec) or spec.kind not in T.AGG_SPEC_KINDS:
-            raise TypeError(f"agg({key}=...) must be qc.sum, qc.min, qc.max, qc.mean or qc.count "
-                            f"(optionally called with a function), got {spec!r}")
+            raise TypeError(f"agg({key}=...) must be qc.sum, qc.min, qc.max, qc.mean, qc.count, "
+                            f"qc.first, qc.any, qc.all (optionally called with a function) or "
+                            f"qc.aggregate(func, seed), got {spec!r}")
         out.append((key, spec))
     return tuple(out)
 

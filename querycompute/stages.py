@@ -142,6 +142,8 @@ class StagedLowered:
     shape: str
     fields: tuple
     texts: tuple                   # per stage: one line for explain()
+    assemble: object = None        # raw results -> the user's value, where the engine's
+                                   # assemble does not apply (group_by: group_plan.GroupResult)
     staged = True
 
 
@@ -231,18 +233,24 @@ class _Planner:
             items = (Scalar(E.Cast(items[0].expr, cast) if items[0].expr.dtype != cast else items[0].expr, None),)
         keys = keys_fn(lw, element)
         outs = list(items) + list(keys)
+        reads = ("keep the distinct's flagged elements" + (" -> " if ops else "")) if self.keep else ""
+        self.materialize_columns(lw, inputs, outs, f"{reads}{_ops_text(self.nodes, ops, not reads)}"
+                                 f"{' + keys' if keys else ''}", window)
+        self.cols = Columns(shape, fields, tuple(s.expr.dtype for s in items))
+        return (element, len(items), tuple(range(len(items), len(items) + len(keys))),
+                tuple(s.expr.dtype for s in outs))
+
+    def materialize_columns(self, lw: Lowering, inputs, outs: list, what: str, window=None) -> Lowered:
+        """The pass `lw` has built so far, storing the scalar values `outs` as columns (its
+        survivors only; with `window`, those of the window's ranks)."""
         filtered = any(isinstance(st, Filter) for st in lw.b.body)
         lowered = lw.to_array(inputs, TupleVal(tuple(outs)) if len(outs) > 1 else outs[0],
                               window=window is not None and filtered)
         self.stages.append(PassStage(lowered, self._add(lowered), self.keep, window, self._range_at(lowered)))
-        reads = ("keep the distinct's flagged elements" + (" -> " if ops else "")) if self.keep else ""
-        self.texts.append(f"fused pass {lowered.pass_.name}: {reads}{_ops_text(self.nodes, ops, not reads)}"
-                          f"{' + keys' if keys else ''} -> columns"
+        self.texts.append(f"fused pass {lowered.pass_.name}: {what} -> columns"
                           f"{' (window: take/skip)' if window else ''}")
         self.keep = False
-        self.cols = Columns(shape, fields, tuple(s.expr.dtype for s in items))
-        return (element, len(items), tuple(range(len(items), len(items) + len(keys))),
-                tuple(s.expr.dtype for s in outs))
+        return lowered
 
     # -- the chain ------------------------------------------------------------------------
     def plan(self) -> StagedLowered:
@@ -278,6 +286,11 @@ class _Planner:
             elif letter == "c":
                 self.scan(ops, i)
                 i += 1
+            elif letter == "g":
+                from .group_plan import plan_group
+                result = plan_group(self, ops, i)
+                return StagedLowered(tuple(self.stages), tuple(self.bindings), tuple(self.limits), (),
+                                     "record", result.key_names + result.names, tuple(self.texts), result)
             else:
                 raise QueryError(f"{nodes[i].kind}() must follow order_by() or another then_by()")
 

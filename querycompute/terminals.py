@@ -72,7 +72,18 @@ min = AggSpec("min")      # noqa: A001
 max = AggSpec("max")      # noqa: A001
 mean = AggSpec("mean")
 count = AggSpec("count")
-AGG_SPEC_KINDS = ("sum", "min", "max", "mean", "count")
+first = AggSpec("first")
+any = AggSpec("any")      # noqa: A001
+all = AggSpec("all")      # noqa: A001
+AGG_SPEC_KINDS = ("sum", "min", "max", "mean", "count", "first", "any", "all", "fold")
+
+
+def aggregate(func, seed) -> AggSpec:
+    """qc.aggregate(func, seed): LINQ's fold as an aggregate spec, for agg(...) and
+    group_by(...).agg(...) (the rules of Query.aggregate)."""
+    if not callable(func) and not hasattr(func, "body"):
+        raise TypeError(f"qc.aggregate takes a function func(acc, v), got {type(func).__name__}")
+    return AggSpec("fold", func, seed=seed)
 
 
 def sum_dtype(d: str) -> tuple[str, str]:

@@ -51,8 +51,9 @@ class StageRuntime:
                  rows: list) -> tuple:
         """(group key columns, one result column per spec.aggs, int64 row count per group):
         groups in ascending key order (NaN last); `values` has one column per agg (None for
-        count); `params` follow spec.params."""
-        raise NotImplementedError
+        count); `params` follow spec.params. A runtime without its own runs the numpy
+        reference, and its trace row says so (dialect "numpy")."""
+        return NumpyStages.group_by(self, spec, keys, values, params, rows)
 
 
 def _row(rows: list, name: str, t0: float) -> None:

@@ -1,0 +1,66 @@
+"""`q.group_by(key)`: a `Grouped`, whose terminals aggregate every group (DESIGN.md section 3).
+
+    q.group_by(lambda r: r.account).agg(total=qc.sum(lambda r: r.qty), n=qc.count)
+    -> {"key": accounts (ascending), "total": per-account sums, "n": per-account counts}
+
+The result is a dict of equal-length arrays, one row per group, groups sorted by key
+ascending (NaN last): the key columns first (`key` for a single value, `key_0, key_1, ...`
+for a tuple, the field names for a dict literal), then one column per named aggregate.
+Groups are aggregated, not materialized: there is no select or where after group_by (filter
+the result, or filter before grouping). group_plan.py plans it; the backends' group_by
+column operation runs it.
+"""
+from __future__ import annotations
+
+from . import engine
+from . import terminals as T
+from .errors import QueryError
+from .graph import Terminal
+
+
+class Grouped:
+    __slots__ = ("_query",)
+
+    def __init__(self, query):
+        self._query = query            # the Query whose last node is the GroupBy
+
+    def __repr__(self) -> str:
+        return f"<Grouped {self._query!r}>"
+
+    def agg(self, **named) -> dict:
+        """Several aggregates per group in one pass: agg(total=qc.sum(f), n=qc.count, ...)
+        with every spec Query.agg takes (qc.first(f), qc.any/all(f), qc.aggregate(func, seed))."""
+        from .query import _agg_specs
+        return engine.run(self._query, Terminal("group_by", _agg_specs(named), standalone=False))
+
+    def count(self) -> dict:
+        return self.agg(count=T.count)
+
+    def sum(self, f=None) -> dict:
+        return self.agg(sum=T.sum(f) if f is not None else T.sum)
+
+    def min(self, f=None) -> dict:
+        return self.agg(min=T.min(f) if f is not None else T.min)
+
+    def max(self, f=None) -> dict:
+        return self.agg(max=T.max(f) if f is not None else T.max)
+
+    def mean(self, f=None) -> dict:
+        return self.agg(mean=T.mean(f) if f is not None else T.mean)
+
+    def explain(self, backend: str | None = None, **named) -> str:
+        """The plan of agg(**named) (default: count) without running it."""
+        from .query import _agg_specs
+        return self._query.explain(backend, T.AggBundle(_agg_specs(named or {"count": T.count})))
+
+    def source(self, backend: str = "cuda", **named) -> str:
+        from .query import _agg_specs
+        return self._query.source(backend, T.AggBundle(_agg_specs(named or {"count": T.count})))
+
+    def where(self, *_):
+        raise QueryError("where() after group_by is not supported: filter before grouping "
+                         "(q.where(p).group_by(k)...), or filter the result dict")
+
+    def select(self, *_):
+        raise QueryError("group_by(...).select(...) is not offered: groups are aggregated, not "
+                         "materialized; use .agg(...), .count(), .sum(f), .min(f), .max(f), .mean(f)")
