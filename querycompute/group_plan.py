@@ -100,8 +100,10 @@ def plan_group(planner, ops: list, at: int):
             continue
         value = element if fn_slot is None or kind == "fold" else lw.apply(fn_slot, element)
         if not isinstance(value, Scalar):
-            raise QueryError(f"qc.{kind} in group_by needs a single value per element; give it a "
-                             f"function that picks one, e.g. qc.{kind}(lambda r: r.price)")
+            what = "aggregate(func, seed)" if kind == "fold" else kind
+            raise QueryError(f"qc.{what} in group_by needs a single value per element"
+                             + ("; select the value to fold first" if kind == "fold" else
+                                f"; give it a function that picks one, e.g. qc.{kind}(lambda r: r.price)"))
         columns.append(_column(kind, value, aggs, rules, spec, fn_slot, folds))
     planner.materialize_columns(lw, inputs, list(key_leaves) + columns, "key + aggregate inputs")
     keys = len(key_leaves)
