@@ -163,11 +163,45 @@ class GroupBy(Breaker):
     kind, letter = "group_by", "g"
 
 
+class JoinArg:
+    """The other side of a join: the other Query and its key function, read on every call
+    like a captured value (a new Query with the same signature reuses the plan)."""
+    __slots__ = ("other", "key")
+
+    def __init__(self, other, key):
+        self.other = other
+        self.key = key
+
+
+class Join(Breaker):
+    """join(other, key, other_key, result) is three nodes: Join(key) (this side's key),
+    JoinOther(JoinArg) and JoinResult(result), a select over the (a, b) pair (join_plan.py)."""
+    __slots__ = ()
+    kind, letter, outer = "join", "J", False
+
+
+class LeftJoin(Join):
+    __slots__ = ()
+    kind, letter, outer = "left_join", "L", True
+
+
+class JoinOther(Op):
+    __slots__ = ()
+    kind, letter = "join_other", "R"
+
+
+class JoinResult(Op):
+    __slots__ = ()
+    kind, letter = "select", "j"
+
+
 NODES = {cls.letter: cls for cls in (Select, Where, OrderBy, OrderByDescending, ThenBy,
                                      ThenByDescending, Take, Skip, TakeWhile, SkipWhile,
-                                     Reverse, Distinct, Scan, GroupBy)}
+                                     Reverse, Distinct, Scan, GroupBy, Join, LeftJoin, JoinOther,
+                                     JoinResult)}
 SORTS = "oOtT"                  # the letters of the sort operators
-BREAKERS = "oOtTkKaArdcg"       # the letters that make a plan staged (stages.py)
+BREAKERS = "oOtTkKaArdcgJL"     # the letters that make a plan staged (stages.py)
+FUSED = "swj"                   # the letters fused into a pass (select, where, a join's result)
 POSITIONAL = ("last", "element_at", "single")   # terminals planned by stages.py
 
 

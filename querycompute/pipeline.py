@@ -22,6 +22,7 @@ from . import windows
 from .backends.base import KernelRun, Prepared
 from .errors import MultipleElementsError
 from .group_plan import GroupStage
+from .join_plan import JoinStage, run_join
 
 # backend -> (module under querycompute.backends, attribute): its StageRuntime instance or
 # class. A backend without one runs its column operations with the numpy reference, which
@@ -52,8 +53,9 @@ def _lowered_of(stage):
 class StagedPrepared(Prepared):
     """A staged plan compiled for one backend (see the module docstring)."""
 
-    def __init__(self, staged: S.StagedLowered, prepare, runtime):
+    def __init__(self, staged: S.StagedLowered, prepare, runtime, backend: str = "numpy"):
         self.staged = staged
+        self.backend = backend          # the backend a join runs its other side on
         self.runtime = runtime
         self.passes = {}
         origins, self.compile_ms = [], 0.0
@@ -123,6 +125,8 @@ class StagedPrepared(Prepared):
             elif t is S.WindowStage:
                 lo, hi = stage.window.bounds(params, n)
                 state = [c[lo:hi] for c in state]
+            elif t is JoinStage:
+                state = run_join(stage, state, params[stage.other_at], self.backend, rt, rows)
             elif t is GroupStage:
                 p = params[stage.first:stage.first + len(stage.spec.params)]
                 values = [state[v] if v >= 0 else None for v in stage.values]
@@ -156,4 +160,4 @@ class StagedPrepared(Prepared):
 
 def prepare(staged: S.StagedLowered, backend: str, prepare_pass) -> StagedPrepared:
     """The staged plan compiled for `backend`: `prepare_pass(lowered)` compiles one pass."""
-    return StagedPrepared(staged, prepare_pass, stage_runtime(backend))
+    return StagedPrepared(staged, prepare_pass, stage_runtime(backend), backend)

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .errors import QueryError
-from .graph import Count, ScanArg
+from .graph import Count, JoinArg, ScanArg
 from .frontend.capture import LambdaSource, capture_values, lambda_source
 
 if TYPE_CHECKING:
@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 # call, like a captured value, so its value is a kernel or run-time parameter).
 NO_FUNCTION = LambdaSource((), None, "<none>", (), None, "")
 COUNT = LambdaSource((), None, "<count>", ("n",), None, "n")
+OTHER = LambdaSource((), None, "<other>", ("other",), None, "the other query")
 
 
 def slot_info(fn) -> tuple:
@@ -34,6 +35,8 @@ def slot_info(fn) -> tuple:
         return NO_FUNCTION, {}
     if t is ScanArg:
         fn = fn.fn
+    if t is JoinArg:
+        return OTHER, {"other": (fn.other, fn.key)}
     if isinstance(fn, LambdaSource):          # parsed from CLI text: np / math / builtins only
         return fn, capture_values(None, fn)
     if not callable(fn):
@@ -92,6 +95,9 @@ def param_values(lowered: Lowered, infos: list, source: Source) -> list:
         where, name, dtype = key
         if where == "window":          # a compaction window: set per run (pipeline.py)
             out.append(np.int64(0))
+            continue
+        if dtype == "object":           # a join's other side: (Query, key function)
+            out.append(infos[where][1][name])
             continue
         v = source.range_args[name] if where == "range" else infos[where][1][name]
         if limits is not None and type(v) is int and not limits[0] <= v <= limits[1]:

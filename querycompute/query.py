@@ -14,7 +14,7 @@ from . import engine
 from . import terminals as T
 from .backends import registry
 from .errors import QueryError
-from .graph import PLAIN, WITH_FN, Count, ScanArg, Terminal, chain
+from .graph import PLAIN, WITH_FN, Count, JoinArg, ScanArg, Terminal, chain
 from .sources import NATIVE_DTYPES, Source, from_args, from_range, plain_columns, validated
 
 _TERMINAL_NAMES = ("to_array", "to_list", "sum", "min", "max", "mean", "count", "any", "all", "first",
@@ -129,6 +129,29 @@ class Query:
         if not isinstance(seed, (bool, int, float, np.generic)):
             raise TypeError(f"scan() seed must be a number, got {type(seed).__name__}")
         return self._then("c", ScanArg(func, seed), (code, type(seed), repr(seed)))
+
+    def join(self, other: "Query", key, other_key, result) -> "Query":
+        """Inner equi-join (LINQ's Join): result(a, b) for every pair of this query's element a
+        and other's element b with key(a) == other_key(b); this query's order, then other's
+        order among the matches."""
+        return self._join("J", other, key, other_key, result)
+
+    def left_join(self, other: "Query", key, other_key, result) -> "Query":
+        """Like join, but every element of this query is kept: where nothing matches, b's
+        fields are NaN (floats), 0 (integers) or False (bools)."""
+        return self._join("L", other, key, other_key, result)
+
+    def _join(self, letter: str, other, key, other_key, result) -> "Query":
+        what = "join" if letter == "J" else "left_join"
+        if not isinstance(other, Query):
+            raise TypeError(f"{what}() joins another Query (qc.query(...)), got {type(other).__name__}")
+        for fn, name in ((key, "key"), (other_key, "other_key"), (result, "result")):
+            _required(fn, f"{what}() {name}")
+        other_sig = (other._source.kind, other._source.fields, other._kinds, other._codes,
+                     tuple(str(c.dtype) for c in other._source.columns()), getattr(other_key, "__code__", other_key))
+        q = self._keyed(letter, what, key)
+        q = q._then("R", JoinArg(other, other_key), other_sig)
+        return q._keyed("j", what, result)
 
     def group_by(self, key):
         """Groups of equal key(element) (a value, a tuple or a dict literal): a Grouped, whose

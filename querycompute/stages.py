@@ -175,15 +175,10 @@ class _Planner:
             return initial_element(self.source, self.dts, lw)
         c = self.cols
         inputs = [InputSpec(f"c{i}", d) for i, d in enumerate(c.dtypes)]
-        loads = [Scalar(E.Load(i, d), None) for i, d in enumerate(c.dtypes)]
         if self.keep:
             inputs.append(InputSpec("keep", "bool"))
             lw.b.body.append(Filter(E.Load(len(c.dtypes), "bool")))
-        if c.shape == "scalar":
-            return loads[0], inputs
-        if c.shape == "tuple":
-            return TupleVal(tuple(loads)), inputs
-        return RecordVal(tuple(zip(c.fields, loads))), inputs
+        return element_of(c), inputs
 
     def _add(self, lowered: Lowered) -> int:
         first = len(self.bindings)
@@ -257,7 +252,7 @@ class _Planner:
         nodes, i = self.nodes, 0
         while True:
             ops = []
-            while i < len(nodes) and nodes[i].letter in "sw":
+            while i < len(nodes) and nodes[i].letter in G.FUSED:
                 ops.append(i)
                 i += 1
             if i == len(nodes):
@@ -286,6 +281,10 @@ class _Planner:
             elif letter == "c":
                 self.scan(ops, i)
                 i += 1
+            elif letter in "JL":
+                from .join_plan import plan_join
+                plan_join(self, ops, i)
+                i += 2                     # the result function is the next pass's first select
             elif letter == "g":
                 from .group_plan import plan_group
                 result = plan_group(self, ops, i)
@@ -445,17 +444,25 @@ class _Planner:
         return lw.to_array(inputs, element, window=window is not None and filtered), window
 
 
+def element_of(cols: Columns, first: int = 0):
+    """The element value whose leaves are columns first, first + 1, ... (a join's "pair":
+    the (a, b) tuple of both sides' elements)."""
+    if cols.shape == "pair":
+        a, b = cols.fields
+        return TupleVal((element_of(a, first), element_of(b, first + len(a.dtypes))))
+    loads = [Scalar(E.Load(first + i, d), None) for i, d in enumerate(cols.dtypes)]
+    if cols.shape == "scalar":
+        return loads[0]
+    if cols.shape == "tuple":
+        return TupleVal(tuple(loads))
+    return RecordVal(tuple(zip(cols.fields, loads)))
+
+
 class _Probe:
     """Stands in for a Lowering when no pass runs: the element is the columns' loads and a
     key function's leaves are checked to be columns as they are."""
     def __init__(self, cols: Columns):
-        loads = [Scalar(E.Load(i, d), None) for i, d in enumerate(cols.dtypes)]
-        if cols.shape == "scalar":
-            self.element = loads[0]
-        elif cols.shape == "tuple":
-            self.element = TupleVal(tuple(loads))
-        else:
-            self.element = RecordVal(tuple(zip(cols.fields, loads)))
+        self.element = element_of(cols)
 
     def apply(self, slot, element):
         raise _NeedsPass           # a key function is computed by a pass

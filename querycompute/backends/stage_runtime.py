@@ -55,6 +55,13 @@ class StageRuntime:
         reference, and its trace row says so (dialect "numpy")."""
         return NumpyStages.group_by(self, spec, keys, values, params, rows)
 
+    def join(self, left_keys: Sequence[np.ndarray], right_keys: Sequence[np.ndarray], outer: bool,
+             rows: list) -> tuple:
+        """(left indexes, right indexes), int64, of the matching row pairs in LINQ's order
+        (join_plan.join_reference defines it; `outer`: unmatched left rows with -1). A runtime
+        without its own runs the numpy reference (its trace row says so)."""
+        return NumpyStages.join(self, left_keys, right_keys, outer, rows)
+
 
 def _row(rows: list, name: str, t0: float) -> None:
     rows.append(KernelRun(name, "numpy", cache="memory", run_ms=now_ms() - t0))
@@ -88,6 +95,13 @@ class NumpyStages(StageRuntime):
         keep = order_keys.first_occurrence(list(keys))
         _row(rows, f"{spec.name}_first_occurrence", t0)
         return keep
+
+    def join(self, left_keys, right_keys, outer, rows):
+        from ..join_plan import join_reference
+        t0 = now_ms()
+        out = join_reference(left_keys, right_keys, outer)
+        _row(rows, "join_sorted_probe", t0)
+        return out
 
     def group_by(self, spec, keys, values, params, rows):
         t0 = now_ms()
