@@ -67,6 +67,12 @@ def chain_to_query(text: str, source: Source, backend: str = "auto"):
                 raise QueryError(f"{method}() takes exactly one lambda")
             q = q.select(args[0]) if method == "select" else q.where(args[0])
             continue
+        if method == "group_by":          # its terminal (agg, count, sum...) aggregates groups
+            try:
+                q = q.group_by(*args, **kwargs)._query
+            except TypeError as exc:
+                raise QueryError(f"group_by(): {exc}") from None
+            continue
         if method in OPERATORS:
             try:
                 q = getattr(q, method)(*args, **kwargs)
