@@ -1,0 +1,134 @@
+"""TPC-H lineitem and orders for benchmarks/tpch.py: generated once, cached, loaded as columns.
+
+Generation: `tpchgen-cli parquet -s SF --tables=lineitem,orders` (PyPI package tpchgen-cli, in
+the `bench` extra; nothing here installs it) into a cache directory, by default
+~/.cache/querycompute-tpch/sf<SF>. It writes into a temporary sibling directory and renames each
+file into place, so two processes generating the same scale factor never see half a file.
+
+Loading (pyarrow; only the columns the queries read), in the types DESIGN.md section 8 names:
+- decimal(15,2) -> float64 (pyarrow divides the exact integer by 100: correctly rounded),
+- date32 -> int32 days since 1970-01-01 (the query constants below are such days too),
+- short strings (flags, ship modes, order priorities) -> uint8 codes into a *sorted* code table,
+  so ordering by the code is ordering by the string (Q1 and Q12 sort their groups by them) and
+  `Tables.codes[column][code]` maps a result back to the string.
+Every engine (DuckDB, polars, NumPy, querycompute) then reads these same in-memory columns:
+DuckDB and polars through zero-copy Arrow tables over the NumPy buffers.
+"""
+from __future__ import annotations
+
+import datetime
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+TABLES = ("lineitem", "orders")
+# column -> kind ("float", "date", "code" or "int") for the columns Q1, Q6 and Q12 read
+COLUMNS = {
+    "lineitem": {"l_orderkey": "int", "l_quantity": "float", "l_extendedprice": "float",
+                 "l_discount": "float", "l_tax": "float", "l_returnflag": "code",
+                 "l_linestatus": "code", "l_shipmode": "code", "l_shipdate": "date",
+                 "l_commitdate": "date", "l_receiptdate": "date"},
+    "orders": {"o_orderkey": "int", "o_orderpriority": "code"},
+}
+
+
+def day(iso: str) -> int:
+    """'1994-01-01' -> days since 1970-01-01 (how dates are stored here)."""
+    return (datetime.date.fromisoformat(iso) - datetime.date(1970, 1, 1)).days
+
+
+def default_dir(sf: float) -> Path:
+    return Path.home() / ".cache" / "querycompute-tpch" / f"sf{sf:g}"
+
+
+def generator() -> str | None:
+    """Path of tpchgen-cli: on PATH, or beside this Python (a venv that is not activated)."""
+    found = shutil.which("tpchgen-cli")
+    if found:
+        return found
+    beside = Path(sys.executable).parent / "tpchgen-cli"
+    return str(beside) if beside.exists() else None
+
+
+def ensure_generated(sf: float, data_dir: Path | None = None) -> Path:
+    """The directory holding lineitem.parquet and orders.parquet at scale factor `sf`."""
+    data_dir = Path(data_dir) if data_dir else default_dir(sf)
+    if all((data_dir / f"{t}.parquet").exists() for t in TABLES):
+        return data_dir
+    exe = generator()
+    if exe is None:
+        raise RuntimeError("tpchgen-cli is not installed: pip install tpchgen-cli "
+                           "(or pip install -e '.[bench]')")
+    data_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=data_dir.name + ".", dir=data_dir.parent))
+    try:
+        subprocess.run([exe, "parquet", "-s", f"{sf:g}", f"--tables={','.join(TABLES)}",
+                        "-o", str(tmp)], check=True, capture_output=True, text=True)
+        data_dir.mkdir(exist_ok=True)
+        for t in TABLES:                     # each file appears whole (a rename is atomic)
+            os.replace(tmp / f"{t}.parquet", data_dir / f"{t}.parquet")
+    except subprocess.CalledProcessError as exc:
+        raise RuntimeError(f"tpchgen-cli failed: {exc.stderr[-2000:]}") from exc
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return data_dir
+
+
+@dataclass
+class Tables:
+    """The two tables as dicts of 1-D NumPy arrays, plus the code tables of the string columns."""
+    sf: float
+    lineitem: dict
+    orders: dict
+    codes: dict = field(default_factory=dict)      # column -> sorted list of its strings
+
+    def code(self, column: str, value: str) -> int:
+        """The uint8 code of a string value (a query constant)."""
+        return self.codes[column].index(value)
+
+    def arrow(self, table: str):
+        """A zero-copy pyarrow Table over the NumPy columns (what DuckDB and polars read)."""
+        import pyarrow as pa
+        return pa.table(getattr(self, table))
+
+
+def _column(col, kind: str, name: str, codes: dict) -> np.ndarray:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    col = col.combine_chunks()
+    if kind == "float":
+        return col.cast(pa.float64()).to_numpy()
+    if kind == "date":
+        return col.cast(pa.int32()).to_numpy()
+    if kind == "int":
+        return col.to_numpy()
+    col = col.cast(pa.string())                   # string_view -> string (what pc.* accept)
+    table = pc.unique(col).sort()
+    if len(table) > 256:
+        raise ValueError(f"{name} has {len(table)} distinct values: too many for a uint8 code")
+    codes[name] = table.to_pylist()
+    return pc.index_in(col, value_set=table).cast(pa.uint8()).to_numpy()
+
+
+def load(sf: float, data_dir: Path | None = None) -> Tables:
+    """Generate (if not cached) and load lineitem and orders at scale factor `sf`."""
+    import pyarrow.parquet as pq
+    where = ensure_generated(sf, data_dir)
+    codes: dict = {}
+    out = {}
+    for table, columns in COLUMNS.items():
+        arrow = pq.read_table(where / f"{table}.parquet", columns=list(columns))
+        out[table] = {name: _column(arrow.column(name), kind, name, codes)
+                      for name, kind in columns.items()}
+    return Tables(sf, out["lineitem"], out["orders"], codes)
+
+
+def column_bytes(table: dict, names) -> int:
+    """Bytes of the named columns: what a query reading them must move at least once."""
+    return sum(table[n].nbytes for n in names)
