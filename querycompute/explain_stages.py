@@ -13,7 +13,7 @@ import numpy as np
 from querycompute._codegen import pretty
 from querycompute._codegen.program import Reduce
 
-from . import stages as S
+from . import stage_kinds as S
 from .backends import registry
 from .errors import codegen_errors
 

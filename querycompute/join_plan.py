@@ -52,7 +52,7 @@ def columns_of(value) -> tuple:
 def plan_join(planner, ops: list, at: int) -> None:
     """The Join node at `at` (this side's key), the JoinOther after it; appends this side's pass
     and the JoinStage to `planner`, whose columns then describe the (a, b) pair."""
-    from .stages import Columns
+    from .stage_kinds import Columns
     nodes = planner.nodes
     if at + 2 >= len(nodes) or nodes[at + 1].letter != "R" or nodes[at + 2].letter != "j":
         raise QueryError("a join is made by q.join(other, key, other_key, result)")

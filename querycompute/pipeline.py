@@ -17,7 +17,7 @@ import importlib
 
 import numpy as np
 
-from . import stages as S
+from . import stage_kinds as S
 from . import windows
 from .backends.base import KernelRun, Prepared
 from .errors import MultipleElementsError

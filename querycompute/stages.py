@@ -32,7 +32,6 @@ Parameters: every pass has its own parameters (captured values); the staged plan
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Optional
 
 from querycompute._codegen import expr as E
@@ -45,106 +44,8 @@ from .errors import QueryError
 from .fusion import Lowered, Lowering, _scalar, _truthy, element_type, leaves, param_limits
 from .frontend.values import RecordVal, Scalar, TupleVal
 from .plan import initial_element
-
-
-@dataclass(frozen=True)
-class Columns:
-    """The element as columns: its shape ("scalar" | "tuple" | "record"), record field
-    names, and the dtype of each leaf column."""
-    shape: str
-    fields: tuple
-    dtypes: tuple
-
-
-@dataclass(frozen=True)
-class Window:
-    """Consecutive take / skip: ("take" | "skip" | "upto", parameter index or -1, constant)
-    per operator; "upto" i keeps i + 1 elements (element_at after a sort)."""
-    ops: tuple
-
-    def bounds(self, params, n: int) -> tuple[int, int]:
-        lo, hi = 0, n
-        for kind, at, const in self.ops:
-            v = int(params[at]) if at >= 0 else const
-            if kind == "skip":
-                lo = min(hi, lo + max(v, 0))
-            else:
-                hi = min(hi, lo + max(v + (kind == "upto"), 0))
-        return lo, hi
-
-
-@dataclass(frozen=True)
-class PassStage:
-    lowered: Lowered
-    first: int                     # its first parameter in the plan's parameter list
-    keep_input: bool = False       # its last input is a distinct's keep flags
-    window: Optional[Window] = None
-    range_at: tuple = (-1, -1)     # local param indexes of a range source's start, step
-
-
-@dataclass(frozen=True)
-class SortStage:
-    spec: SortSpec
-    keys: tuple                    # column indexes of the keys (the first primary)
-    element: int                   # the first `element` columns are the element's leaves
-    values_only: bool              # the one key is the one element column: sort it directly
-    window: Optional[Window] = None
-
-
-@dataclass(frozen=True)
-class DistinctStage:
-    spec: SortSpec
-    keys: tuple
-    element: int
-
-
-@dataclass(frozen=True)
-class ScanStage:
-    spec: ScanSpec
-    first: int
-
-
-@dataclass(frozen=True)
-class ReverseStage:
-    pass
-
-
-@dataclass(frozen=True)
-class WhileStage:
-    lowered: Lowered               # first(index) of the elements whose predicate is false
-    first: int
-    take: bool                     # take_while keeps what is before that element
-
-
-@dataclass(frozen=True)
-class WindowStage:
-    window: Window
-
-
-@dataclass(frozen=True)
-class TerminalStage:
-    lowered: Optional[Lowered]     # None: to_array of the columns as they are
-    first: int
-    keep_input: bool = False
-    positional: str = ""           # last | element_at | single
-    window: Optional[Window] = None
-    range_at: tuple = (-1, -1)
-
-
-@dataclass(frozen=True)
-class StagedLowered:
-    """The engine's view of a staged plan: what plan.lower returns for one pass (bindings,
-    limits, finishes, shape, fields) plus the stages."""
-    stages: tuple
-    bindings: tuple
-    limits: tuple
-    finishes: tuple
-    shape: str
-    fields: tuple
-    texts: tuple                   # per stage: one line for explain()
-    assemble: object = None        # raw results -> the user's value, where the engine's
-                                   # assemble does not apply (group_by: group_plan.GroupResult)
-    staged = True
+from .stage_kinds import (Columns, DistinctStage, PassStage, ReverseStage, ScanStage, SortStage,
+                          StagedLowered, TerminalStage, WhileStage, Window, WindowStage, element_of)
 
 
 class _Planner:
@@ -442,20 +343,6 @@ class _Planner:
             window = Window((("take", -1, 2),))
         filtered = any(isinstance(st, Filter) for st in lw.b.body)
         return lw.to_array(inputs, element, window=window is not None and filtered), window
-
-
-def element_of(cols: Columns, first: int = 0):
-    """The element value whose leaves are columns first, first + 1, ... (a join's "pair":
-    the (a, b) tuple of both sides' elements)."""
-    if cols.shape == "pair":
-        a, b = cols.fields
-        return TupleVal((element_of(a, first), element_of(b, first + len(a.dtypes))))
-    loads = [Scalar(E.Load(first + i, d), None) for i, d in enumerate(cols.dtypes)]
-    if cols.shape == "scalar":
-        return loads[0]
-    if cols.shape == "tuple":
-        return TupleVal(tuple(loads))
-    return RecordVal(tuple(zip(cols.fields, loads)))
 
 
 class _Probe:
