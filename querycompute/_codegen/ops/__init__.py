@@ -17,7 +17,15 @@ and its result decoding. `gpu.render` and `dialects.numba_py.render` dispatch th
 STAGE_OPS; the dialects only spell what the ops build.
 
 Column operations between passes (stage_specs.py) have modules here too, rendered from
-their spec rather than a Pass: scan.py (`render(spec, dialect)`: the GPU scan).
+their spec rather than a Pass (each with `bytes_per_element` for explain()):
+
+    op                    module       rendered by
+    scan                  scan.py      render(ScanSpec, dialect)
+    sort, distinct        sort.py      render_sort(SortSpec, dialect, index_dtype, distinct=)
+    gather                sort.py      render_gather(bits dtypes, dialect, index_dtype)
+    top-k                 topk.py      render_topk(SortSpec, dialect, index_dtype)
+    group_by              group.py     (GroupSpec; see its module docstring)
+  (sort_ir.py and group_ir.py hold the kernel IR pieces they share.)
 """
 from __future__ import annotations
 
