@@ -10,11 +10,12 @@ from .dialects.c_family import CFamily
 from .dialects.cuda import Cuda
 from .dialects.metal import Metal
 from .dialects.opencl import OpenCL
+from .dialects.wgsl import Wgsl
 from .launch import KernelSet
 from .ops import STAGE_OPS
 from .program import Pass
 
-DIALECTS: dict[str, type[CFamily]] = {"cuda": Cuda, "opencl": OpenCL, "metal": Metal}
+DIALECTS: dict[str, type[CFamily]] = {"cuda": Cuda, "opencl": OpenCL, "metal": Metal, "webgpu": Wgsl}
 
 
 def printer(dialect: str) -> CFamily:
@@ -32,6 +33,9 @@ def render(p: Pass, dialect: str) -> KernelSet:
     in_dtypes = [s.dtype for s in prog.inputs]
     for d in in_dtypes + [s.dtype for s in prog.params]:
         pr.check(d)
+    check_pass = getattr(pr, "check_pass", None)     # dialects whose types are narrower (webgpu: no 64-bit)
+    if check_pass is not None:
+        check_pass(p)
     op = STAGE_OPS[p.stage_op]
     low = op.lower_gpu(p, pr)
     kernels, shape = low.kernels, op.SHAPE

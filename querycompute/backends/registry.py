@@ -13,12 +13,13 @@ from .. import after_fork
 from ..errors import BackendUnavailableError, QueryError
 from .base import Backend
 
-NAMES = ("numpy", "cpu", "cuda", "opencl", "metal")
+NAMES = ("numpy", "cpu", "cuda", "opencl", "webgpu", "metal")
 _MODULES = {
     "numpy": ("numpy_ref", "NumpyBackend"),
     "cpu": ("cpu", "CpuBackend"),
     "cuda": ("cuda", "CudaBackend"),
     "opencl": ("opencl", "OpenCLBackend"),
+    "webgpu": ("webgpu", "WebGPUBackend"),
     "metal": ("metal", "MetalBackend"),
 }
 _instances: dict[str, Backend] = {}
@@ -26,7 +27,7 @@ _broken: dict[str, str] = {}       # backends that failed at run time in this pr
 
 # Backends whose driver runs threads of its own: once initialised, they can't be used in a
 # process forked afterwards (after_fork.py).
-NOT_FORK_SAFE = ("cuda", "opencl")
+NOT_FORK_SAFE = ("cuda", "opencl", "webgpu")
 
 
 def _after_fork() -> None:
@@ -142,7 +143,7 @@ def auto_choice(n: int) -> str | None:
 
 def _choose(large: bool) -> str:
     if large:
-        for name in ("cuda", "opencl"):
+        for name in ("cuda", "opencl", "webgpu"):     # a real GPU only (never lavapipe, pocl)
             if availability(name)[0] and getattr(get(name), "is_gpu", False):
                 return name
     return "cpu" if _light_availability("cpu")[0] else "numpy"
