@@ -35,7 +35,7 @@ from .wgsl_kernel_print import WgslKernelPrinter
 _BINOPS = {"add": "+", "sub": "-", "mul": "*", "truediv": "/",
            "bitand": "&", "bitor": "|", "bitxor": "^", "and": "&&", "or": "||"}
 _CMP = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
-_NO_64 = "WGSL has no 64-bit types; use float32 / int32 values (e.g. select(np.float32)) or another backend"
+_NO_64 = "WGSL has no 64-bit types: use float32 / int32 values (e.g. .select(np.float32))"
 
 
 class Wgsl(WgslKernelPrinter, CFamily):
