@@ -201,3 +201,35 @@ def test_item1_auto_never_picks_a_cpu_adapter():
     if b._device().is_cpu:
         assert not b.is_gpu
         assert registry._choose(True) != "webgpu"
+
+
+@needs_adapter
+def test_item2_elementwise_results_are_bit_identical():
+    """No contraction of a * b + c into an fma, IEEE division and sqrt, NaN-propagating
+    min/max, NumPy's float -> int conversions of NaN / inf / out-of-range values, Python //
+    and % (by zero, MIN // -1), NumPy shifts."""
+    rng = np.random.default_rng(3)
+    n = 4096
+    a, b, c = (rng.uniform(-1e4, 1e4, n).astype(np.float32) for _ in range(3))
+    a[:6] = [np.nan, np.inf, -np.inf, 3e9, -3e9, -0.0]
+    b[:3] = [0.0, -0.0, np.nan]
+    i = rng.integers(-2 ** 31, 2 ** 31, n).astype(np.int32)
+    j = rng.integers(-40, 40, n).astype(np.int32)
+    i[:3], j[:3] = [-2 ** 31, 7, -7], [-1, 0, 2]
+    cases = [
+        ((a, b, c), lambda x, y, z: x * y + z),
+        ((a, b, c), lambda x, y, z: x / y - np.sqrt(abs(z))),
+        ((a, b, c), lambda x, y, z: max(x, y) + min(y, z)),
+        ((a, b, c), lambda x, y, z: (x // y, x % y)),
+        ((a, b, c), lambda x, y, z: (np.int32(x), np.uint8(y), np.uint32(z), np.int16(x))),
+        ((i, j), lambda x, y: (x // y, x % y, x << y, x >> y, x * y, -x, abs(x))),
+        ((i, j), lambda x, y: (np.float32(x), np.float16(y), np.uint8(x), np.int8(y))),
+    ]
+    with np.errstate(all="ignore"):
+        for inputs, f in cases:
+            got = qc.query(*inputs).select(f).on("webgpu").to_array()
+            want = qc.query(*inputs).select(f).on("numpy").to_array()
+            for g, w in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
+                assert g.dtype == w.dtype
+                np.testing.assert_array_equal(g.view(f"u{g.dtype.itemsize}") if g.dtype.kind == "f" else g,
+                                              w.view(f"u{w.dtype.itemsize}") if w.dtype.kind == "f" else w)

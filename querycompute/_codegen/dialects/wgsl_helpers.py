@@ -72,6 +72,23 @@ if (e == 128) { return sign | 0x7C00u | select(0u, 0x200u | ((b >> 13u) & 0x3FFu
 if (e < -14) { return sign | u32(abs(x) * 16777216.0f); }
 return sign | (u32(e + 15) << 10u) | ((b >> 13u) & 0x3FFu);""",
                   "f32 holding a half-precision value (qc_round_f16) -> its IEEE half bits"),
+    "qc_fmod": _fn("qc_fmod(x: f32, y: f32) -> f32", """
+let ax = abs(x);
+let ay = abs(y);
+if (qc_isnan(x) || qc_isnan(y) || qc_isinf(x) || ay == 0.0f) { return qc_f32_bits(0x7FC00000u); }
+if (qc_isinf(y) || ax < ay) { return x; }
+let fx = frexp(ax);
+let fy = frexp(ay);
+var mx = u32(ldexp(fx.fract, 24));
+let my = u32(ldexp(fy.fract, 24));
+for (var e = fx.exp - fy.exp; e > 0; e--) {
+    if (mx >= my) { mx -= my; }
+    mx <<= 1u;
+}
+if (mx >= my) { mx -= my; }
+return qc_copysign(ldexp(f32(mx), fy.exp - 24), x);""",
+                   "C's fmod, exact: shift-and-subtract on the 24-bit mantissas (at most 277 steps).\n"
+                   "WGSL's % on floats is a - b * trunc(a / b), which rounds"),
     "qc_expm1": _fn("qc_expm1(x: f32) -> f32", """
 let u = exp(x);
 if (u == 1.0f) { return x; }
@@ -103,7 +120,8 @@ if (x < 0.0f || (x == 0.0f && (bitcast<u32>(x) & 0x80000000u) != 0u)) {
 }
 return r;""", "C's pow: WGSL's pow is exp2(y * log2(x)), undefined for x < 0"),
 }
-_DEPS = {"qc_hypot": ("qc_isinf",), "qc_pow": ("qc_isnan", "qc_f32_bits")}
+_DEPS = {"qc_hypot": ("qc_isinf",), "qc_pow": ("qc_isnan", "qc_f32_bits"),
+         "qc_fmod": ("qc_isnan", "qc_isinf", "qc_f32_bits", "qc_copysign")}
 
 
 def _wrap(p, name, kind, d):
@@ -127,17 +145,17 @@ def _floordiv(p, name, kind, d):
     t = p.t(d)
     if D.is_float(d):
         p.need("qc_copysign")
+        p.need("qc_fmod")
         body = """
 if (b == 0.0f) { return a / b; }
-let md = a % b;
+let md = qc_fmod(a, b);
 var div = (a - md) / b;
 if (md != 0.0f && ((b < 0.0f) != (md < 0.0f))) { div -= 1.0f; }
 if (div == 0.0f) { return qc_copysign(0.0f, a / b); }
 let fl = floor(div);
 return select(fl, fl + 1.0f, div - fl > 0.5f);"""
         return _fn(f"{name}(a: f32, b: f32) -> f32", body,
-                   "np.floor_divide on floats: NumPy's npy_divmod (fmod-based, Python signs);\n"
-                   "WGSL's % on floats is C's fmod (truncated remainder)")
+                   "np.floor_divide on floats: NumPy's npy_divmod (fmod-based, Python signs)")
     if D.is_unsigned(d):
         return _fn(f"{name}(a: u32, b: u32) -> u32", "return select(a / b, 0u, b == 0u);", "x // 0 -> 0 like NumPy")
     return _fn(f"{name}(a: i32, b: i32) -> i32", """
@@ -151,8 +169,9 @@ return select(q, q - 1i, q * b != a && ((a < 0i) != (b < 0i)));""",
 def _mod(p, name, kind, d):
     if D.is_float(d):
         p.need("qc_copysign")
+        p.need("qc_fmod")
         return _fn(f"{name}(a: f32, b: f32) -> f32", """
-let m = a % b;
+let m = qc_fmod(a, b);
 if (b == 0.0f) { return m; }
 if (m == 0.0f) { return qc_copysign(0.0f, b); }
 return select(m, m + b, (b < 0.0f) != (m < 0.0f));""", "np.remainder on floats: the result takes the sign of b")
