@@ -17,6 +17,8 @@ scan groups its combines differently, deterministically for a given n).
     scan             a generated module per ScanSpec (dialects/numba_scan.py).
     first_occurrence hash partitions + per-partition hash sets on the keys' order bits
                      (one uint64 word; wider key tuples: the sort and run starts).
+    group_by         per-chunk hash tables of group ids (<= 4096 groups) or the radix sort,
+                     then a generated module of the aggregates (cpu_group.py).
 Small inputs (n < SERIAL_MAX) run the `_serial` kernels (one chunk, no thread pool), which
 compute exactly what the parallel ones do. numba is imported on first use, never on import.
 """
@@ -64,6 +66,7 @@ class CpuStages(StageRuntime):
     def __init__(self):
         self._scans: dict = {}
         self._mod = None
+        self._group = None
 
     # ---- plumbing -----------------------------------------------------------------------
     def _kernels(self):
@@ -191,6 +194,14 @@ class CpuStages(StageRuntime):
               for p, v in zip(spec.params, params)]
         self._run(mod, spec.name, n, rows, "", x.view(store), out, *ps)
         return out.view(dtype)
+
+    # ---- group_by -----------------------------------------------------------------------
+    def group_by(self, spec, keys, values, params, rows):
+        """Hash tables per chunk for <= 4096 groups, else a radix sort (cpu_group.py)."""
+        if self._group is None:
+            from .cpu_group import CpuGroupBy
+            self._group = CpuGroupBy(self)
+        return self._group(spec, keys, values, params, rows)
 
     # ---- distinct -----------------------------------------------------------------------
     def first_occurrence(self, spec, keys, rows):

@@ -1,0 +1,247 @@
+"""The numba dialect of group_by's aggregates (stage_specs.GroupSpec): a module that folds
+every value column per group, all aggregates in one pass over the rows. The group of each
+row comes from the cpu stage runtime (backends/cpu_group.py), so the module depends on the
+aggregates and params only, never on the key dtypes.
+
+THE ORDER (the same in both entry points, so they give the same bits): a group's rows are
+split by SOURCE chunk (row index // CHUNK, CHUNK fixed: independent of the thread count);
+each chunk's rows are folded in source order into a partial, and the partials are folded in
+chunk order; a fold's seed is combined in front at the end. sum/min/max/any/all start their
+partials and total from an exact identity (sum -0.0 or 0, min +inf or the type's max, ...),
+so `identity + x0` is x0; a fold (no identity) starts from its first element.
+
+    <name>_low_serial / _parallel(lid, nloc, remap, G, values..., params...)
+        low cardinality: per chunk (in parallel) a private table of partials indexed by the
+        chunk-local group id lid[i]; then, serially, chunks in order, the partials folded
+        into the G results at remap[c, j] (their sorted group).
+    <name>_seg_serial / _parallel(perm, starts, values..., params...)
+        any cardinality: perm lists the rows group by group (a stable sort of the keys: each
+        group's rows in source order), starts[g]..starts[g + 1] group g's; groups in
+        parallel blocks, each group's rows one after another with the chunk rule above.
+
+sum, min and max of float16 accumulate in float32 (as NumPy's half reductions do); results
+come back in the register type (float32 for float16) and the runtime casts them. min/max
+propagate NaN and keep the earlier of equal values (np.minimum / np.maximum). count and
+first are not computed here (the runtime has them from the group ids).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..stage_specs import GroupAgg, GroupSpec
+from .numba_py import CHUNK
+from .numba_py_expr import ExprPrinter, const_text, register_type
+from .numba_py_helpers import helper_source, jit_decorator
+from .numba_scan import PRELUDE
+
+SEG_BLOCK = 256                        # groups per parallel task of the seg entry point
+ACCUMULATING = ("sum", "min", "max", "any", "all", "fold")
+
+
+def _identity(op: str, d: str) -> str:
+    """The exact identity of op's combine over dtype d (as register-type text)."""
+    rt = register_type(d)
+    if d == "bool":
+        return {"sum": "False", "max": "False", "any": "False", "min": "True", "all": "True"}[op]
+    if d.startswith("float"):
+        return {"sum": f"{rt}(-0.0)", "min": f"{rt}(np.inf)", "max": f"{rt}(-np.inf)"}[op]
+    info = np.iinfo(d)
+    return {"sum": f"{rt}(0)", "min": f"{rt}({info.max})", "max": f"{rt}({info.min})"}[op]
+
+
+def _step(op: str, d: str, a: str, x: str) -> str:
+    """The combine of accumulator `a` and value `x` (plain names) for a non-fold op."""
+    if op == "sum":
+        return f"({a} or {x})" if d == "bool" else f"{register_type(d)}({a} + {x})"
+    if op == "min":     # NaN wins (x != x only for a NaN x; a NaN a is never replaced)
+        return f"({x} if ({x} < {a} or {x} != {x}) else {a})"
+    if op == "max":
+        return f"({x} if ({x} > {a} or {x} != {x}) else {a})"
+    return f"({a} or {x})" if op == "any" else f"({a} and {x})"
+
+
+class _Printer:
+    def __init__(self, spec: GroupSpec, cache: bool):
+        if not spec.name.isidentifier():
+            raise ValueError(f"GroupSpec.name {spec.name!r} is not a valid identifier")
+        self.spec, self.cache, self.name = spec, cache, spec.name
+        self.helpers: set = set()
+        self.ks = [k for k, a in enumerate(spec.aggs) if a.op in ACCUMULATING]
+        self.params = "".join(f", p_{p.name}" for p in spec.params)
+        self.vals = "".join(f", v{k}" for k in self.ks)
+        self.combines = [self._combine(k, spec.aggs[k]) for k in self.ks if spec.aggs[k].op == "fold"]
+
+    # ---- per aggregate spellings ----------------------------------------------------------
+    def agg(self, k: int) -> GroupAgg:
+        return self.spec.aggs[k]
+
+    def array_type(self, k: int) -> str:
+        d = self.agg(k).dtype
+        return "np.bool_" if d == "bool" else register_type(d)
+
+    def load(self, k: int, i: str) -> str:
+        if self.agg(k).dtype == "float16":
+            self.helpers.add(("f16_decode", None))
+            return f"_f16_decode(v{k}[np.uint64({i})])"
+        return f"v{k}[np.uint64({i})]"
+
+    def fold_into(self, k: int, acc: str, seen: str, x: str, ind: str) -> list:
+        """Lines folding value name `x` into `acc` (a fold: `seen` says acc holds one)."""
+        a = self.agg(k)
+        if a.op != "fold":
+            return [f"{ind}{acc} = {_step(a.op, a.dtype, acc, x)}"] if acc.isidentifier() else [
+                f"{ind}y{k} = {acc}", f"{ind}{acc} = {_step(a.op, a.dtype, f'y{k}', x)}"]
+        return [f"{ind}if {seen}:", f"{ind}    {acc} = {self.name}_combine{k}({acc}, {x}{self.params})",
+                f"{ind}else:", f"{ind}    {acc} = {x}", f"{ind}    {seen} = True"]
+
+    def _combine(self, k: int, a: GroupAgg) -> str:
+        ep = ExprPrinter(lambda i: "", lambda pname: f"p_{pname}", "i", self.helpers)
+        ep.bind_var("acc", "acc")
+        ep.bind_var("item", "item")
+        result = ep.value(a.combine)
+        ret = result if a.dtype == "bool" else f"{register_type(a.dtype)}({result})"
+        body = "".join(f"    {line}\n" for line in ep.lines)
+        return (f"{jit_decorator(self.cache)}\ndef {self.name}_combine{k}(acc, item{self.params}):\n"
+                f'    """aggregate {k}\'s combine(acc, item): acc folds the earlier rows."""\n'
+                f"{body}    return {ret}")
+
+    def seed(self, k: int) -> str:
+        a = self.agg(k)
+        return const_text(a.seed.value, a.dtype)
+
+    # ---- functions --------------------------------------------------------------------------
+    def chunk(self) -> str:
+        """One chunk's partials: a[k][j] for local group j."""
+        n, ks = self.name, self.ks
+        accs = "".join(f", a{k}" for k in ks)
+        lines = [f"def {n}_chunk(lid, lo, hi, m{accs}{self.vals}{self.params}):",
+                 '    """Partials of rows [lo, hi) per local group (lid), in row order."""',
+                 "    for j in range(m):"]
+        lines += [f"        a{k}[j] = {_identity(self.agg(k).op, self.agg(k).dtype)}"
+                  for k in ks if self.agg(k).op != "fold"] or ["        pass"]
+        lines += [f"    s{k} = np.zeros(max(m, 1), np.bool_)" for k in ks if self.agg(k).op == "fold"]
+        lines += ["    for i in range(lo, hi):", "        j = np.uint64(lid[np.uint64(i)])"]
+        for k in ks:
+            lines.append(f"        x{k} = {self.load(k, 'i')}")
+            lines += self.fold_into(k, f"a{k}[j]", f"s{k}[j]", f"x{k}", "        ")
+        return f"{jit_decorator(self.cache)}\n" + "\n".join(lines)
+
+    def merge(self) -> str:
+        """The partials of every chunk, chunks in order, into the G results."""
+        n, ks = self.name, self.ks
+        accs = "".join(f", a{k}" for k in ks)
+        lines = [f"def {n}_merge(nloc, remap, G{accs}{self.params}):",
+                 '    """Chunk partials folded into their sorted groups, chunks in order."""']
+        for k in ks:
+            lines.append(f"    r{k} = np.empty(G, {self.array_type(k)})")
+            if self.agg(k).op == "fold":
+                lines.append(f"    s{k} = np.zeros(G, np.bool_)")
+        lines.append("    for g in range(G):")
+        lines += [f"        r{k}[g] = {_identity(self.agg(k).op, self.agg(k).dtype)}"
+                  for k in ks if self.agg(k).op != "fold"] or ["        pass"]
+        lines += ["    for c in range(nloc.shape[0]):", "        for j in range(nloc[c]):",
+                  "            g = remap[c, j]"]
+        for k in ks:
+            lines.append(f"            x{k} = a{k}[c, j]")
+            lines += self.fold_into(k, f"r{k}[g]", f"s{k}[g]", f"x{k}", "            ")
+        lines += self.seed_lines("r{k}[g]", "    for g in range(G):", "        ")
+        lines.append(f"    return ({''.join(f'r{k}, ' for k in ks)})")
+        return f"{jit_decorator(self.cache)}\n" + "\n".join(lines)
+
+    def seed_lines(self, acc: str, loop: str, ind: str) -> list:
+        folds = [k for k in self.ks if self.agg(k).op == "fold"]
+        if not folds:
+            return []
+        out = [loop] if loop else []
+        for k in folds:
+            a = acc.format(k=k)
+            out.append(f"{ind}{a} = {self.name}_combine{k}({self.seed(k)}, {a}{self.params})")
+        return out
+
+    def low(self, flavour: str) -> str:
+        n, ks = self.name, self.ks
+        rng = "prange" if flavour == "parallel" else "range"
+        lines = [f"def {n}_low_{flavour}(lid, nloc, remap, G{self.vals}{self.params}):",
+                 '    """Low cardinality: per-chunk partials, merged in chunk order (module doc)."""',
+                 "    n = lid.shape[0]", "    nch = (n + CHUNK - 1) // CHUNK", "    L = remap.shape[1]"]
+        lines += [f"    a{k} = np.empty((nch, L), {self.array_type(k)})" for k in ks]
+        rows = "".join(f", a{k}[c]" for k in ks)
+        lines += [f"    for c in {rng}(nch):",
+                  f"        {n}_chunk(lid, c * CHUNK, min(n, c * CHUNK + CHUNK), nloc[c]{rows}"
+                  f"{self.vals}{self.params})",
+                  f"    return {n}_merge(nloc, remap, G{''.join(f', a{k}' for k in ks)}{self.params})"]
+        deco = jit_decorator(self.cache, parallel=flavour == "parallel")
+        return f"{deco}\n" + "\n".join(lines)
+
+    def segment(self) -> str:
+        """One group of the seg entry point: its rows perm[s:e] with the chunk rule."""
+        n, ks = self.name, self.ks
+        res = "".join(f", r{k}" for k in ks)
+        lines = [f"def {n}_segment(perm, s, e, g{res}{self.vals}{self.params}):",
+                 '    """Group g: rows perm[s:e] (source order) by source chunk, in order."""']
+        for k in ks:
+            a = self.agg(k)
+            init = self.seed(k) if a.op == "fold" else _identity(a.op, a.dtype)
+            lines.append(f"    t{k} = {init}")             # the total
+            lines.append(f"    p{k} = {init}")             # the current chunk's partial
+            if a.op == "fold":
+                lines.append(f"    st{k} = False")
+                lines.append(f"    sp{k} = False")
+        lines += ["    cur = perm[s] // CHUNK", "    for q in range(s, e):",
+                  "        i = perm[q]", "        if i // CHUNK != cur:", "            cur = i // CHUNK"]
+        for k in ks:
+            lines += self.fold_into(k, f"t{k}", f"st{k}", f"p{k}", "            ")
+            a = self.agg(k)
+            lines.append(f"            p{k} = {self.seed(k) if a.op == 'fold' else _identity(a.op, a.dtype)}")
+            if a.op == "fold":
+                lines.append(f"            sp{k} = False")
+        for k in ks:
+            lines.append(f"        x{k} = {self.load(k, 'i')}")
+            lines += self.fold_into(k, f"p{k}", f"sp{k}", f"x{k}", "        ")
+        for k in ks:
+            lines += self.fold_into(k, f"t{k}", f"st{k}", f"p{k}", "    ")
+        lines += self.seed_lines("t{k}", "", "    ")
+        lines += [f"    r{k}[g] = t{k}" for k in ks]
+        return f"{jit_decorator(self.cache)}\n" + "\n".join(lines)
+
+    def seg(self, flavour: str) -> str:
+        n, ks = self.name, self.ks
+        rng = "prange" if flavour == "parallel" else "range"
+        res = "".join(f", r{k}" for k in ks)
+        lines = [f"def {n}_seg_{flavour}(perm, starts{self.vals}{self.params}):",
+                 '    """Any cardinality: each group over its sorted rows (module doc)."""',
+                 "    G = starts.shape[0] - 1"]
+        lines += [f"    r{k} = np.empty(G, {self.array_type(k)})" for k in ks]
+        lines += [f"    for b in {rng}((G + SEG_BLOCK - 1) // SEG_BLOCK):",
+                  "        for g in range(b * SEG_BLOCK, min(G, b * SEG_BLOCK + SEG_BLOCK)):",
+                  f"            {n}_segment(perm, starts[g], starts[g + 1], g{res}{self.vals}{self.params})",
+                  f"    return ({''.join(f'r{k}, ' for k in ks)})"]
+        deco = jit_decorator(self.cache, parallel=flavour == "parallel")
+        return f"{deco}\n" + "\n".join(lines)
+
+    def render(self) -> str:
+        funcs = self.combines + [self.chunk(), self.merge(), self.low("serial"), self.low("parallel"),
+                                 self.segment(), self.seg("serial"), self.seg("parallel")]
+        s = self.spec
+        aggs = ", ".join(f"{k}: {a.op} {a.dtype}" for k, a in enumerate(s.aggs))
+        header = (f'"""querycompute cpu group_by {s.name!r} (dialect numba, generated).\n\n'
+                  f"aggregates: {aggs}\n"
+                  f"params: {', '.join(f'{p.name}: {p.dtype}' for p in s.params) or 'none'}\n"
+                  f"The order of every fold: querycompute/_codegen/dialects/numba_group.py.\n"
+                  f'Globals come from querycompute._codegen.dialects.numba_py_runtime.namespace().\n"""\n'
+                  f"CHUNK = {CHUNK}\nSEG_BLOCK = {SEG_BLOCK}")
+        helper_src = [helper_source(kind, ft, self.cache) for kind, ft in sorted(self.helpers, key=str)]
+        return "\n\n\n".join([header] + helper_src + funcs) + "\n"
+
+
+def accumulating(spec: GroupSpec) -> list:
+    """Indices of the aggregates the module computes (the others: count, first)."""
+    return [k for k, a in enumerate(spec.aggs) if a.op in ACCUMULATING]
+
+
+def render(spec: GroupSpec, cache: bool = False) -> str:
+    """The module source of `spec`'s aggregates (key dtypes play no part: see module doc);
+    with `cache=True` it carries the prelude that pulls numba_py_runtime's namespace in."""
+    spec = GroupSpec((), spec.aggs, spec.params, spec.name)
+    text = _Printer(spec, cache).render()
+    return (PRELUDE + text) if cache else text

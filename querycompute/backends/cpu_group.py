@@ -1,0 +1,132 @@
+"""group_by on the cpu backend (CpuStages.group_by): group ids by per-chunk hash tables when
+there are few groups, a stable radix sort otherwise; the aggregates in a generated module.
+
+    1. one exact uint64 word per row: the key's order bits (one key, read in place) or the
+       keys' bits packed side by side (the stage kernels' `pack`, when they fit 64 bits).
+    2. low cardinality (<= GROUP_TABLE_MAX = 4096 groups; TPC-H's Q1 has 4, Q12 2):
+       cpu_group_kernels.group_ids gives each row a chunk-local group id and each chunk's
+       local groups their sorted position (exact integers), counts and first rows; the
+       generated `low` entry point folds every aggregate into per-chunk private tables and
+       merges them chunk by chunk. Any chunk or the whole input with more groups gives up
+       (after at most one pass) and takes step 3.
+    3. any cardinality (or key tuples wider than 64 bits): the stage runtime's stable radix
+       sort of the keys (each group's rows stay in source order), run starts where a key's
+       order bits change, and the generated `seg` entry point over the groups.
+The group keys are the keys of each group's first row (step 2's first rows, or the sort's:
+its first row per run), `first` gathers the values there, `count` is exact.
+
+Float results do not depend on the path, the thread count or serial vs parallel: both entry
+points fold a group's rows per SOURCE chunk of CHUNK rows in source order and the chunk
+partials in chunk order (dialects/numba_group.py). Compared with the reference
+(np.add.reduceat over the sorted rows) a float sum differs only by rounding: within
+(rows in the group) * eps * sum of |values| (tests use a tolerance of that order).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from querycompute._codegen.dialects import numba_group
+from querycompute._codegen.dialects.numba_py import CHUNK, storage_dtype
+from querycompute._codegen.stage_specs import SortSpec
+
+GROUP_TABLE_MAX = 4096              # the low-cardinality path's limit (local ids are uint16)
+_HERE = Path(__file__).parent
+
+
+def kernels_source() -> str:
+    """cpu_stage_kernels.py's text with cpu_group_kernels.py's appended (it uses order_bits)."""
+    return ((_HERE / "cpu_stage_kernels.py").read_text() + "\n\n# ---- group_by " + "-" * 60 + "\n"
+            + (_HERE / "cpu_group_kernels.py").read_text())
+
+
+class CpuGroupBy:
+    """The group_by of one CpuStages (its modules are loaded once per instance)."""
+
+    def __init__(self, stages):
+        self.stages = stages
+        self.limit = GROUP_TABLE_MAX
+        self._mod = None
+        self._aggs: dict = {}
+
+    def _kernels(self):
+        if self._mod is None:
+            from .cpu_stage_modules import load
+            self._mod = load("qc_group_kernels", kernels_source())
+            assert self._mod.ns["CHUNK"] == CHUNK        # one chunk rule for ids and folds
+        return self._mod
+
+    def _agg_module(self, spec):
+        key = (spec.aggs, spec.params, spec.name)
+        mod = self._aggs.get(key)
+        if mod is None:
+            from .cpu_stage_modules import load
+            mod = self._aggs[key] = load(spec.name, numba_group.render(spec, cache=True))
+        return mod
+
+    def __call__(self, spec, keys, values, params, rows):
+        from .cpu_stages import _consts, _raw
+        st = self.stages
+        keys = [np.ascontiguousarray(k) for k in keys]
+        n = len(keys[0])
+        if n == 0:
+            return ([k[:0].copy() for k in keys], [np.zeros(0, a.dtype) for a in spec.aggs],
+                    np.zeros(0, np.int64))
+        ks = numba_group.accumulating(spec)
+        vals = [np.ascontiguousarray(values[k], dtype=spec.aggs[k].dtype) for k in ks]
+        vals = [v.view(storage_dtype(str(v.dtype))) for v in vals]
+        ps = [np.dtype("float32" if p.dtype == "float16" else p.dtype).type(v)
+              for p, v in zip(spec.params, params)]
+        word = None                     # the key column whose order bits are the word
+        if len(keys) == 1:
+            word = keys[0]
+        elif sum(k.dtype.itemsize for k in keys) <= 8:
+            word = st._pack((False,) * len(keys), keys, rows, f"{spec.name}_")
+        ids = None
+        if word is not None and 0 < self.limit <= 65536:
+            ok, lid, nloc, remap, first, counts = st._run(
+                self._kernels(), "group_ids", n, rows, f"{spec.name}_", _raw(word), self.limit,
+                *_consts(word.dtype))
+            ids = (lid, nloc, remap) if ok else None
+        if ids is None:
+            perm, starts = self._sorted_runs(spec, keys, word, rows)
+            first, counts = perm[starts[:-1]], np.diff(starts)
+        accs = ()
+        if ks:
+            mod = self._agg_module(spec)
+            if ids is not None:
+                accs = st._run(mod, f"{spec.name}_low", n, rows, "", *ids, len(first), *vals, *ps)
+            else:
+                accs = st._run(mod, f"{spec.name}_seg", n, rows, "", perm, starts, *vals, *ps)
+        group_keys = st.gather(keys, first, rows)
+        out, acc = [], dict(zip(ks, accs))
+        for k, a in enumerate(spec.aggs):
+            if a.op == "count":
+                out.append(counts.copy())
+            elif a.op == "first":
+                out.append(st.gather([np.asarray(values[k], dtype=a.dtype)], first, rows)[0])
+            else:
+                out.append(acc[k].astype(a.dtype, copy=False))
+        return group_keys, out, counts
+
+    def _sorted_runs(self, spec, keys, word, rows):
+        """(stable sort permutation, run starts with n appended): step 3."""
+        from .cpu_stages import _consts, _raw
+        st = self.stages
+        n = len(keys[0])
+        new = np.zeros(n, dtype=bool)
+        new[0] = True
+        if word is not None:           # one word: sort it, breaks on the sorted words
+            sorted_u, perm = st._radix(word, False, None, rows, f"{spec.name}_")
+            st._run(self._kernels(), "breaks", n, rows, f"{spec.name}_", sorted_u, new,
+                    *_consts(word.dtype))
+        else:
+            sspec = SortSpec(spec.key_dtypes, (False,) * len(keys), spec.name)
+            perm = st._full_sort(sspec, keys, rows)
+            for k in keys:
+                s = st.gather([k], perm, rows)[0]
+                st._run(self._kernels(), "breaks", n, rows, f"{spec.name}_", _raw(s), new,
+                        *_consts(s.dtype))
+        starts = np.append(np.flatnonzero(new), n).astype(np.int64)
+        return perm, starts

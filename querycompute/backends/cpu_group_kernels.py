@@ -1,0 +1,150 @@
+"""numba kernels of the cpu group_by (cpu_group.py): group ids of a low-cardinality key and
+the run starts of a sorted key. The aggregates themselves are generated per GroupSpec
+(dialects/numba_group.py).
+
+This text is never imported by querycompute: cpu_group.py appends it to
+cpu_stage_kernels.py's text (it uses order_bits, CHUNK and _GOLDEN from there, so the key
+order has one home) and loads the whole through the cpu backend's disk cache.
+
+Group ids (group_ids_parallel): each key is one exact uint64 word (its order bits, or
+  several keys' bits packed by the stage kernels' `pack`). Chunks are CHUNK rows whatever
+  the thread count.
+  1. per chunk (in parallel): an open-addressing table of at most `limit` words gives each
+     row a LOCAL id (the chunk's groups numbered in order of first appearance, uint16) and
+     records per local group its word, first row and row count; a chunk with more than
+     `limit` distinct words gives up (-1).
+  2. serial merge, chunks in order and each chunk's groups in local order: a global table
+     numbers the groups in order of first appearance (the first row of a group is its
+     first row in the first chunk it appears in: its first row in source order); counts
+     add up; more than `limit` groups gives up.
+  3. the groups sorted by word (= ascending key order, NaN last) and `remap[c, j]` = the
+     sorted position of chunk c's local group j.
+  Everything is an exact integer: no order or thread count can change the result.
+Run starts (breaks_parallel): new[i] |= order bits of u[i] != those of u[i-1], over keys
+  already in sorted order (one key column at a time).
+"""
+
+
+@njit(cache=True)
+def _local_ids(u, lo, hi, limit, lid, words, first, cnt, kind, sign, ones, inf):
+    """Step 1 for rows [lo, hi): the number of local groups, or -1 past `limit`."""
+    tbits = _table_bits(limit)
+    size = 1 << tbits
+    mask = np.uint64(size - 1)
+    sh = np.uint64(64 - tbits)
+    ids = np.full(size, -1, np.int32)
+    slots = np.empty(size, np.uint64)
+    m = 0
+    for i in range(lo, hi):
+        w = order_bits(u[np.uint64(i)], kind, False, sign, ones, inf)
+        s = (w * _GOLDEN) >> sh
+        while ids[s] >= 0 and slots[s] != w:
+            s = (s + _U1) & mask
+        j = ids[s]
+        if j < 0:
+            if m == limit:
+                return -1
+            j = m
+            m += 1
+            ids[s], slots[s] = j, w
+            words[j], first[j], cnt[j] = w, i, 0
+        lid[np.uint64(i)] = j
+        cnt[j] += 1
+    return m
+
+
+@njit(cache=True)
+def _merge_ids(words, first, cnt, nloc, limit):
+    """Steps 2-3: (ok, remap [nch, max local], first row and count per sorted group)."""
+    nch = nloc.shape[0]
+    L = max(1, nloc.max())
+    remap = np.empty((nch, L), np.int32)
+    bad = (False, remap, np.empty(0, np.int64), np.empty(0, np.int64))
+    if nloc.min() < 0:
+        return bad
+    tbits = _table_bits(limit)
+    size = 1 << tbits
+    mask = np.uint64(size - 1)
+    sh = np.uint64(64 - tbits)
+    ids = np.full(size, -1, np.int32)
+    gw = np.empty(limit, np.uint64)
+    gfirst = np.empty(limit, np.int64)
+    gcnt = np.zeros(limit, np.int64)
+    G = 0
+    for c in range(nch):
+        for j in range(nloc[c]):
+            w = words[c, j]
+            s = (w * _GOLDEN) >> sh
+            while ids[s] >= 0 and gw[ids[s]] != w:
+                s = (s + _U1) & mask
+            g = ids[s]
+            if g < 0:
+                if G == limit:
+                    return bad
+                g = G
+                G += 1
+                ids[s], gw[g], gfirst[g] = g, w, first[c, j]
+            remap[c, j] = g
+            gcnt[g] += cnt[c, j]
+    order = np.argsort(gw[:G])                  # words are distinct: any sort is exact
+    rank = np.empty(G, np.int32)
+    for r in range(G):
+        rank[order[r]] = r
+    for c in range(nch):
+        for j in range(nloc[c]):
+            remap[c, j] = rank[remap[c, j]]
+    return True, remap, gfirst[order], gcnt[order]
+
+
+@njit(cache=True)
+def group_ids_serial(u, limit, kind, sign, ones, inf):
+    """(ok, local ids, local groups per chunk, remap, first row, count): the module doc's
+    steps, chunk after chunk."""
+    n = u.shape[0]
+    nch = (n + CHUNK - 1) // CHUNK
+    lid = np.empty(n, np.uint16)
+    words = np.empty((nch, limit), np.uint64)
+    first, cnt = np.empty((nch, limit), np.int64), np.empty((nch, limit), np.int64)
+    nloc = np.empty(nch, np.int64)
+    for c in range(nch):
+        nloc[c] = _local_ids(u, c * CHUNK, min(n, c * CHUNK + CHUNK), limit, lid, words[c],
+                             first[c], cnt[c], kind, sign, ones, inf)
+    ok, remap, gfirst, gcnt = _merge_ids(words, first, cnt, nloc, limit)
+    return ok, lid, nloc, remap, gfirst, gcnt
+
+
+@njit(cache=True, parallel=PRANGE_ONLY)
+def group_ids_parallel(u, limit, kind, sign, ones, inf):
+    """group_ids_serial with the chunks of step 1 in parallel."""
+    n = u.shape[0]
+    nch = (n + CHUNK - 1) // CHUNK
+    lid = np.empty(n, np.uint16)
+    words = np.empty((nch, limit), np.uint64)
+    first, cnt = np.empty((nch, limit), np.int64), np.empty((nch, limit), np.int64)
+    nloc = np.empty(nch, np.int64)
+    for c in prange(nch):
+        nloc[c] = _local_ids(u, c * CHUNK, min(n, c * CHUNK + CHUNK), limit, lid, words[c],
+                             first[c], cnt[c], kind, sign, ones, inf)
+    ok, remap, gfirst, gcnt = _merge_ids(words, first, cnt, nloc, limit)
+    return ok, lid, nloc, remap, gfirst, gcnt
+
+
+@njit(cache=True)
+def _breaks(u, lo, hi, new, kind, sign, ones, inf):
+    for i in range(max(lo, 1), hi):
+        j = np.uint64(i)
+        a = order_bits(u[j - _U1], kind, False, sign, ones, inf)
+        new[j] |= a != order_bits(u[j], kind, False, sign, ones, inf)
+
+
+@njit(cache=True)
+def breaks_serial(u, new, kind, sign, ones, inf):
+    """new[i] |= sorted key u changes at i (order bits: NaNs equal, -0.0 == 0.0)."""
+    _breaks(u, 0, u.shape[0], new, kind, sign, ones, inf)
+
+
+@njit(cache=True, parallel=PRANGE_ONLY)
+def breaks_parallel(u, new, kind, sign, ones, inf):
+    n = u.shape[0]
+    for c in prange((n + CHUNK - 1) // CHUNK):
+        _breaks(u, c * CHUNK, min(n, c * CHUNK + CHUNK), new, kind, sign, ones, inf)
