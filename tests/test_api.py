@@ -167,7 +167,7 @@ def test_unsupported_lambda_names_file_line_col():
 
 def test_backends_and_trace():
     info = qc.backends()
-    assert set(info) == {"numpy", "cpu", "cuda", "opencl", "metal"}
+    assert set(info) == {"numpy", "cpu", "cuda", "opencl", "webgpu", "metal"}
     assert info["numpy"]["available"] and info["cpu"]["available"]
     assert not info["metal"]["available"] and info["metal"]["reason"]
     qc.query(X).on("cpu").select(lambda v: v + 1).sum()
