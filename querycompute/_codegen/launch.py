@@ -44,6 +44,10 @@ Kernel shapes (`KernelSet.shape`):
                  launches follow `KernelSet.schedule` (`Step`), one kernel launched
                  several times with other "value" args; buffer sizes may be "tile",
                  "tiles*R" (R per tile) or a fixed count.
+  "group"        group_by (ops/group.py): key columns (as their bits type) and value columns in;
+                 outputs sized n, and after the last launch scratch "total" holds the number
+                 of groups G: the results are the first G elements of every output. Launches
+                 follow `KernelSet.schedule` (the sort's steps, then the group kernels).
 For n == 0, "elementwise", "compact" and "scan" plans are empty (the results are empty arrays and
 nothing is launched); "reduce" plans always launch (grid 1), so identities come from the device.
 """
@@ -57,6 +61,7 @@ import numpy as np
 BLOCK = 256                 # threads per block (work-group, threadgroup) for every kernel
 MAX_REDUCE_BLOCKS = 1024    # stage-1 grid cap: the grid depends only on n -> deterministic
 MAIN_GRID = {"scan": "tiles"}   # shapes whose main grid is not their first kernel's grid
+COUNTED_SHAPES = ("compact", "group")   # results: the first scratch "total" elements of each output
 
 
 @dataclass(frozen=True)

@@ -215,14 +215,14 @@ class LaunchLoop:
                 rt.finish()
             return reduce_op.decode(ks, slots)
         count = shape.out_sizes[0] if shape.out_sizes else 0
-        if ks.shape == "compact":
+        if ks.shape in L.COUNTED_SHAPES:     # results: the first `total` slots of every output
             count = int(rt.read(shape.scratch["total"], 1, self._total, True)[0])
         if rt.keeps_results(inputs):
             outs = tuple(rt.hand_over(buf, count) for buf in bufs)
             self._give_away_outputs()
             return outs
         if not count or not bufs:
-            if ks.shape != "compact":     # nothing read that waits for the kernels
+            if ks.shape not in L.COUNTED_SHAPES:     # nothing read that waits for the kernels
                 rt.finish()
             return tuple(np.empty(0, b.dtype) for b in specs)
         last = len(bufs) - 1

@@ -1,7 +1,7 @@
 """GPU column operations between fused passes (stage_runtime.StageRuntime) for the opencl and
 cuda backends: sort / top-k / distinct / gather kernels of _codegen/ops/sort.py and topk.py,
-the scan of _codegen/ops/scan.py, run by the launch loop every GPU runtime shares
-(gpu_launch.LaunchLoop).
+the scan of _codegen/ops/scan.py and the group_by of _codegen/ops/group.py, run by the launch
+loop every GPU runtime shares (gpu_launch.LaunchLoop).
 
 One `GpuStages` per device runtime kind. Per operation and signature (spec, index type) it
 renders the KernelSet once, builds it through the backend's own compile + disk-cache path
@@ -34,7 +34,7 @@ from querycompute._codegen.launch import KernelSet
 from querycompute._codegen.ops import sort as sort_op
 from querycompute._codegen.ops import topk as topk_op
 from querycompute._codegen.ops.sort_ir import TILE
-from querycompute._codegen.stage_specs import ScanSpec, SortSpec
+from querycompute._codegen.stage_specs import GroupSpec, ScanSpec, SortSpec
 
 from .base import KernelRun
 from .gpu_launch import DeviceRuntime, LaunchLoop
@@ -151,8 +151,35 @@ class GpuStages(StageRuntime):
             self._rows(entry, first, launches, tokens, rows)
         return out
 
+    def group_by(self, spec: GroupSpec, keys: Sequence[np.ndarray], values: Sequence, params: Sequence,
+                 rows: list) -> tuple:
+        """Sort-based group_by of _codegen/ops/group.py: one kernel set (the radix sort of the
+        keys, head flags, a segmented reduce-then-scan); only the groups come back."""
+        from querycompute._codegen.ops import group as group_op
+        _check_keys(spec, keys)
+        n = len(keys[0])
+        vals = [np.ascontiguousarray(v, dtype=a.dtype) for a, v in zip(spec.aggs, values) if a.op != "count"]
+        if any(len(v) != n for v in vals):
+            raise ValueError(f"{spec.name}: value columns differ in length from the keys")
+        if n == 0:
+            return ([np.empty(0, k.dtype) for k in keys],
+                    [np.empty(0, a.dtype) for a in spec.aggs], np.empty(0, np.int64))
+        idx = index_dtype(n)
+        raw = self._run(("group", spec, idx), lambda: group_op.render_group(spec, self.dialect, idx),
+                        [_bits(k) for k in keys] + vals, params, n, rows)
+        m = len(keys)
+        counts = raw[-1]
+        outs, at = [], m
+        for a in spec.aggs:
+            if a.op == "count":
+                outs.append(counts.copy())
+            else:
+                outs.append(raw[at])
+                at += 1
+        return [r.view(np.asarray(k).dtype) for r, k in zip(raw[:m], keys)], outs, counts
 
-def _check_keys(spec: SortSpec, keys) -> None:
+
+def _check_keys(spec, keys) -> None:
     got = tuple(str(np.asarray(k).dtype) for k in keys)
     if got != tuple(spec.key_dtypes):
         raise TypeError(f"{spec.name}: key columns are {got}, the SortSpec says {spec.key_dtypes}")
