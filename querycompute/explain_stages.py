@@ -48,6 +48,11 @@ def _bits_dtypes(dtypes) -> tuple:
     return tuple(order_keys.bits_dtype(d) for d in dtypes)
 
 
+def _is_group(stage) -> bool:
+    from .group_plan import GroupStage
+    return isinstance(stage, GroupStage)
+
+
 def _gpu_kernels(stage, dialect: str, element_dtypes) -> list[tuple[str, object]]:
     """(what, KernelSet) of a column operation's GPU kernels in `dialect`."""
     from querycompute._codegen.ops import scan as scan_op
@@ -55,6 +60,9 @@ def _gpu_kernels(stage, dialect: str, element_dtypes) -> list[tuple[str, object]
     from querycompute._codegen.ops import topk as topk_op
     if isinstance(stage, S.ScanStage):
         return [("scan", scan_op.render(stage.spec, dialect))]
+    if _is_group(stage):
+        from querycompute._codegen.ops import group as group_op
+        return [("group_by", group_op.render_group(stage.spec, dialect))]
     if isinstance(stage, S.DistinctStage):
         return [("first-occurrence flags", sort_op.render_sort(stage.spec, dialect, distinct=True))]
     if isinstance(stage, S.SortStage):
@@ -78,6 +86,10 @@ def _gpu_traffic(stage, dialect: str, element_dtypes) -> list[str]:
     elif isinstance(stage, S.SortStage) and stage.window is not None:
         rows = topk_op.bytes_per_element(stage.spec)
         head = "top-k: radix select of the k-th key, order-preserving compaction, one-block sort of k"
+    elif _is_group(stage):
+        from querycompute._codegen.ops import group as group_op
+        rows = group_op.bytes_per_element(stage.spec)
+        head = group_op.describe(stage.spec)
     elif isinstance(stage, S.SortStage):
         rows = sort_op.bytes_per_element(stage.spec)
         head = f"stable LSD radix sort, {len(rows) // 2} passes of 8-bit digits (each: counts, then a stable " \

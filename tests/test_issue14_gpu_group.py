@@ -270,3 +270,12 @@ def test_item2_plan_sort_then_three_group_kernels():
     # partials: index 4 + key 4 + float64 and float32 values 12 + head flag 1
     assert per["qc_gp_group_partials"] == 21 and per["qc_gp_group_downsweep (writes, per group)"] == 4 + 8 + 4 + 4 + 8
     assert "group_by of (float32)" in group_op.describe(spec)
+
+
+def test_item5_explain_gives_the_group_kernels_bytes_per_element():
+    import querycompute as qc
+    g = qc.query(flag=np.arange(10, dtype=np.int32), price=np.arange(10.0)).group_by(lambda r: r.flag)
+    text = g.explain(backend="opencl", total=qc.sum(lambda r: r.price))
+    assert "radix sort + head flags + segmented reduce-then-scan" in text
+    assert "_group_partials:" in text and "_group_downsweep:" in text and "total:" in text
+    assert "_group_downsweep" in g.source(backend="cuda", total=qc.sum(lambda r: r.price))
