@@ -176,7 +176,8 @@ class _Lower:
 
     def scan(self) -> K.Kernel:
         tiles, chunk, j = K.KVar("tiles", I64), K.KVar("chunk", I64), K.KVar("j", I64)
-        c, incl, gc, tail, lf = K.KVar("c", I64), K.KVar("incl", I64), K.KVar("gcarry", I64), K.KVar("last", I32), K.KVar("lflag", I32)
+        c, incl, gc = K.KVar("c", I64), K.KVar("incl", I64), K.KVar("gcarry", I64)
+        tail, lf = K.KVar("last", I32), K.KVar("lflag", I32)
         carry = [ln.var("carry") for ln in self.lanes]
         lastv = [ln.var("lastv") for ln in self.lanes]
         before = [ln.var("before") for ln in self.lanes]
