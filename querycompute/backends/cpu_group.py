@@ -1,8 +1,9 @@
 """group_by on the cpu backend (CpuStages.group_by): group ids by per-chunk hash tables when
 there are few groups, a stable radix sort otherwise; the aggregates in a generated module.
 
-    1. one exact uint64 word per row: the key's order bits (one key, read in place) or the
-       keys' bits packed side by side (the stage kernels' `pack`, when they fit 64 bits).
+    1. one exact word per row: the key's order bits (one key, read in place) or the keys'
+       bits packed side by side (the stage kernels' `pack`, when they fit 64 bits) in the
+       narrowest unsigned type that holds them (Q1's two uint8 flags: a uint16).
     2. low cardinality (<= GROUP_TABLE_MAX = 4096 groups; TPC-H's Q1 has 4, Q12 2):
        cpu_group_kernels.group_ids gives each row a chunk-local group id and each chunk's
        local groups their sorted position (exact integers), counts and first rows; the
@@ -82,7 +83,7 @@ class CpuGroupBy:
         if len(keys) == 1:
             word = keys[0]
         elif sum(k.dtype.itemsize for k in keys) <= 8:
-            word = st._pack((False,) * len(keys), keys, rows, f"{spec.name}_")
+            word = self._pack(keys, rows, f"{spec.name}_")
         ids = None
         if word is not None and 0 < self.limit <= 65536:
             ok, lid, nloc, remap, first, counts = st._run(
@@ -109,6 +110,19 @@ class CpuGroupBy:
             else:
                 out.append(acc[k].astype(a.dtype, copy=False))
         return group_keys, out, counts
+
+    def _pack(self, keys, rows, label) -> np.ndarray:
+        """The keys' order bits side by side in the narrowest unsigned word that holds them
+        all (the first key highest: the word orders and equals as the tuple)."""
+        from .cpu_stages import _consts, _raw
+        total = sum(k.dtype.itemsize for k in keys)
+        w = np.zeros(len(keys[0]), f"u{next(b for b in (1, 2, 4, 8) if b >= total)}")
+        for k in keys:
+            width = 8 * k.dtype.itemsize
+            kind, sign, ones, inf = _consts(k.dtype)
+            self.stages._run(self.stages._kernels(), "pack", len(w), rows, label, w, _raw(k),
+                             width, width, kind, False, sign, ones, inf)
+        return w
 
     def _sorted_runs(self, spec, keys, word, rows):
         """(stable sort permutation, run starts with n appended): step 3."""

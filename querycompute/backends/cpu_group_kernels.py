@@ -23,21 +23,28 @@ Group ids (group_ids_parallel): each key is one exact uint64 word (its order bit
 Run starts (breaks_parallel): new[i] |= order bits of u[i] != those of u[i-1], over keys
   already in sorted order (one key column at a time).
 """
+CNT_WAYS = 4                               # counters per group (a power of 2)
 
 
 @njit(cache=True)
 def _local_ids(u, lo, hi, limit, lid, words, first, cnt, kind, sign, ones, inf):
-    """Step 1 for rows [lo, hi): the number of local groups, or -1 past `limit`."""
-    tbits = _table_bits(limit)
+    """Step 1 for rows [lo, hi): the number of local groups, or -1 past `limit`. Keys of
+    one byte index a 256-entry table directly; wider ones hash. Counts go to CNT_WAYS
+    counters per group by row (no chain of increments through one memory cell)."""
+    direct = u.itemsize == 1
+    tbits = 8 if direct else _table_bits(limit)
     size = 1 << tbits
     mask = np.uint64(size - 1)
     sh = np.uint64(64 - tbits)
     ids = np.full(size, -1, np.int32)
     slots = np.empty(size, np.uint64)
     m = 0
+    isf = kind == FLOAT
     for i in range(lo, hi):
-        w = order_bits(u[np.uint64(i)], kind, False, sign, ones, inf)
-        s = (w * _GOLDEN) >> sh
+        # the table holds raw bits (one-to-one with the order bits) except for floats,
+        # whose NaNs and zeros must collapse; order_bits per row costs more than the lookup
+        w = order_bits(u[np.uint64(i)], kind, False, sign, ones, inf) if isf else np.uint64(u[np.uint64(i)])
+        s = w if direct else (w * _GOLDEN) >> sh
         while ids[s] >= 0 and slots[s] != w:
             s = (s + _U1) & mask
         j = ids[s]
@@ -47,9 +54,11 @@ def _local_ids(u, lo, hi, limit, lid, words, first, cnt, kind, sign, ones, inf):
             j = m
             m += 1
             ids[s], slots[s] = j, w
-            words[j], first[j], cnt[j] = w, i, 0
+            words[j], first[j] = order_bits(u[np.uint64(i)], kind, False, sign, ones, inf), i
+            for r in range(CNT_WAYS):
+                cnt[j * CNT_WAYS + r] = 0
         lid[np.uint64(i)] = j
-        cnt[j] += 1
+        cnt[np.uint64(j * CNT_WAYS) + (np.uint64(i) & np.uint64(CNT_WAYS - 1))] += 1
     return m
 
 
@@ -85,7 +94,8 @@ def _merge_ids(words, first, cnt, nloc, limit):
                 G += 1
                 ids[s], gw[g], gfirst[g] = g, w, first[c, j]
             remap[c, j] = g
-            gcnt[g] += cnt[c, j]
+            for r in range(CNT_WAYS):
+                gcnt[g] += cnt[c, j * CNT_WAYS + r]
     order = np.argsort(gw[:G])                  # words are distinct: any sort is exact
     rank = np.empty(G, np.int32)
     for r in range(G):
@@ -104,7 +114,7 @@ def group_ids_serial(u, limit, kind, sign, ones, inf):
     nch = (n + CHUNK - 1) // CHUNK
     lid = np.empty(n, np.uint16)
     words = np.empty((nch, limit), np.uint64)
-    first, cnt = np.empty((nch, limit), np.int64), np.empty((nch, limit), np.int64)
+    first, cnt = np.empty((nch, limit), np.int64), np.empty((nch, CNT_WAYS * limit), np.int64)
     nloc = np.empty(nch, np.int64)
     for c in range(nch):
         nloc[c] = _local_ids(u, c * CHUNK, min(n, c * CHUNK + CHUNK), limit, lid, words[c],
@@ -120,7 +130,7 @@ def group_ids_parallel(u, limit, kind, sign, ones, inf):
     nch = (n + CHUNK - 1) // CHUNK
     lid = np.empty(n, np.uint16)
     words = np.empty((nch, limit), np.uint64)
-    first, cnt = np.empty((nch, limit), np.int64), np.empty((nch, limit), np.int64)
+    first, cnt = np.empty((nch, limit), np.int64), np.empty((nch, CNT_WAYS * limit), np.int64)
     nloc = np.empty(nch, np.int64)
     for c in prange(nch):
         nloc[c] = _local_ids(u, c * CHUNK, min(n, c * CHUNK + CHUNK), limit, lid, words[c],

@@ -8,7 +8,11 @@ split by SOURCE chunk (row index // CHUNK, CHUNK fixed: independent of the threa
 each chunk's rows are folded in source order into a partial, and the partials are folded in
 chunk order; a fold's seed is combined in front at the end. sum/min/max/any/all start their
 partials and total from an exact identity (sum -0.0 or 0, min +inf or the type's max, ...),
-so `identity + x0` is x0; a fold (no identity) starts from its first element.
+so `identity + x0` is x0; a fold (no identity) starts from its first element. A SUM's
+chunk partial is itself WAYS partials (rows i with i % WAYS == r, each in source order),
+folded r = 0..WAYS-1: four independent chains of adds instead of one through a single
+memory cell (a sum is commutative; min/max keep one chain so that the earlier of equal
+values wins, folds one so that element order is kept).
 
     <name>_low_serial / _parallel(lid, nloc, remap, G, values..., params...)
         low cardinality: per chunk (in parallel) a private table of partials indexed by the
@@ -35,6 +39,7 @@ from .numba_py_helpers import helper_source, jit_decorator
 from .numba_scan import PRELUDE
 
 SEG_BLOCK = 256                        # groups per parallel task of the seg entry point
+WAYS = 4                               # partials per chunk and group of a sum (a power of 2)
 ACCUMULATING = ("sum", "min", "max", "any", "all", "fold")
 
 
@@ -74,6 +79,15 @@ class _Printer:
     # ---- per aggregate spellings ----------------------------------------------------------
     def agg(self, k: int) -> GroupAgg:
         return self.spec.aggs[k]
+
+    def ways(self, k: int) -> int:
+        return WAYS if self.agg(k).op == "sum" else 1
+
+    def slot(self, k: int, j: str, i: str) -> str:
+        """The table index of row i's partial of local group j (module doc: WAYS)."""
+        if self.ways(k) == 1:
+            return j
+        return f"{j} * np.uint64(WAYS) + (np.uint64({i}) & np.uint64(WAYS - 1))"
 
     def array_type(self, k: int) -> str:
         d = self.agg(k).dtype
@@ -117,13 +131,14 @@ class _Printer:
         lines = [f"def {n}_chunk(lid, lo, hi, m{accs}{self.vals}{self.params}):",
                  '    """Partials of rows [lo, hi) per local group (lid), in row order."""',
                  "    for j in range(m):"]
-        lines += [f"        a{k}[j] = {_identity(self.agg(k).op, self.agg(k).dtype)}"
+        lines += [f"        for r in range({self.ways(k)}):\n"
+                  f"            a{k}[j * {self.ways(k)} + r] = {_identity(self.agg(k).op, self.agg(k).dtype)}"
                   for k in ks if self.agg(k).op != "fold"] or ["        pass"]
         lines += [f"    s{k} = np.zeros(max(m, 1), np.bool_)" for k in ks if self.agg(k).op == "fold"]
         lines += ["    for i in range(lo, hi):", "        j = np.uint64(lid[np.uint64(i)])"]
         for k in ks:
             lines.append(f"        x{k} = {self.load(k, 'i')}")
-            lines += self.fold_into(k, f"a{k}[j]", f"s{k}[j]", f"x{k}", "        ")
+            lines += self.fold_into(k, f"a{k}[{self.slot(k, 'j', 'i')}]", f"s{k}[j]", f"x{k}", "        ")
         return f"{jit_decorator(self.cache)}\n" + "\n".join(lines)
 
     def merge(self) -> str:
@@ -142,8 +157,13 @@ class _Printer:
         lines += ["    for c in range(nloc.shape[0]):", "        for j in range(nloc[c]):",
                   "            g = remap[c, j]"]
         for k in ks:
-            lines.append(f"            x{k} = a{k}[c, j]")
-            lines += self.fold_into(k, f"r{k}[g]", f"s{k}[g]", f"x{k}", "            ")
+            if self.ways(k) == 1:
+                lines.append(f"            x{k} = a{k}[c, j]")
+                lines += self.fold_into(k, f"r{k}[g]", f"s{k}[g]", f"x{k}", "            ")
+                continue
+            lines += [f"            for r in range({self.ways(k)}):",
+                      f"                x{k} = a{k}[c, j * {self.ways(k)} + r]"]
+            lines += self.fold_into(k, f"r{k}[g]", f"s{k}[g]", f"x{k}", "                ")
         lines += self.seed_lines("r{k}[g]", "    for g in range(G):", "        ")
         lines.append(f"    return ({''.join(f'r{k}, ' for k in ks)})")
         return f"{jit_decorator(self.cache)}\n" + "\n".join(lines)
@@ -164,7 +184,7 @@ class _Printer:
         lines = [f"def {n}_low_{flavour}(lid, nloc, remap, G{self.vals}{self.params}):",
                  '    """Low cardinality: per-chunk partials, merged in chunk order (module doc)."""',
                  "    n = lid.shape[0]", "    nch = (n + CHUNK - 1) // CHUNK", "    L = remap.shape[1]"]
-        lines += [f"    a{k} = np.empty((nch, L), {self.array_type(k)})" for k in ks]
+        lines += [f"    a{k} = np.empty((nch, L * {self.ways(k)}), {self.array_type(k)})" for k in ks]
         rows = "".join(f", a{k}[c]" for k in ks)
         lines += [f"    for c in {rng}(nch):",
                   f"        {n}_chunk(lid, c * CHUNK, min(n, c * CHUNK + CHUNK), nloc[c]{rows}"
@@ -174,47 +194,67 @@ class _Printer:
         return f"{deco}\n" + "\n".join(lines)
 
     def segment(self) -> str:
-        """One group of the seg entry point: its rows perm[s:e] with the chunk rule."""
+        """One group of the seg entry point: its rows perm[s:e] with the chunk rule; a sum's
+        WAYS partials live in the scratch array w<k>."""
         n, ks = self.name, self.ks
         res = "".join(f", r{k}" for k in ks)
-        lines = [f"def {n}_segment(perm, s, e, g{res}{self.vals}{self.params}):",
+        scratch = "".join(f", w{k}" for k in ks if self.ways(k) > 1)
+        lines = [f"def {n}_segment(perm, s, e, g{res}{scratch}{self.vals}{self.params}):",
                  '    """Group g: rows perm[s:e] (source order) by source chunk, in order."""']
         for k in ks:
             a = self.agg(k)
             init = self.seed(k) if a.op == "fold" else _identity(a.op, a.dtype)
             lines.append(f"    t{k} = {init}")             # the total
-            lines.append(f"    p{k} = {init}")             # the current chunk's partial
+            if self.ways(k) > 1:
+                lines += [f"    for r in range(WAYS):", f"        w{k}[r] = {init}"]
+            else:
+                lines.append(f"    p{k} = {init}")         # the current chunk's partial
             if a.op == "fold":
-                lines.append(f"    st{k} = False")
-                lines.append(f"    sp{k} = False")
+                lines += [f"    st{k} = False", f"    sp{k} = False"]
         lines += ["    cur = perm[s] // CHUNK", "    for q in range(s, e):",
                   "        i = perm[q]", "        if i // CHUNK != cur:", "            cur = i // CHUNK"]
-        for k in ks:
-            lines += self.fold_into(k, f"t{k}", f"st{k}", f"p{k}", "            ")
-            a = self.agg(k)
-            lines.append(f"            p{k} = {self.seed(k) if a.op == 'fold' else _identity(a.op, a.dtype)}")
-            if a.op == "fold":
-                lines.append(f"            sp{k} = False")
+        lines += self.close_chunk("            ")
         for k in ks:
             lines.append(f"        x{k} = {self.load(k, 'i')}")
-            lines += self.fold_into(k, f"p{k}", f"sp{k}", f"x{k}", "        ")
-        for k in ks:
-            lines += self.fold_into(k, f"t{k}", f"st{k}", f"p{k}", "    ")
+            if self.ways(k) > 1:
+                lines += self.fold_into(k, f"w{k}[np.uint64(i) & np.uint64(WAYS - 1)]", "", f"x{k}", "        ")
+            else:
+                lines += self.fold_into(k, f"p{k}", f"sp{k}", f"x{k}", "        ")
+        lines += self.close_chunk("    ")
         lines += self.seed_lines("t{k}", "", "    ")
         lines += [f"    r{k}[g] = t{k}" for k in ks]
         return f"{jit_decorator(self.cache)}\n" + "\n".join(lines)
+
+    def close_chunk(self, ind: str) -> list:
+        """Lines folding the current chunk's partials into the totals (and resetting them)."""
+        out = []
+        for k in self.ks:
+            a = self.agg(k)
+            init = self.seed(k) if a.op == "fold" else _identity(a.op, a.dtype)
+            if self.ways(k) > 1:
+                out += [f"{ind}for r in range(WAYS):", f"{ind}    z{k} = w{k}[r]"]
+                out += self.fold_into(k, f"t{k}", "", f"z{k}", ind + "    ")
+                out.append(f"{ind}    w{k}[r] = {init}")
+            else:
+                out += self.fold_into(k, f"t{k}", f"st{k}", f"p{k}", ind)
+                out.append(f"{ind}p{k} = {init}")
+                if a.op == "fold":
+                    out.append(f"{ind}sp{k} = False")
+        return out
 
     def seg(self, flavour: str) -> str:
         n, ks = self.name, self.ks
         rng = "prange" if flavour == "parallel" else "range"
         res = "".join(f", r{k}" for k in ks)
+        scratch = "".join(f", w{k}" for k in ks if self.ways(k) > 1)
         lines = [f"def {n}_seg_{flavour}(perm, starts{self.vals}{self.params}):",
                  '    """Any cardinality: each group over its sorted rows (module doc)."""',
                  "    G = starts.shape[0] - 1"]
         lines += [f"    r{k} = np.empty(G, {self.array_type(k)})" for k in ks]
-        lines += [f"    for b in {rng}((G + SEG_BLOCK - 1) // SEG_BLOCK):",
-                  "        for g in range(b * SEG_BLOCK, min(G, b * SEG_BLOCK + SEG_BLOCK)):",
-                  f"            {n}_segment(perm, starts[g], starts[g + 1], g{res}{self.vals}{self.params})",
+        lines += [f"    for b in {rng}((G + SEG_BLOCK - 1) // SEG_BLOCK):"]
+        lines += [f"        w{k} = np.empty(WAYS, {self.array_type(k)})" for k in ks if self.ways(k) > 1]
+        lines += ["        for g in range(b * SEG_BLOCK, min(G, b * SEG_BLOCK + SEG_BLOCK)):",
+                  f"            {n}_segment(perm, starts[g], starts[g + 1], g{res}{scratch}{self.vals}{self.params})",
                   f"    return ({''.join(f'r{k}, ' for k in ks)})"]
         deco = jit_decorator(self.cache, parallel=flavour == "parallel")
         return f"{deco}\n" + "\n".join(lines)
@@ -229,7 +269,7 @@ class _Printer:
                   f"params: {', '.join(f'{p.name}: {p.dtype}' for p in s.params) or 'none'}\n"
                   f"The order of every fold: querycompute/_codegen/dialects/numba_group.py.\n"
                   f'Globals come from querycompute._codegen.dialects.numba_py_runtime.namespace().\n"""\n'
-                  f"CHUNK = {CHUNK}\nSEG_BLOCK = {SEG_BLOCK}")
+                  f"CHUNK = {CHUNK}\nSEG_BLOCK = {SEG_BLOCK}\nWAYS = {WAYS}")
         helper_src = [helper_source(kind, ft, self.cache) for kind, ft in sorted(self.helpers, key=str)]
         return "\n\n\n".join([header] + helper_src + funcs) + "\n"
 
