@@ -120,6 +120,10 @@ class Wgsl(WgslKernelPrinter, CFamily):
             a, b = self.code(e.a), self.code(e.b)
             if e.a.dtype == "bool" and e.op not in ("eq", "ne"):
                 a, b = S.call("u32", a), S.call("u32", b)
+            if e.op == "ne" and D.is_float(e.a.dtype):
+                # naga emits `!=` as an ordered compare (false when either side is NaN);
+                # IEEE and NumPy say NaN != x is true: the negated ordered `==` is.
+                return S.unary("!", S.binary(a, "==", b))
             return S.binary(a, _CMP[e.op], b)
         if isinstance(e, E.Where):
             return S.call("select", self.code(e.b), self.code(e.a), self.code(e.cond))
@@ -177,7 +181,9 @@ class Wgsl(WgslKernelPrinter, CFamily):
     def cast(self, x: Code, src: str, dst: str) -> Code:
         if src == dst:
             return x
-        if dst == "bool":
+        if dst == "bool":                          # NaN is truthy: see code() on `!=`
+            if D.is_float(src):
+                return S.unary("!", S.binary(x, "==", self.lit(0, src)))
             return S.binary(x, "!=", self.lit(0, src))
         if src == "bool":
             return Code(self.round_f16(f"f32({x.text})")) if dst == "float16" else S.call(self.t(dst), x)
