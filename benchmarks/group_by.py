@@ -16,7 +16,7 @@ Implementations:
     pandas    DataFrame.groupby(keys, sort=True)["v"].agg(["sum", "count", "mean"])
     polars    DataFrame.group_by(keys).agg(sum, len, mean).sort(keys)
 Every result is checked against numpy (sums within 1e-9 relative) before it is timed;
-samples are taken round-robin (timing.interleaved). Writes results/group_by.json.
+samples are taken round-robin (timing.interleaved). Writes benchmarks/results/group_by.json.
 """
 from __future__ import annotations
 
@@ -135,7 +135,7 @@ def main() -> None:
             row = next(r for r in results if r["case"] == case and r["impl"] == name)
             row.update(median_ms=t[name].median_ms, min_ms=t[name].min_ms)
             print(f"{case:8s} {name:9s} {t[name].median_ms:9.2f} ms  ({t[name].median_ms / ref:5.2f}x pandas)")
-    out = HERE.parent / "results" / "group_by.json"
+    out = HERE / "results" / "group_by.json"
     out.parent.mkdir(exist_ok=True)
     out.write_text(json.dumps({"n": n, "results": results}, indent=1))
     print(f"wrote {out}")
