@@ -9,7 +9,7 @@ from querycompute._codegen import launch as L
 from querycompute._codegen.gpu import render
 from querycompute._codegen.program import Pass
 
-from ..errors import codegen_errors
+from ..errors import QueryError, codegen_errors
 from .base import Backend
 
 
@@ -32,3 +32,40 @@ class GeneratedSourceBackend(Backend):
 
     def launch_shape(self, p: Pass, n: int) -> list[dict]:
         return L.launch_shapes(self.kernel_set(p), n)
+
+
+class DeviceBackend(GeneratedSourceBackend):
+    """A generated-source backend on one device of this process, opened on first use
+    (`open_device`, a subclass's: raises RuntimeError with the reason when there is none)."""
+
+    def __init__(self):
+        self._dev = None
+        self._why = ""
+        super().__init__()
+
+    def open_device(self):
+        raise NotImplementedError
+
+    def _device(self):
+        if self._dev is None and not self._why:
+            try:
+                self._dev = self.open_device()
+            except RuntimeError as exc:
+                self._why = str(exc)
+        return self._dev
+
+    @property
+    def initialised(self) -> bool:
+        """Whether this process opened the device (then a forked child must not use it)."""
+        return self._dev is not None
+
+    def availability(self) -> tuple[bool, str]:
+        dev = self._device()
+        return (True, dev.description) if dev else (False, self._why)
+
+    def require_device(self):
+        """The device, or QueryError saying why this backend can't run here."""
+        dev = self._device()
+        if dev is None:
+            raise QueryError(f"{self.name} backend unavailable: {self._why}")
+        return dev

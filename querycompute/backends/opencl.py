@@ -24,7 +24,7 @@ from querycompute._codegen import launch as L
 from querycompute._codegen.program import Pass
 
 from ..errors import QueryError
-from .generated import GeneratedSourceBackend
+from .generated import DeviceBackend
 from .base import Prepared
 from .gpu_launch import DeviceRuntime, GpuPrepared, LaunchLoop, strided_span
 from .opencl_device import DeviceContext, cached_program, open_device
@@ -101,41 +101,20 @@ class OpenCLPrepared(GpuPrepared):
         return self._loop
 
 
-class OpenCLBackend(GeneratedSourceBackend):
+class OpenCLBackend(DeviceBackend):
     name = "opencl"
     dialect = "opencl"
 
-    def __init__(self):
-        self._dev: DeviceContext | None = None
-        self._why = ""
-        super().__init__()
-
-    def _device(self) -> DeviceContext | None:
-        if self._dev is None and not self._why:
-            try:
-                self._dev = open_device()
-            except RuntimeError as exc:
-                self._why = str(exc)
-        return self._dev
-
-    @property
-    def initialised(self) -> bool:
-        """Whether this process opened the device (then a forked child must not use it)."""
-        return self._dev is not None
+    def open_device(self) -> DeviceContext:
+        return open_device()
 
     @property
     def is_gpu(self) -> bool:
         dev = self._device()
         return bool(dev and dev.is_gpu)
 
-    def availability(self) -> tuple[bool, str]:
-        dev = self._device()
-        return (True, dev.description) if dev else (False, self._why)
-
     def prepare(self, p: Pass) -> Prepared:
-        dev = self._device()
-        if dev is None:
-            raise QueryError(f"opencl backend unavailable: {self._why}")
+        dev = self.require_device()
         ks = self.kernel_set(p)
         if "cl_khr_fp64" in ks.source and not dev.has_fp64:
             raise QueryError(f"float64 is not supported by the OpenCL device {dev.description} "

@@ -38,7 +38,7 @@ from querycompute._codegen.program import Pass
 
 from ..errors import QueryError
 from .base import Prepared
-from .generated import GeneratedSourceBackend
+from .generated import DeviceBackend
 from .gpu_launch import DeviceRuntime, GpuPrepared, LaunchLoop, strided_span
 from .webgpu_device import WebGPUDevice, cached_module, open_device
 
@@ -215,26 +215,12 @@ class WebGPUPrepared(GpuPrepared):
         return super().run_quick(inputs, params, n)
 
 
-class WebGPUBackend(GeneratedSourceBackend):
+class WebGPUBackend(DeviceBackend):
     name = "webgpu"
     dialect = "webgpu"
 
-    def __init__(self):
-        self._dev: WebGPUDevice | None = None
-        self._why = ""
-        super().__init__()
-
-    def _device(self) -> WebGPUDevice | None:
-        if self._dev is None and not self._why:
-            try:
-                self._dev = open_device()
-            except RuntimeError as exc:
-                self._why = str(exc)
-        return self._dev
-
-    @property
-    def initialised(self) -> bool:
-        return self._dev is not None
+    def open_device(self) -> WebGPUDevice:
+        return open_device()
 
     @property
     def is_gpu(self) -> bool:
@@ -242,15 +228,9 @@ class WebGPUBackend(GeneratedSourceBackend):
         dev = self._device()
         return bool(dev and not dev.is_cpu)
 
-    def availability(self) -> tuple[bool, str]:
-        dev = self._device()
-        return (True, dev.description) if dev else (False, self._why)
-
     def prepare(self, p: Pass) -> Prepared:
         ks = self.kernel_set(p)             # type errors (64-bit values) first: they hold anywhere
-        dev = self._device()
-        if dev is None:
-            raise QueryError(f"webgpu backend unavailable: {self._why}")
+        dev = self.require_device()
         t0 = time.perf_counter()
         module, origin = cached_module(dev, ks.source, [k.name for k in ks.kernels],
                                        [s.dtype for s in p.program.inputs])
