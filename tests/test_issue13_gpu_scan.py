@@ -12,13 +12,10 @@ results must be equal whatever the grouping, except in the one test of arbitrary
 """
 from __future__ import annotations
 
-import shutil
-import subprocess
-from pathlib import Path
 
 import numpy as np
 import pytest
-from nvrtc_check import ARCHS, ptx_of
+from compile_checks import ARCHS, metal_compiles, ptx_of
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -234,18 +231,8 @@ def test_item4_nvrtc_compiles_scan_for_sm80_and_sm90(dt):
 
 @pytest.mark.parametrize("dt", [d for d in ALL if d != "float64"])
 def test_item4_metal_scan_compiles_as_cpp(dt, tmp_path):
-    if shutil.which("g++") is None:
-        pytest.skip("g++ not installed")
-    inc = tmp_path / "inc"
-    inc.mkdir()
-    (inc / "metal_stdlib").write_text(f'#include "{Path(__file__).with_name("metal_compat.h")}"\n')
     for kind in _cuda_kinds(dt):
-        src = scan.render(spec_of(kind, dt), "metal").source
-        f = tmp_path / "scan.metal.cpp"
-        f.write_text(src)
-        r = subprocess.run(["g++", "-std=c++17", "-fsyntax-only", "-Wno-attributes", "-I", str(inc), str(f)],
-                           capture_output=True, text=True)
-        assert r.returncode == 0, r.stderr[:4000] + "\n" + src
+        metal_compiles(scan.render(spec_of(kind, dt), "metal").source, tmp_path, "scan")
 
 
 def test_item4_metal_float64_scan_is_a_clear_error():

@@ -4,12 +4,10 @@ the CPU harness, all against the numpy reference NumpyStages; every kernel compi
 (sm_80, sm_90) and passes the Metal compile check."""
 from __future__ import annotations
 
-import shutil
-import subprocess
 
 import numpy as np
 import pytest
-from nvrtc_check import ARCHS, ptx_of
+from compile_checks import ARCHS, metal_compiles, ptx_of
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -188,17 +186,8 @@ def test_item4_every_kernel_compiles_with_nvrtc():
 
 
 def test_item4_every_kernel_passes_the_metal_compile_check(tmp_path):
-    if shutil.which("g++") is None:
-        pytest.skip("g++ not installed")
-    from pathlib import Path
-    compat = Path(__file__).with_name("metal_compat.h")
-    (tmp_path / "metal_stdlib").write_text(f'#include "{compat}"\n')
     for i, ks in enumerate(every_set("metal")):
-        f = tmp_path / f"k{i}.metal.cpp"
-        f.write_text(ks.source)
-        r = subprocess.run(["g++", "-std=c++17", "-fsyntax-only", "-Wno-attributes", "-I", str(tmp_path), str(f)],
-                           capture_output=True, text=True)
-        assert r.returncode == 0, r.stderr[:4000]
+        metal_compiles(ks.source, tmp_path, f"k{i}")
 
 
 # ---- the launch plan and the bytes moved ---------------------------------------------------------

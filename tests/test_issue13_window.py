@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from nvrtc_check import ARCHS, ptx_of
+from compile_checks import ARCHS, ptx_of
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

@@ -12,15 +12,12 @@ sums are the same bits on every run.
 """
 from __future__ import annotations
 
-import shutil
-import subprocess
-from pathlib import Path
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from nvrtc_check import ARCHS, ptx_of
+from compile_checks import ARCHS, metal_compiles, ptx_of
 
 from querycompute._codegen import expr as E
 from querycompute._codegen import launch as L
@@ -245,16 +242,8 @@ def test_item2_every_group_kernel_compiles_with_nvrtc():
 
 
 def test_item2_every_group_kernel_passes_the_metal_compile_check(tmp_path):
-    if shutil.which("g++") is None:
-        pytest.skip("g++ not installed")
-    compat = Path(__file__).with_name("metal_compat.h")
-    (tmp_path / "metal_stdlib").write_text(f'#include "{compat}"\n')
     for i, ks in enumerate(every_set("metal")):
-        f = tmp_path / f"g{i}.metal.cpp"
-        f.write_text(ks.source)
-        r = subprocess.run(["g++", "-std=c++17", "-fsyntax-only", "-Wno-attributes", "-I", str(tmp_path), str(f)],
-                           capture_output=True, text=True)
-        assert r.returncode == 0, r.stderr[:4000]
+        metal_compiles(ks.source, tmp_path, f"g{i}")
 
 
 # ---- the launch plan and the bytes moved ---------------------------------------------------------
