@@ -289,7 +289,7 @@ def positional(name: str, arg, default) -> Terminal:
     element_at's Count)."""
     if arg is not None and not isinstance(arg, Count) and getattr(arg, "__code__", None) is None:
         arg = _text_lambda(name, arg)
-    return Terminal(name, ((name, T.AggSpec("first", arg, default)),))
+    return Terminal(name, ((name, T.AggSpec(name, arg, default)),))     # (kind: for the empty error)
 
 
 def _text_lambda(kind: str, fn):

@@ -25,8 +25,9 @@ class Columns:
 
 @dataclass(frozen=True)
 class Window:
-    """Consecutive take / skip: ("take" | "skip" | "upto", parameter index or -1, constant)
-    per operator; "upto" i keeps i + 1 elements (element_at after a sort)."""
+    """Consecutive take / skip: ("take" | "skip" | "upto" | "at", parameter index or -1,
+    constant) per operator; "upto" i keeps i + 1 elements (element_at after a sort), "at" i
+    skips i elements, or all of them when i < 0 (element_at's position)."""
     ops: tuple
 
     def bounds(self, params, n: int) -> tuple[int, int]:
@@ -35,6 +36,8 @@ class Window:
             v = int(params[at]) if at >= 0 else const
             if kind == "skip":
                 lo = min(hi, lo + max(v, 0))
+            elif kind == "at":                     # element_at(i): nothing for i < 0
+                lo = min(hi, lo + v) if v >= 0 else hi
             else:
                 hi = min(hi, lo + max(v + (kind == "upto"), 0))
         return lo, hi

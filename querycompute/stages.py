@@ -335,7 +335,7 @@ class _Planner:
         slot = len(self.nodes)
         window = None
         if name == "element_at":
-            window = Window((("skip", self._count_param(slot), 0), ("take", -1, 1)))
+            window = Window((("at", self._count_param(slot), 0), ("take", -1, 1)))
         elif spec.fn is not None:
             src = self.infos[slot][0]
             lw.b.body.append(Filter(_truthy(_scalar(lw.apply(slot, element), src, f"{name} predicate"))))

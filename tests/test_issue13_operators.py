@@ -272,6 +272,9 @@ def test_item1_positional_terminals(backend):
     q = qc.query(x).on(backend)
     assert q.last() == 3 and q.last(lambda v: v < 4) == 3 and q.last(lambda v: v > 4) == 5
     assert q.element_at(2) == 4 and q.element_at(9, default=-1) == -1
+    assert q.element_at(-1, default=-7) == -7 and q.order_by().element_at(-2, default=-7) == -7
+    with pytest.raises(qc.EmptySequenceError):
+        q.where(lambda v: v > 1).element_at(-1)
     assert q.single(lambda v: v == 4) == 4
     with pytest.raises(qc.MultipleElementsError):
         q.single(lambda v: v == 1)
