@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
+from . import expr as E
 from .expr import Const, Expr
 from .program import ParamSpec
 
@@ -70,3 +71,17 @@ class GroupSpec:
     aggs: tuple[GroupAgg, ...]
     params: tuple[ParamSpec, ...] = ()   # the Params the folds' combines read
     name: str = "qc_group"
+
+
+def check_combine(combine: Expr, dtype: str, params: tuple, what: str) -> None:
+    """A fold's / scan's `combine` may read only Var acc and Var item of `dtype` and the
+    Params listed in `params`: ValueError naming `what` otherwise."""
+    names = {p.name for p in params}
+    for node in E.walk(combine):
+        if isinstance(node, E.Var) and (node.name not in ("acc", "item") or node.dtype != dtype):
+            raise ValueError(f"{what}: combine reads Var {node.name!r} ({node.dtype}); "
+                             f"only acc and item of {dtype} are defined")
+        if isinstance(node, E.Param) and node.name not in names:
+            raise ValueError(f"{what}: combine reads Param {node.name!r}, not in spec.params")
+        if isinstance(node, (E.Load, E.Index)):
+            raise ValueError(f"{what}: combine may read acc, item and params only")

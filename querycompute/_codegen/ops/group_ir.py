@@ -31,7 +31,7 @@ from ..launch import BLOCK
 from ..lower_block import LID
 from ..lower_element import rename
 from ..program import ElementProgram
-from ..stage_specs import GroupAgg, GroupSpec
+from ..stage_specs import GroupAgg, GroupSpec, check_combine
 
 I32, I64 = "int32", "int64"
 VALID = K.KVar("valid", "bool")
@@ -83,15 +83,7 @@ def _check(spec: GroupSpec, agg: GroupAgg) -> None:
         return
     if agg.combine is None or agg.seed is None:
         raise ValueError(f"{spec.name}: a fold needs its combine and seed")
-    names = {p.name for p in spec.params}
-    for node in E.walk(agg.combine):
-        if isinstance(node, E.Var) and (node.name not in ("acc", "item") or node.dtype != agg.dtype):
-            raise ValueError(f"{spec.name}: a fold's combine reads Var {node.name!r} ({node.dtype}); "
-                             f"only acc and item of {agg.dtype} are defined")
-        if isinstance(node, E.Param) and node.name not in names:
-            raise ValueError(f"{spec.name}: a fold's combine reads Param {node.name!r}, not in spec.params")
-        if isinstance(node, (E.Load, E.Index)):
-            raise ValueError(f"{spec.name}: a fold's combine may read acc, item and params only")
+    check_combine(agg.combine, agg.dtype, spec.params, f"{spec.name}: a fold")
 
 
 class Combiner:

@@ -63,7 +63,7 @@ from ..launch import BLOCK, BufferSpec, KernelArg, KernelSet, KernelSpec
 from ..lower_block import LANE, LID, WARP
 from ..lower_element import check_name, elems_per_thread, rename
 from ..program import ElementProgram
-from ..stage_specs import ScanSpec
+from ..stage_specs import ScanSpec, check_combine
 
 SHAPE = "scan"
 LOOKBACK = 32            # CUDA look-back group: tiles, one per lane of warp 0
@@ -309,15 +309,7 @@ _SCRATCH = {"block_aggs": None, "block_carry": None, "block_incl": None, "block_
 
 
 def _check(spec: ScanSpec) -> None:
-    names = {p.name for p in spec.params}
-    for node in E.walk(spec.combine):
-        if isinstance(node, E.Var) and (node.name not in ("acc", "item") or node.dtype != spec.dtype):
-            raise ValueError(f"scan {spec.name}: combine reads Var {node.name!r} ({node.dtype}); "
-                             f"only acc and item of {spec.dtype} are defined")
-        if isinstance(node, E.Param) and node.name not in names:
-            raise ValueError(f"scan {spec.name}: combine reads Param {node.name!r}, not in spec.params")
-        if isinstance(node, (E.Load, E.Index)):
-            raise ValueError(f"scan {spec.name}: combine may read acc, item and params only")
+    check_combine(spec.combine, spec.dtype, spec.params, f"scan {spec.name}")
 
 
 def lower(spec: ScanSpec, dialect: str, group: int = LOOKBACK):
