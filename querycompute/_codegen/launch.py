@@ -91,11 +91,14 @@ class BufferSpec:
 class ResultSlot:
     """Reduce output buffer `KernelSet.outputs[i]` holds one value of aggregate `agg`:
     role "value" (sum/min/max/fold, or the `k`-th value of `first`), "count", "flag"
-    (any/all as uint32 0/1) or "index" (first: int64 index, INT64_MAX when nothing survived)."""
+    (any/all as uint32 0/1) or "index" (first: int64 index, INT64_MAX when nothing survived),
+    or "words" (word k, low first, of a 64-bit sum of type `wide` kept in two uint32 words by
+    a dialect without 64-bit types: ops/reduce/two_words.py)."""
     agg: int
     role: str
     dtype: str
     k: int = 0
+    wide: str = ""
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,10 @@ Types. WGSL has no 64-bit types and no 8/16-bit integers:
     word never lose each other's write (a compaction scatters to arbitrary positions);
   * int64 / uint64 appear in kernel IR only as indexes and counts (the pass check below makes
     sure of it): they are i32 / u32 here, which holds any n a storage binding can (< 2^31).
-    An element value of a 64-bit type (float64 data, an int64 sum of int32, qc.range) is
-    refused by `check_pass` with the type named.
+    NumPy's 64-bit sums of bool / narrow integers (int64, uint64; float64 for their means)
+    are kept exactly in two u32 words (TWO_WORD_SUMS: ops/reduce/two_words.py). An element
+    value of a 64-bit type (float64 data, int64 columns, qc.range) is refused by
+    `check_pass` with the type named.
 Element semantics are NumPy's (helpers in wgsl_helpers.py): wrap-around integers, Python
 signed // and %, NaN-propagating min/max, NumPy's float -> int conversions, NumPy shifts.
 NaN tests read the bits (never `x != x`, which a driver may fold away).
@@ -26,6 +28,7 @@ from __future__ import annotations
 from .. import dtypes as D
 from .. import expr as E
 from ..errors import UnsupportedType
+from ..ops.reduce import two_words
 from . import c_syntax as S
 from . import wgsl_helpers
 from .c_family import CFamily
@@ -50,6 +53,7 @@ class Wgsl(WgslKernelPrinter, CFamily):
     BARRIER = "workgroupBarrier()"
     SHUFFLE_DOWN = ""        # subgroups are optional in WebGPU: shared-memory trees everywhere
     FOLD_RUNS_APART = True   # lavapipe (CI) runs WGSL on the CPU, like pocl
+    TWO_WORD_SUMS = True     # NumPy's int64 / uint64 sums (and float64 means) of narrow integers
     OPTIONS: tuple[str, ...] = ()
     OPTIONS_WHY = ""
     MATH = {"arcsin": "asin", "arccos": "acos", "arctan": "atan", "arcsinh": "asinh",
@@ -72,6 +76,10 @@ class Wgsl(WgslKernelPrinter, CFamily):
         exprs = [s.expr if hasattr(s, "expr") else s.cond for s in prog.body] + list(prog.outputs)
         aggs = getattr(p.terminal, "aggs", ())
         for a in aggs:
+            narrow = two_words.narrow_value(a)
+            if narrow is not None:          # NumPy's int64 / uint64 / float64 sum of narrow values:
+                exprs.append(narrow)        # two uint32 words (ops/reduce/two_words.py)
+                continue
             exprs += list(a.values) + ([a.combine] if a.combine is not None else [])
             if a.op in ("sum", "min", "max", "fold"):
                 src = a.values[0].dtype if a.values else a.dtype

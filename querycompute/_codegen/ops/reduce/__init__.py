@@ -52,6 +52,7 @@ import numpy as np
 
 from ...launch import KernelSet, ResultSlot
 from ...program import Agg, Pass
+from . import two_words
 from .cpu import render_numba
 from .gpu import lower_gpu
 
@@ -78,6 +79,8 @@ def decode(ks: KernelSet, slot_values: Sequence[Any]) -> list:
             results.append(int(slots[0][1]))
         elif role == "flag":
             results.append(bool(slots[0][1]))
+        elif role == two_words.ROLE:
+            results.append(two_words.assemble(slots[0][1], slots[1][1], slots[0][0].wide))
         elif role == "index":
             index = int(slots[0][1])
             found = index != np.iinfo(np.int64).max

@@ -12,6 +12,7 @@ from ...lower_element import (BASE, INDEX, check_name, element, elems_per_thread
                               rename, variant)
 from ...program import Agg, Pass
 from ..common import GpuKernels
+from . import two_words
 
 INT64_MAX = 2 ** 63 - 1
 
@@ -31,11 +32,16 @@ def _extreme(op: str, dtype: str):
     return hi if op == "min" else lo
 
 
-def make_acc(j: int, agg: Agg, prog, name: str = "") -> tuple[Acc, tuple[E.Expr, ...], tuple[str, ...], tuple]:
+def make_acc(j: int, agg: Agg, prog, name: str = "", two_word_sums: bool = False
+             ) -> tuple[Acc, tuple[E.Expr, ...], tuple[str, ...], tuple]:
     """Accumulator of agg number j (registers named after `name`, default acc<j>), the
     element's contribution to it, the buffer dtype of each slot (partials) and, per slot,
-    the result slot it fills (None: a slot that only travels between the stages)."""
+    the result slot it fills (None: a slot that only travels between the stages).
+    `two_word_sums`: 64-bit sums of narrow integers in two uint32 words (two_words.py)."""
     name = name or f"acc{j}"
+    narrow = two_words.narrow_value(agg) if two_word_sums else None
+    if narrow is not None:
+        return two_words.two_word_acc(j, agg, rename(narrow, prog), name)
     if agg.op == "first":
         idx = K.KVar(f"{name}_idx", "int64")
         # bool values travel as uint8 registers: no bool shuffles / shared bool arrays needed
@@ -114,11 +120,13 @@ def lower_gpu(p: Pass, pr) -> GpuKernels:
     and whether a thread folds its runs apart (dialects that often run on CPU devices)."""
     ept = elems_per_thread([s.dtype for s in p.program.inputs])
     kernels, specs, outputs, scratch, slots = lower_reduce(
-        p, ept, pr.SHUFFLE_TYPES if pr.SHUFFLE_DOWN else (), pr.FOLD_RUNS_APART)
+        p, ept, pr.SHUFFLE_TYPES if pr.SHUFFLE_DOWN else (), pr.FOLD_RUNS_APART,
+        getattr(pr, "TWO_WORD_SUMS", False))
     return GpuKernels(ept, kernels, specs, outputs, scratch, slots)
 
 
-def lower_reduce(p: Pass, ept: int, shuffle_types: tuple[str, ...], fold_runs_apart: bool = False):
+def lower_reduce(p: Pass, ept: int, shuffle_types: tuple[str, ...], fold_runs_apart: bool = False,
+                 two_word_sums: bool = False):
     """-> (kernels, kernel specs, outputs, scratch, result slots) of the two-stage reduction;
     stage 1 threads take runs of `ept` consecutive elements. With `fold_runs_apart`, each
     run is folded into fresh accumulators (acc<j>) that then fold into the thread's
@@ -128,7 +136,8 @@ def lower_reduce(p: Pass, ept: int, shuffle_types: tuple[str, ...], fold_runs_ap
     order-keeping shape (ordered_partials, ordered_finalize)."""
     prog = p.program
     name = check_name(p.name, "pass")
-    built = [make_acc(j, a, prog) for j, a in enumerate(p.terminal.aggs)]
+    acc = lambda j, a, nm="": make_acc(j, a, prog, nm, two_word_sums)  # noqa: E731
+    built = [acc(j, a) for j, a in enumerate(p.terminal.aggs)]
     accs = [b[0] for b in built]
     contribs = [b[1] for b in built]
     buf_dtypes = [d for b in built for d in b[2]]
@@ -155,10 +164,11 @@ def lower_reduce(p: Pass, ept: int, shuffle_types: tuple[str, ...], fold_runs_ap
         if ordered:
             shared, stmts, block_accs = ordered_partials(
                 p.terminal.aggs, accs, contribs, body, ept, use_shuffles,
-                lambda j, a: make_acc(j, a, prog, f"tile_acc{j}")[0],
+                lambda j, a: acc(j, a, f"tile_acc{j}")[0],
                 TILE_RUNS["cpu" if fold_runs_apart else "gpu"])
         else:
-            shared, stmts, block_accs = _partials(p, accs, contribs, body, ept, use_shuffles, fold_runs_apart)
+            shared, stmts, block_accs = _partials(p, accs, contribs, body, ept, use_shuffles, fold_runs_apart,
+                                                  two_word_sums)
         stmts.append(_write(zip(partial_names, [s for a in block_accs for s in a.slots]), K.KThread("group_id")))
         kname, doc = variant(f"{name}_reduce_partials", strided,
                              f"Stage 1 of {name}: one partial per block and accumulator.")
@@ -181,11 +191,12 @@ def lower_reduce(p: Pass, ept: int, shuffle_types: tuple[str, ...], fold_runs_ap
     return kernels, specs, outputs, scratch, result_slots
 
 
-def _partials(p: Pass, accs, contribs, body, ept: int, use_shuffles: bool, fold_runs_apart: bool):
+def _partials(p: Pass, accs, contribs, body, ept: int, use_shuffles: bool, fold_runs_apart: bool,
+              two_word_sums: bool = False):
     """Stage 1 without a fold: grid-stride runs, then the block tree."""
     run_start, run_end, thread_accs = [], [], accs
     if fold_runs_apart:
-        thread_accs = [make_acc(j, a, p.program, f"thread_acc{j}")[0] for j, a in enumerate(p.terminal.aggs)]
+        thread_accs = [make_acc(j, a, p.program, f"thread_acc{j}", two_word_sums)[0] for j, a in enumerate(p.terminal.aggs)]
         run_start = [s for a in accs for s in a.declare()]
         run_end = [st for t, a in zip(thread_accs, accs)
                    for st in t.combine(tuple(E.Var(s.name, s.dtype) for s in a.slots))]
