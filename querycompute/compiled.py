@@ -19,6 +19,7 @@ import threading
 
 from . import windows
 from .errors import BackendUnavailableError
+from .log import logger
 
 
 class Compiled:
@@ -66,6 +67,7 @@ class Compiled:
             self.compile_ms = getattr(prepared, "compile_ms", 0.0)
             self.prepared = prepared
             self.tier = "kernel"
+            logger.info("tier: the %s kernel takes over from the numpy tier", self.backend)
         self.direct = self.early is None
 
     def wait(self, timeout: float | None = None) -> bool:

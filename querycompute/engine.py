@@ -19,12 +19,13 @@ from __future__ import annotations
 import operator
 import threading
 import time
+from logging import DEBUG
 
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from . import after_fork, tiers
+from . import after_fork, config, tiers
 from . import terminals as T
 from .backends import registry
 from .backends.base import Trace
@@ -33,6 +34,7 @@ from .compiled import Compiled, Unusable
 from .errors import BackendUnavailableError, QueryError, codegen_errors
 from .graph import Terminal, slot_functions
 from .locks import KeyedLocks
+from .log import logger
 from .memo import Memo
 from .plan import lower, param_values, slot_info
 from .sources import is_device_array
@@ -148,7 +150,7 @@ def _warm_key(q, term: Terminal, fns, name: str, cols) -> tuple:
         else:
             codes = codes + tuple([getattr(f, "__code__", f) for f in fns])
     dts = (cols[0].dtype,) if len(cols) == 1 else tuple(map(_dtype_of, cols))
-    return (name, source.kind, source.fields, q._kinds, term.signature, dts, codes)
+    return (name, source.kind, source.fields, source.shapes, q._kinds, term.signature, dts, codes)
 
 
 def _lookup(q, term: Terminal, fns, name: str, cols, tiered) -> tuple:
@@ -272,15 +274,18 @@ def _compiled(name, source, cols, q, term, infos, tiered) -> tuple:
     threads ask. Tiered (the default unless QUERYCOMPUTE_TIERED=0 or tiered=False): a backend
     other than numpy starts on the numpy tier and compiles in the background."""
     dts = tuple(c.dtype for c in cols)
-    sig = ("plan", name, source.kind, source.fields, dts, q._kinds, term.signature,
+    sig = ("plan", name, source.kind, source.fields, source.shapes, dts, q._kinds, term.signature,
            tuple(slot_sig(*info) for info in infos), q._codes)   # (_codes: a scan's seed)
     hit = _memo.get(sig)
     if hit is not None:
+        if logger.isEnabledFor(DEBUG):
+            logger.debug("%s plan found in memory (tier: %s)", name, hit.tier)
         return hit, "memory", 0.0
     with _compiling.hold(sig):            # one thread compiles a signature; others wait
         hit = _memo.get(sig)
         if hit is not None:
             return hit, "memory", 0.0
+        config.check_all()                # bad environment values: warned here, once
         if tiered is None:
             tiered = tiers.enabled_by_default()
         tiered = tiered and name != "numpy"
@@ -292,6 +297,7 @@ def _compiled(name, source, cols, q, term, infos, tiered) -> tuple:
             pending = tiers.Pending(lambda: _prepare(registry.require(name), lowered, text),
                                     f"the {name} kernel for {text}")
             compiled = Compiled(name, lowered, _prepare(registry.get("numpy"), lowered, text), pending)
+            logger.info("tier: numpy answers %s while the %s kernel compiles", text, name)
         else:
             compiled = Compiled(name, lowered, _prepare(registry.require(name), lowered, text))
         _memo.put(sig, compiled)
@@ -299,16 +305,27 @@ def _compiled(name, source, cols, q, term, infos, tiered) -> tuple:
 
 
 def _prepare(backend, lowered: Lowered, text: str):
-    """The backend's compiled pass (compiled, or loaded from the disk cache)."""
+    """The backend's compiled pass (compiled, or loaded from the disk cache); logged (log.py)
+    with its duration and origin."""
     disk_cache.query_hint = text
+    logger.debug("compile start: %s kernel for %s", backend.name, text)
+    t0 = _clock()
     try:
         with codegen_errors(backend.name):
             if getattr(lowered, "staged", False):      # a plan of stages (stages.py)
                 from . import pipeline
-                return pipeline.prepare(lowered, backend.name, lambda one: backend.prepare(one.pass_))
-            return backend.prepare(lowered.pass_)
+                prepared = pipeline.prepare(lowered, backend.name, lambda one: backend.prepare(one.pass_))
+            else:
+                prepared = backend.prepare(lowered.pass_)
+    except Exception as exc:
+        logger.info("compile failed: %s kernel for %s after %.1f ms (%s)", backend.name, text,
+                    (_clock() - t0) * 1e3, type(exc).__name__)
+        raise
     finally:
         disk_cache.query_hint = ""
+    logger.info("compile end: %s kernel for %s in %.1f ms (origin: %s)", backend.name, text,
+                (_clock() - t0) * 1e3, getattr(prepared, "origin", "compiled"))
+    return prepared
 
 
 def compile_entry(q, term: Terminal, fns, tiered) -> Compiled:
@@ -332,6 +349,10 @@ def assemble(lowered: Lowered, raw, term: Terminal):
             return T.finish(lowered.finishes[0], raw, term.specs[0][1], None)
         return {key: T.finish(f, raw, spec, key) for f, (key, spec) in zip(lowered.finishes, term.specs)}
     arrays = tuple(raw)
+    if lowered.shape == "shaped":           # (m, *s) from the element's columns (shaped.py)
+        from .shaped import stack
+        out = stack(arrays, lowered.fields)
+        return out.tolist() if term.name == "to_list" else out
     if term.name == "to_list":
         lists = [a.tolist() for a in arrays]
         if lowered.shape == "scalar":

@@ -13,7 +13,6 @@ in a backend's own tables (numba dispatchers, OpenCL programs) while a Query hol
 """
 from __future__ import annotations
 
-import os
 import threading
 from typing import Any, Hashable
 
@@ -21,14 +20,9 @@ DEFAULT_SIZE = 2048
 
 
 def _size_from_env() -> int:
-    raw = os.environ.get("QUERYCOMPUTE_MEMO_SIZE", "")
-    try:
-        size = int(raw) if raw else DEFAULT_SIZE
-    except ValueError:
-        raise ValueError(f"QUERYCOMPUTE_MEMO_SIZE must be a positive integer, got {raw!r}") from None
-    if size < 1:
-        raise ValueError(f"QUERYCOMPUTE_MEMO_SIZE must be a positive integer, got {raw!r}")
-    return size
+    """QUERYCOMPUTE_MEMO_SIZE (config.py: a refused value is warned about, then the default)."""
+    from . import config
+    return config.get("QUERYCOMPUTE_MEMO_SIZE")
 
 
 class Memo:

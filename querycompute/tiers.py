@@ -16,12 +16,11 @@ a time (numba and pocl gain nothing from more), in submission order.
 """
 from __future__ import annotations
 
-import os
 import threading
-import warnings
 
-from . import after_fork
+from . import after_fork, config
 from .errors import BackendUnavailableError
+from .log import FallbackWarning, logger, warn
 from typing import Callable
 
 _executor = None                # a ThreadPoolExecutor, made on the first background compile
@@ -40,7 +39,7 @@ after_fork.register(_after_fork)
 def enabled_by_default() -> bool:
     """QUERYCOMPUTE_TIERED=0 turns tiering off (read on every compile: cheap, and tests and
     notebooks may flip it)."""
-    return os.environ.get("QUERYCOMPUTE_TIERED", "1").strip().lower() not in ("0", "false", "no", "off")
+    return config.get("QUERYCOMPUTE_TIERED")
 
 
 def _pool():
@@ -119,9 +118,10 @@ class Pending:
             self._warned = True
             why = getattr(exc, "log", None) or str(exc)     # a CompileError's compiler log
             why = why.strip().splitlines()[0] if why.strip() else ""
-            warnings.warn(f"querycompute: the background compile of {self.what} failed "
-                          f"({type(exc).__name__}: {why}); "
-                          f"the numpy backend keeps answering this query. Run it with "
-                          f"QUERYCOMPUTE_TIERED=0 to see the compile error raised.",
-                          RuntimeWarning, stacklevel=4)
+            logger.info("background compile of %s failed (%s: %s); staying on the numpy tier",
+                        self.what, type(exc).__name__, why)
+            warn(f"querycompute: the background compile of {self.what} failed "
+                 f"({type(exc).__name__}: {why}); "
+                 f"the numpy backend keeps answering this query. Run it with "
+                 f"QUERYCOMPUTE_TIERED=0 to see the compile error raised.", FallbackWarning)
         return None

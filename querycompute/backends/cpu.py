@@ -260,11 +260,15 @@ class CpuBackend(Backend):
         fails to import surfaces as that compile's error."""
         if self._available is None:
             import importlib.util
-            if "numba" in sys.modules or importlib.util.find_spec("numba") is not None:
-                self._available = (True, f"numba{_numba_version()} (LLVM JIT on this CPU)")
-            else:
+            from ..config import numba_jit_disabled
+            from .registry import NUMBA_JIT_OFF
+            if "numba" not in sys.modules and importlib.util.find_spec("numba") is None:
                 self._available = (False, "numba is not installed; install it with: "
                                           "pip install numba")
+            elif numba_jit_disabled():                    # numba would compile nothing
+                self._available = (False, NUMBA_JIT_OFF)
+            else:
+                self._available = (True, f"numba{_numba_version()} (LLVM JIT on this CPU)")
         return self._available
 
     def source(self, p: Pass) -> str:

@@ -10,10 +10,10 @@ binary-caching backend shares).
 """
 from __future__ import annotations
 
-import os
 import re
 from typing import Sequence
 
+from .. import config
 from ..errors import BackendUnavailableError, CompileError, QueryError
 from .cuda_cubin import read_cubin
 
@@ -56,7 +56,7 @@ def parse_arch(text: str, origin: str = "arch") -> tuple[str, int]:
 def targets(device_arch: int | None = None) -> list[str]:
     """What to compile for, by choose_targets from $QUERYCOMPUTE_CUDA_ARCH, the device's
     compute capability (or sm_80 without a device) and the archs this NVRTC supports."""
-    return choose_targets(device_arch, supported_archs(), os.environ.get(ARCH_VAR),
+    return choose_targets(device_arch, supported_archs(), config.get(ARCH_VAR),
                           ".".join(map(str, nvrtc_version())))
 
 

@@ -6,12 +6,12 @@ earlier process stored for this device (docs/cache.md), else compiled from sourc
 """
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 from functools import cached_property
 
 from ..cache import CacheWarning, disk_cache, dump_source, opencl_identity
-from ..errors import CompileError
+from ..log import warn
+from .opencl_build import build_quietly
 
 INSTALL_HINT = "pip install 'querycompute[opencl]' (PyOpenCL with the pocl CPU device)"
 
@@ -74,13 +74,10 @@ def open_device() -> DeviceContext:
 def build_program(ctx, device, source: str, options) -> object:
     """Compile OpenCL C `source` for `device` -> cl.Program; CompileError with the build log."""
     import pyopencl as cl
-    try:
-        # cache_dir=False: PyOpenCL's own binary cache would duplicate ours, and a build it
-        # served would be reported as a compile.
-        return cl.Program(ctx, source).build(options=list(options), devices=[device],
-                                             cache_dir=False)
-    except cl.Error as exc:
-        raise CompileError("opencl", str(exc), source, options) from None
+    # Not PyOpenCL's Program.build: its binary cache would duplicate ours (and a build it
+    # served would be reported as a compile), and the driver's warnings must not reach the
+    # user's stderr (opencl_build.py).
+    return build_quietly(cl, ctx, device, source, list(options))
 
 
 def program_from_binary(ctx, device, binary: bytes, options) -> object:
@@ -105,9 +102,8 @@ def cached_program(dev: DeviceContext, source: str, options, kernel_names,
         except dev.cl.Error as exc:
             # The bytes are the ones stored (their hash checked), yet this driver refuses
             # them, e.g. after an update that kept its version string: rebuild and replace.
-            warnings.warn(f"querycompute: the OpenCL driver rejected cached program binary "
-                          f"{key.digest[:16]} ({exc}); recompiling and rewriting it",
-                          CacheWarning, stacklevel=4)
+            warn(f"querycompute: the OpenCL driver rejected cached program binary "
+                 f"{key.digest[:16]} ({exc}); recompiling and rewriting it", CacheWarning)
             return None
 
     def compile_fn():

@@ -6,10 +6,9 @@ backend unavailable with a reason, never an ImportError at `import querycompute`
 from __future__ import annotations
 
 import importlib
-import os
-import warnings
 
-from .. import after_fork
+from .. import after_fork, config
+from ..log import FallbackWarning, logger, warn
 from ..errors import BackendUnavailableError, QueryError
 from .base import Backend
 
@@ -86,7 +85,13 @@ def _numba_installed() -> tuple[bool, str]:
     import importlib.util
     if importlib.util.find_spec("numba") is None:
         return False, "numba is not installed; install it with: pip install numba"
+    if config.numba_jit_disabled():
+        return False, NUMBA_JIT_OFF
     return True, "numba installed"
+
+
+NUMBA_JIT_OFF = ("NUMBA_DISABLE_JIT is set: numba compiles nothing, so the cpu backend can't "
+                 "run (auto uses numpy); unset NUMBA_DISABLE_JIT to use it")
 
 
 # Availability answered without importing the backend's module (for cpu, 35-60 ms of kernel
@@ -113,11 +118,15 @@ def check(name: str) -> None:
 
 def gpu_threshold() -> int:
     """Smallest input (elements) worth sending to a GPU; QUERYCOMPUTE_GPU_MIN_ELEMENTS overrides
-    (read at import, so the warm path does not consult the environment)."""
+    (read on first use, not at import: a bad value can't break `import querycompute`; then
+    kept, so the warm path does not consult the environment)."""
+    global _THRESHOLD
+    if _THRESHOLD is None:
+        _THRESHOLD = config.get("QUERYCOMPUTE_GPU_MIN_ELEMENTS")
     return _THRESHOLD
 
 
-_THRESHOLD = int(os.environ.get("QUERYCOMPUTE_GPU_MIN_ELEMENTS", 1 << 18))
+_THRESHOLD: int | None = None
 
 
 _auto: dict[bool, str] = {}        # large input? -> backend; forgotten when one breaks
@@ -138,7 +147,7 @@ def choose_auto(n: int, on_device: bool) -> str:
 def auto_choice(n: int) -> str | None:
     """The backend `auto` chose last time for host data of n elements (None if it has not
     chosen yet, or a backend broke since): lets a repeated call skip choose_auto."""
-    return _auto.get(n >= _THRESHOLD)
+    return _auto.get(n >= (_THRESHOLD if _THRESHOLD is not None else gpu_threshold()))
 
 
 def _choose(large: bool) -> str:
@@ -154,5 +163,6 @@ def mark_broken(name: str, why: str) -> None:
     if name not in _broken:
         _broken[name] = f"failed earlier in this process: {why}"
         _auto.clear()
-        warnings.warn(f"querycompute: backend {name!r} failed ({why}); falling back to 'cpu' for "
-                      f"the rest of this process (see qc.last_trace())", RuntimeWarning, stacklevel=4)
+        logger.info("backend %s failed at run time (%s); falling back to cpu", name, why)
+        warn(f"querycompute: backend {name!r} failed ({why}); falling back to 'cpu' for "
+             f"the rest of this process (see qc.last_trace())", FallbackWarning)

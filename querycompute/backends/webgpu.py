@@ -26,7 +26,6 @@ small inputs).
 from __future__ import annotations
 
 import math
-import os
 import time
 
 import numpy as np
@@ -36,10 +35,12 @@ from querycompute._codegen.dialects.wgsl import Wgsl
 from querycompute._codegen.dialects.wgsl_kernel_print import SCALAR_KINDS, binding_layout, scalar_member_type
 from querycompute._codegen.program import Pass
 
+from .. import config
 from ..errors import QueryError
 from .base import Prepared
 from .generated import DeviceBackend
 from .gpu_launch import DeviceRuntime, GpuPrepared, LaunchLoop, strided_span
+from . import webgpu_timing
 from .webgpu_device import WebGPUDevice, cached_module, open_device
 
 MAX_GATHER_STEP = 8
@@ -82,8 +83,8 @@ class WebGPURuntime(DeviceRuntime):
         self.wgpu = dev.wgpu
         self.buffers, self.uniforms = binding_layout(ks.kernels)
         self.printer = Wgsl()
-        env = os.environ.get("QUERYCOMPUTE_WEBGPU_MAX_GROUPS")
-        self.max_dim = min(dev.max_groups_per_dim, int(env)) if env else dev.max_groups_per_dim
+        env = config.get("QUERYCOMPUTE_WEBGPU_MAX_GROUPS")
+        self.max_dim = min(dev.max_groups_per_dim, env) if env else dev.max_groups_per_dim
 
     # ---- buffers ----------------------------------------------------------------------------
     def view(self, x):
@@ -188,14 +189,21 @@ class WebGPURuntime(DeviceRuntime):
             if data != kernel.written:
                 dev.queue.write_buffer(kernel.uniform, 0, data + bytes(kernel.uniform.size - len(data)))
                 kernel.written = data
-            encoder = dev.device.create_command_encoder()
-            cpass = encoder.begin_compute_pass()
-            cpass.set_pipeline(kernel.pipeline)
-            cpass.set_bind_group(0, kernel.bind_group)
-            cpass.dispatch_workgroups(x, y, 1)
-            cpass.end()
-            dev.queue.submit([encoder.finish()])
-        return None
+            return webgpu_timing.submit(dev, lambda writes: self._record(kernel, x, y, writes))
+
+    def _record(self, kernel, x: int, y: int, timestamp_writes):
+        """A command encoder holding one compute pass: the kernel's x * y dispatch."""
+        encoder = self.dev.device.create_command_encoder()
+        cpass = (encoder.begin_compute_pass(timestamp_writes=timestamp_writes) if timestamp_writes
+                 else encoder.begin_compute_pass())
+        cpass.set_pipeline(kernel.pipeline)
+        cpass.set_bind_group(0, kernel.bind_group)
+        cpass.dispatch_workgroups(x, y, 1)
+        cpass.end()
+        return encoder
+
+    def elapsed_ms(self, token) -> float:
+        return webgpu_timing.elapsed_ms(token)
 
 
 class WebGPUPrepared(GpuPrepared):

@@ -10,27 +10,22 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
+from .. import config
+from ..log import emit_source
+
 CACHE_SWITCH = "QUERYCOMPUTE_CACHE"          # "0" keeps compiled kernels in memory only
 CACHE_DIR_VAR = "QUERYCOMPUTE_CACHE_DIR"     # overrides the platform's user cache directory
 DUMP_SOURCE_VAR = "QUERYCOMPUTE_DUMP_SOURCE"  # "1" prints each kernel's source when compiled
 
-_OFF_WORDS = ("0", "false", "no", "off")
-
-
-def _switch_on(name: str, default: bool) -> bool:
-    value = os.environ.get(name)
-    if value is None or not value.strip():
-        return default
-    return value.strip().lower() not in _OFF_WORDS
-
 
 def disk_cache_enabled() -> bool:
-    """False when QUERYCOMPUTE_CACHE=0 (or false/no/off): compiled kernels stay in memory."""
-    return _switch_on(CACHE_SWITCH, default=True)
+    """False when QUERYCOMPUTE_CACHE=0 (or false/no/off): compiled kernels stay in memory.
+    A value that is not a switch (QUERYCOMPUTE_CACHE=banana) is warned about (config.py)."""
+    return config.get(CACHE_SWITCH)
 
 
 def dump_source_enabled() -> bool:
-    return _switch_on(DUMP_SOURCE_VAR, default=False)
+    return config.get(DUMP_SOURCE_VAR)
 
 
 def platform_cache_root() -> Path:
@@ -48,7 +43,7 @@ def platform_cache_root() -> Path:
 
 def cache_directory() -> Path:
     """$QUERYCOMPUTE_CACHE_DIR if set, else <platform cache root>/querycompute."""
-    override = os.environ.get(CACHE_DIR_VAR, "").strip()
+    override = config.get(CACHE_DIR_VAR)
     if override:
         return Path(override).expanduser()
     return platform_cache_root() / "querycompute"
@@ -56,11 +51,15 @@ def cache_directory() -> Path:
 
 def dump_source(kernel: str, dialect: str, source: str, stream: TextIO | None = None) -> None:
     """Backends call this right before compiling `source`; it prints only when
-    QUERYCOMPUTE_DUMP_SOURCE=1, so the call costs an environment lookup otherwise."""
+    QUERYCOMPUTE_DUMP_SOURCE=1, so the call costs an environment lookup otherwise. It goes
+    through the querycompute.source logger (log.emit_source); `stream`: write there instead."""
     if not dump_source_enabled():
         return
-    out = stream if stream is not None else sys.stderr
     rule = "=" * 72
-    out.write(f"{rule}\nquerycompute: compiling {dialect} kernel {kernel}\n{rule}\n")
-    out.write(source if source.endswith("\n") else source + "\n")
-    out.flush()
+    text = f"{rule}\nquerycompute: compiling {dialect} kernel {kernel}\n{rule}\n"
+    text += source if source.endswith("\n") else source + "\n"
+    if stream is None:
+        emit_source(text.rstrip("\n"))       # logger querycompute.source (log.py)
+        return
+    stream.write(text)
+    stream.flush()

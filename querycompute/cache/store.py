@@ -17,12 +17,12 @@ from __future__ import annotations
 import errno
 import threading
 import time
-import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
+from ..log import warn
 from . import settings
 from .entry_format import (BINARY_FILE, META_FILE, DamagedEntry, decode_meta, encode_meta,
                            pack_binary, source_file_name, unpack_binary, write_atomic)
@@ -172,7 +172,7 @@ class DiskCache(ModuleEntries):
             if tag in self._warned:
                 return
             self._warned.add(tag)
-        warnings.warn(message, CacheWarning, stacklevel=4)
+        warn(message, CacheWarning)      # at the user's line (log.py)
 
     def _damaged(self, key: CacheKey, why: str) -> None:
         self._count("damaged")
