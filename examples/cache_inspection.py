@@ -67,6 +67,10 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="qc-cache-example-") as directory:
         # Set before the first use of the cache, which reads it.
         os.environ["QUERYCOMPUTE_CACHE_DIR"] = directory
+        # Compile before answering (here and in the second process, which inherits it): with
+        # tiered execution, the default, the numpy tier would answer these few calls while the
+        # kernels compile in the background, and the origins shown would be "interpreted".
+        os.environ["QUERYCOMPUTE_TIERED"] = "0"
         import querycompute as qc
         backends = runnable_backends(qc)
         print("first call in this process (compiles, stores on disk):")
