@@ -6,6 +6,9 @@
   querycompute explain CHAIN [same options] [--n N]
   querycompute cache list|show|stats|clear|prune ...
 The CHAIN text is parsed, never executed.
+
+Exit status: 0 done, 1 the query or the cache could not be handled ("querycompute: error:
+..." on stderr, no traceback), 2 a usage error (argparse's message).
 """
 from __future__ import annotations
 
@@ -13,7 +16,20 @@ import argparse
 import json
 import sys
 
+from .backends.registry import NAMES
 from .errors import QueryError
+
+USAGE_LINES = __doc__.split("\n\n")[1]
+
+
+def count_argument(text: str) -> int:
+    """--n: a non-negative integer, written 1000000, 1_000_000 or 1e6."""
+    from .config import parse_count
+    try:
+        return parse_count(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a count of elements: give an integer >= 0, e.g. 1000000 or 1e6") from None
 
 
 def _chain_args(p: argparse.ArgumentParser, default_backend: str) -> None:
@@ -23,8 +39,12 @@ def _chain_args(p: argparse.ArgumentParser, default_backend: str) -> None:
                    help="one input of a zip; repeat for each")
     p.add_argument("--field", action="append", default=[], metavar="NAME:DTYPE",
                    help="one column of a table; repeat for each")
-    p.add_argument("--backend", default=default_backend)
-    p.add_argument("--n", type=int, default=1_000_000, help="sequence length assumed for launch shapes")
+    choices = NAMES if default_backend != "auto" else ("auto",) + NAMES
+    p.add_argument("--backend", default=default_backend, choices=choices,
+                   help=f"the backend to show (default {default_backend})")
+    p.add_argument("--n", type=count_argument, default=1_000_000,
+                   help="sequence length assumed for launch shapes (default 1e6)")
+    p.add_argument("--json", action="store_true", help="print one JSON document")
 
 
 def _build(args):
@@ -33,15 +53,34 @@ def _build(args):
     return chain_to_query(args.chain, src)
 
 
+def _document(args, backend: str, key: str, text: str) -> dict:
+    return {"chain": args.chain, "backend": backend, "n": args.n,
+            "dtypes": [str(c.dtype) for c in args.query_columns], key: text}
+
+
 def cmd_source(args) -> int:
     q, terminal = _build(args)
-    print(q.source(args.backend, terminal=terminal))
+    text = q.source(args.backend, terminal=terminal)
+    if args.json:
+        args.query_columns = q._source.columns()
+        print(json.dumps(_document(args, args.backend, "source", text), indent=2, sort_keys=True))
+    else:
+        print(text)
     return 0
 
 
 def cmd_explain(args) -> int:
     q, terminal = _build(args)
-    print(q.explain(args.backend if args.backend != "auto" else None, terminal=terminal))
+    backend = args.backend
+    if backend == "auto":
+        from .backends.registry import choose_auto
+        backend = choose_auto(args.n, False)
+    text = q.explain(backend, terminal=terminal)
+    if args.json:
+        args.query_columns = q._source.columns()
+        print(json.dumps(_document(args, backend, "explain", text), indent=2, sort_keys=True))
+    else:
+        print(text)
     return 0
 
 
@@ -63,18 +102,35 @@ def cmd_demo(args) -> int:
 
 
 def make_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="querycompute", description=__doc__.split("\n\n")[0])
-    sub = p.add_subparsers(dest="command", required=True)
-    d = sub.add_parser("demo", help="run example queries here and show results, timings and source")
-    d.add_argument("--n", type=int, default=5_000_000, help="elements per example (default 5e6)")
+    from . import __version__
+    p = argparse.ArgumentParser(prog="querycompute", description=__doc__.split("\n\n")[0],
+                                epilog="commands:\n" + USAGE_LINES,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--version", action="version", version=f"querycompute {__version__}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name: str, summary: str, description: str):
+        return sub.add_parser(name, help=summary, description=description)
+
+    d = command("demo", "run example queries here and show results, timings and source",
+                "Run a few example queries on this machine's default backend and show their "
+                "results (checked against NumPy), timings and generated source.")
+    d.add_argument("--n", type=count_argument, default=5_000_000,
+                   help="elements per example (default 5e6)")
     d.set_defaults(func=cmd_demo)
-    b = sub.add_parser("backends", help="which backends can run here, and why not")
-    b.add_argument("--json", action="store_true")
+    b = command("backends", "which backends can run here, and why not",
+                "List every backend, whether it can run on this machine, and the reason "
+                "(what to install) when it can't.")
+    b.add_argument("--json", action="store_true", help="print one JSON document")
     b.set_defaults(func=cmd_backends)
-    s = sub.add_parser("source", help="print the generated kernel source of a query chain")
+    s = command("source", "print the generated kernel source of a query chain",
+                "Print the kernel source the chain compiles to in one backend's dialect. "
+                "Needs no device; the chain text is parsed, never executed.")
     _chain_args(s, "cuda")
     s.set_defaults(func=cmd_source)
-    e = sub.add_parser("explain", help="print the operation graph, fused plan and launch shapes")
+    e = command("explain", "print the operation graph, fused plan and launch shapes",
+                "Print the chain's operation graph, the fused plan, launch shapes and bytes "
+                "moved per element for --n elements (auto: the backend auto would pick).")
     _chain_args(e, "auto")
     e.set_defaults(func=cmd_explain)
     try:
@@ -87,12 +143,16 @@ def make_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    args = make_parser().parse_args(argv)
+    args = make_parser().parse_args(argv)          # usage errors: exit 2 (argparse)
     try:
         return int(args.func(args) or 0)
-    except (QueryError, TypeError, ValueError) as exc:
-        print(f"querycompute: error: {exc}", file=sys.stderr)
-        return 2
     except BrokenPipeError:          # `querycompute cache list | head`
         sys.stderr.close()
         return 0
+    except (QueryError, TypeError, ValueError, OSError) as exc:
+        print(f"querycompute: error: {exc}", file=sys.stderr)
+        return 1
+    except MemoryError as exc:
+        print(f"querycompute: error: out of memory ({exc or 'the inputs do not fit'}); "
+              f"use a smaller --n", file=sys.stderr)
+        return 1

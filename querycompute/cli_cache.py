@@ -10,7 +10,26 @@ import argparse
 import json
 import sys
 
+from .backends.registry import NAMES
 from .cache import cache, format_size, parse_size
+from .errors import QueryError
+
+
+def entries_text(n: int) -> str:
+    """'1 entry', '2 entries'."""
+    return f"{n} entry" if n == 1 else f"{n} entries"
+
+
+def _checked(handler):
+    """Run a cache command only when the cache root can be one: a QUERYCOMPUTE_CACHE_DIR
+    that names a file is an error (exit 1), not an empty cache."""
+    def run(args) -> int:
+        root = cache.path
+        if root.exists() and not root.is_dir():
+            raise QueryError(f"the cache directory {root} is a file, not a directory; point "
+                             f"QUERYCOMPUTE_CACHE_DIR at a directory (or unset it)")
+        return handler(args)
+    return run
 
 
 def add_cache_commands(subparsers) -> argparse.ArgumentParser:
@@ -21,30 +40,40 @@ def add_cache_commands(subparsers) -> argparse.ArgumentParser:
                     f"now {cache.path}).")
     commands = parser.add_subparsers(dest="cache_command", metavar="COMMAND", required=True)
 
-    p = commands.add_parser("list", help="list entries, most recently used first")
-    p.add_argument("--backend", help="only this backend's entries (cpu, cuda, opencl, ...)")
-    p.add_argument("--json", action="store_true", help="print JSON")
-    p.set_defaults(func=_list)
+    def command(name: str, summary: str, description: str):
+        return commands.add_parser(name, help=summary, description=description)
 
-    p = commands.add_parser("show", help="show one entry's metadata and source")
+    p = command("list", "list entries, most recently used first",
+                "List the cache's entries, most recently used first: key, backend, size, "
+                "hits, last use and the query each was compiled for.")
+    p.add_argument("--backend", choices=NAMES, help="only this backend's entries")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=_checked(_list))
+
+    p = command("show", "show one entry's metadata and source",
+                "Show one entry's metadata and kernel source, found by a prefix of its key.")
     p.add_argument("key", metavar="KEY_PREFIX", help="the first digits of the entry's key")
     p.add_argument("--json", action="store_true", help="print JSON")
-    p.set_defaults(func=_show)
+    p.set_defaults(func=_checked(_show))
 
-    p = commands.add_parser("stats", help="entries, bytes and hits")
+    p = command("stats", "entries, bytes and hits",
+                "Entries and bytes per backend, and the disk hits of all processes.")
     p.add_argument("--json", action="store_true", help="print JSON")
-    p.set_defaults(func=_stats)
+    p.set_defaults(func=_checked(_stats))
 
-    p = commands.add_parser("clear", help="remove entries")
-    p.add_argument("--backend", help="only this backend's entries")
+    p = command("clear", "remove entries",
+                "Remove every entry (or one backend's); --dry-run lists what would go.")
+    p.add_argument("--backend", choices=NAMES, help="only this backend's entries")
+    p.add_argument("--dry-run", action="store_true", help="say what would be removed; remove nothing")
     p.add_argument("--json", action="store_true", help="print JSON")
-    p.set_defaults(func=_clear)
+    p.set_defaults(func=_checked(_clear))
 
-    p = commands.add_parser("prune", help="remove least recently used entries down to a size")
+    p = command("prune", "remove least recently used entries down to a size",
+                "Remove the least recently used entries until the cache holds at most SIZE.")
     p.add_argument("--max-size", required=True, type=_size_argument, metavar="SIZE",
                    help="keep at most this much, e.g. 500MB, 2GB, 512MiB")
     p.add_argument("--json", action="store_true", help="print JSON")
-    p.set_defaults(func=_prune)
+    p.set_defaults(func=_checked(_prune))
     return parser
 
 
@@ -81,7 +110,7 @@ def _list(args) -> int:
         print(f"{e.key[:16]}  {e.backend:8} {format_size(e.size_bytes):>9} {e.hit_count:>5}  "
               f"{e.last_used[:19].replace('T', ' '):19}  {_short(what, 60)}")
     total = sum(e.size_bytes for e in found)
-    print(f"{len(found)} entries, {format_size(total)} in {cache.path}")
+    print(f"{entries_text(len(found))}, {format_size(total)} in {cache.path}")
     return 0
 
 
@@ -132,12 +161,25 @@ def _removal_report(args, verb: str, removal) -> int:
         _print_json({"path": str(cache.path), "removed_entries": removal.entries,
                      "removed_bytes": removal.bytes})
     else:
-        print(f"{verb} {removal.entries} entries ({format_size(removal.bytes)}) "
+        print(f"{verb} {entries_text(removal.entries)} ({format_size(removal.bytes)}) "
               f"from {cache.path}")
     return 0
 
 
 def _clear(args) -> int:
+    if args.dry_run:
+        found = cache.entries(backend=args.backend)
+        total = sum(e.size_bytes for e in found)
+        if args.json:
+            _print_json({"path": str(cache.path), "dry_run": True, "would_remove_entries": len(found),
+                         "would_remove_bytes": total, "keys": [e.key for e in found]})
+            return 0
+        for e in found:
+            print(f"would remove {e.key[:16]}  {e.backend:8} {format_size(e.size_bytes):>9}  "
+                  f"{_short(e.query or ', '.join(e.kernel_names) or '-', 60)}")
+        print(f"would remove {entries_text(len(found))} ({format_size(total)}) from {cache.path} "
+              f"(dry run: nothing removed)")
+        return 0
     return _removal_report(args, "removed", cache.clear(backend=args.backend))
 
 

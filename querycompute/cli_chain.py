@@ -22,8 +22,20 @@ OPERATORS = ("order_by", "order_by_descending", "then_by", "then_by_descending",
 
 
 def _placeholder(dtype: str, n: int) -> np.ndarray:
-    # np.empty does not touch the pages: a large n costs nothing, and nothing reads it.
-    return np.empty(n, dtype=np.dtype(dtype))
+    # np.empty does not touch the pages: a large n costs nothing, and nothing reads it; but
+    # the address space must still be granted.
+    if n < 0:
+        raise QueryError(f"--n must be >= 0, got {n}")
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:
+        raise QueryError(f"unknown dtype {dtype!r}; use e.g. float32, float64, int32, int64, bool") from None
+    try:
+        return np.empty(n, dtype=dt)
+    except (MemoryError, ValueError):
+        raise QueryError(f"--n {n}: a placeholder {dt} input of {n * dt.itemsize:,} bytes can't be "
+                         f"allocated on this machine; use a smaller --n (launch shapes scale "
+                         f"linearly)") from None
 
 
 def _pairs(items: list[str], what: str) -> list[tuple[str, str]]:

@@ -108,7 +108,7 @@ def test_clear_by_backend_then_everything(tmp_path):
     assert json.loads(done.stdout)["removed_entries"] == 1
     assert [e["backend"] for e in listing(cache)] == ["opencl"]
     done = run_cache_cli(cache, "clear")
-    assert done.stdout.startswith("removed 1 entries")
+    assert done.stdout.startswith("removed 1 entry (")
     assert listing(cache) == [] and list((cache / "v1").iterdir()) == []
 
 
@@ -146,5 +146,5 @@ def test_damaged_entries_are_counted_and_cleared(tmp_path):
     (cache / "v1" / key / "meta.json").write_text("{broken")
     stats = json.loads(run_cache_cli(cache, "stats", "--json").stdout)
     assert (stats["entries"], stats["incomplete"]) == (0, 1) and stats["bytes"] > 0
-    assert "removed 1 entries" in run_cache_cli(cache, "clear").stdout
+    assert "removed 1 entry (" in run_cache_cli(cache, "clear").stdout
     assert not (cache / "v1" / key).exists()

@@ -50,10 +50,11 @@ def test_explain_agg(capsys):
 
 
 def test_chain_is_never_executed_and_errors_are_clear(capsys):
-    assert main(["source", "select(lambda v: open('x')).sum()", "--backend", "cpu"]) == 2
+    # a query error exits 1 (a usage error 2: tests/test_issue17_cli.py)
+    assert main(["source", "select(lambda v: open('x')).sum()", "--backend", "cpu"]) == 1
     err = capsys.readouterr().err
     assert "querycompute: error:" in err and "<query>" in err
-    assert main(["source", "select(lambda v: v).bogus()"]) == 2
+    assert main(["source", "select(lambda v: v).bogus()"]) == 1
     assert "unknown operator" in capsys.readouterr().err
 
 
