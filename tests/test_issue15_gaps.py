@@ -83,3 +83,54 @@ def test_item2_64_bit_values_still_refused_with_the_type_named():
         q = qc.query(x) if f is None else qc.query(x).select(f)
         with pytest.raises(qc.QueryError, match=r"(float64|int64).*float32 / int32"):
             q.source("webgpu", terminal="sum")
+
+
+# ---- item 2: storage bindings in windows ------------------------------------------------------
+@pytest.fixture
+def small_bindings(monkeypatch):
+    """A 64 KiB binding limit (backends/webgpu_windows.TEST_BINDING_LIMIT): every shape runs
+    over many windows with inputs of a few hundred KiB."""
+    from querycompute.backends import webgpu_windows
+    monkeypatch.setattr(webgpu_windows, "TEST_BINDING_LIMIT", 1 << 16)
+
+
+@needs_adapter
+def test_item2_every_shape_over_binding_windows(small_bindings):
+    rng = np.random.default_rng(6)
+    x = rng.uniform(-100, 100, 100_003).astype(np.float32)
+    x[77_777] = np.nan
+    i = rng.integers(-2 ** 31, 2 ** 31, 60_001).astype(np.int32)
+    for xs in (x, x[::3], x[::11]):              # contiguous, gathered span, copied
+        got, want = _both((xs,), lambda q: (
+            q.select(lambda v: v * 2).to_array(),
+            q.where(lambda v: v > 50).to_array(),                        # order kept across windows
+            q.where(lambda v: v > 50).skip(10).take(1000).to_array(),   # a window of survivors
+            q.where(lambda v: v > 99.9).first(default=None),
+            q.count(lambda v: v > 0), q.max(), q.min(),
+            q.any(lambda v: v > 99.9), q.all(lambda v: v > -100)))
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(g, w)
+        s_got, s_want = _both((xs[~np.isnan(xs)],), lambda q: q.sum())
+        assert s_got.dtype == s_want.dtype and abs(float(s_got) - float(s_want)) <= 1e-5 * float(np.nansum(np.abs(xs)))
+    got = qc.query(i).on("webgpu").agg(s=qc.sum, m=qc.mean, n=qc.count, lo=qc.min)
+    rows = [k for k in qc.last_trace().kernels if k.dialect == "webgpu"]
+    want = qc.query(i).on("numpy").agg(s=qc.sum, m=qc.mean, n=qc.count, lo=qc.min)
+    assert got["s"] == want["s"] and got["n"] == want["n"] and got["lo"] == want["lo"]
+    assert got["m"] == pytest.approx(want["m"], rel=1e-12)
+    windows = -(-len(i) * 4 // ((1 << 16) - 4))
+    assert len(rows) == 2 * windows           # partials + finalize per window, all in the trace
+    with pytest.raises(qc.QueryError, match="fold.*binding"):
+        qc.query(i).on("webgpu").aggregate(lambda acc, v: v if v != 0 else acc, np.int32(-1))
+
+
+# ---- item 5 (elapsed_ms): kernel timings ------------------------------------------------------
+@needs_adapter
+def test_item5_trace_rows_carry_device_timings():
+    """Every webgpu kernel row of qc.last_trace() has a real, positive run time (timestamp
+    queries where the adapter has them, else wall-clock around submit and wait)."""
+    x = np.random.default_rng(8).uniform(0, 1, 200_000).astype(np.float32)
+    q = qc.query(x).on("webgpu")
+    for run in (lambda: q.select(lambda v: v * 2).to_array(), lambda: q.where(lambda v: v > 0.5).sum()):
+        run()
+        rows = [k for k in qc.last_trace().kernels if k.dialect == "webgpu"]
+        assert rows and all(np.isfinite(k.run_ms) and k.run_ms > 0 for k in rows), rows

@@ -18,8 +18,9 @@ How a launch maps onto WebGPU:
     changed;
   * dispatch: grids above the adapter's workgroups-per-dimension limit (65,535) are
     dispatched in 2-D, the kernels number blocks x + y * width and skip the padding;
-  * limits: a buffer above max_storage_buffer_binding_size, or n >= 2^31 - 1, raises a
-    QueryError saying so (large inputs are not yet bound in windows).
+  * limits: a pass whose buffers would exceed max_storage_buffer_binding_size runs over
+    windows of its input (webgpu_windows.py); n >= 2^31 - 1 raises a QueryError saying so;
+  * timing: timestamp queries around each compute pass (webgpu_timing.py).
 QUERYCOMPUTE_WEBGPU_MAX_GROUPS lowers the per-dimension limit (tests reach the 2-D path with
 small inputs).
 """
@@ -40,7 +41,7 @@ from ..errors import QueryError
 from .base import Prepared
 from .generated import DeviceBackend
 from .gpu_launch import DeviceRuntime, GpuPrepared, LaunchLoop, strided_span
-from . import webgpu_timing
+from . import webgpu_timing, webgpu_windows
 from .webgpu_device import WebGPUDevice, cached_module, open_device
 
 MAX_GATHER_STEP = 8
@@ -92,11 +93,11 @@ class WebGPURuntime(DeviceRuntime):
 
     def alloc(self, size: int, dtype: str):
         nbytes = _padded(size * _device_itemsize(dtype))
-        if nbytes > self.dev.max_binding:
+        limit = webgpu_windows.binding_limit(self.dev)
+        if nbytes > limit:          # passes run in windows (webgpu_windows): only a bug lands here
             raise QueryError(
                 f"webgpu: a buffer of {size} {dtype} elements ({nbytes >> 20} MiB) exceeds this adapter's "
-                f"max_storage_buffer_binding_size ({self.dev.max_binding >> 20} MiB); split the input into "
-                "smaller queries, or use the cpu / opencl / cuda backend")
+                f"max_storage_buffer_binding_size ({limit >> 20} MiB); use the cpu / opencl / cuda backend")
         usage = self.wgpu.BufferUsage
         gpu = self.dev.device.create_buffer(size=nbytes, usage=usage.STORAGE | usage.COPY_DST | usage.COPY_SRC)
         return _Buffer(gpu, size, dtype)
@@ -209,8 +210,9 @@ class WebGPURuntime(DeviceRuntime):
 class WebGPUPrepared(GpuPrepared):
     dialect = "webgpu"
 
-    def __init__(self, dev: WebGPUDevice, ks: L.KernelSet, module, origin: str, compile_ms: float):
+    def __init__(self, dev: WebGPUDevice, ks: L.KernelSet, module, origin: str, compile_ms: float, aggs=()):
         super().__init__(ks, origin, compile_ms)
+        self.dev, self.aggs = dev, tuple(aggs)
         self._loop = LaunchLoop(ks, WebGPURuntime(dev, module, ks))
 
     def loop(self) -> LaunchLoop:
@@ -220,7 +222,18 @@ class WebGPUPrepared(GpuPrepared):
         if n > MAX_N:
             raise QueryError(f"webgpu: {n} elements exceed what i32 indexes reach ({MAX_N}); "
                              "use the cpu / opencl / cuda backend")
-        return super().run_quick(inputs, params, n)
+        loop = self._loop
+        limit = webgpu_windows.binding_limit(self.dev)
+        length = n if n * 8 * MAX_GATHER_STEP <= limit else \
+            webgpu_windows.window_length(self.ks, inputs, n, limit, _device_itemsize, MAX_GATHER_STEP)
+        if length >= n:                 # one binding holds every buffer (the common case)
+            return super().run_quick(inputs, params, n)
+        with self._lock:                # more than one storage binding: windows of `length`
+            first = not self._runs
+            self._runs += 1
+            raw, launches, tokens = webgpu_windows.run(self, loop, self.aggs, [np.asarray(x) for x in inputs],
+                                                       params, n, length)
+        return raw, (loop, launches, tokens, self.origin if first else "memory", self.compile_ms if first else 0.0)
 
 
 class WebGPUBackend(DeviceBackend):
@@ -242,6 +255,6 @@ class WebGPUBackend(DeviceBackend):
         t0 = time.perf_counter()
         module, origin = cached_module(dev, ks.source, [k.name for k in ks.kernels],
                                        [s.dtype for s in p.program.inputs])
-        prepared = WebGPUPrepared(dev, ks, module, origin, 0.0)
+        prepared = WebGPUPrepared(dev, ks, module, origin, 0.0, getattr(p.terminal, "aggs", ()))
         prepared.compile_ms = (time.perf_counter() - t0) * 1e3
         return prepared

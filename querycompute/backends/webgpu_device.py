@@ -32,6 +32,7 @@ class WebGPUDevice:
     features: frozenset
     limits: dict
     lock: threading.Lock = field(default_factory=threading.Lock)   # queue submissions and reads
+    timer: object = None      # webgpu_timing's kernel timer, made on first launch
 
     @property
     def is_cpu(self) -> bool:
@@ -99,7 +100,9 @@ def _open() -> WebGPUDevice:
     # the adapter's largest storage binding and buffer, not WebGPU's 128 MiB default
     wanted = {k: limits[k] for k in ("max-storage-buffer-binding-size", "max-buffer-size",
                                      "max-storage-buffers-per-shader-stage") if k in limits}
-    device = adapter.request_device_sync(required_limits=wanted)
+    # timestamp queries time each kernel on the device (backends/webgpu_timing.py)
+    features = [f for f in ("timestamp-query",) if f in adapter.features]
+    device = adapter.request_device_sync(required_limits=wanted, required_features=features)
     info = {k: str(v) for k, v in dict(adapter.info).items()}
     return WebGPUDevice(wgpu, adapter, device, device.queue, info, frozenset(adapter.features), dict(device.limits))
 
