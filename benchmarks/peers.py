@@ -9,7 +9,9 @@ it, numexpr, polars, and hand-written numba prange loops (with and without fastm
 Every result is checked against numpy's before anything is timed; a peer that disagrees is
 reported as wrong with the reason, never timed. Everything runs in one process and the warm
 samples of all implementations are taken round-robin, in a rotating order
-(timing.interleaved), so ratios compare like with like. Writes results/peers.json and results/peers.png (see plot.py).
+(timing.interleaved), so ratios compare like with like. Writes results/peers.json, the same as
+tables in results/peers.md and results/peers.csv (report.py) and results/peers.png (plot.py).
+The ratio reported everywhere is the speed-up over NumPy: numpy ms / implementation ms.
 """
 from __future__ import annotations
 
@@ -42,7 +44,7 @@ def parse_args(argv=None):
                     help=f"comma-separated subset of: {', '.join(PEER_MODULES)}")
     ap.add_argument("--repeat", type=int, default=7, help="warm samples per case; the median is reported")
     ap.add_argument("--quick", action="store_true", help="n = 1e3,1e5 and 3 samples (a smoke run)")
-    ap.add_argument("--out", default=str(HERE / "results"), help="directory for peers.json and peers.png")
+    ap.add_argument("--out", default=str(HERE / "results"), help="directory for peers.json, .md, .csv and .png")
     ap.add_argument("--no-plot", action="store_true", help="skip the PNG")
     args = ap.parse_args(argv)
     try:
@@ -141,7 +143,7 @@ def run_all(args, backends, peers):
                 t = timed.get(rec["impl"])
                 if t is not None:
                     rec.update(median_ms=t.median_ms, min_ms=t.min_ms, samples=t.samples,
-                               calls_per_sample=t.calls_per_sample, ratio_numpy=t.median_ms / base,
+                               calls_per_sample=t.calls_per_sample, speedup_vs_numpy=base / t.median_ms,
                                gbps=nbytes / (t.median_ms * 1e-3) / 1e9)
                 print_row(rec, flush=True)
                 records.append(rec)
@@ -149,18 +151,23 @@ def run_all(args, backends, peers):
     return records
 
 
+def speedup_text(r) -> str:
+    import report
+    return "the baseline" if r["impl"] == "numpy" else report.speedup_text(r["speedup_vs_numpy"])
+
+
 def print_row(r, flush=False):
     if r["status"] != "ok":
         print(f"  {r['impl']:<15} {r['status'].upper():>10}  {r.get('reason', '')}", flush=flush)
         return
     extra = f"  compile {r['compile_ms']:.0f} ms ({','.join(r['cache'])})" if "compile_ms" in r else ""
-    print(f"  {r['impl']:<15} {r['median_ms']:10.4f} ms {r['ratio_numpy']:8.2f}x numpy {r['gbps']:7.2f} GB/s"
+    print(f"  {r['impl']:<15} {r['median_ms']:10.4f} ms {speedup_text(r):>27} {r['gbps']:7.2f} GB/s"
           f"  first {r['first_ms']:9.1f} ms{extra}", flush=flush)
 
 
 def summary(records):
     """Per workload at the largest n: querycompute's best backend against the fastest peer."""
-    lines = ["\nsummary (largest n; time ratio, < 1 means querycompute is faster):"]
+    lines = ["\nsummary (largest n; querycompute against the fastest peer that computed the right result):"]
     for key in sorted({r["workload"] for r in records}):
         rows = [r for r in records if r["workload"] == key and r["status"] == "ok"]
         if not rows:
@@ -172,9 +179,34 @@ def summary(records):
         if ours and theirs:
             for o in sorted(ours, key=lambda r: r["impl"]):
                 p = min(theirs, key=lambda r: r["median_ms"])
+                ratio = p["median_ms"] / o["median_ms"]
                 lines.append(f"  {key} n={n:.0e}: {o['impl']} {o['median_ms']:.3f} ms vs fastest peer "
-                             f"{p['impl']} {p['median_ms']:.3f} ms -> {o['median_ms'] / p['median_ms']:.2f}x")
+                             f"{p['impl']} {p['median_ms']:.3f} ms -> {o['impl']} is "
+                             + (f"{ratio:.2f}x faster" if ratio >= 1 else f"{1 / ratio:.2f}x slower"))
     return "\n".join(lines)
+
+
+def peer_versions(peers) -> dict:
+    """The versions of the peer packages this run used (for the figure's and tables' footer)."""
+    from importlib.metadata import PackageNotFoundError, version
+    found = {}
+    for p in dict.fromkeys(p.split("-")[0] for p in peers):
+        try:
+            found[p] = version(p)
+        except PackageNotFoundError:
+            pass
+    return found
+
+
+def cpu_model() -> str:
+    """The CPU's model name (Linux: /proc/cpuinfo), else what platform knows."""
+    try:
+        for ln in Path("/proc/cpuinfo").read_text().splitlines():
+            if ln.startswith("model name"):
+                return ln.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
 
 
 def available_backends():
@@ -191,6 +223,7 @@ def main(argv=None):
     os.environ["QUERYCOMPUTE_CACHE_DIR"] = cache_dir.name
     import numba
     import querycompute as qc
+    import workloads as W
     backends = args.backends.split(",") if args.backends else available_backends()
     peers = [p.strip() for p in args.peers.split(",") if p.strip()]
     bad = [p for p in peers if p not in PEER_MODULES]
@@ -204,12 +237,17 @@ def main(argv=None):
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     meta = {"date": time.strftime("%Y-%m-%d %H:%M:%S"), "seconds": round(time.time() - started, 1),
-            "machine": platform.processor() or platform.machine(), "cpus": os.cpu_count(),
+            "machine": cpu_model(), "cpus": os.cpu_count(),
             "python": platform.python_version(), "numpy": np.__version__, "numba": numba.__version__,
             "querycompute": qc.__version__, "backends": backends, "repeat": args.repeat,
-            "load_average_end": os.getloadavg()[0]}
+            "load_average_end": os.getloadavg()[0],
+            "workloads": {k: W.WORKLOADS[k].title for k in dict.fromkeys(r["workload"] for r in records)},
+            "peer_versions": peer_versions(peers)}
     (out / "peers.json").write_text(json.dumps({"meta": meta, "results": records}, indent=1))
     print(f"\nwrote {out / 'peers.json'}")
+    import report
+    for path in report.write_tables(out / "peers.json"):
+        print(f"wrote {path}")
     if not args.no_plot:
         import plot
         png = plot.plot_file(out / "peers.json", out / "peers.png")

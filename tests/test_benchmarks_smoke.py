@@ -36,6 +36,9 @@ def test_peers_every_workload_checks_and_writes_outputs(tmp_path):
             assert rows[(w, impl)]["status"] in ("ok", "wrong"), rows[(w, impl)]
     assert rows[("W1", "qc-cpu")]["compile_ms"] > 0          # a fresh cache: a real compile
     assert (tmp_path / "peers.png").stat().st_size > 1000
+    assert "x faster than numpy" in stdout or "x slower than numpy" in stdout      # issue 17 item 11
+    assert "### W6" in (tmp_path / "peers.md").read_text()
+    assert len((tmp_path / "peers.csv").read_text().splitlines()) == len(report["results"]) + 1
     assert "summary" in stdout
 
 
