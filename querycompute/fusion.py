@@ -95,7 +95,7 @@ class _Builder:
             return Scalar(E.Var(name, v.expr.dtype), v.weak)
         if isinstance(v, TupleVal):
             return TupleVal(tuple(self.bind(i) for i in v.items))
-        return RecordVal(tuple((k, self.bind(i)) for k, i in v.fields))
+        return RecordVal(tuple((k, self.bind(i)) for k, i in v.fields), v.skipped)
 
 
 def _unpack(element, src) -> tuple:

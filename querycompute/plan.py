@@ -4,6 +4,7 @@ Used by the engine on a cache miss (and for every call's parameters) and by intr
 """
 from __future__ import annotations
 
+from types import FunctionType
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -37,10 +38,10 @@ def slot_info(fn) -> tuple:
         fn = fn.fn
     if t is JoinArg:
         return OTHER, {"other": (fn.other, fn.key)}
-    if isinstance(fn, LambdaSource):          # parsed from CLI text: np / math / builtins only
-        return fn, capture_values(None, fn)
-    if not callable(fn):
-        raise TypeError(f"expected a function (a lambda), got {type(fn).__name__}")
+    if type(fn) is not FunctionType:          # text, parsed text, a ufunc / builtin: no captures
+        from .frontend.known_callables import function_source   # (np / math / builtins only)
+        src = function_source(fn)
+        return src, capture_values(None, src)
     src = lambda_source(fn)
     return src, capture_values(fn, src)
 
@@ -72,7 +73,7 @@ def initial_element(source: Source, dts: tuple, lw: Lowering):
         return loads[0], inputs
     if source.kind == "zip":
         return TupleVal(tuple(loads)), inputs
-    return RecordVal(tuple(zip(source.fields, loads))), inputs
+    return RecordVal(tuple(zip(source.fields, loads)), tuple(source.skipped.items())), inputs
 
 
 def lower(source: Source, dts: tuple, ops: tuple, term, infos: list) -> Lowered:

@@ -36,6 +36,17 @@ class Query:
         self._hot = None           # warm.Hot: the last terminal run, ready to repeat
                                    # (False: ran once; engine._remember)
 
+    def __array__(self, dtype=None, copy=None):
+        """`np.asarray(q)` is `q.to_array()` (runs the query); queries whose elements are
+        tuples or records give several arrays, so for them it is a TypeError."""
+        out = self.to_array()
+        if not isinstance(out, np.ndarray):
+            raise TypeError(f"np.asarray(query): the query's elements are "
+                            f"{'records' if isinstance(out, dict) else 'tuples'}, which make "
+                            f"several arrays; call .to_array() (a "
+                            f"{type(out).__name__} of arrays) instead")
+        return out if dtype is None else out.astype(dtype, copy=False)
+
     def __repr__(self) -> str:
         chain = "".join(f".{op.kind}(...)" for op in self.nodes())
         return f"<Query {self._source.kind}{chain} on {self._backend}>"
@@ -224,7 +235,7 @@ class Query:
     def aggregate(self, func, seed):
         """LINQ's fold func(...func(func(seed, x0), x1)..., xn): func associative, maybe not
         commutative (element order is kept); seed applied once; no element -> seed."""
-        if not callable(func) and not hasattr(func, "body"):
+        if not callable(func) and not hasattr(func, "body") and not isinstance(func, str):
             raise TypeError(f"aggregate() takes a function func(acc, v), got {type(func).__name__}")
         return engine.run(self, Terminal("aggregate", (("aggregate", T.AggSpec("fold", func, seed=seed)),)))
 
@@ -294,15 +305,14 @@ def positional(name: str, arg, default) -> Terminal:
 
 def _text_lambda(kind: str, fn):
     """A chain operator's argument that is not a Python function: a lambda given as text
-    (`select("lambda v: v * 2")`, parsed, never executed) or already parsed (the CLI) stands
-    for its own code object; anything else is an error."""
-    if isinstance(fn, str):
-        from .frontend.chain_text import parse_lambda
-        return parse_lambda(fn)
-    if not hasattr(fn, "body"):
-        raise TypeError(f"{kind}() takes a function (a lambda, or a lambda as text), "
-                        f"got {type(fn).__name__}")
-    return fn
+    (`select("lambda v: v * 2")`, parsed, never executed), already parsed (the CLI), or a
+    supported ufunc / builtin (`select(np.sqrt)`: frontend/known_callables.py) stands for its
+    own code object; another callable is an UnsupportedLambdaError, a non-callable a TypeError."""
+    if not isinstance(fn, str) and not callable(fn) and not hasattr(fn, "body"):
+        raise TypeError(f"{kind}() takes a function (a lambda, a lambda as text or a supported "
+                        f"NumPy ufunc / builtin such as np.sqrt or abs), got {type(fn).__name__}")
+    from .frontend.known_callables import function_source
+    return function_source(fn)
 
 
 # agg(...) requests made only of function-less specs (module-level qc.sum, qc.max...), by

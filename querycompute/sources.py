@@ -3,6 +3,8 @@
 A `Source` holds references only; arrays are read when a terminal operator runs (deferred
 execution), so an in-place change between building the query and running it is seen.
 `columns()` is called once per terminal run and returns the 1-D arrays to pass to the kernel.
+Inputs other than 1-D NumPy arrays (pandas, polars, pyarrow, masked arrays, lists, buffers,
+Arrow PyCapsules) and tables are adapted by source_adapters.py; nulls are refused there.
 """
 from __future__ import annotations
 
@@ -11,6 +13,8 @@ from typing import Any
 import numpy as np
 
 from querycompute._codegen import dtypes
+
+from .source_adapters import Table, dict_table, host_array, structured_table, table_of
 
 KINDS = ("array", "zip", "table", "range")
 
@@ -30,17 +34,12 @@ NATIVE_DTYPES = frozenset(np.dtype(d) for d in dtypes.ALL)   # native byte order
 
 
 def _as_1d(a: Any, what: str):
-    """Accept numpy/cupy arrays and anything with __array__ / DLPack; reject what kernels can't hold."""
+    """A 1-D native-order array of a kernel dtype from any input kind (numpy/cupy arrays as
+    they are; the rest through source_adapters.host_array); a clear TypeError otherwise."""
     if type(a) is np.ndarray and a.ndim == 1 and a.dtype in NATIVE_DTYPES:
         return a                                      # the warm path: nothing to convert
-    if not is_device_array(a) and not isinstance(a, np.ndarray):
-        if hasattr(a, "__array__"):
-            a = np.asarray(a)
-        elif hasattr(a, "__dlpack__"):
-            a = np.from_dlpack(a)
-        else:
-            raise TypeError(f"{what} must be an array (numpy, cupy, or anything with __array__ "
-                            f"or __dlpack__), got {type(a).__name__}")
+    if not is_device_array(a) and type(a) is not np.ndarray:
+        a = host_array(a, what)
     if a.ndim != 1:
         raise TypeError(f"{what} has {a.ndim} dimensions; queries read 1-D arrays "
                         f"(flatten it with .ravel(), or query one column/row at a time)")
@@ -70,14 +69,24 @@ def plain_columns(items: tuple) -> bool:
 
 
 class Source:
-    """kind + how to get the columns. `fields` names the record fields of a table."""
-    __slots__ = ("kind", "_items", "fields", "range_args")
+    """kind + how to get the columns. `fields` names the record fields of a table (the
+    columns a kernel can read; `skipped` maps the others to why not)."""
+    __slots__ = ("kind", "_items", "fields", "range_args", "_table", "shapes")
 
-    def __init__(self, kind: str, items: tuple, fields: tuple[str, ...] = (), range_args=None):
+    def __init__(self, kind: str, items: tuple, fields: tuple[str, ...] = (), range_args=None,
+                 table: Table | None = None):
         self.kind = kind
-        self._items = items            # arrays, or (table object,) for DataFrames
+        self._items = items            # arrays ((the frame,) for a Table)
         self.fields = fields
         self.range_args = range_args   # (start, stop, step) for ranges
+        self._table = table            # DataFrames, Arrow tables, tables with skipped columns
+        self.shapes = None             # per input: its element shape, when one is shaped (shaped.py)
+
+    @property
+    def skipped(self) -> dict:
+        """{column name: why a kernel can't read it} (strings, nulls, ...): an error only
+        when a lambda reads that column."""
+        return self._table.skipped if self._table is not None else {}
 
     def columns(self) -> tuple:
         """The 1-D arrays to read, in input order (validated; reads DataFrame columns now).
@@ -85,17 +94,13 @@ class Source:
         engine's Hot entries rely on that identity: warm.plain_items)."""
         if self.kind == "range":
             return ()
-        if plain_columns(self._items):
+        if self._table is None and plain_columns(self._items):
             return self._items                        # the warm path: nothing to convert
         if self.kind == "array":
             return (_as_1d(self._items[0], "the input"),)
-        if self.kind == "table" and len(self._items) == 1 and not isinstance(self._items[0], np.ndarray) \
-                and hasattr(self._items[0], "columns"):
-            frame = self._items[0]
-            cols = tuple(_as_1d(frame[f].to_numpy(), f"column {f!r}") for f in self.fields)
-        elif self.kind == "table" and len(self._items) == 1 and isinstance(self._items[0], np.ndarray):
-            rec = self._items[0]
-            cols = tuple(_as_1d(rec[f], f"field {f!r}") for f in self.fields)
+        if self._table is not None:
+            t = self._table
+            cols = tuple(_as_1d(t.column(f), f"column {f!r}") for f in self.fields)
         else:
             names = self.fields or tuple(f"input {i}" for i in range(len(self._items)))
             cols = tuple(_as_1d(a, str(nm)) for a, nm in zip(self._items, names))
@@ -116,7 +121,7 @@ def from_args(args: tuple, named: dict) -> Source:
     if named:
         if args:
             raise TypeError("qc.query takes either positional arrays or named columns, not both")
-        return Source("table", tuple(named.values()), tuple(named))
+        return _dict_source(named)
     if not args:
         raise TypeError("qc.query needs at least one array (or named columns: qc.query(price=p, qty=q))")
     if len(args) == 1:
@@ -124,17 +129,27 @@ def from_args(args: tuple, named: dict) -> Source:
         if isinstance(x, dict):
             if not x:
                 raise TypeError("qc.query got an empty dict; give it at least one column")
-            for k in x:
-                if not isinstance(k, str) or not k.isidentifier():
-                    raise TypeError(f"table column names must be identifiers, got {k!r}")
-            return Source("table", tuple(x.values()), tuple(x))
+            return _dict_source(x)
         if isinstance(x, np.ndarray) and x.dtype.names:
-            return Source("table", (x,), tuple(x.dtype.names))
-        if hasattr(x, "columns") and hasattr(x, "dtypes") and not hasattr(x, "__dlpack__"):
-            cols = tuple(str(c) for c in x.columns)
-            return Source("table", (x,), cols)
+            return _table_source(structured_table(x))
+        table = table_of(x)
+        if table is not None:
+            return _table_source(table)
         return Source("array", (x,))
     return Source("zip", tuple(args))
+
+
+def _dict_source(d: dict) -> Source:
+    """A dict / keyword table: its arrays as they are when all are plain 1-D columns (the
+    warm path), else a Table (converted columns, unreadable ones skipped)."""
+    table = dict_table(d)
+    if not table.skipped and plain_columns(tuple(d.values())):
+        return Source("table", tuple(d.values()), tuple(d))
+    return _table_source(table)
+
+
+def _table_source(table: Table) -> Source:
+    return Source("table", (table.frame,), table.fields, table=table)
 
 
 def validated(src: Source) -> Source:

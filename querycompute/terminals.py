@@ -54,7 +54,7 @@ class AggSpec:
     def __call__(self, f=None, *, default=NO_DEFAULT) -> "AggSpec":
         if self.fn is not None:
             raise TypeError(f"qc.{self.kind}(...) already has a function; call qc.{self.kind}(f) once")
-        if f is not None and not callable(f) and not hasattr(f, "body"):
+        if f is not None and not callable(f) and not hasattr(f, "body") and not isinstance(f, str):
             raise TypeError(f"qc.{self.kind} takes a function (a lambda), got {type(f).__name__}")
         if default is not NO_DEFAULT and self.kind not in NEEDS_ELEMENT:
             raise TypeError(f"qc.{self.kind} never needs default=: it is defined on empty sequences")
@@ -81,7 +81,7 @@ AGG_SPEC_KINDS = ("sum", "min", "max", "mean", "count", "first", "any", "all", "
 def aggregate(func, seed) -> AggSpec:
     """qc.aggregate(func, seed): LINQ's fold as an aggregate spec, for agg(...) and
     group_by(...).agg(...) (the rules of Query.aggregate)."""
-    if not callable(func) and not hasattr(func, "body"):
+    if not callable(func) and not hasattr(func, "body") and not isinstance(func, str):
         raise TypeError(f"qc.aggregate takes a function func(acc, v), got {type(func).__name__}")
     return AggSpec("fold", func, seed=seed)
 

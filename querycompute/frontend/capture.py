@@ -33,8 +33,9 @@ ACCEPTED = ("a lambda (lambda v: v * 2) or a def function whose body is a single
             "`return expr`")
 CHANGED = ("the source file changed since the function was defined; re-import the module "
            "or restart")
-NO_SOURCE_HINT = ("define the function in a .py file or in IPython/Jupyter (whose cells "
-                  "linecache can read), not in the plain REPL or an exec'd string")
+NO_SOURCE_HINT = ("pass the lambda as text instead, e.g. select(\"lambda v: v * 2\") (parsed, "
+                  "never executed), or define the function in a .py file or in IPython/Jupyter "
+                  "(whose cells linecache can read)")
 # Names a text chain (CLI query) may use without a value: the modules a lambda calls into.
 TEXT_MODULES = {"np": np, "numpy": np, "math": math}
 # Nested scopes have their own parameters: their free names are not the lambda's captures

@@ -17,6 +17,7 @@ from ..errors import UnsupportedLambdaError
 from .capture import TEXT_MODULES, LambdaSource, free_names, positional_params
 
 FILENAME = "<query>"
+TEXT_FILENAME = "<text>"        # a lambda given as text to an operator: select("lambda v: ...")
 AGG_NAMES = ("sum", "min", "max", "mean", "count", "any", "all", "first")
 
 
@@ -60,8 +61,8 @@ def _is_qc_query(node) -> bool:
             and node.func.attr == "query" and isinstance(node.func.value, ast.Name))
 
 
-def _where(node) -> str:
-    return f"{FILENAME}:{getattr(node, 'lineno', 1)}:{getattr(node, 'col_offset', 0) + 1}"
+def _where(node, filename: str = FILENAME) -> str:
+    return f"{filename}:{getattr(node, 'lineno', 1)}:{getattr(node, 'col_offset', 0) + 1}"
 
 
 def _op(method: str, call: ast.Call, text: str) -> ChainOp:
@@ -104,16 +105,17 @@ def _agg_spec(node: ast.expr, text: str):
     return ("agg_spec", ref.attr, _lambda(call.args[0], text))
 
 
-def _lambda(node: ast.Lambda, text: str) -> LambdaSource:
-    params = positional_params(node.args, _where(node))
+def _lambda(node: ast.Lambda, text: str, filename: str = FILENAME) -> LambdaSource:
+    params = positional_params(node.args, _where(node, filename))
     captures = free_names(params, node.body)
     for name in captures:
         if name not in TEXT_MODULES and not hasattr(builtins, name):
             use = next(n for n in ast.walk(node.body) if isinstance(n, ast.Name) and n.id == name)
             raise UnsupportedLambdaError(
-                f"name {name!r} has no value: captured names need values; use a constant "
-                f"(np, numpy and math are available)", _where(use), "name")
-    return LambdaSource(params=params, body=node.body, filename=FILENAME, captures=captures,
+                f"name {name!r} has no value: a lambda given as text has no variables (it is "
+                f"parsed, never executed); use a constant instead (np, numpy, math and builtins "
+                f"are available)", _where(use, filename), "name")
+    return LambdaSource(params=params, body=node.body, filename=filename, captures=captures,
                         code=None, text=ast.get_source_segment(text, node) or "")
 
 
@@ -121,12 +123,18 @@ def _lambda(node: ast.Lambda, text: str) -> LambdaSource:
 def parse_lambda(text: str) -> LambdaSource:
     """A lambda given as text (`select("lambda v: v * 2")`): parsed, never executed. One
     LambdaSource per distinct text (cached), so a text stands for its own signature."""
+    return text_lambda(text, TEXT_FILENAME)
+
+
+def text_lambda(text: str, filename: str) -> LambdaSource:
+    """parse_lambda with error locations in `filename` ("<text>", or "<np.sqrt>" for the
+    lambda a known callable stands for: known_callables.py)."""
     try:
-        tree = ast.parse(text.strip(), FILENAME, mode="eval")
+        tree = ast.parse(text.strip(), filename, mode="eval")
     except SyntaxError as exc:
-        raise UnsupportedLambdaError(f"not a lambda: {exc.msg}", f"{FILENAME}:{exc.lineno}:{exc.offset}",
+        raise UnsupportedLambdaError(f"not a lambda: {exc.msg}", f"{filename}:{exc.lineno}:{exc.offset}",
                                      "syntax") from None
     if not isinstance(tree.body, ast.Lambda):
         raise UnsupportedLambdaError("a function given as text must be one lambda, e.g. "
-                                     "\"lambda v: v * 2\"", _where(tree.body), "text")
-    return _lambda(tree.body, text.strip())
+                                     "\"lambda v: v * 2\"", _where(tree.body, filename), "text")
+    return _lambda(tree.body, text.strip(), filename)

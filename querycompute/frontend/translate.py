@@ -16,6 +16,7 @@ import numpy as np
 
 from querycompute._codegen import dtypes
 from querycompute._codegen.expr import Const, Param
+from ..errors import UnsupportedTypeError
 from .capture import LambdaSource
 from .translate_calls import MODULE_CONSTANTS, SUPPORTED, call_handler
 from .translate_ops import binary, const, fail, logical, logical_not, select, unary
@@ -149,6 +150,10 @@ class _Translator:
 
     def _field(self, rec: RecordVal, name: str, node) -> Value:
         v = rec.get(name)
+        if v is None and name in dict(rec.skipped):
+            raise UnsupportedTypeError(
+                f"{self.at(node)}: column {name!r} can't be read by a kernel: it "
+                f"{dict(rec.skipped)[name]}")
         if v is None:
             fail(self.at(node), f"the record has no field {name!r}; fields: "
                                 f"{', '.join(rec.names)}", "field")

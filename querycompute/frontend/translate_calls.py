@@ -42,7 +42,7 @@ MODULE_CONSTANTS = {"pi", "e", "tau", "inf", "nan", "euler_gamma"}
 SUPPORTED = ("builtins abs min max round float int bool pow; math.* and np.* elementwise "
              "functions (sqrt exp log log2 log10 expm1 log1p, sin cos tan sinh cosh tanh and "
              "their inverses, floor ceil trunc fabs hypot atan2/arctan2 pow/power isnan isinf "
-             "isfinite copysign; np also rint sign round absolute minimum maximum and the "
+             "isfinite copysign; np also rint sign square round absolute minimum maximum and the "
              "arithmetic ufuncs); numpy scalar types as casts (np.float32(v))")
 
 
@@ -224,6 +224,13 @@ def _np_sign(args, at):
     return Scalar(Where(Compare("gt", x, Const(zero, t)), Const(one, t), inner, t))
 
 
+def _np_square(args, at):
+    _arity("np.square", args, 1, at)
+    t, _ = _np_loop(np.square, args[0], at)     # bool squares in int8, as NumPy's loop does
+    x = Scalar(to_dtype(args[0], t, at))
+    return binary("mul", x, x, at, numpy_call=True)
+
+
 def _np_round(args, at):
     _arity("np.round", args, (1, 2), at)
     if len(args) == 2 and not (isinstance(args[1].expr, Const) and args[1].expr.value == 0):
@@ -258,7 +265,7 @@ def _table():
          builtins.round: _b_round, builtins.pow: _np_binary("pow"),
          builtins.float: _b_convert("float"), builtins.int: _b_convert("int"),
          builtins.bool: _b_convert("bool"), math.fabs: _m_fabs, math.log: _m_log,
-         np.sign: _np_sign, np.round: _np_round, np.around: _np_round}
+         np.sign: _np_sign, np.square: _np_square, np.round: _np_round, np.around: _np_round}
     t.update({getattr(math, n): _m_func(n) for n in MATH_FUNCS if n != "log"})
     t.update({getattr(math, n): _m_to_int(n) for n in MATH_TO_INT})
     t.update({getattr(math, n): _m_binary(n) for n in MATH_BINARY})

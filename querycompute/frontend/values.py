@@ -37,6 +37,9 @@ class TupleVal:
 @dataclass(frozen=True)
 class RecordVal:
     fields: tuple[tuple[str, "Value"], ...]     # ordered (name, value)
+    # A table's columns a kernel can't read (strings, nulls...): name -> why; reading one is
+    # an error that says so (sources.Source.skipped), not "no such field".
+    skipped: tuple[tuple[str, str], ...] = ()
 
     def get(self, name: str):
         for key, value in self.fields:
