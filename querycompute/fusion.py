@@ -18,6 +18,7 @@ from querycompute._codegen.program import Agg, ElementProgram, Filter, Let, Para
 from . import terminals as T
 from .errors import QueryError, UnsupportedLambdaError
 from .frontend import RecordVal, Scalar, TupleVal, translate
+from .frontend.shaped import ShapedVal, map_items
 
 
 @dataclass(frozen=True)
@@ -95,6 +96,8 @@ class _Builder:
             return Scalar(E.Var(name, v.expr.dtype), v.weak)
         if isinstance(v, TupleVal):
             return TupleVal(tuple(self.bind(i) for i in v.items))
+        if isinstance(v, ShapedVal):
+            return map_items(v, self.bind)
         return RecordVal(tuple((k, self.bind(i)) for k, i in v.fields), v.skipped)
 
 
@@ -107,6 +110,11 @@ def _unpack(element, src) -> tuple:
         items = element.items
     elif isinstance(element, RecordVal):
         items = tuple(v for _, v in element.fields)
+    if isinstance(element, ShapedVal):
+        raise UnsupportedLambdaError(
+            f"the lambda takes {k} parameters but each element is one array of shape "
+            f"{element.shape}; take one parameter and index it (r[0], r[1])", where=_where(src),
+            construct="arity")
     if items is None or len(items) != k:
         have = "single values" if isinstance(element, Scalar) else f"{len(items)}-tuples"
         raise UnsupportedLambdaError(
@@ -116,7 +124,10 @@ def _unpack(element, src) -> tuple:
 
 
 def leaves(v) -> tuple[str, tuple, tuple]:
-    """(shape, field names, scalar leaves) of an element value."""
+    """(shape, field names, scalar leaves) of an element value (a shaped one: its element
+    shape as the fields, its entries in C order)."""
+    if isinstance(v, ShapedVal):
+        return "shaped", v.shape, tuple(v.items.flat)
     if isinstance(v, Scalar):
         return "scalar", (), (v,)
     if isinstance(v, TupleVal):
@@ -132,6 +143,8 @@ def element_type(v) -> str:
     """An element value's type as text: float32, (float32, int64), {price: float32, ...}."""
     if isinstance(v, Scalar):
         return v.expr.dtype
+    if isinstance(v, ShapedVal):
+        return f"{v.dtype}[{', '.join(map(str, v.shape))}]"
     if isinstance(v, TupleVal):
         return "(" + ", ".join(element_type(i) for i in v.items) + ")"
     return "{" + ", ".join(f"{k}: {element_type(i)}" for k, i in v.fields) + "}"
@@ -141,6 +154,8 @@ def _bytes(v) -> int:
     """Bytes an element value would take in memory."""
     if isinstance(v, Scalar):
         return dtypes.itemsize(v.expr.dtype)
+    if isinstance(v, ShapedVal):
+        return sum(dtypes.itemsize(s.dtype) for s in v.items.flat)
     items = v.items if isinstance(v, TupleVal) else tuple(i for _, i in v.fields)
     return sum(_bytes(i) for i in items)
 
@@ -276,6 +291,10 @@ class Lowering:
             shape, fields, items = leaves(value)
             aggs.append(Agg("first", tuple(s.expr for s in items), "int64"))
             return T.Finish("first", here, shape=shape, fields=fields)
+        if isinstance(value, ShapedVal) and kind in ("sum", "mean", "min", "max"):
+            from .shaped import ShapedFinish      # elementwise across elements: X.sum(axis=0)
+            return ShapedFinish(tuple(self._agg(spec, slot, s, aggs, need_count)
+                                      for s in value.items.flat), value.shape)
         if not isinstance(value, Scalar):
             raise QueryError(f"{kind}() needs single-value elements; the elements are tuples or "
                              f"records: give {kind} a function that picks a value, e.g. "

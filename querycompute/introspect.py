@@ -82,6 +82,9 @@ def explain(q, backend: str | None, terminal: Any) -> str:
         desc = ", ".join(f"{f}:{c.dtype}" if src.fields else f"{c.dtype}[stride {c.strides[0] // c.itemsize}]"
                          for f, c in zip(src.fields or [""] * len(cols), cols))
         out.append(f"  source: {src.kind}({desc}), n={n}")
+        if src.shapes:                 # shaped elements: the strategy (shaped.py)
+            from .shaped import describe as shaped_text
+            out.append(f"  {shaped_text(src)}")
     for i, op in enumerate(q.nodes()):
         out.append(f"  {i + 1}. {op.kind:<6} {infos[i][0].text}  -> {lowered.steps[i][2]}")
     fn_texts = [infos[len(q._ops) + j][0].text for j in range(len(term.fns))]

@@ -67,6 +67,9 @@ def initial_element(source: Source, dts: tuple, lw: Lowering):
         step = lw.b.param(("range", 2), "int64")
         idx = E.Binary("add", start, E.Binary("mul", E.Index(), step, "int64"), "int64")
         return Scalar(idx, None), []
+    if source.shapes:                  # shaped elements: several columns per input
+        from .shaped import initial_element as shaped_element
+        return shaped_element(source, dts)
     inputs = [InputSpec(_input_name(source, i), d) for i, d in enumerate(dts)]
     loads = [Scalar(E.Load(i, d), None) for i, d in enumerate(dts)]
     if source.kind == "array":
@@ -81,6 +84,8 @@ def lower(source: Source, dts: tuple, ops: tuple, term, infos: list) -> Lowered:
     the fusion are imported here, on the first compile, not with the package.)"""
     from .graph import staged
     if staged("".join([op.letter for op in ops]), term):
+        from .shaped import refuse_staged
+        refuse_staged(source)
         from .stages import lower_staged
         return lower_staged(source, dts, ops, term, infos)
     from .fusion import Lowering

@@ -95,7 +95,11 @@ class Source:
         if self.kind == "range":
             return ()
         if self._table is None and plain_columns(self._items):
+            self.shapes = None                        # (an input reshaped in place since)
             return self._items                        # the warm path: nothing to convert
+        from . import shaped
+        if self._table is None and shaped.has_shaped(self):   # (n, *s) inputs: scalar columns
+            return shaped.columns(self)
         if self.kind == "array":
             return (_as_1d(self._items[0], "the input"),)
         if self._table is not None:
@@ -142,6 +146,8 @@ def from_args(args: tuple, named: dict) -> Source:
 def _dict_source(d: dict) -> Source:
     """A dict / keyword table: its arrays as they are when all are plain 1-D columns (the
     warm path), else a Table (converted columns, unreadable ones skipped)."""
+    if any(isinstance(a, np.ndarray) and a.ndim >= 2 for a in d.values()):
+        return Source("table", tuple(d.values()), tuple(d))     # shaped columns (shaped.py)
     table = dict_table(d)
     if not table.skipped and plain_columns(tuple(d.values())):
         return Source("table", tuple(d.values()), tuple(d))

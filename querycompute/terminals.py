@@ -123,8 +123,10 @@ _SCALAR = {name: np.dtype(name).type for name in
 
 def finish(f: Finish, raw: list, spec: AggSpec, key: str | None) -> Any:
     """Turn raw backend results into the user's value for one spec (`key`: its agg() name)."""
-    r = raw[f.agg]
     kind = f.kind
+    if kind == "shaped":                    # one Finish per component (shaped.ShapedFinish)
+        return f.finish(raw, spec, key)
+    r = raw[f.agg]
     if kind == "sum" or kind == "fold":
         t = _SCALAR[f.result_dtype]
         if type(r) is t:
@@ -142,6 +144,8 @@ def finish(f: Finish, raw: list, spec: AggSpec, key: str | None) -> Any:
             return _empty(spec, key)
         if f.shape == "scalar":
             return values[0]
+        if f.shape == "shaped":             # fields: the element shape
+            return np.array(values).reshape(f.fields)
         if f.shape == "record":
             return dict(zip(f.fields, values))
         return tuple(values)

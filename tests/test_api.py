@@ -148,8 +148,8 @@ def test_deferred_execution_reads_arrays_at_terminal(on):
 
 
 def test_bad_inputs_raise_type_errors():
-    with pytest.raises(TypeError, match="2 dimensions"):
-        qc.query(np.zeros((2, 2)))
+    with pytest.raises(TypeError, match="elements of 3 dimensions"):
+        qc.query(np.zeros((2, 2, 2, 2)))       # (n, a, b) is fine: shaped elements (issue 16)
     with pytest.raises(TypeError, match="complex"):
         qc.query(np.zeros(3, np.complex64))
     with pytest.raises(TypeError):

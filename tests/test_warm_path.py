@@ -70,9 +70,10 @@ def test_columns_changed_in_place_are_seen():
     x.dtype = np.int32                              # same buffer, reinterpreted
     got = q.sum()
     assert got == x.sum() and type(got) is np.int64
-    x.shape = (2, 4)
-    with pytest.raises(TypeError, match="2 dimensions"):
-        q.sum()
+    x.shape = (2, 4)                                # now 2 elements of shape (4,) (issue 16)
+    assert np.array_equal(q.sum(), x.sum(axis=0))
+    x.shape = (8,)
+    assert q.sum() == x.sum()
 
 
 def test_zip_and_range_sources_repeat():

@@ -19,8 +19,9 @@ from querycompute._codegen.expr import Const, Param
 from ..errors import UnsupportedTypeError
 from .capture import LambdaSource
 from .translate_calls import MODULE_CONSTANTS, SUPPORTED, call_handler
-from .translate_ops import binary, const, fail, logical, logical_not, select, unary
+from .translate_ops import binary, const, fail, logical, logical_not, select, truthy, unary
 from .values import RecordVal, Scalar, TupleVal, Value
+from . import shaped as S
 
 BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "truediv",
           ast.FloorDiv: "floordiv", ast.Mod: "mod", ast.Pow: "pow", ast.BitAnd: "bitand",
@@ -81,8 +82,14 @@ class _Translator:
         return method(node)
 
     def scalar(self, node: ast.AST, what: str) -> Scalar:
-        v = self.value(node)
+        return self.check_scalar(self.value(node), node, what)
+
+    def check_scalar(self, v: Value, node: ast.AST, what: str) -> Scalar:
         if not isinstance(v, Scalar):
+            if isinstance(v, S.ShapedVal):
+                S.refuse_truth(self.at(node), what) if what in ("a condition", "`and`", "`or`") else \
+                    fail(self.at(node), f"{what} needs a scalar but this is a shaped element of "
+                                        f"shape {v.shape}", what)
             kind = "tuple" if isinstance(v, TupleVal) else "record"
             fail(self.at(node), f"{what} needs a scalar but this is a {kind}; pick one value "
                                 f"with t[i] or r.field", what)
@@ -145,6 +152,8 @@ class _Translator:
         v = self.value(base)
         if isinstance(v, RecordVal):
             return self._field(v, node.attr, node)
+        if isinstance(v, S.ShapedVal):
+            return S.attribute(v, node.attr, self.at(node))
         fail(self.at(node), f"attribute .{node.attr} is only supported on records (r.price); "
                             f"this is a {_kind(v)}", "attribute")
 
@@ -162,6 +171,8 @@ class _Translator:
     def _Subscript(self, node: ast.Subscript) -> Value:
         v = self.value(node.value)
         key = node.slice
+        if isinstance(v, S.ShapedVal):
+            return S.index(v, S.index_key(self, key), self.at(node))
         if isinstance(v, RecordVal):
             if isinstance(key, ast.Constant) and isinstance(key.value, str):
                 return self._field(v, key.value, node)
@@ -195,14 +206,20 @@ class _Translator:
     # --- operators ----------------------------------------------------------------------
     def _BinOp(self, node: ast.BinOp) -> Value:
         op = BINOPS.get(type(node.op))
+        left, right = self.value(node.left), self.value(node.right)
+        if isinstance(node.op, ast.MatMult) or S.is_shaped(left) or S.is_shaped(right):
+            return S.operator(op, left, right, self.at(node))       # shaped elements (4b)
         if op is None:
             fail(self.at(node), f"{_construct(node.op)} is not supported; {LANGUAGE}",
                  type(node.op).__name__)
-        return binary(op, self.scalar(node.left, "an operator"),
-                      self.scalar(node.right, "an operator"), self.at(node))
+        return binary(op, self.check_scalar(left, node.left, "an operator"),
+                      self.check_scalar(right, node.right, "an operator"), self.at(node))
 
     def _UnaryOp(self, node: ast.UnaryOp) -> Value:
-        x = self.scalar(node.operand, "an operator")
+        v = self.value(node.operand)
+        if S.is_shaped(v) and not isinstance(node.op, ast.Not):
+            return S.unop(UNARYOPS[type(node.op)], v, self.at(node))
+        x = self.check_scalar(v, node.operand, "an operator")
         if isinstance(node.op, ast.Not):
             return logical_not(x)
         return unary(UNARYOPS[type(node.op)], x, self.at(node))
@@ -212,7 +229,11 @@ class _Translator:
             if type(cmp) not in CMPOPS:
                 fail(self.at(node), f"{_construct(cmp)} is not supported; compare with "
                                     f"< <= > >= == !=", type(cmp).__name__)
-        operands = [self.scalar(n, "a comparison") for n in [node.left] + node.comparators]
+        values = [self.value(n) for n in [node.left] + node.comparators]
+        if len(values) == 2 and any(S.is_shaped(v) for v in values):
+            return S.binop(CMPOPS[type(node.ops[0])], values[0], values[1], self.at(node))
+        operands = [self.check_scalar(v, n, "a comparison")
+                    for v, n in zip(values, [node.left] + node.comparators)]
         parts = [binary(CMPOPS[type(cmp)], operands[i], operands[i + 1], self.at(node))
                  for i, cmp in enumerate(node.ops)]
         return parts[0] if len(parts) == 1 else logical("and", parts, self.at(node))
@@ -222,10 +243,20 @@ class _Translator:
         return logical(op, [self.scalar(n, f"`{op}`") for n in node.values], self.at(node))
 
     def _IfExp(self, node: ast.IfExp) -> Value:
-        return select(self.scalar(node.test, "a condition"), self.scalar(node.body, "a branch"),
-                      self.scalar(node.orelse, "a branch"), self.at(node))
+        cond = self.scalar(node.test, "a condition")
+        if isinstance(cond.expr, Const) and cond.weak:    # decided now (len(r) > 1): Python
+            return self.value(node.body if truthy(cond).value else node.orelse)  # runs one branch
+        body, orelse = self.value(node.body), self.value(node.orelse)
+        if S.is_shaped(body) or S.is_shaped(orelse):
+            return S.where(cond, body, orelse, self.at(node))
+        return select(cond, self.check_scalar(body, node.body, "a branch"),
+                      self.check_scalar(orelse, node.orelse, "a branch"), self.at(node))
 
     def _Call(self, node: ast.Call) -> Value:
+        from .shaped_calls import NOT_SHAPED, call
+        out = call(self, node)        # supported callees, and everything on shaped elements
+        if out is not NOT_SHAPED:
+            return out
         at = self.at(node)
         if node.keywords:
             fail(at, "keyword arguments are not supported in calls inside a lambda", "call")

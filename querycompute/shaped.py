@@ -1,0 +1,153 @@
+"""Shaped inputs (DESIGN.md sections 3 and 4b): an array of shape (n, *s) is n elements of
+shape s, by scalarization.
+
+Strategy ("scalarized"): an input of shape (n, a) becomes a scalar columns X[:, j], one of
+shape (n, a, b) becomes a*b columns X[:, i, j] (C order over the element). These are strided
+views -- no copy, whatever the array's order or strides -- and every kernel already reads
+strided 1-D inputs, so one thread handles one element and holds it in registers (seed 001's
+register storage). The lambda sees a `frontend.shaped.ShapedVal` over those columns' loads;
+a select that returns one stores several output columns, and `to_array()` stacks them back
+into an (m, *s) array; terminals reduce each column (sum() is X.sum(axis=0)).
+
+Elements larger than MAX_SCALARS scalars are refused with an error naming the limit: a
+program unrolled over thousands of columns would compile for minutes (long rows need the
+row-reduction strategy of seed 002, not built yet).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .errors import QueryError
+
+MAX_SCALARS = 64        # element size (scalars) up to which elements are scalarized
+
+
+def has_shaped(source) -> bool:
+    """Does any input hold elements with a shape (a numpy array of 2 or 3 dimensions)?"""
+    if source.kind == "range":
+        return False
+    if source.kind == "table" and len(source._items) == 1 and hasattr(source._items[0], "columns"):
+        return False                      # a DataFrame: its columns are 1-D
+    return any(isinstance(a, np.ndarray) and a.ndim >= 2 for a in source._items)
+
+
+def _check(a: np.ndarray, what: str) -> tuple:
+    s = a.shape[1:]
+    if len(s) > 2:
+        raise TypeError(f"{what} has shape {a.shape}: elements of {len(s)} dimensions are not "
+                        f"supported (elements are scalars, vectors (n, k) or matrices (n, a, b))")
+    size = math.prod(s)
+    if size == 0:
+        raise TypeError(f"{what} has shape {a.shape}: its elements are empty")
+    if size > MAX_SCALARS:
+        raise QueryError(
+            f"{what} has elements of shape {s} ({size} values each); shaped elements are "
+            f"computed by scalarization up to {MAX_SCALARS} values per element, and the "
+            f"long-row strategy (one work-group per row) is not built yet: use NumPy's axis "
+            f"functions (X.sum(axis=1)) or query columns X[:, j]")
+    return s
+
+
+def columns(source) -> tuple:
+    """The scalar columns of every input, in input order; records each input's element
+    shape in `source.shapes` (part of the compiled signature)."""
+    from .sources import _as_1d
+    names = source.fields or tuple(f"input {i}" for i in range(len(source._items)))
+    if source.kind == "array":
+        names = ("the input",)
+    cols, shapes, lengths = [], [], []
+    for a, nm in zip(source._items, names):
+        what = str(nm) if source.kind == "array" else f"{nm}"
+        if not (isinstance(a, np.ndarray) and a.ndim >= 2):
+            c = _as_1d(a, what)
+            cols.append(c)
+            shapes.append(())
+            lengths.append(len(c))
+            continue
+        s = _check(a, what)
+        shapes.append(s)
+        lengths.append(a.shape[0])
+        for idx in np.ndindex(s):
+            cols.append(_as_1d(a[(slice(None),) + idx], what))
+    if len(set(lengths)) > 1:
+        lens = ", ".join(f"{nm}={n}" for nm, n in zip(names, lengths))
+        raise ValueError(f"zipped inputs must have equal lengths (first axis), got {lens}")
+    source.shapes = tuple(shapes)
+    return tuple(cols)
+
+
+def initial_element(source, dts: tuple):
+    """(element value, program inputs) for a source with shaped inputs."""
+    from querycompute._codegen import expr as E
+    from querycompute._codegen.program import InputSpec
+
+    from .frontend.shaped import ShapedVal
+    from .frontend.values import RecordVal, Scalar, TupleVal
+    from .plan import _input_name
+    inputs, values, k = [], [], 0
+    for i, s in enumerate(source.shapes):
+        base = _input_name(source, i)
+        if not s:
+            inputs.append(InputSpec(base, dts[k]))
+            values.append(Scalar(E.Load(k, dts[k]), None))
+            k += 1
+            continue
+        arr = np.empty(s, object)
+        for idx in np.ndindex(s):
+            inputs.append(InputSpec(f"{base}_{'_'.join(map(str, idx))}", dts[k]))
+            arr[idx] = Scalar(E.Load(k, dts[k]), None)
+            k += 1
+        values.append(ShapedVal(arr))
+    if source.kind == "array":
+        return values[0], inputs
+    if source.kind == "zip":
+        return TupleVal(tuple(values)), inputs
+    return RecordVal(tuple(zip(source.fields, values))), inputs
+
+
+def refuse_staged(source) -> None:
+    if getattr(source, "shapes", None) and any(source.shapes):
+        raise QueryError("order_by / distinct / take / skip / scan / group_by / join on shaped "
+                         "elements are not supported yet; select scalars first (e.g. "
+                         "select(lambda r: r.sum())) or query a column X[:, j]")
+
+
+def stack(arrays, shape: tuple) -> np.ndarray:
+    """The output columns of a shaped select as one (m, *shape) array."""
+    m = len(arrays[0]) if arrays else 0
+    out = np.empty((m,) + tuple(shape), np.result_type(*arrays))
+    flat = out.reshape(m, math.prod(shape))
+    for j, a in enumerate(arrays):
+        flat[:, j] = a
+    return out
+
+
+class ShapedFinish:
+    """How a terminal over shaped elements finishes: one terminals.Finish per component,
+    stacked into an array of the element shape (sum() of vec3 elements is a vec3)."""
+    kind = "shaped"
+    agg = 0
+    result_dtype = ""
+
+    def __init__(self, parts: tuple, shape: tuple):
+        self.parts, self.shape = parts, shape
+
+    def finish(self, raw, spec, key):
+        from .terminals import finish
+        return np.array([finish(p, raw, spec, key) for p in self.parts]).reshape(self.shape)
+
+
+def describe(source) -> str:
+    """explain()'s line for shaped inputs: the strategy and the bytes each element reads."""
+    parts = []
+    arrays = source._items if source.kind != "table" else source._items
+    for a, s in zip(arrays, source.shapes):
+        if s:
+            nbytes = math.prod(s) * a.dtype.itemsize
+            layout = "contiguous" if a[0:1].flags.c_contiguous else "strided/F-ordered"
+            parts.append(f"{a.dtype}{list(s)} ({nbytes} B/element, {math.prod(s)} scalar "
+                         f"columns, {layout})")
+    return ("shaped elements: " + "; ".join(parts) + " -- strategy: scalarized, one element "
+            "per thread in registers, each component read as a strided column")
