@@ -11,6 +11,7 @@ from .compiled import CompiledQuery
 from .engine import last_trace, set_memo_size
 from .errors import (BackendUnavailableError, CompileError, EmptySequenceError, MultipleElementsError,
                      QueryError, UnsupportedLambdaError)
+from .log import ConfigWarning, FallbackWarning
 from .query import Query, query, range
 from .grouped import Grouped
 from .terminals import agg, aggregate, all, any, count, first, max, mean, min, sum
@@ -18,8 +19,10 @@ from .terminals import agg, aggregate, all, any, count, first, max, mean, min, s
 __version__ = "0.1.0"
 
 
-__all__ = ["query", "range", "Query", "Grouped", "CompiledQuery", "agg", "sum", "min", "max", "mean", "count",
-           "first", "any", "all", "aggregate",
+# `from querycompute import *` brings no name that shadows a builtin (sum, min, max, range,
+# any, all) or reads like a generic helper (count, first, mean, agg, aggregate): those stay
+# qc.sum, qc.range, ... (tests/test_issue17_conventions.py checks).
+__all__ = ["query", "Query", "Grouped", "CompiledQuery",
            "backends", "last_trace", "set_memo_size", "cache", "QueryError", "UnsupportedLambdaError", "EmptySequenceError",
            "MultipleElementsError",
-           "BackendUnavailableError", "CompileError", "__version__"]
+           "BackendUnavailableError", "CompileError", "FallbackWarning", "ConfigWarning", "__version__"]

@@ -16,6 +16,7 @@ dtype changed, finds or compiles another entry). `cq.source()`, `cq.explain()`, 
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 from . import windows
 from .errors import BackendUnavailableError
@@ -94,7 +95,18 @@ class Unusable:
 
 
 class CompiledQuery:
-    """`q.compile(terminal)`: see the module docstring."""
+    """A query's terminal with its plan and kernels made explicit: what `q.compile(...)` returns.
+
+    Calling it runs the terminal with the arrays' and captured values' current contents;
+    nothing is looked up again (see the module docstring). With tiered execution the numpy
+    tier answers until the kernel is ready (`tier`, `wait()`).
+
+    Example:
+        ```python
+        total = qc.query(x).select(lambda v: v * scale).compile("sum")
+        total()            # x and scale as they are now
+        ```
+    """
 
     def __init__(self, query, term, fns: tuple, terminal_arg, tiered: bool | None):
         from . import engine
@@ -108,7 +120,8 @@ class CompiledQuery:
         if self._entry.pending is not None:
             self._entry.pending.start()       # compiling is what compile() asked for
 
-    def __call__(self, **options):
+    def __call__(self, **options) -> Any:
+        """Run the terminal now; the result is the terminal's (see Query's terminals)."""
         if options:
             raise TypeError(f"CompiledQuery() takes no options on this backend "
                             f"({self.backend}): got {', '.join(sorted(options))}")
@@ -119,6 +132,7 @@ class CompiledQuery:
 
     @property
     def backend(self) -> str:
+        """The backend this compiled query is for (auto resolved when compiled)."""
         return self._entry.backend
 
     @property
@@ -146,9 +160,11 @@ class CompiledQuery:
         return trace
 
     def source(self, backend: str | None = None) -> str:
+        """The generated kernel source (of `backend`, default this one's)."""
         return self.query.source(backend or self.backend, self._terminal_arg)
 
     def explain(self, backend: str | None = None) -> str:
+        """The operation graph, fused plan and launch shapes (see Query.explain)."""
         return self.query.explain(backend or self.backend, self._terminal_arg)
 
     def __repr__(self) -> str:

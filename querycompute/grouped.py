@@ -19,6 +19,18 @@ from .graph import Terminal
 
 
 class Grouped:
+    """The groups of `q.group_by(key)`; each terminal aggregates every group in one pass.
+
+    Every terminal returns a dict of equal-length arrays: the key column(s) first, then one
+    column per aggregate, one row per group, sorted by key (NaN last). An empty input gives
+    empty columns.
+
+    Example:
+        ```python
+        qc.query(account=a, qty=q).group_by(lambda r: r.account).agg(
+            total=qc.sum(lambda r: r.qty), n=qc.count)
+        ```
+    """
     __slots__ = ("_query",)
 
     def __init__(self, query):
@@ -34,18 +46,23 @@ class Grouped:
         return engine.run(self._query, Terminal("group_by", _agg_specs(named), standalone=False))
 
     def count(self) -> dict:
+        """Rows per group: {key..., "count": int64 counts}."""
         return self.agg(count=T.count)
 
     def sum(self, f=None) -> dict:
+        """Per-group sums of the elements (or f(element)): {key..., "sum": ...}."""
         return self.agg(sum=T.sum(f) if f is not None else T.sum)
 
     def min(self, f=None) -> dict:
+        """Per-group minimums (every group has a row, so never empty): {key..., "min": ...}."""
         return self.agg(min=T.min(f) if f is not None else T.min)
 
     def max(self, f=None) -> dict:
+        """Per-group maximums: {key..., "max": ...}."""
         return self.agg(max=T.max(f) if f is not None else T.max)
 
     def mean(self, f=None) -> dict:
+        """Per-group means: {key..., "mean": ...}."""
         return self.agg(mean=T.mean(f) if f is not None else T.mean)
 
     def explain(self, backend: str | None = None, **named) -> str:
@@ -54,6 +71,7 @@ class Grouped:
         return self._query.explain(backend, T.AggBundle(_agg_specs(named or {"count": T.count})))
 
     def source(self, backend: str = "cuda", **named) -> str:
+        """The kernel source of agg(**named) (default: count) in `backend`'s dialect."""
         from .query import _agg_specs
         return self._query.source(backend, T.AggBundle(_agg_specs(named or {"count": T.count})))
 

@@ -48,10 +48,21 @@ def user_stacklevel() -> int:
     thread with no such frame: its outermost frame)."""
     frame = sys._getframe(2)          # 0: here, 1: warn(), 2: the library code that warned
     level = 2
-    while frame.f_back is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+    while frame.f_back is not None and _library_frame(frame.f_code.co_filename):
         frame = frame.f_back
-        level += 1
+        if not _import_frame(frame.f_code.co_filename):
+            level += 1            # (warnings.warn does not count the import machinery's)
     return level
+
+
+def _import_frame(filename: str) -> bool:
+    return "importlib" in filename and "_bootstrap" in filename       # as warnings.py tells
+
+
+def _library_frame(filename: str) -> bool:
+    """The package's own frames, and the import machinery's (a warning raised while
+    `import querycompute` runs belongs to the user's import line)."""
+    return filename.startswith(_PACKAGE_DIR) or _import_frame(filename)
 
 
 def warn(message: str, category: type[Warning] = UserWarning) -> None:
