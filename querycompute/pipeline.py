@@ -28,7 +28,8 @@ from .join_plan import JoinStage, run_join
 # class. A backend without one runs its column operations with the numpy reference, which
 # every trace row then names (dialect "numpy"): visible, never silent.
 _RUNTIMES = {"numpy": ("stage_runtime", "NumpyStages"), "cpu": ("cpu_stages", "CpuStages"),
-             "opencl": ("gpu_stages", "opencl_stages"), "cuda": ("gpu_stages", "cuda_stages")}
+             "opencl": ("gpu_stages", "opencl_stages"), "cuda": ("gpu_stages", "cuda_stages"),
+             "webgpu": ("webgpu_stages", "webgpu_stages")}
 _made: dict = {}
 
 
@@ -97,6 +98,20 @@ class StagedPrepared(Prepared):
         rows += windows.trace_rows(prepared, row)
         return raw
 
+    def _fused_group(self, i: int, stage, state, keep, params, n: int, rows: list):
+        """A pass followed by a group_by, as one pass where the runtime has one
+        (`fused_group`: the cpu backend's low-cardinality tables): its raw result, or None."""
+        stages = self.staged.stages
+        fused = getattr(self.runtime, "fused_group", None)
+        if fused is None or i + 1 >= len(stages) or type(stages[i + 1]) is not GroupStage \
+                or getattr(stage, "window", None) is not None:
+            return None
+        g = stages[i + 1]
+        inputs = list(state) + ([keep] if getattr(stage, "keep_input", False) else [])
+        p = params[stage.first:stage.first + len(stage.lowered.bindings)]
+        gp = params[g.first:g.first + len(g.spec.params)]
+        return fused(stage.lowered.pass_, g.spec, g.keys, g.values, inputs, p, gp, n, rows)
+
     def run_quick(self, cols, params, n: int) -> tuple:
         rows: list = []
         rt = self.runtime
@@ -104,6 +119,9 @@ class StagedPrepared(Prepared):
         for i, stage in enumerate(self.staged.stages):
             t = type(stage)
             if t is S.PassStage:
+                got = self._fused_group(i, stage, state, keep, params, n, rows)
+                if got is not None:
+                    return got, rows
                 state = list(self._run_pass(i, stage, state, keep, params, n, rows))
                 keep = None
             elif t is S.SortStage:

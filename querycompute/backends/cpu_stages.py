@@ -19,6 +19,8 @@ scan groups its combines differently, deterministically for a given n).
                      (one uint64 word; wider key tuples: the sort and run starts).
     group_by         per-chunk hash tables of group ids (<= 4096 groups) or the radix sort,
                      then a generated module of the aggregates (cpu_group.py).
+    fused_group      the pass before a group_by and the aggregates in one pass, per-chunk
+                     private tables (<= 4096 groups; cpu_group_fused.py), else None.
 Small inputs (n < SERIAL_MAX) run the `_serial` kernels (one chunk, no thread pool), which
 compute exactly what the parallel ones do. numba is imported on first use, never on import.
 """
@@ -67,6 +69,7 @@ class CpuStages(StageRuntime):
         self._scans: dict = {}
         self._mod = None
         self._group = None
+        self._fused = None
 
     # ---- plumbing -----------------------------------------------------------------------
     def _kernels(self):
@@ -202,6 +205,14 @@ class CpuStages(StageRuntime):
             from .cpu_group import CpuGroupBy
             self._group = CpuGroupBy(self)
         return self._group(spec, keys, values, params, rows)
+
+    def fused_group(self, p, spec, keys, values, inputs, params, gparams, n, rows):
+        """The pass `p` and the group_by after it in one pass (<= 4096 groups), or None
+        (cpu_group_fused.py)."""
+        if self._fused is None:
+            from .cpu_group_fused import CpuFusedGroup
+            self._fused = CpuFusedGroup(self)
+        return self._fused(p, spec, keys, values, inputs, params, gparams, n, rows)
 
     # ---- distinct -----------------------------------------------------------------------
     def first_occurrence(self, spec, keys, rows):

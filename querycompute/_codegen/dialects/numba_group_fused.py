@@ -1,0 +1,241 @@
+"""The numba dialect of a FUSED low-cardinality group_by: one pass that evaluates a fused
+pass's element (its selects, wheres, the key and every aggregate's input) and folds the
+aggregates straight into per-chunk private tables, so neither the key nor the inputs are
+ever stored (TPC-H Q1: 7 float64 inputs and 2 key bytes per row never touch memory).
+
+It computes exactly what the two-step path computes (the pass's compaction into columns,
+then dialects/numba_group.py's `low` entry point over them), bit for bit: THE ORDER is the
+same, defined on the survivors' RANKS (row r of the compacted columns), not on source rows:
+
+    post chunk q = ranks [q * CHUNK, (q + 1) * CHUNK); per post chunk a private table of
+    local groups (order of first appearance) holding per group its order-bits word, first
+    row, counts and the aggregates' partials, a sum's partial split by rank % WAYS; then
+    cpu_group_kernels._merge_ids numbers and sorts the groups and numba_group's `merge`
+    folds the partials chunk by chunk.
+
+So the result does not depend on the thread count, on serial vs parallel, or on whether this
+path or the two-step one ran (a chunk or the whole input with more than `limit` groups gives
+up: the caller then runs the two-step path, which falls back to the sort).
+
+Finding where post chunk q starts: a first cheap pass (`<name>_fblocks`, only for a pass
+with a filter) counts the survivors per block of FBLOCK source rows; after a prefix sum,
+post chunk q starts in the block holding rank q * CHUNK and walks at most FBLOCK rows
+(computing only the filter) to its first survivor. Without a filter, rank = source row.
+
+Entry points (module of `render`):
+    <name>_fblocks_serial / _parallel(n, inputs..., params...) -> survivors before each block
+    <name>_fused_serial / _parallel(n, total, boff, limit, inputs..., params..., gparams...)
+        -> (ok, first source row per sorted group, counts, (partials per accumulating agg))
+    <name>_at_serial(rows, outs..., inputs..., params...): the element's outputs at `rows`
+        (the groups' first rows: their keys and `first` values)
+
+The module text leans on cpu_group_kernels.py and cpu_stage_kernels.py (order_bits, the key
+kinds, _GOLDEN, _table_bits, CNT_WAYS, _merge_ids): the cpu backend prepends their text.
+Keys whose bytes add up to more than 8 do not fit one word: `fits` says no, and the caller
+keeps the two-step path.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..program import Pass
+from ..stage_specs import GroupSpec
+from .numba_group import WAYS, _identity, _Printer
+from .numba_py import CHUNK, _ModulePrinter
+from .numba_py_helpers import helper_source, jit_decorator
+from ..ops.map import numba_element, numba_names
+
+FBLOCK = 1024                       # source rows per survivor count of the first pass
+_KINDS = {"u": 0, "b": 0, "i": 1, "f": 2}     # cpu_stage_kernels' UNSIGNED, SIGNED, FLOAT
+_EXP_BITS = {2: 5, 4: 8, 8: 11}
+
+
+def fits(key_dtypes) -> bool:
+    """One exact word per row: the key bytes add up to at most 8."""
+    return sum(np.dtype(d).itemsize for d in key_dtypes) <= 8
+
+
+def _word_lines(dtypes, names) -> list:
+    """Lines computing `w`, the keys' order bits side by side (the first key highest), as
+    the stage kernels' `pack` does, from the element's key values (storage types)."""
+    lines = []
+    for t, (d, e) in enumerate(zip(dtypes, names)):
+        dt = np.dtype(d)
+        width = 8 * dt.itemsize
+        kind = _KINDS[dt.kind]
+        if dt.kind == "f" and dt.itemsize > 2:
+            raw = f"np.uint64(np.uint{width}(float_bits({e})))"
+        elif dt.kind == "b":
+            raw = f"np.uint64(np.uint8({e}))"
+        else:                                   # ints, float16's uint16 bits
+            raw = f"np.uint64(np.uint{width}({e}))"
+        inf = ((1 << _EXP_BITS[dt.itemsize]) - 1) << (width - 1 - _EXP_BITS[dt.itemsize]) if kind == 2 else 0
+        bits = (f"order_bits({raw}, {kind}, False, np.uint64({1 << (width - 1)}), "
+                f"np.uint64({(1 << width) - 1}), np.uint64({inf}))")
+        lines.append(f"w = {bits}" if t == 0 else f"w = (w << np.uint64({width})) | {bits}")
+    return lines
+
+
+class _Fused:
+    def __init__(self, p: Pass, spec: GroupSpec, keys: int, values: tuple, cache: bool):
+        self.mp = _ModulePrinter(p, cache)
+        self.gp = _Printer(spec, cache)
+        # the folds' params as g_<name> at call sites (the pass's own are p_<name>)
+        self.gp.params = "".join(f", g_{q.name}" for q in spec.params)
+        self.spec, self.keys, self.values, self.cache = spec, keys, values, cache
+        self.name = spec.name
+        self.element = numba_element(self.mp)
+        _, self.elems, self.call, self.unpack, _ = numba_names(self.mp)
+        self.args = self.mp.args + self.gp.params   # inputs, pass params, fold params
+        # the filter alone (the survivor counts and the walk read only what it reads)
+        self.keep_fn = self.mp.element([], lambda values, lines: []).replace(
+            f"def {p.name}_element(", f"def {p.name}_keep(", 1)
+        self.keep_call = f"{p.name}_keep({self.mp.a('np.uint64(i)')})[0]"
+
+    def load(self, k: int) -> str:
+        """Aggregate k's value in the element (storage type -> register type)."""
+        e = self.elems[self.values[k]]
+        if self.spec.aggs[k].dtype == "float16":
+            self.gp.helpers.add(("f16_decode", None))
+            return f"_f16_decode({e})"
+        return e
+
+    def fblocks(self, flavour: str) -> str:
+        rng = "prange" if flavour == "parallel" else "range"
+        return "\n".join([
+            jit_decorator(self.cache, parallel=flavour == "parallel"),
+            f"def {self.name}_fblocks_{flavour}({self.mp.a('n')}):",
+            '    """boff[b] = survivors in source rows before block b (FBLOCK rows each)."""',
+            "    nb = (n + FBLOCK - 1) // FBLOCK",
+            "    boff = np.zeros(nb + 1, np.int64)",
+            "    per = CHUNK // FBLOCK",
+            f"    for c in {rng}((nb + per - 1) // per):",
+            "        for b in range(c * per, min(nb, c * per + per)):",
+            "            cnt = np.int64(0)",
+            "            for i in range(b * FBLOCK, min(n, b * FBLOCK + FBLOCK)):",
+            f"                cnt += np.int64({self.keep_call})",
+            "            boff[b + 1] = cnt",
+            "    for b in range(nb):",
+            "        boff[b + 1] += boff[b]",
+            "    return boff"])
+
+    def chunk(self) -> str:
+        """Post chunk q: its private table (module doc)."""
+        gp, n = self.gp, self.name
+        ks = gp.ks
+        accs = "".join(f", a{k}" for k in ks)
+        filtered = self.mp.prog.has_filter
+        key_dtypes = self.spec.key_dtypes
+        direct = sum(np.dtype(d).itemsize for d in key_dtypes) == 1
+        L = [f"def {n}_fchunk(q, total, boff, limit, words, first, cnt{accs}, {self.args.lstrip(', ')}):",
+             '    """Ranks [q * CHUNK, min(total, (q + 1) * CHUNK)) into local groups: their number,',
+             '    or -1 past `limit`."""',
+             "    s = q * CHUNK",
+             "    e = min(total, s + CHUNK)"]
+        if filtered:
+            L += ["    b = np.searchsorted(boff, s, side='right') - 1",
+                  "    i = b * FBLOCK",
+                  "    r = boff[b]",
+                  "    while True:                       # to the survivor of rank s",
+                  f"        if {self.keep_call}:",
+                  "            if r == s:",
+                  "                break",
+                  "            r += 1",
+                  "        i += 1"]
+        else:
+            L += ["    i = s", "    r = s"]
+        L += [f"    tbits = {8 if direct else '_table_bits(limit)'}",
+              "    size = 1 << tbits",
+              "    mask = np.uint64(size - 1)",
+              "    sh = np.uint64(64 - tbits)",
+              "    ids = np.full(size, -1, np.int32)",
+              "    slots = np.empty(size, np.uint64)"]
+        L += [f"    s{k} = np.zeros(limit, np.bool_)" for k in ks if gp.agg(k).op == "fold"]
+        L += ["    m = 0",
+              "    while r < e:",
+              f"        {self.unpack} = {self.call}",
+              "        if keep:"]
+        ind = "            "
+        L += [ind + x for x in _word_lines(key_dtypes, self.elems[:self.keys])]
+        L += [ind + ("h = w" if direct else "h = (w * _GOLDEN) >> sh"),
+              ind + "while ids[h] >= 0 and slots[h] != w:",
+              ind + "    h = (h + _U1) & mask",
+              ind + "j = ids[h]",
+              ind + "if j < 0:",
+              ind + "    if m == limit:",
+              ind + "        return -1",
+              ind + "    j = m",
+              ind + "    m += 1",
+              ind + "    ids[h], slots[h] = j, w",
+              ind + "    words[j], first[j] = w, i",
+              ind + "    for t in range(CNT_WAYS):",
+              ind + "        cnt[j * CNT_WAYS + t] = 0"]
+        for k in ks:
+            a = gp.agg(k)
+            if a.op != "fold":
+                L += [ind + f"    for t in range({gp.ways(k)}):",
+                      ind + f"        a{k}[j * {gp.ways(k)} + t] = {_identity(a.op, a.dtype)}"]
+        L += [ind + "ju = np.uint64(j)",
+              ind + "cnt[ju * np.uint64(CNT_WAYS) + (np.uint64(r) & np.uint64(CNT_WAYS - 1))] += 1"]
+        for k in ks:
+            L.append(ind + f"x{k} = {self.load(k)}")
+            L += gp.fold_into(k, f"a{k}[{gp.slot(k, 'ju', 'r')}]", f"s{k}[ju]", f"x{k}", ind)
+        L += [ind + "r += 1", "        i += 1", "    return m"]
+        return f"{jit_decorator(self.cache)}\n" + "\n".join(L)
+
+    def fused(self, flavour: str) -> str:
+        gp, n = self.gp, self.name
+        ks = gp.ks
+        rng = "prange" if flavour == "parallel" else "range"
+        L = [jit_decorator(self.cache, parallel=flavour == "parallel"),
+             f"def {n}_fused_{flavour}(n, total, boff, limit, {self.args.lstrip(', ')}):",
+             '    """(ok, first row per sorted group, counts, partials merged): module doc."""',
+             "    nq = (total + CHUNK - 1) // CHUNK",
+             "    words = np.empty((nq, limit), np.uint64)",
+             "    first = np.empty((nq, limit), np.int64)",
+             "    cnt = np.empty((nq, CNT_WAYS * limit), np.int64)",
+             "    nloc = np.empty(nq, np.int64)"]
+        L += [f"    a{k} = np.empty((nq, limit * {gp.ways(k)}), {gp.array_type(k)})" for k in ks]
+        rows = "".join(f", a{k}[q]" for k in ks)
+        L += [f"    for q in {rng}(nq):",
+              f"        nloc[q] = {n}_fchunk(q, total, boff, limit, words[q], first[q], cnt[q]{rows}, "
+              f"{self.args.lstrip(', ')})",
+              "    ok, remap, gfirst, gcnt = _merge_ids(words, first, cnt, nloc, limit)",
+              "    if not ok:",
+              "        nloc[:] = 0                   # nothing to merge: empty partials"]
+        L.append(f"    return ok, gfirst, gcnt, {n}_merge(nloc, remap, gfirst.shape[0]"
+                 f"{''.join(f', a{k}' for k in ks)}{gp.params})")
+        return "\n".join(L)
+
+    def at(self) -> str:
+        outs = [f"out{k}" for k in range(len(self.elems))]
+        return "\n".join([
+            jit_decorator(self.cache),
+            f"def {self.name}_at_serial({self.mp.a('rows, ' + ', '.join(outs))}):",
+            '    """The element\'s outputs at source rows `rows` (survivors all)."""',
+            "    for t in range(rows.shape[0]):",
+            "        i = rows[t]",
+            f"        {self.unpack} = {self.call}"]
+            + [f"        {o}[t] = {e}" for o, e in zip(outs, self.elems)])
+
+    def render(self) -> str:
+        funcs = [self.element, self.keep_fn] + self.gp.combines + [self.gp.merge(), self.chunk(), self.fused("serial"),
+                                                     self.fused("parallel"), self.at()]
+        if self.mp.prog.has_filter:
+            funcs += [self.fblocks("serial"), self.fblocks("parallel")]
+        helpers = [helper_source(kind, ft, self.cache)
+                   for kind, ft in sorted(self.mp.helpers | self.gp.helpers, key=str)]
+        header = (f"\n\n# ---- fused group_by {self.name!r} over pass {self.mp.p.name!r} (generated: "
+                  f"querycompute/_codegen/dialects/numba_group_fused.py) ----\n"
+                  f"FBLOCK = {FBLOCK}\nWAYS = {WAYS}")
+        assert CHUNK % FBLOCK == 0
+        return "\n\n\n".join([header] + helpers + funcs) + "\n"
+
+
+def render(p: Pass, spec: GroupSpec, keys: int, values: tuple, cache: bool = False) -> str:
+    """The fused functions of pass `p` (ToArray: its first `keys` outputs the key, output
+    values[k] aggregate k's input, -1 for count) and group spec `spec` (module doc); to be
+    appended to the text of the cpu stage and group kernels."""
+    if not fits(spec.key_dtypes):
+        raise ValueError(f"fused group_by: keys {spec.key_dtypes} are wider than one 64-bit word")
+    return _Fused(p, spec, keys, values, cache).render()

@@ -1,0 +1,82 @@
+"""The cpu backend's fused low-cardinality group_by (CpuStages.fused_group): the fused pass
+before a group_by and the group_by's aggregates in ONE pass over the pass's inputs, with
+per-chunk private tables (dialects/numba_group_fused.py has the algorithm and the order).
+
+    pipeline.StagedPrepared: a PassStage followed by a GroupStage asks the runtime first;
+    None means "not here" (keys wider than 64 bits, a windowed pass, more than
+    GROUP_TABLE_MAX groups in a chunk or in all) and the plan runs as planned: the pass
+    stores the key and value columns, cpu_group.CpuGroupBy groups them.
+
+Both ways give the same bits (the fused module folds in the two-step path's order), so the
+choice never shows in a result. The module is the text of the stage and group kernels (its
+order_bits, _merge_ids) with the generated functions appended, loaded through the cpu
+backend's disk cache like every other cpu kernel.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from querycompute._codegen.dialects import numba_group_fused
+from querycompute._codegen.dialects.numba_py import storage_dtype
+from querycompute._codegen.dialects.numba_scan import PRELUDE
+
+from .cpu_group import GROUP_TABLE_MAX, kernels_source
+
+
+class CpuFusedGroup:
+    """The fused group_bys of one CpuStages (a module per (pass, spec), loaded once)."""
+
+    def __init__(self, stages):
+        self.stages = stages
+        self.limit = GROUP_TABLE_MAX
+        self._mods: dict = {}
+
+    def _module(self, p, spec, keys, values):
+        key = (p, spec, keys, values)
+        mod = self._mods.get(key)
+        if mod is None:
+            from .cpu_stage_modules import load
+            text = PRELUDE + kernels_source() + numba_group_fused.render(p, spec, keys, values, cache=True)
+            mod = self._mods[key] = load(f"{spec.name}_fused", text)
+        return mod
+
+    def __call__(self, p, spec, keys: int, values: tuple, inputs, params, gparams, n: int, rows):
+        """The group_by's raw result ((group keys, agg columns, counts), as
+        CpuStages.group_by) computed from the pass's inputs, or None (module doc)."""
+        from .cpu import _param_type
+        if self.limit <= 0 or not numba_group_fused.fits(spec.key_dtypes) or getattr(p.terminal, "window", None) is not None:
+            return None
+        prog = p.program
+        ins = [np.asarray(x) for x in inputs]
+        ins = [x.view(np.uint16) if s.dtype == "float16" else x for x, s in zip(ins, prog.inputs)]
+        ps = [np.dtype(_param_type(s.dtype)).type(v) for s, v in zip(prog.params, params)]
+        gps = [np.dtype(_param_type(s.dtype)).type(v) for s, v in zip(spec.params, gparams)]
+        st = self.stages
+        mod = self._module(p, spec, keys, tuple(values))
+        label = ""
+        if prog.has_filter:
+            boff = st._run(mod, f"{spec.name}_fblocks", n, rows, label, n, *ins, *ps)
+            total = int(boff[-1])
+        else:
+            boff, total = np.zeros(1, np.int64), n
+        if total == 0:
+            return None                    # the two-step path's empty result
+        ok, first, counts, accs = st._run(mod, f"{spec.name}_fused", total, rows, label, n, total, boff,
+                                          self.limit, *ins, *ps, *gps)
+        if not ok:
+            return None
+        outs = [np.empty(len(first), storage_dtype(d)) for d in prog.output_dtypes]
+        mod.call(f"{spec.name}_at_serial", first, *outs, *ins, *ps)
+        outs = [o.view(d) if d == "float16" else o for o, d in zip(outs, prog.output_dtypes)]
+        from querycompute._codegen.dialects.numba_group import accumulating
+        acc = dict(zip(accumulating(spec), accs))
+        cols = []
+        for k, a in enumerate(spec.aggs):
+            if a.op == "count":
+                cols.append(counts.copy())
+            elif a.op == "first":
+                cols.append(outs[values[k]].astype(a.dtype, copy=False))
+            else:
+                cols.append(acc[k].astype(a.dtype, copy=False))
+        return [o.copy() for o in outs[:keys]], cols, counts
+
