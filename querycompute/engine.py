@@ -31,6 +31,7 @@ from .backends import registry
 from .backends.base import Trace
 from .cache import disk_cache
 from .compiled import Compiled, Unusable
+from .dask_source import DaskSource
 from .errors import BackendUnavailableError, QueryError, codegen_errors
 from .graph import Terminal, slot_functions
 from .locks import KeyedLocks
@@ -176,6 +177,9 @@ def _lookup(q, term: Terminal, fns, name: str, cols, tiered) -> tuple:
 def _run_full(q, term: Terminal, fns, t0: float, tiered, keep_hot: bool):
     """Not hot: read the columns, find the entry by signature (compiling on a miss), launch."""
     source = q._source
+    if isinstance(source, DaskSource):            # one pass per chunk, combined by Dask
+        from . import dask_run
+        return dask_run.run(q, term, fns)
     cols = source.columns()
     n = len(cols[0]) if cols else source.length(cols)
     name = q._backend

@@ -14,6 +14,7 @@ from . import engine
 from . import terminals as T
 from .backends import registry
 from .errors import QueryError
+from .dask_source import from_dask, wants_dask
 from .graph import PLAIN, WITH_FN, Count, JoinArg, ScanArg, Terminal, chain
 from .sources import NATIVE_DTYPES, Source, from_args, from_range, plain_columns, validated
 
@@ -805,7 +806,7 @@ def _agg_specs(named: dict) -> tuple:
     return tuple(out)
 
 
-def query(*arrays, **columns) -> Query:
+def query(*arrays, chunks=None, **columns) -> Query:
     """Start a query over host or device data.
 
     Args:
@@ -813,6 +814,8 @@ def query(*arrays, **columns) -> Query:
             array), several of one length (elements are tuples), or one table (a dict of
             arrays, a pandas/polars DataFrame, a NumPy structured array, a pyarrow Table):
             elements are records, `r.price`.
+        chunks: Read in-memory or memory-mapped inputs through Dask, this many elements
+            per chunk (out-of-core); Dask arrays / dataframes always run per chunk.
         **columns: Named 1-D arrays of one length: a table.
 
     Returns:
@@ -827,6 +830,8 @@ def query(*arrays, **columns) -> Query:
         qc.query(price=p, qty=q).where(lambda r: r.qty > 0).sum(lambda r: r.price * r.qty)
         ```
     """
+    if chunks is not None:
+        return Query(from_dask(arrays, columns, chunks))
     if len(arrays) == 1 and not columns:
         x = arrays[0]
         if type(x) is np.ndarray and x.ndim == 1 and x.dtype in NATIVE_DTYPES:
@@ -837,6 +842,8 @@ def query(*arrays, **columns) -> Query:
                 return Query(Source("table", cols, names))
     elif arrays and not columns and plain_columns(arrays):
         return Query(Source("zip", arrays))            # plain 1-D arrays of one length
+    if wants_dask(arrays, columns):
+        return Query(from_dask(arrays, columns, chunks))
     return Query(validated(from_args(arrays, columns)))
 
 

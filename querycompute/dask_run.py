@@ -1,0 +1,205 @@
+"""Terminals on Dask inputs: one fused pass per chunk on the workers, partials combined by a
+Dask tree (DESIGN.md section 5c). Dask is the engine; nothing here schedules.
+
+    q.sum() on a DaskSource
+      client: check the chain (only select/where, then group_by, are distributed), resolve
+              the backend for the chunk size, and run the chunk query once on the empty
+              "meta" chunk with tiered=False: that plans it, validates it (errors surface
+              here, not in a worker) and compiles the kernel into the disk cache
+      graph:  per chunk, a ChunkTask(block) -> the normal engine on qc.query(block)
+              (engine.run: the worker's memo, else its disk cache, else it compiles) ->
+              a partial; partials combine pairwise in chunk order (a binary tree of
+              dask.delayed: order matters for first and aggregate) -> a finishing task
+      then:   dask.compute on whatever scheduler is active (a distributed Client if one
+              exists); lazy(q) returns the Dask object instead
+
+What a chunk hands on (partials.py has the combine rules and the finishes):
+    sum, count, any, all    the chunk's own terminal value
+    min, max, first         the chunk's value, or None for a chunk with no survivor
+    mean                    (sum, count) of the chunk
+    aggregate(func, seed)   the chunk's survivors folded WITHOUT the seed (partials.py)
+    to_array                the chunk's arrays: concatenated lazily into a Dask array
+    group_by                the chunk's groups (sorted by key), merged and re-reduced
+
+Nothing compiled is pickled: a task carries the chain (the user's functions travel as Dask
+ships any function) and the terminal; the worker's engine finds the kernel by signature.
+"""
+from __future__ import annotations
+
+import collections
+import os
+
+import numpy as np
+
+from . import engine
+from . import terminals as T
+from .errors import QueryError
+from .graph import BREAKERS, POSITIONAL, Terminal
+from .sources import Source, is_device_array
+from . import dask_partials as P
+
+# What each worker ran: (pid, backend, terminal, n, ((kernel, cache origin), ...)).
+# worker_log() reads it (e.g. client.run(worker_log)); bounded, newest last.
+_LOG: collections.deque = collections.deque(maxlen=256)
+
+_OPERATORS = {"o": "order_by", "O": "order_by_descending", "t": "then_by", "T": "then_by_descending",
+              "k": "take", "K": "skip", "a": "take_while", "A": "skip_while", "r": "reverse",
+              "d": "distinct", "c": "scan", "J": "join", "L": "left_join"}
+
+
+def worker_log() -> list:
+    """The chunk runs this process made (run it on the workers: client.run(worker_log))."""
+    return list(_LOG)
+
+
+class ChunkTask:
+    """One chunk's run, the same for every chunk: the chain, its backend, the terminal.
+    Called with the chunk's blocks (one per column, or a dataframe partition)."""
+
+    def __init__(self, kind, fields, q, backend: str, term: Terminal, folds=()):
+        self.kind, self.fields = kind, fields
+        self.ops, self.kinds, self.codes = q._ops, q._kinds, q._codes
+        self.backend, self.term = backend, term
+        self.folds = folds             # (index, dask_partials.FoldRule) of folds to run on values
+
+    def query(self, items: tuple):
+        from .query import Query
+        return Query(Source(self.kind, tuple(items), self.fields), self.ops, self.backend,
+                     self.kinds, self.codes)
+
+    def __call__(self, *items):
+        if len(items) == 1 and hasattr(items[0], "columns") and self.kind == "table":
+            frame = items[0]                      # a dataframe partition: its columns
+            items = tuple(np.asarray(frame[f].to_numpy()) for f in self.fields)
+        q = self.query(items)
+        out = engine.run(q, self.term, None, tiered=False) if self.term is not None else {}
+        _note(engine.last_trace())
+        for key, rule in self.folds:          # aggregate(func, seed): fold this chunk's values
+            values = engine.run(rule.values_query(q), _TO_ARRAY, None, tiered=False)
+            _note(engine.last_trace())
+            out[key] = rule.partial(values)
+        return out
+
+
+_TO_ARRAY = Terminal("to_array")
+
+
+def _note(trace) -> None:
+    _LOG.append((os.getpid(), trace.backend, trace.terminal, trace.n,
+                 tuple((k.name, k.cache) for k in trace.kernels)))
+
+
+def lazy(q):
+    """The same query whose terminals return Dask objects (a Delayed, or Dask arrays for
+    to_array) instead of computing them."""
+    from .dask_source import DaskSource
+    from .query import Query
+    src = q._source
+    if not isinstance(src, DaskSource):
+        raise QueryError("lazy() applies to queries over Dask inputs (qc.query(dask_array))")
+    copy = DaskSource(src.kind, src.collections, src.fields, src.frame)
+    copy.compute = False
+    return Query(copy, q._ops, q._backend, q._kinds, q._codes)
+
+
+def run(q, term: Terminal, fns):
+    """engine.run for a DaskSource: build the chunk graph and compute it (unless lazy)."""
+    import dask
+    src = q._source
+    _check_chain(q, term)
+    specs = P.resolved_specs(term, fns)
+    backend = _backend(q, src)
+    if term.name in ("to_array", "to_list"):
+        arrays = _to_array(q, src, backend)
+        if term.name == "to_array":
+            return arrays
+        return P.as_list(dask.compute(arrays)[0])
+    if term.name == "group_by":
+        out = _group_by(q, src, backend, specs)
+    else:
+        out = _aggregate(q, src, backend, term, specs)
+    return out
+
+
+def _check_chain(q, term: Terminal) -> None:
+    if term.name in POSITIONAL:
+        raise QueryError(f"{term.name}() is not distributed over Dask chunks yet; compute the "
+                         f"elements first (q.to_array().compute()) and query that array, or use "
+                         f"first()/count() where they fit")
+    for i, letter in enumerate(q._kinds):
+        if letter == "g" and i == len(q._kinds) - 1:
+            continue
+        if letter in BREAKERS and letter not in "Rj":
+            what = _OPERATORS.get(letter, letter)
+            raise QueryError(f"{what}() is not distributed over Dask chunks (only select, where, "
+                             f"the aggregates, to_array and group_by are; docs/distributed.md); "
+                             f"compute first (qc.query(q.to_array().compute()).{what}(...)) or use "
+                             f"Dask's own operation for it")
+
+
+def _backend(q, src) -> str:
+    """The backend every chunk runs on: `auto` decided once for the largest chunk."""
+    if q._backend != "auto":
+        return q._backend
+    from .backends import registry
+    lens = [c for c in src.chunk_lengths() if c == c]
+    on_device = any(is_device_array(getattr(c, "_meta", None)) for c in src.collections)
+    return registry.choose_auto(int(max(lens)) if lens else 1 << 20, on_device)
+
+
+def _meta_run(q, src, backend, term: Terminal):
+    """Plan, check and compile in the client: the chunk query on the empty meta chunk."""
+    return ChunkTask(src.kind, src.fields, q, backend, term)(*_meta_items(src))
+
+
+def _meta_items(src) -> tuple:
+    return src.meta
+
+
+def _tasks(src, task) -> list:
+    import dask
+    call = dask.delayed(task, pure=True, traverse=False)
+    return [call(*items) for items in src.blocks()]
+
+
+def _to_array(q, src, backend):
+    """A Dask array per output column, chunk i from chunk i (order kept); the chunk sizes are
+    unknown after a where, or for a dataframe."""
+    import dask
+    import dask.array as da
+    meta = _meta_run(q, src, backend, _TO_ARRAY)
+    task = ChunkTask(src.kind, src.fields, q, backend, _TO_ARRAY)
+    parts = _tasks(src, task)
+    known = "w" not in q._kinds and "g" not in q._kinds
+    lens = [int(c) if known and c == c else np.nan for c in src.chunk_lengths()]
+    names, cols = P.columns_of(meta)
+    out = []
+    for j, col in enumerate(cols):
+        pick = dask.delayed(P.column, pure=True)
+        blocks = [da.from_delayed(pick(p, j), shape=(m,), dtype=col.dtype, meta=col)
+                  for p, m in zip(parts, lens)]
+        out.append(da.concatenate(blocks) if blocks else da.from_array(col, chunks=1))
+    return P.shaped(names, out)
+
+
+def _aggregate(q, src, backend, term: Terminal, specs):
+    """sum/min/max/mean/count/any/all/first/aggregate and agg(...)."""
+    import dask
+    plan = P.ScalarPlan(q, specs, src)
+    chunk_term = plan.chunk_terminal()
+    _meta_run(q, src, backend, chunk_term) if chunk_term is not None else None
+    task = ChunkTask(src.kind, src.fields, q, backend, chunk_term, plan.folds)
+    root = P.tree(_tasks(src, task), plan.combine)
+    final = dask.delayed(plan.finish, pure=True)(root, term.standalone)
+    return final.compute() if src.compute else final
+
+
+def _group_by(q, src, backend, specs):
+    import dask
+    plan = P.GroupPlan(specs)
+    chunk_term = plan.chunk_terminal()
+    _meta_run(q, src, backend, chunk_term)
+    task = ChunkTask(src.kind, src.fields, q, backend, chunk_term)
+    root = P.tree(_tasks(src, task), plan.combine)
+    final = dask.delayed(plan.finish, pure=True)(root)
+    return final.compute() if src.compute else final
