@@ -237,7 +237,7 @@ def main(argv=None):
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     meta = {"date": time.strftime("%Y-%m-%d %H:%M:%S"), "seconds": round(time.time() - started, 1),
-            "machine": cpu_model(), "cpus": os.cpu_count(),
+            "machine": cpu_model(), "cpus": os.cpu_count(), "threads": numba.config.NUMBA_NUM_THREADS,
             "python": platform.python_version(), "numpy": np.__version__, "numba": numba.__version__,
             "querycompute": qc.__version__, "backends": backends, "repeat": args.repeat,
             "load_average_end": os.getloadavg()[0],

@@ -54,7 +54,8 @@ def machine_line(meta) -> str:
     repeat = meta.get("repeat")
     short = " (a short run: figures are indicative)" if repeat is not None and repeat < 7 else ""
     backends = f"querycompute backends: {', '.join(meta['backends'])}" if meta.get("backends") else ""
-    parts = [f"{meta.get('machine', '?')}, {meta.get('cpus', '?')} cpus", versions, peers, backends,
+    threads = f", numba threads: {meta['threads']}" if "threads" in meta else ""
+    parts = [f"{meta.get('machine', '?')}, {meta.get('cpus', '?')} cpus{threads}", versions, peers, backends,
              f"{meta.get('date', '?')}", f"median of {repeat} warm samples{short}",
              f"load {meta['load_average_end']:.1f}" if "load_average_end" in meta else ""]
     return "; ".join(p for p in parts if p)
