@@ -6,16 +6,23 @@ whole contract with the runtimes.
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from .dialects.c_family import CFamily
 from .dialects.cuda import Cuda
 from .dialects.metal import Metal
 from .dialects.opencl import OpenCL
 from .dialects.wgsl import Wgsl
 from .launch import KernelSet
+from .lower_vector import vectorize
 from .ops import STAGE_OPS
 from .program import Pass
 
 DIALECTS: dict[str, type[CFamily]] = {"cuda": Cuda, "opencl": OpenCL, "metal": Metal, "webgpu": Wgsl}
+# Blocks of BLOCK threads per multiprocessor the compiler must fit (CUDA __launch_bounds__'s
+# second argument): 8 x 256 threads leave 32 registers a thread, a full SM on H100 for the
+# streaming kernels, which need no more (tests/test_issue18_ptx.py reads the counts).
+OCCUPANCY = {"elementwise": 8, "reduce": 8, "compact": 8}
 
 
 def printer(dialect: str) -> CFamily:
@@ -39,6 +46,10 @@ def render(p: Pass, dialect: str) -> KernelSet:
     op = STAGE_OPS[p.stage_op]
     low = op.lower_gpu(p, pr)
     kernels, shape = low.kernels, op.SHAPE
+    if pr.VECTOR_LOADS:
+        kernels = [vectorize(k) for k in kernels]
+    if shape in OCCUPANCY:
+        kernels = [replace(k, min_blocks=OCCUPANCY[shape]) for k in kernels]
     header = (f"// querycompute pass {p.name}: {shape}, {len(kernels)} kernels, {dialect}\n"
               f"// compile options: {' '.join(pr.OPTIONS) or '(none)'}"
               + (f" ({pr.OPTIONS_WHY})" if pr.OPTIONS_WHY else ""))

@@ -97,7 +97,15 @@ class Elem:
         return self.expr.dtype
 
 
-KExpr = Union[KVar, KConst, KOp, KCast, KSelect, KThread, KLoad, KShuffleDown, Elem]
+@dataclass(frozen=True)
+class KLocal:
+    """array[index] of a thread-local array (one a `VecLoad` declared), in register type."""
+    array: str
+    index: "KExpr"
+    dtype: str
+
+
+KExpr = Union[KVar, KConst, KOp, KCast, KSelect, KThread, KLoad, KShuffleDown, Elem, KLocal]
 
 
 # --- statements ---------------------------------------------------------------------------
@@ -138,6 +146,7 @@ class For:
     step: KExpr
     body: tuple
     unroll: bool = False
+    run: int = 0     # > 0: a thread's run of `run` consecutive elements (lower_element.per_thread_loop)
 
 
 @dataclass(frozen=True)
@@ -153,6 +162,20 @@ class Continue:
 @dataclass(frozen=True)
 class Break:
     """Leave the innermost loop."""
+
+
+@dataclass(frozen=True)
+class VecLoad:
+    """Declare the thread-local array `name` of `count` register values of `dtype`: elements
+    base .. base + count - 1 of argument buffer `buffer` read as one wide (count * itemsize
+    bytes, at most 16) load. The launch plan guarantees what it needs: the buffer is
+    unit-strided and 16-byte aligned (launch.plan's "contiguous" variant) and `base` is a
+    multiple of `count`. Storage conversions (float16, bool) are the printer's job."""
+    name: str
+    buffer: str
+    base: "KExpr"
+    dtype: str
+    count: int
 
 
 @dataclass(frozen=True)
@@ -178,7 +201,7 @@ class AtomicAdd:
     value: KExpr
 
 
-Stmt = Union[Declare, Assign, Store, If, For, Barrier, Continue, Break, Comment, Fence, AtomicAdd]
+Stmt = Union[Declare, Assign, Store, If, For, Barrier, Continue, Break, Comment, Fence, AtomicAdd, VecLoad]
 
 
 @dataclass(frozen=True)
@@ -196,6 +219,7 @@ class Kernel:
     shared: tuple[SharedArray, ...]
     body: tuple
     doc: str = ""
+    min_blocks: int = 0     # > 0: blocks per SM the compiler must fit (CUDA __launch_bounds__)
 
 
 # --- small constructors the lowerings share ------------------------------------------------

@@ -3,7 +3,9 @@
 Naming scheme (every generated identifier is a valid C name that can't collide with a C
 keyword or with the kernels' own locals, which never contain an underscore after one letter):
 input buffers `in_<name>`, their strides `s_<name>`, their loaded values `x_<name>`,
-parameters `p_<name>`, program locals `v_<name>`, outputs `out<k>`; `i` is the element index.
+parameters `p_<name>`, program locals `v_<name>`, outputs `out<k>`; `i` is the element index;
+a thread's run of elements read by one wide load (lower_vector.py) `r_<name>`, the loaded
+words `w_<name>`.
 """
 from __future__ import annotations
 
@@ -142,7 +144,7 @@ def per_thread_loop(ept: int, body: list) -> K.For:
     inner = (K.Declare(INDEX, K.op("+", BASE, K.KCast(k, "int64"))),
              K.If(K.op(">=", INDEX, n), (K.Break(),)),     # the rest of the run is past n too
              *body)
-    return K.For(k, K.i32(0), K.op("<", k, K.i32(ept)), K.op("+", k, K.i32(1)), inner, unroll=True)
+    return K.For(k, K.i32(0), K.op("<", k, K.i32(ept)), K.op("+", k, K.i32(1)), inner, unroll=True, run=ept)
 
 
 def grid_stride_runs(ept: int, body: list, before: list = (), after: list = ()) -> K.For:

@@ -91,6 +91,9 @@ class CudaRuntime(DeviceRuntime):
     def in_place(self, x):
         return x if _is_cupy(x) else None
 
+    def vector_aligned(self, buf) -> bool:
+        return buf.data.ptr % 16 == 0          # uint4 loads (a CuPy view like x[1:] is not)
+
     def alloc(self, size: int, dtype: str):
         return self.cp.empty(size, dtype)
 

@@ -4,10 +4,11 @@ Kernels, buffers and launch shapes come from _codegen.launch (`KernelSet`, `plan
 a runtime never invents shapes of its own. For one call, `LaunchLoop.run`
   1. turns each input into what the kernels read (`DeviceRuntime.view`: the array, or the
      memory span a strided view covers plus its element stride),
-  2. takes the launch plan and the output and scratch buffers for (n, contiguity): the
-     previous call's when those are unchanged; buffers are reused while their size is,
-  3. gives each input a device buffer: read in place when the runtime can (`in_place`),
+  2. gives each input a device buffer: read in place when the runtime can (`in_place`),
      else uploaded into a buffer reused per size,
+  3. takes the launch plan and the output and scratch buffers for (n, contiguity): the
+     previous call's when those are unchanged; buffers are reused while their size is.
+     Contiguous: every input unit-strided and aligned for wide loads (`vector_aligned`),
   4. binds the arguments of each kernel (all of them only when the call shape, the strides
      or the parameter bits changed since that kernel was last bound, else just the inputs:
      binding costs as much as a small kernel on some drivers) and launches the kernels in
@@ -60,6 +61,12 @@ class DeviceRuntime:
         """A buffer through which kernels read the non-empty view `x` without a copy, or None
         (then `x` is uploaded into a buffer of the loop's)."""
         return None
+
+    def vector_aligned(self, buf) -> bool:
+        """Whether the contiguous kernels may read input buffer `buf` with wide loads: they
+        need it 16-byte aligned in CUDA and Metal (_codegen/lower_vector.py); an unaligned
+        unit-stride input (a view like x[1:]) takes the strided variant with stride 1."""
+        return True
 
     def alloc(self, size: int, dtype: str) -> Any:
         """A device buffer of `size` (maybe 0) elements of `dtype`."""
@@ -176,11 +183,14 @@ class LaunchLoop:
         rt = self.rt
         views = [rt.view(x) for x in inputs]
         strides = tuple(step for _, step in views)
-        shape = self.call_shape(n, all(step == 1 for step in strides), params)
-        launches = shape.launches
-        if not launches:                  # n == 0 for a ToArray pass: nothing to launch
+        if n == 0 and self.ks.shape != "reduce":      # a ToArray pass: nothing to launch
             return self._empty(inputs), (), ()
         in_bufs = [self.input_buffer(k, host) for k, (host, _) in enumerate(views)]
+        contiguous = all(step == 1 for step in strides) and all(rt.vector_aligned(b) for b in in_bufs)
+        shape = self.call_shape(n, contiguous, params)
+        launches = shape.launches
+        if not launches:
+            return self._empty(inputs), (), ()
         key = (shape, strides, _bits_key(params))
         bound, tokens = self._bound, []
         for launch in launches:

@@ -58,6 +58,10 @@ class HarnessRuntime(DeviceRuntime):
     def in_place(self, x):
         return x
 
+    def vector_aligned(self, buf) -> bool:
+        # the kernels' wide loads (uint4...) need what a GPU needs; misaligned views go strided
+        return buf.ctypes.data % 16 == 0
+
     def alloc(self, size: int, dtype: str):
         return poisoned(size, dtype)
 

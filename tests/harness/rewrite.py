@@ -1,7 +1,7 @@
 """Source rewrites that let g++ compile a CUDA C or MSL kernel for the CPU harness.
 
-C++ has no block-scoped storage and no kernel-parameter attributes, so two things are
-rewritten; everything else is left to the preludes (include/cuda_prelude.h,
+C++ has no block-scoped storage, no kernel-parameter attributes and no inline PTX, so three
+things are rewritten; everything else is left to the preludes (include/cuda_prelude.h,
 include/metal_stdlib):
 
 * block-shared declarations (`__shared__ float s[256];`, `threadgroup float s[8];`) become
@@ -9,7 +9,9 @@ include/metal_stdlib):
   (every thread allocates in the same order, so every thread of a block gets the same storage);
 * Metal kernel signatures: `[[buffer(i)]]` parameters stay, sorted by i (so arguments are
   bound in buffer-index order); thread-position parameters become locals initialised from
-  the harness's thread context.
+  the harness's thread context;
+* the PTX conversions the CUDA printer writes inline (`asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h)
+  : "f"(f));`) become calls of their models in cuda_prelude.h (`h = ::qch::cvt_rn_f16_f32(f);`).
 """
 from __future__ import annotations
 
@@ -26,6 +28,8 @@ _EXTERN_SHARED_CUDA = re.compile(
 _SHARED_METAL = re.compile(
     rf"(?m)^(?P<indent>[ \t]*)threadgroup\s+(?P<type>{_TYPE})\s+(?P<name>[A-Za-z_]\w*)\s*"
     r"(?P<dims>(?:\[[^\]]+\]\s*)*);")
+_CUDA_CVT = re.compile(r'asm\(\s*"cvt\.(?P<op>[a-z0-9.]+)\s+%0,\s*%1;"\s*:\s*"=\w"\((?P<out>\w+)\)'
+                       r'\s*:\s*"\w"\((?P<arg>\w+)\)\s*\);')
 _CUDA_KERNEL = re.compile(r"__global__\s+void\s+(?:__launch_bounds__\([^)]*\)\s+)?([A-Za-z_]\w*)\s*\(")
 _METAL_KERNEL = re.compile(r"\bkernel\s+void\s+([A-Za-z_]\w*)\s*\(")
 _ATTRIBUTE = re.compile(r"\[\[\s*([A-Za-z_]\w*)\s*(?:\(\s*(\d+)\s*\))?\s*\]\]")
@@ -63,6 +67,9 @@ def rewrite_cuda(source: str) -> tuple[str, list[KernelInfo]]:
                   f"reinterpret_cast<{m['type'].strip()}*>(::qch::dynamic_shared());", source)
     source = _SHARED_CUDA.sub(
         lambda m: _shared_ref(m["name"], m["type"], m["dims"], bool(m["vol1"] or m["vol2"])), source)
+    source = _CUDA_CVT.sub(lambda m: f"{m['out']} = ::qch::cvt_{m['op'].replace('.', '_')}({m['arg']});", source)
+    if re.search(r"\basm\s*\(", source):
+        raise RewriteError("inline PTX other than a cvt conversion: the harness has no model of it")
     kernels = [KernelInfo(name) for name in _CUDA_KERNEL.findall(source)]
     if not kernels:
         raise RewriteError("no `__global__ void name(...)` kernel found in the CUDA source")

@@ -20,6 +20,7 @@ from . import c_helpers
 from . import c_syntax as S
 from .c_syntax import Code
 from .c_kernel_print import KernelPrinter
+from .c_vector import VectorLoads
 
 _ARCH_NAMES = {"arcsin": "asin", "arccos": "acos", "arctan": "atan",
                "arcsinh": "asinh", "arccosh": "acosh", "arctanh": "atanh"}
@@ -28,7 +29,7 @@ _C_BINOPS = {"add": "+", "sub": "-", "mul": "*", "truediv": "/",
 _C_CMP = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
 
 
-class CFamily(KernelPrinter):
+class CFamily(KernelPrinter, VectorLoads):
     # ---- the table: every dialect overrides these -------------------------------------------
     name = "?"
     TYPES: dict[str, str] = {}          # dtype -> register type (float16 lives in a float)
@@ -230,7 +231,8 @@ class CFamily(KernelPrinter):
         return S.unary(f"({self.t(dst)})", x)
 
     # ---- kernel signatures, from the dialect's table ------------------------------------------
-    # KERNEL_HEAD: what precedes the argument list ({name}, {block}); BUFFER_ARG / SCALAR_ARG:
+    # KERNEL_HEAD: what precedes the argument list ({name}, {block}, {min_blocks}: ", m" when
+    # the kernel asks the compiler to fit m blocks per multiprocessor, else ""); BUFFER_ARG / SCALAR_ARG:
     # one argument ({const}, {type}, {name}, {i} = its position); SCALAR_ARG_TYPES: scalars
     # passed in another type than they compute in (launch.SCALAR_HOST_TYPE on the host side).
     KERNEL_HEAD = ""
@@ -244,7 +246,9 @@ class CFamily(KernelPrinter):
                     type=self.storage(a.dtype) if a.is_buffer else self.scalar_type(a.dtype))
                 for i, a in enumerate(k.args)] + self.extra_args(k)
         joined = ",\n        ".join(args)
-        return self.KERNEL_HEAD.format(name=k.name, block=BLOCK) + f"(\n        {joined})"
+        min_blocks = f", {k.min_blocks}" if k.min_blocks else ""
+        head = self.KERNEL_HEAD.format(name=k.name, block=BLOCK, min_blocks=min_blocks)
+        return head + f"(\n        {joined})"
 
     def scalar_type(self, dtype: str) -> str:
         return self.SCALAR_ARG_TYPES.get(dtype) or self.t(dtype)

@@ -86,6 +86,8 @@ class KernelPrinter:
         if isinstance(e, K.KLoad):
             buf = self._volatile(e.buffer, e.dtype) if e.volatile else e.buffer
             return Code(self.load(buf, self.kcode(e.index).text, e.dtype))
+        if isinstance(e, K.KLocal):
+            return Code(f"{e.array}[{self.kcode(e.index).text}]")
         if isinstance(e, K.KShuffleDown):
             return Code(self.SHUFFLE_DOWN.format(v=self.kcode(e.value).text, o=self.kcode(e.offset).text))
         raise TypeError(f"not a kernel expression: {e!r}")
@@ -170,6 +172,8 @@ class KernelPrinter:
             value, dtype = self.kcode(v), self._buffer_dtypes[s.buffer]
             buf = self._volatile(s.buffer, dtype) if s.volatile else s.buffer
             return [pad + self.store(buf, self.kcode(s.index).text, value, dtype)]
+        if isinstance(s, K.VecLoad):
+            return self.vec_load(s, pad)
         if isinstance(s, K.Fence):
             return [f"{pad}{self._spelling('FENCE')};"]
         if isinstance(s, K.AtomicAdd):

@@ -54,6 +54,14 @@ class Metal(CFamily):
     SCALAR_ARG = "constant {type}& {name} [[buffer({i})]]"
     SCALAR_ARG_TYPES = {"bool": "uchar", "float16": "float"}
     HALF_LOAD = "(float){buf}[{i}]"             # half storage, float arithmetic (store: below)
+    # wide loads of a thread's run (c_vector.py); device buffers are 16-byte aligned
+    VECTOR_LOADS = True
+    WORDS = {16: "uint4", 8: "uint2", 4: "uint", 2: "ushort"}
+    WORDS64 = "ulong2"
+    WIDE_LOAD = "*((device const {t}*)({p}))"
+
+    def half_from_bits(self, bits):
+        return f"(float)as_type<half>({bits})"
 
     def math(self, fn, dtype):
         if fn in self.MISSING_MATH:

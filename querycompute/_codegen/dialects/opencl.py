@@ -28,6 +28,21 @@ class OpenCL(CFamily):
     SCALAR_ARG_TYPES = {"bool": "uchar", "float16": "float"}   # no bool kernel arguments in OpenCL C
     HALF_LOAD = "vload_half({i}, {buf})"
     HALF_STORE = "vstore_half_rte({v}, {i}, {buf});"
+    VECTOR_LOADS = True    # typed vloadN / vload_halfN (vec_load): element alignment suffices
+
+    def vec_load(self, s, pad):
+        """A thread's run as one vloadN (vload_halfN for float16, which converts too); the
+        lanes are the vector's components .s0 .. .sf."""
+        w = "w_" + s.name[2:]
+        ptr = f"{s.buffer} + {self.kcode(s.base).text}"
+        if s.dtype == "float16":
+            decl = f"const float{s.count} {w} = vload_half{s.count}(0, {ptr});"
+        else:
+            decl = f"const {self.storage(s.dtype)}{s.count} {w} = vload{s.count}(0, {ptr});"
+        lanes = [f"{w}.s{k:x}" for k in range(s.count)]
+        if s.dtype == "bool":
+            lanes = [f"({lane} != 0)" for lane in lanes]
+        return [pad + decl, f"{pad}{self.t(s.dtype)} {s.name}[{s.count}] = {{{', '.join(lanes)}}};"]
 
     def prelude(self):
         lines = ["// No FMA contraction: + - * / give NumPy's bits.", "#pragma OPENCL FP_CONTRACT OFF"]

@@ -152,6 +152,14 @@ inline double __dmul_rn(double a, double b) { return a * b; }
 inline double __ddiv_rn(double a, double b) { return a / b; }
 inline double __dsqrt_rn(double a) { return std::sqrt(a); }
 
+// The PTX conversions the printer writes as inline asm (the runner rewrites each
+// `asm("cvt.<op> %0, %1;" ...)` into a call of ::qch::cvt_<op>): _Float16 converts with IEEE
+// round to nearest even, as cvt.rn does. NaN keeps the host's quiet NaN (the GPU gives 0x7fff).
+namespace qch {
+inline float cvt_f32_f16(unsigned short h) { return float(bit_cast<_Float16>(h)); }
+inline unsigned short cvt_rn_f16_f32(float f) { return bit_cast<unsigned short>(_Float16(f)); }
+}
+
 template <class T>
 inline T __ldg(const T* p) { return *p; }
 
