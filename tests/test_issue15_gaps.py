@@ -134,3 +134,40 @@ def test_item5_trace_rows_carry_device_timings():
         run()
         rows = [k for k in qc.last_trace().kernels if k.dialect == "webgpu"]
         assert rows and all(np.isfinite(k.run_ms) and k.run_ms > 0 for k in rows), rows
+
+
+# ---- item 1: the pipeline operators' kernels in WGSL ------------------------------------------
+@needs_adapter
+def test_item1_order_by_take_distinct_scan_group_by_run_wgsl_kernels():
+    """order_by (multi-pass radix sort), take after order_by (top-k), distinct, scan and
+    group_by run the sort / scan / group kernels printed as WGSL: every trace row is a webgpu
+    kernel, the results are NumPy's (float sums within reassociation)."""
+    rng = np.random.default_rng(9)
+    n = 5000                                       # > one 1024-row tile: the multi-pass paths
+    x = rng.uniform(-100, 100, n).astype(np.float32)
+    x[::97] = np.nan
+    k = rng.integers(-3, 4, n).astype(np.int32)
+    b = rng.integers(0, 2, n).astype(bool)
+    cases = {
+        "order_by": lambda on: qc.query(x).on(on).order_by(lambda v: v).to_array(),
+        "top_k": lambda on: qc.query(x).on(on).order_by_descending(lambda v: v).take(25).to_array(),
+        "distinct": lambda on: qc.query(k).on(on).distinct().to_array(),
+        "distinct_bool": lambda on: qc.query(b).on(on).distinct().to_array(),
+        "scan_max": lambda on: qc.query(k).on(on).scan(lambda a, v: max(a, v), np.int32(-5)).to_array(),
+        "scan_sum": lambda on: qc.query(x).on(on).scan(lambda a, v: a + v, np.float32(0)).to_array(),
+        "group_by": lambda on: qc.query(k=k, x=x).on(on).group_by(lambda r: r.k).agg(
+            n=qc.count, hi=qc.max(lambda r: r.x), s=qc.sum(lambda r: r.x)),
+    }
+    for name, run in cases.items():
+        got = run("webgpu")
+        dialects = {r.dialect for r in qc.last_trace().kernels}
+        assert dialects == {"webgpu"}, (name, dialects)
+        want = run("numpy")
+        if name == "scan_sum":
+            np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-2)
+        elif name == "group_by":
+            for key in ("key", "n", "hi"):
+                np.testing.assert_array_equal(got[key], want[key])
+            np.testing.assert_allclose(got["s"], want["s"], rtol=1e-4, atol=1e-2)
+        else:
+            np.testing.assert_array_equal(got, want)

@@ -33,7 +33,7 @@ from . import c_syntax as S
 from . import wgsl_helpers
 from .c_family import CFamily
 from .c_syntax import Code
-from .wgsl_kernel_print import WgslKernelPrinter
+from .wgsl_kernel_print import WgslKernelPrinter, ident
 
 _BINOPS = {"add": "+", "sub": "-", "mul": "*", "truediv": "/",
            "bitand": "&", "bitor": "|", "bitxor": "^", "and": "&&", "or": "||"}
@@ -58,7 +58,8 @@ class Wgsl(WgslKernelPrinter, CFamily):
     OPTIONS_WHY = ""
     MATH = {"arcsin": "asin", "arccos": "acos", "arctan": "atan", "arcsinh": "asinh",
             "arccosh": "acosh", "arctanh": "atanh", "rint": "round", "fabs": "abs"}
-    HELPER_MATH = ("expm1", "log1p", "hypot", "copysign", "log10", "pow")   # wgsl_helpers defines them
+    HELPER_MATH = ("expm1", "log1p", "hypot", "copysign", "log10", "pow", "tanh",
+                   "sin", "cos", "tan", "exp", "log")   # wgsl_helpers defines them
 
     # ---- types and the pass check ----------------------------------------------------------
     def storage(self, dtype: str) -> str:
@@ -135,6 +136,8 @@ class Wgsl(WgslKernelPrinter, CFamily):
             return S.binary(a, _CMP[e.op], b)
         if isinstance(e, E.Where):
             return S.call("select", self.code(e.b), self.code(e.a), self.code(e.cond))
+        if isinstance(e, E.Var):
+            return Code(ident(e.name))
         return super().code(e)
 
     def unary(self, e: E.Unary) -> Code:

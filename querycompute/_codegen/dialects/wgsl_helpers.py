@@ -89,17 +89,137 @@ if (mx >= my) { mx -= my; }
 return qc_copysign(ldexp(f32(mx), fy.exp - 24), x);""",
                    "C's fmod, exact: shift-and-subtract on the 24-bit mantissas (at most 277 steps).\n"
                    "WGSL's % on floats is a - b * trunc(a / b), which rounds"),
+    "qc_exp": _fn("qc_exp(x: f32) -> f32", """
+if (qc_isnan(x)) { return x; }
+if (x > 88.72284f) { return bitcast<f32>(0x7F800000u); }
+if (x < -103.97208f) { return 0.0f; }
+let k = round(x * 1.4426950408889634f);
+let r = (x - k * 0.693145751953125f) - k * 1.4286068203094172e-06f;   // ln 2 in two parts: k * hi exact
+let p = 1.0f + r * (1.0f + r * (0.5f + r * (0.16666666666f + r * (0.041666666666f + r * (0.0083333333333f
+        + r * (0.0013888888889f + r * 0.0001984126984f))))));
+let ki = i32(k);
+return ldexp(ldexp(p, ki / 2), ki - ki / 2);""",
+                  "e^x to about 1 ulp: 2^k * e^r, |r| <= ln2 / 2, by its series (WGSL allows exp an error\n"
+                  "of 3 + 2|x| ulp; lavapipe's is 50 ulp off at x = 66); two ldexp steps reach subnormals"),
+    "qc_log": _fn("qc_log(x: f32) -> f32", """
+if (!(x > 0.0f) || x > 3.4028235e38f) { return log(x); }      // NaN, <= 0, inf: the driver's
+var fr = frexp(x);
+var m = fr.fract;                                  // [0.5, 1)
+var e = fr.exp;
+if (m < 0.70710678f) { m = m * 2.0f; e = e - 1; }  // m in [sqrt(1/2), sqrt(2))
+let s = (m - 1.0f) / (m + 1.0f);
+let s2 = s * s;
+let lm = 2.0f * s * (1.0f + s2 * (0.33333333333f + s2 * (0.2f + s2 * (0.14285714286f + s2 * (0.11111111111f
+         + s2 * 0.09090909091f)))));
+let fe = f32(e);
+return fe * 0.693145751953125f + (lm + fe * 1.4286068203094172e-06f);""",
+                  "ln x to about 1 ulp: e ln 2 + 2 atanh((m - 1) / (m + 1)) (WGSL's log has an absolute\n"
+                  "error bound: lavapipe's is 964 ulp off at 0.9992)"),
     "qc_expm1": _fn("qc_expm1(x: f32) -> f32", """
-let u = exp(x);
+let u = qc_exp(x);
 if (u == 1.0f) { return x; }
+if (u > 3.4028235e38f) { return u; }          // inf: inf / log(inf) would be NaN
 let um1 = u - 1.0f;
 if (um1 == -1.0f) { return -1.0f; }
-return um1 * x / log(u);""", "exp(x) - 1 without cancellation near 0 (WGSL has no expm1)"),
+return um1 * (x / qc_log(u));""", "exp(x) - 1 without cancellation near 0 (WGSL has no expm1; Kahan's trick)"),
+    "qc_tanh": _fn("qc_tanh(x: f32) -> f32", """
+let a = abs(x);
+if (a < 0.000244140625f) { return x; }
+if (a > 9.1f) { return qc_copysign(1.0f, x); }
+if (a >= 0.55f) { return qc_copysign(1.0f - 2.0f / (qc_exp(2.0f * a) + 1.0f), x); }
+let b = a * 0.25f;
+let b2 = b * b;
+var t = b * (1.0f + b2 * (-0.33333333333f + b2 * (0.13333333333f + b2 * (-0.05396825397f + b2 * 0.02186948854f))));
+t = 2.0f * t / (1.0f + t * t);
+t = 2.0f * t / (1.0f + t * t);
+return qc_copysign(t, x);""",
+                   "tanh without the driver's (e^2x - 1) / (e^2x + 1), which cancels near 0 (lavapipe:\n"
+                   "tanh(1e-38) = 3e-8): below 0.55 the series at a / 4 doubled twice (tanh 2u = 2t / (1 + t^2)),\n"
+                   "above it 1 - 2 / (e^2a + 1); below 2^-12 tanh(x) rounds to x, above 9.1 to +-1"),
+    "qc_mul_wide": _fn("qc_mul_wide(a: u32, b: u32) -> vec2<u32>", """
+let a0 = a & 0xFFFFu;
+let a1 = a >> 16u;
+let b0 = b & 0xFFFFu;
+let b1 = b >> 16u;
+let p00 = a0 * b0;
+let p01 = a0 * b1;
+let p10 = a1 * b0;
+let mid = (p00 >> 16u) + (p01 & 0xFFFFu) + (p10 & 0xFFFFu);
+return vec2<u32>((p00 & 0xFFFFu) | (mid << 16u), a1 * b1 + (p01 >> 16u) + (p10 >> 16u) + (mid >> 16u));""",
+                       "(low, high) words of the 64-bit product a * b"),
+    "qc_reduce_pio2": _fn("qc_reduce_pio2(ax: f32) -> vec2<f32>", """
+// Payne-Hanek: ax * 2/pi mod 4 from 96 bits of 2/pi in integer arithmetic; ax >= pi/4, finite.
+var t = array<u32, 8>(0xA2F9836Eu, 0x4E441529u, 0xFC2757D1u, 0xF534DDC0u,
+                      0xDB629599u, 0x3C439041u, 0xFE5163ABu, 0xDEBBC561u);
+let bits = bitcast<u32>(ax);
+let m = (bits & 0x7FFFFFu) | 0x800000u;           // ax = m * 2^e2
+let e2 = i32(bits >> 23u) - 150;
+let s = max(e2 - 2, 0);                            // 2/pi's bits above s only add multiples of 4
+let w = s / 32;
+let o = u32(s % 32);
+var f: array<u32, 3>;
+for (var k = 0; k < 3; k++) {
+    f[k] = select((t[w + k] << o) | (t[w + k + 1] >> (32u - o)), t[w + k], o == 0u);
+}
+let p2 = qc_mul_wide(m, f[2]);
+let p1 = qc_mul_wide(m, f[1]);
+let p0 = qc_mul_wide(m, f[0]);
+let w1 = p1.x + p2.y;
+let c1 = p1.y + select(0u, 1u, w1 < p2.y);
+let w2 = p0.x + c1;
+let w3 = p0.y + select(0u, 1u, w2 < c1);
+// (w3 w2 w1 ...) = m * F; y / 4 = that * 2^(e2 - s - 98): its 64 fraction bits are (hi, lo)
+let sh = u32(e2 - s + 30);
+var hi = w2;
+var lo = w1;
+if (sh < 32u) {
+    hi = (w3 << sh) | (w2 >> (32u - sh));
+    lo = (w2 << sh) | (w1 >> (32u - sh));
+}
+var q = hi >> 30u;                                 // the quadrant
+var fh = (hi << 2u) | (lo >> 30u);                 // the angle in quadrants, 64-bit fixed point
+var fl = lo << 2u;
+var sign = 1.0f;
+if ((fh & 0x80000000u) != 0u) {                    // >= half a quadrant: r - 1, next quadrant
+    q = q + 1u;
+    fh = ~fh;
+    fl = ~fl + 1u;
+    if (fl == 0u) { fh = fh + 1u; }
+    sign = -1.0f;
+}
+let frac = f32(fh) * 2.3283064365386963e-10f + f32(fl) * 5.421010862427522e-20f;
+return vec2<f32>(sign * frac * 1.5707963267948966f, f32(q & 3u));""",
+                          "(r, quadrant) with ax = r + quadrant * pi/2 (mod 2 pi), |r| <= pi/4:\n"
+                          "drivers reduce large arguments of sin / cos / tan inexactly (lavapipe: sin(3e38) = -1)"),
+    "qc_sin": _fn("qc_sin(x: f32) -> f32", """
+let a = abs(x);
+if (a <= 0.7853981633974483f || a > 3.4028235e38f || qc_isnan(x)) { return sin(x); }
+let rq = qc_reduce_pio2(a);
+let q = u32(rq.y);
+var v = select(sin(rq.x), cos(rq.x), (q & 1u) == 1u);
+if (q >= 2u) { v = -v; }
+return select(v, -v, x < 0.0f);""", "sin with an exact argument reduction"),
+    "qc_cos": _fn("qc_cos(x: f32) -> f32", """
+let a = abs(x);
+if (a <= 0.7853981633974483f || a > 3.4028235e38f || qc_isnan(x)) { return cos(x); }
+let rq = qc_reduce_pio2(a);
+let q = u32(rq.y);
+let v = select(cos(rq.x), sin(rq.x), (q & 1u) == 1u);
+return select(v, -v, q == 1u || q == 2u);""", "cos with an exact argument reduction"),
+    "qc_tan": _fn("qc_tan(x: f32) -> f32", """
+let a = abs(x);
+if (a <= 0.7853981633974483f || a > 3.4028235e38f || qc_isnan(x)) { return tan(x); }
+let rq = qc_reduce_pio2(a);
+let v = select(tan(rq.x), -1.0f / tan(rq.x), (u32(rq.y) & 1u) == 1u);
+return select(v, -v, x < 0.0f);""", "tan with an exact argument reduction"),
     "qc_log1p": _fn("qc_log1p(x: f32) -> f32", """
-let u = 1.0f + x;
+// the select keeps the driver from folding (1 + x) - 1 into x (lavapipe's NIR treats WGSL
+// arithmetic as inexact and does): u must be the rounded sum
+let u = select(1.0f + x, x, x > 3.4028235e38f);
 if (u == 1.0f) { return x; }
-return log(u) * x / (u - 1.0f);""", "log(1 + x) without cancellation near 0 (WGSL has no log1p)"),
-    "qc_log10": _fn("qc_log10(x: f32) -> f32", "return log2(x) * 0.30102999566398120f;",
+if (u > 3.4028235e38f) { return u; }          // inf: inf * inf / inf would be NaN
+return qc_log(u) * (x / (u - 1.0f));""", "log(1 + x) without cancellation near 0 (WGSL has no log1p)"),
+    "qc_log10": _fn("qc_log10(x: f32) -> f32", "return qc_log(x) * 0.4342944819032518f;",
                     "log10 (WGSL has none)"),
     "qc_hypot": _fn("qc_hypot(a0: f32, b0: f32) -> f32", """
 let a = abs(a0);
@@ -121,7 +241,11 @@ if (x < 0.0f || (x == 0.0f && (bitcast<u32>(x) & 0x80000000u) != 0u)) {
 return r;""", "C's pow: WGSL's pow is exp2(y * log2(x)), undefined for x < 0"),
 }
 _DEPS = {"qc_hypot": ("qc_isinf",), "qc_pow": ("qc_isnan", "qc_f32_bits"),
-         "qc_fmod": ("qc_isnan", "qc_isinf", "qc_f32_bits", "qc_copysign")}
+         "qc_fmod": ("qc_isnan", "qc_isinf", "qc_f32_bits", "qc_copysign"),
+         "qc_tanh": ("qc_copysign", "qc_exp"), "qc_log10": ("qc_log",), "qc_exp": ("qc_isnan",), "qc_expm1": ("qc_exp", "qc_log"),
+         "qc_log1p": ("qc_log",), "qc_reduce_pio2": ("qc_mul_wide",),
+         "qc_sin": ("qc_reduce_pio2", "qc_isnan"), "qc_cos": ("qc_reduce_pio2", "qc_isnan"),
+         "qc_tan": ("qc_reduce_pio2", "qc_isnan")}
 
 
 def _wrap(p, name, kind, d):

@@ -30,6 +30,26 @@ from .c_kernel_print import THREAD_LOCALS
 from .c_syntax import Code
 
 SCALAR_KINDS = ("stride", "param", "n", "value")
+# WGSL's keywords and reserved words that kernel IR may use as local names (spec section
+# "Reserved Words"): printed with a trailing underscore (`ident`).
+RESERVED = frozenset("""
+    active alias as asm async attribute auto await become break case cast catch class const
+    const_assert continue continuing default demote discard do dynamic_cast else enum explicit
+    export extends extern external fallthrough filter final finally fn for friend from fxgroup
+    get goto groupshared highp if impl implements import inline instanceof interface layout let
+    loop lowp macro macro_rules match mediump meta mod module move mut mutable namespace new nil
+    noexcept noinline nointerpolation noperspective null nullptr of operator override package
+    packoffset partition pass patch pixelfragment precise precision premerge priv protected pub
+    public readonly ref regardless register reinterpret_cast require resource return self set
+    shared sizeof smooth snorm static static_assert static_cast std struct subroutine super
+    switch target template this thread_local throw trait try type typedef typeid typename typeof
+    union unless unorm unsafe unsized use using var varying virtual volatile wgsl where while
+    with writeonly yield""".split())
+
+
+def ident(name: str) -> str:
+    """A kernel IR name as a WGSL identifier (reserved words get a trailing underscore)."""
+    return name + "_" if name in RESERVED else name
 _UPDATES = ("+", "-", "*", ">>", "<<")
 _FLOAT_UPDATES = {"add": "+", "sub": "-", "mul": "*"}
 
@@ -68,7 +88,7 @@ class WgslKernelPrinter:
         if isinstance(e, K.Elem):
             return self.code(e.expr)
         if isinstance(e, K.KVar):
-            return Code(e.name)
+            return Code(ident(e.name))
         if isinstance(e, K.KConst):
             return self.lit(e.value, e.dtype)
         if isinstance(e, K.KOp):
@@ -148,14 +168,14 @@ class WgslKernelPrinter:
         """`var = value` as `var++` / `var op= x` when value is `var op x`."""
         if isinstance(value, K.KOp) and value.a == var and value.op in _UPDATES:
             if value.op == "+" and isinstance(value.b, K.KConst) and value.b.value == 1:
-                return f"{var.name}++"
+                return f"{ident(var.name)}++"
             rhs = self._shift_count(value.b) if value.op in (">>", "<<") else self.kcode(value.b)
-            return f"{var.name} {value.op}= {rhs.text}"
+            return f"{ident(var.name)} {value.op}= {rhs.text}"
         if isinstance(value, K.Elem) and isinstance(value.expr, E.Binary):
             x = value.expr
             if x.op in ("add", "sub", "mul") and x.dtype == "float32" and x.a == E.Var(var.name, var.dtype):
-                return f"{var.name} {_FLOAT_UPDATES[x.op]}= {self.ex(x.b)}"
-        return f"{var.name} = {self._conv(value, var.dtype).text}"
+                return f"{ident(var.name)} {_FLOAT_UPDATES[x.op]}= {self.ex(x.b)}"
+        return f"{ident(var.name)} = {self._conv(value, var.dtype).text}"
 
     def stmts(self, body, depth: int) -> list[str]:
         return [line for s in body for line in self.stmt(s, depth)]
@@ -168,7 +188,7 @@ class WgslKernelPrinter:
             self._said.add(s.text)
             return [f"{pad}// {line}" for line in s.text.splitlines()]
         if isinstance(s, K.Declare):
-            return [f"{pad}var {s.var.name}: {self.t(s.var.dtype)} = {self._conv(s.init, s.var.dtype).text};"]
+            return [f"{pad}var {ident(s.var.name)}: {self.t(s.var.dtype)} = {self._conv(s.init, s.var.dtype).text};"]
         if isinstance(s, K.Assign):
             return [f"{pad}{self._update(s.var, s.value)};"]
         if isinstance(s, K.Store):
@@ -192,7 +212,7 @@ class WgslKernelPrinter:
             return lines + [f"{pad}}}"]
         if isinstance(s, K.For):
             v = s.var
-            head = (f"for (var {v.name}: {self.t(v.dtype)} = {self._conv(s.init, v.dtype).text}; "
+            head = (f"for (var {ident(v.name)}: {self.t(v.dtype)} = {self._conv(s.init, v.dtype).text}; "
                     f"{self.kcode(s.cond).text}; {self._update(v, s.step)}) {{")
             return [pad + head, *self.stmts(s.body, depth + 1), f"{pad}}}"]
         raise ValueError(f"the webgpu printer has no spelling for {type(s).__name__} (kernels that "
@@ -220,10 +240,10 @@ class WgslKernelPrinter:
                   f"    let num_groups = {uni}.qc_grid;"]
         for a in k.args:
             if a.kind in SCALAR_KINDS:
-                read = f"{uni}.{a.name}"
+                read = f"{uni}.{ident(a.name)}"
                 if a.kind == "param" and a.dtype == "bool":
                     read = f"{read} != 0u"
-                lines.append(f"    let {a.name}: {self.t(a.dtype)} = {read};")
+                lines.append(f"    let {ident(a.name)}: {self.t(a.dtype)} = {read};")
         lines += self.stmts(k.body, 1)
         lines.append("}")
         return "\n".join(lines)
@@ -238,7 +258,7 @@ class WgslKernelPrinter:
             access = "read_write" if writable else "read"
             out.append(f"@group(0) @binding({b}) var<storage, {access}> {name}: array<{elem}>;")
         for k in kernels:
-            members = [f"    {a.name}: {scalar_member_type(self, a)}," for a in k.args if a.kind in SCALAR_KINDS]
+            members = [f"    {ident(a.name)}: {scalar_member_type(self, a)}," for a in k.args if a.kind in SCALAR_KINDS]
             out.append(f"struct {k.name}_args {{\n" + "\n".join(members + ["    qc_grid: i32,"]) + "\n}")
             out.append(f"@group(0) @binding({uniforms[k.name]}) var<uniform> {k.name}_a: {k.name}_args;")
         return out

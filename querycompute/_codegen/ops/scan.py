@@ -72,7 +72,8 @@ LOOKBACK = 32            # CUDA look-back group: tiles, one per lane of warp 0
 # printer folds runs apart), where each barrier costs most: 8 (int64 at 1e7: 2.5-3x faster
 # than 1 run on pocl).
 RUNS = {"gpu": 4, "cpu": 8}
-ALGORITHM = {"cuda": "lookback", "opencl": "reduce_then_scan", "metal": "reduce_then_scan"}
+ALGORITHM = {"cuda": "lookback", "opencl": "reduce_then_scan", "metal": "reduce_then_scan",
+             "webgpu": "reduce_then_scan"}
 __all__ = ["SHAPE", "render", "bytes_per_element", "describe", "lower"]
 
 N = K.KVar("n", "int64")
