@@ -138,6 +138,13 @@ def _file_backed(a) -> bool:
         and a.flags.c_contiguous and a._mmap is not None
 
 
+def from_memmap(mm: np.memmap, chunks: int):
+    """A file-backed 1-D memmap as a Dask array read chunk by chunk where the tasks run (what
+    qc.query(mm, chunks=N) uses; also handy for the same input to plain dask.array)."""
+    import dask.array as da
+    return _memmap_blocks(mm, int(chunks), da)
+
+
 def _memmap_blocks(mm: np.memmap, chunks: int, da):
     """A 1-D memmap as a dask array whose tasks open the file themselves: a task carries
     (file, dtype, byte offset, length), never the data, so a worker process reads only its
