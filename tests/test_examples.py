@@ -116,9 +116,36 @@ def check_cache_inspection(out):
     assert removed.endswith("0 left") and numbers(removed)[0] >= per_step
 
 
+def check_rigid_transform(out):
+    n = 1_000_000
+    rng = np.random.default_rng(0)
+    R = rng.standard_normal((n, 3, 3)).astype(np.float32)
+    T = rng.standard_normal((n, 3)).astype(np.float32)
+    x = rng.standard_normal((n, 3)).astype(np.float32)
+    y = np.einsum("nij,nj->ni", R, x) + T
+    assert line(out, "shape:") == f"{(n, 3)} dtype: float32"
+    assert numbers(line(out, "max abs difference vs einsum:"))[0] <= 1e-5
+    mean = numbers(line(out, "mean of y over elements (qc.query(y).mean()):"))
+    assert mean == pytest.approx(y.astype(np.float64).mean(axis=0).tolist(), abs=1e-6)
+
+
+def check_dask_query(out):
+    v = np.random.default_rng(0).uniform(0, 2000, 200_000).astype(np.float32)
+    m = v * 2
+    w1 = float((m[m > 1000] + 100).sum(dtype=np.float64))
+    total, ref = numbers(line(out, "W1 sum on the cluster:").replace("numpy backend:", ""))
+    assert total == pytest.approx(w1, rel=1e-5) and ref == pytest.approx(w1, rel=1e-5)
+    groups = ast.literal_eval(line(out, "group_by(cat):"))
+    cat = (v // 250).astype(np.int32)
+    assert groups["n"] == np.bincount(cat).tolist() and groups["key"] == sorted(set(cat.tolist()))
+    assert groups["top"] == pytest.approx([float(v[cat == k].max()) for k in groups["key"]])
+    assert "all results match the numpy backend" in out
+
+
 CHECKERS = {"quickstart.py": check_quickstart, "table_query.py": check_table_query,
             "compiled_query.py": check_compiled_query, "query_in_a_loop.py": check_query_in_a_loop,
-            "dump_source.py": check_dump_source, "cache_inspection.py": check_cache_inspection}
+            "dump_source.py": check_dump_source, "cache_inspection.py": check_cache_inspection,
+            "rigid_transform.py": check_rigid_transform, "dask_query.py": check_dask_query}
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
