@@ -316,7 +316,9 @@ def _prepare(backend, lowered: Lowered, text: str):
     t0 = _clock()
     try:
         with codegen_errors(backend.name):
-            if getattr(lowered, "staged", False):      # a plan of stages (stages.py)
+            if getattr(lowered, "row_plan", None) is not None:   # long rows (rows.py)
+                prepared = lowered.row_plan.prepare(backend.name)
+            elif getattr(lowered, "staged", False):      # a plan of stages (stages.py)
                 from . import pipeline
                 prepared = pipeline.prepare(lowered, backend.name, lambda one: backend.prepare(one.pass_))
             else:

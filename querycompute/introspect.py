@@ -70,6 +70,8 @@ def explain(q, backend: str | None, terminal: Any) -> str:
     lowered, term, cols, infos = lower_for(q, terminal)
     n = q._source.length(cols)
     name = backend or (q._backend if q._backend != "auto" else registry.choose_auto(n, False))
+    if getattr(lowered, "row_plan", None) is not None:      # long rows (rows.py)
+        return f"operation graph: {q!r}\nplan:\n  {lowered.row_plan.describe()}"
     if getattr(lowered, "staged", False):
         from . import explain_stages, pipeline
         return explain_stages.explain(q, lowered, term, infos, name, n, pipeline.stage_runtime(name))

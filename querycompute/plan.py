@@ -83,6 +83,10 @@ def lower(source: Source, dts: tuple, ops: tuple, term, infos: list) -> Lowered:
     """Fuse source + chain + terminal into one pass (no compilation). (The translator and
     the fusion are imported here, on the first compile, not with the package.)"""
     from .graph import staged
+    if source.shapes:
+        from . import rows
+        if rows.has_long(source):      # rows of more than shaped.MAX_SCALARS values
+            return rows.lower(source, dts, ops, term, infos)
     if staged("".join([op.letter for op in ops]), term):
         from .shaped import refuse_staged
         refuse_staged(source)

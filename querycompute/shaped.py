@@ -41,12 +41,13 @@ def _check(a: np.ndarray, what: str) -> tuple:
     size = math.prod(s)
     if size == 0:
         raise TypeError(f"{what} has shape {a.shape}: its elements are empty")
+    if size > MAX_SCALARS and len(s) == 1:
+        return s                          # a long row: rows.py's strategies
     if size > MAX_SCALARS:
         raise QueryError(
-            f"{what} has elements of shape {s} ({size} values each); shaped elements are "
-            f"computed by scalarization up to {MAX_SCALARS} values per element, and the "
-            f"long-row strategy (one work-group per row) is not built yet: use NumPy's axis "
-            f"functions (X.sum(axis=1)) or query columns X[:, j]")
+            f"{what} has elements of shape {s} ({size} values each); matrix elements are "
+            f"computed by scalarization up to {MAX_SCALARS} values per element (rows of any "
+            f"length are supported: reshape to (n, {size}) for whole-element reductions)")
     return s
 
 
@@ -69,6 +70,10 @@ def columns(source) -> tuple:
         s = _check(a, what)
         shapes.append(s)
         lengths.append(a.shape[0])
+        if len(s) == 1 and s[0] > MAX_SCALARS:     # a long row: X itself (rows.py)
+            _as_1d(a[:1, 0], what)                  # (the dtype check)
+            cols.append(a if a.dtype.isnative else a.astype(a.dtype.newbyteorder("=")))
+            continue
         for idx in np.ndindex(s):
             cols.append(_as_1d(a[(slice(None),) + idx], what))
     if len(set(lengths)) > 1:

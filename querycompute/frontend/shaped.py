@@ -27,10 +27,11 @@ from .values import WEAK_DTYPE, Scalar, TupleVal
 @dataclass(frozen=True, eq=False)
 class ShapedVal:
     items: np.ndarray      # object array (ndim >= 1) of Scalar
+    row: object = None     # a long row: its shaped_rows.RowContext (items: the entry, (1,))
 
     @property
     def shape(self) -> tuple:
-        return self.items.shape
+        return (self.row.k,) if self.row is not None else self.items.shape
 
     @property
     def dtype(self) -> str:
@@ -107,6 +108,10 @@ def concrete(arr: np.ndarray, at: str) -> np.ndarray:
 
 def elementwise(fn, args: list, at: str, what: str):
     """fn(*scalars) at every position of the broadcast shape of args (values)."""
+    from .shaped_rows import check_mix, context_of
+    ctx = context_of(args)
+    if ctx is not None:
+        check_mix(args, at)
     arrays = [to_array(a, at) for a in args]
     try:
         shape = np.broadcast_shapes(*(a.shape for a in arrays))
@@ -117,7 +122,7 @@ def elementwise(fn, args: list, at: str, what: str):
     out = np.empty(shape, object)
     for idx in np.ndindex(shape):
         out[idx] = fn(*(a[idx] for a in arrays))
-    return wrap(out)
+    return ShapedVal(out, ctx) if ctx is not None else wrap(out)
 
 
 def binop(op: str, a, b, at: str):
@@ -153,6 +158,9 @@ def const_tuple(values) -> TupleVal:
 
 
 def attribute(v: ShapedVal, name: str, at: str):
+    if v.row is not None and name in ("T", "shape", "ndim", "size"):
+        return v if name == "T" else const_tuple(v.shape) if name == "shape" else \
+            Scalar(Const(1 if name == "ndim" else v.row.k, "int64"), "int")
     if name == "T":
         return ShapedVal(v.items.T)
     if name == "shape":
@@ -186,6 +194,9 @@ def _const_int(tr, node):
 
 
 def index(v: ShapedVal, key, at: str):
+    if v.row is not None:
+        fail(at, f"indexing a long row (of {v.row.k} values) is not supported; reduce it "
+                 f"(r.sum(), r.max(), ...) or query the column X[:, j]", "index")
     try:
         out = v.items[key]
     except (IndexError, TypeError, ValueError) as exc:

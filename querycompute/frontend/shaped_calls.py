@@ -72,6 +72,8 @@ def _cast(e, dtype):
 
 def reduce(kind: str, v, axis, at: str):
     """v.<kind>(axis=axis) for a shaped value (a Scalar reduces to itself as NumPy's would)."""
+    if isinstance(v, ShapedVal) and v.row is not None:
+        return v.row.reduce(kind, v.items[0], axis, at)
     arr = concrete(to_array(v, at), at)
     if arr.ndim == 0:
         arr = arr.reshape(1)
@@ -104,6 +106,13 @@ def _bad_axis(a, ndim, at):
 
 def matmul(a, b, at: str, what: str = "@"):
     """a @ b (NumPy matmul on 1-D / 2-D elements): sums of products in the promoted dtype."""
+    rows = [v for v in (a, b) if isinstance(v, ShapedVal) and v.row is not None]
+    if rows:                                   # a long row: sum over j of the products
+        prod = elementwise(lambda p, q: binary("mul", p, q, at), [a, b], at, what)
+        if not (isinstance(a, ShapedVal) and isinstance(b, ShapedVal)):
+            return prod if what == "np.dot" else fail(at, "@ needs two rows", "@")
+        s = prod.items[0]
+        return rows[0].row._step("sum", s.expr, s.dtype)
     x, y = to_array(a, at), to_array(b, at)
     if x.ndim == 0 or y.ndim == 0:
         if what == "np.dot":
@@ -131,6 +140,12 @@ def matmul(a, b, at: str, what: str = "@"):
 def norm(v, at: str):
     """np.linalg.norm(x): the 2-norm of the flattened element (Frobenius for matrices);
     integers are converted to float64 first, as NumPy does."""
+    if isinstance(v, ShapedVal) and v.row is not None:
+        x = v.items[0]
+        if x.dtype not in ("float16", "float32", "float64"):
+            x = Scalar(to_dtype(x, "float64", at))
+        sq = binary("mul", x, x, at)
+        return Scalar(Call("sqrt", v.row._step("sum", sq.expr, sq.dtype).expr, sq.dtype))
     arr = concrete(to_array(v, at), at).reshape(-1)
     d = arr[0].dtype
     if d not in ("float16", "float32", "float64"):
@@ -193,7 +208,10 @@ def _method(tr, node: ast.Call, v: ShapedVal, name: str, at: str):
         return reduce(name, v, axis, at)
     _kw(tr, node, (), name)
     if name == "astype":
-        return wrap(cast(v.items, _dtype_arg(tr, args[0], at), at))
+        dt = _dtype_arg(tr, args[0], at)
+        return elementwise(lambda x: Scalar(to_dtype(x, dt, at)), [v], at, "astype")
+    if v.row is not None and name in ("transpose", "ravel", "flatten", "copy") and not args:
+        return v
     if name == "dot":
         return matmul(v, tr.value(args[0]), at, "dot")
     if name == "transpose" and not args:

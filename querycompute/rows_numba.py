@@ -1,0 +1,155 @@
+"""numba kernels for long rows (rows.py): generated source, compiled once per plan.
+
+row-per-iteration: `for i in prange(m)`: each row step is an inner loop over j that
+evaluates the step's entry expression (printed by the numba dialect's ExprPrinter, so the
+arithmetic is exactly the element kernels') and folds it into an accumulator; float16 and
+float32 sums accumulate in float64 (never less accurate than NumPy's pairwise sum).
+column-tiled: rows split into one chunk per thread; each chunk adds its rows into a private
+vector of k partials (contiguous row reads), then the partials are combined in chunk order.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from querycompute._codegen import dtypes as D
+from querycompute._codegen.dialects.numba_py_expr import ExprPrinter, register_type
+from querycompute._codegen.dialects.numba_py_helpers import helper_source
+
+_FLOAT_ACC = {"float16": "np.float64", "float32": "np.float64", "float64": "np.float64"}
+
+
+def _init(op: str, dtype: str) -> str:
+    if op in ("and", "or"):
+        return "True" if op == "and" else "False"
+    if op in ("sum", "prod"):
+        one = "1" if op == "prod" else "0"
+        if op == "sum" and dtype in _FLOAT_ACC:
+            return f"np.float64({one})"
+        return f"{register_type(dtype)}({one})"
+    if D.is_float(dtype):
+        return f"{register_type(dtype)}({'np.inf' if op == 'min' else '-np.inf'})"
+    info = np.iinfo(dtype)
+    return f"{register_type(dtype)}({info.max if op == 'min' else info.min})"
+
+
+def _fold(op: str, acc: str, t: str, dtype: str) -> str:
+    if op == "sum":
+        return f"{acc} = {acc} + {t}" if dtype in _FLOAT_ACC else f"{acc} = {register_type(dtype)}({acc} + {t})"
+    if op == "prod":
+        return f"{acc} = {register_type(dtype)}({acc} * {t})"
+    if op == "and":
+        return f"{acc} = {acc} and {t}"
+    if op == "or":
+        return f"{acc} = {acc} or {t}"
+    cmp = "<" if op == "min" else ">"
+    if D.is_float(dtype):                 # NaN propagates, as np.min / np.max
+        return f"{acc} = {t} if ({t} {cmp} {acc} or {t} != {t}) and {acc} == {acc} else {acc}"
+    return f"{acc} = {t} if {t} {cmp} {acc} else {acc}"
+
+
+def row_source(plan) -> str:
+    helpers: set = set()
+    params = [f"p_{p}" for p in plan.params]
+    body = ["    m = X.shape[0]", "    k = X.shape[1]",
+            f"    out = np.empty(m, {register_type(plan.final.dtype)})",
+            "    for i in prange(m):"]
+    bound: dict[str, str] = {}
+    for st in plan.steps:
+        acc = f"a_{st.name}"
+        body.append(f"        {acc} = {_init(st.op, st.dtype)}")
+        body.append("        for j in range(k):")
+        pr = ExprPrinter(lambda _i: "x", lambda n: f"p_{n}", "i", helpers)
+        for name, py in bound.items():
+            pr.bind_var(name, py)
+        t = pr.value(st.entry)
+        inner = ["x = X[i, j]"] + pr.lines + _fold(st.op, acc, t, st.dtype).split("\n")
+        body += [f"            {ln}" for ln in inner]
+        body.append(f"        v_{st.name} = {register_type(st.dtype)}({acc})" if st.dtype != "bool"
+                    else f"        v_{st.name} = {acc}")
+        if st.dtype == "float16":
+            body[-1] = f"        v_{st.name} = np.float32({acc})"
+        bound[st.name] = f"v_{st.name}"
+    pr = ExprPrinter(lambda _i: "x", lambda n: f"p_{n}", "i", helpers)
+    for name, py in bound.items():
+        pr.bind_var(name, py)
+    t = pr.value(plan.final)
+    body += [f"        {ln}" for ln in pr.lines] + [f"        out[i] = {t}", "    return out"]
+    head = ["import math", "import numpy as np", "from numba import njit, prange", ""]
+    helper_text = [helper_source(kind, ft) for kind, ft in sorted(helpers, key=str)]
+    sig = ", ".join(["X"] + params)
+    kernel = ["@njit(parallel=True, error_model='numpy', fastmath=False)",
+              f"def qc_rows({sig}):"] + body
+    return "\n".join(head) + "\n\n" + "\n\n\n".join(helper_text + ["\n".join(kernel)]) + "\n"
+
+
+def column_source(kind: str, dtype: str) -> str:
+    from .terminals import mean_dtype, sum_dtype
+    if kind in ("min", "max"):
+        acc = "np.float32" if dtype == "float16" else register_type(dtype)
+        init = _init(kind, "float32" if dtype == "float16" else dtype)
+        fold = _fold(kind, "part[c, j]", "x", "float32" if dtype == "float16" else dtype)
+        combine = _fold(kind, "res[j]", "part[c, j]", "float32" if dtype == "float16" else dtype)
+        res_init = init
+    else:
+        a, _ = mean_dtype(dtype) if kind == "mean" else sum_dtype(dtype)
+        acc = "np.float64" if D.is_float(a) else register_type(a)
+        init = f"{acc}(0)"
+        fold = f"part[c, j] += x"
+        combine = "res[j] += part[c, j]"
+        res_init = init
+    return f"""import numpy as np
+from numba import njit, prange
+
+
+@njit(parallel=True, error_model='numpy', fastmath=False)
+def qc_columns(X, chunks):
+    m = X.shape[0]
+    k = X.shape[1]
+    part = np.empty((chunks, k), {acc})
+    step = (m + chunks - 1) // chunks
+    for c in prange(chunks):
+        for j in range(k):
+            part[c, j] = {init}
+        for i in range(c * step, min(m, (c + 1) * step)):
+            for j in range(k):
+                x = X[i, j]
+                {fold}
+    res = np.empty(k, {acc})
+    for j in range(k):
+        res[j] = {res_init}
+    for c in range(chunks):
+        for j in range(k):
+            {combine}
+    return res
+"""
+
+
+def compile_plan(plan):
+    import numba
+    if plan.strategy == "column-tiled":
+        src, name = column_source(plan.column_kind, plan.dtype), "qc_columns"
+    else:
+        src, name = row_source(plan), "qc_rows"
+    ns: dict = {}
+    exec(compile(src, f"<querycompute long rows: {name}>", "exec"), ns)
+    kernel = ns[name]
+    if plan.strategy != "column-tiled":
+        if plan.final.dtype == "float16":
+            return lambda X, *p: kernel(X, *p).astype(np.float16)
+        return kernel
+    from .rows_run import _column
+    kind, dtype = plan.column_kind, plan.dtype
+
+    def columns(X):
+        if len(X) == 0:
+            return _column(kind, np.zeros((0, X.shape[1]), dtype))
+        chunks = max(1, min(numba.get_num_threads() * 4, len(X) // 64 or 1))
+        res = kernel(X, chunks)
+        from .terminals import mean_dtype, sum_dtype
+        if kind == "mean":
+            acc, out = mean_dtype(dtype)
+            return (res.astype(acc) / np.array(len(X), acc)).astype(out)
+        if kind == "sum":
+            return res.astype(sum_dtype(dtype)[1])
+        return res.astype(dtype)
+    return columns
