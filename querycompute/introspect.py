@@ -114,14 +114,37 @@ def explain(q, backend: str | None, terminal: Any) -> str:
             out.append(f"  {k['name']}: grid={k['grid']} block={k['block']}")
     except ImportError as exc:
         out.append(f"  (launch shapes unavailable: {exc})")
-    out += _traffic(lowered, term)
+    kernel_lines, read = _kernel_traffic(p, name, n)
+    out += _traffic(lowered, term, read) + kernel_lines
     return "\n".join(out)
 
 
-def _traffic(lowered, term: Terminal) -> list[str]:
-    """Bytes per element of the fused pass against one kernel per operator."""
+def _kernel_traffic(p, backend: str, n: int) -> tuple[list[str], int]:
+    """(a line per launch: the bytes it really reads and writes at n, the input bytes per
+    element all kernels read together) from the kernels' IR (_codegen/traffic.py): only the
+    columns a kernel loads count, and a compaction's second read of its inputs does too.
+    Other backends run the same plan: their figures are the CUDA kernels'."""
+    from querycompute._codegen import gpu
+    from querycompute._codegen.traffic import launch_traffic
+    dialect = backend if backend in gpu.DIALECTS else "cuda"
+    with codegen_errors(dialect):
+        ks = gpu.render(p, dialect)
+    params = [0] * len(p.program.params)
+    if ks.window is not None:                  # a compaction window: the largest, [0, n)
+        params[ks.window[1]] = n
+    dtypes = [s.dtype for s in p.program.inputs]
+    item = {f"in_{s.name}": np.dtype(s.dtype).itemsize for s in p.program.inputs}
+    rows = launch_traffic(ks, n, dtypes, params)
+    lines = [f"kernel traffic at n={n} ({dialect} kernels; outputs at most):"]
+    lines += [f"  {r.name}: reads {r.read} B, writes {r.written} B" for r in rows]
+    read = sum(item[b] for spec in ks.kernels if spec.variant != "strided" for b in spec.reads if b in item)
+    return lines, read
+
+
+def _traffic(lowered, term: Terminal, read: int) -> list[str]:
+    """Bytes per element of the fused pass (`read`: what its kernels load, every pass over the
+    input counted) against one kernel per operator."""
     prog = lowered.pass_.program
-    read = _element_bytes(i.dtype for i in prog.inputs)
     reduce = isinstance(lowered.pass_.terminal, Reduce)
     written = 0 if reduce else _element_bytes(prog.output_dtypes)
     # Unfused: every operator is its own kernel that reads its input element and writes its

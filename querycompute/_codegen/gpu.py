@@ -15,6 +15,7 @@ from .dialects.opencl import OpenCL
 from .dialects.wgsl import Wgsl
 from .launch import KernelSet
 from .lower_vector import vectorize
+from .traffic import touched
 from .ops import STAGE_OPS
 from .program import Pass
 
@@ -54,7 +55,9 @@ def render(p: Pass, dialect: str) -> KernelSet:
               f"// compile options: {' '.join(pr.OPTIONS) or '(none)'}"
               + (f" ({pr.OPTIONS_WHY})" if pr.OPTIONS_WHY else ""))
     source = pr.render(kernels, header)
+    by_name = {k.name: k for k in kernels}
+    specs = tuple(replace(s, **dict(zip(("reads", "writes"), touched(by_name[s.name])))) for s in low.specs)
     return KernelSet(dialect=dialect, pass_name=p.name, shape=shape, source=source, options=pr.OPTIONS,
-                     kernels=tuple(low.specs), outputs=low.outputs, scratch=low.scratch,
+                     kernels=specs, outputs=low.outputs, scratch=low.scratch,
                      result_slots=low.result_slots, elems_per_thread=low.elems_per_thread,
                      window=p.window_params)

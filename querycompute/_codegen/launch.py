@@ -109,14 +109,19 @@ class KernelSpec:
              "reduce" min(max(1, ceil(n / tile)), MAX_REDUCE_BLOCKS) blocks (grid-stride loop)
              "one"    a single block
     variant: "contiguous" / "strided": launched only when the inputs' contiguity matches
-             (all inputs decide together); "any": always launched.
+             (all inputs decide together; contiguous = unit stride and 16-byte aligned, for
+             the wide loads of lower_vector.py); "any": always launched.
     role:    what it does: map | count | scan | scatter | partials | finalize | init | downsweep
+    reads / writes: the buffer arguments (by name) the kernel loads / stores, from its
+             kernel IR (gpu.render fills them; traffic.py turns them into bytes)
     """
     name: str
     args: tuple[KernelArg, ...]
     grid: str
     variant: str
     role: str
+    reads: tuple[str, ...] = ()
+    writes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
