@@ -30,6 +30,7 @@ from . import terminals as T
 from .backends import registry
 from .backends.base import Trace
 from .cache import disk_cache
+from .column_use import narrowed
 from .compiled import Compiled, Unusable
 from .dask_source import DaskSource
 from .errors import BackendUnavailableError, QueryError, codegen_errors
@@ -92,6 +93,8 @@ def run(q, term: Terminal, fns=None, tiered: bool | None = None, keep_hot: bool 
     t0 = _clock()
     if fns is None:
         fns = term.fns
+    if q._source._table is not None:          # a DataFrame / Arrow table: only the columns
+        q = narrowed(q, term, fns)            # its lambdas read (column_use.py)
     hot = q._hot
     if hot and hot.term is term:
         n = hot.length()

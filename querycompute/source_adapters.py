@@ -147,7 +147,7 @@ def _pyarrow_array(a, what: str):
 class Table:
     """A table input: `fields` (str names of the columns kernels can read, in table order),
     `skipped` ({name: why not}), `column(name)` -> that column as a host array."""
-    __slots__ = ("frame", "fields", "keys", "skipped", "get")
+    __slots__ = ("frame", "fields", "keys", "skipped", "get", "narrowed")
 
     def __init__(self, frame, names: list, get, problem):
         self.frame = frame
@@ -170,6 +170,7 @@ class Table:
         self.fields = tuple(fields)
         self.keys = keys
         self.skipped = skipped
+        self.narrowed = {}             # field subset -> its Source (sources.Source.narrow)
 
     def column(self, name: str):
         return self.get(self.frame, self.keys[name])

@@ -88,6 +88,15 @@ class Source:
         when a lambda reads that column."""
         return self._table.skipped if self._table is not None else {}
 
+    def narrow(self, fields: tuple) -> "Source":
+        """This table source reading only `fields` (the columns a query's lambdas read:
+        column_use.py); one Source per field subset."""
+        t = self._table
+        hit = t.narrowed.get(fields)
+        if hit is None:
+            hit = t.narrowed[fields] = Source("table", self._items, fields, table=t)
+        return hit
+
     def columns(self) -> tuple:
         """The 1-D arrays to read, in input order (validated; reads DataFrame columns now).
         When the items are usable as they are, the items tuple itself is returned (the

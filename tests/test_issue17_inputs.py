@@ -240,3 +240,20 @@ def test_item5_no_source_error_says_pass_text():
     exec("f = lambda v: v * 2", ns)       # no source Python keeps: like python -c or the REPL
     with pytest.raises(qc.UnsupportedLambdaError, match=r"pass the lambda as text"):
         Q(np.arange(3.0)).select(ns["f"]).to_array()
+
+
+def test_item2_only_the_columns_the_lambdas_read_are_read():
+    a = np.array([1.0, 2.0, 3.0])
+    df = pd.DataFrame({"a": a, "n": pd.Series([1, 2, 3], dtype="Int64"),
+                       "b": np.array([4, 5, 6], np.int32)})
+    q = Q(df)
+    df.loc[0, "n"] = pd.NA                  # a null appears in a column no lambda reads
+    assert q.sum(lambda r: r.a) == a.sum()
+    assert q.where(lambda r: r.b > 4).select(lambda r: r["a"] * 2).to_array().tolist() == [4.0, 6.0]
+    assert q.count() == 3
+    assert q.max(lambda r: r.a * r.b, default=0) == np.max(a * df["b"].to_numpy())
+    assert q.agg(s=qc.sum(lambda r: r.b), c=qc.count) == {"s": 15, "c": 3}
+    for read_n in (lambda: q.sum(lambda r: r.n), lambda: q.to_array(),
+                   lambda: q.select(lambda r: r).to_list(), lambda: q.first(lambda r: r.a > 1)):
+        with pytest.raises(TypeError, match="column 'n' holds 1 null"):
+            read_n()                        # the record itself, or n, is read
