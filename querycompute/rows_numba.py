@@ -1,7 +1,8 @@
 """numba kernels for long rows (rows.py): generated source, compiled once per plan.
 
-row-per-iteration: `for i in prange(m)`: each row step is an inner loop over j that
-evaluates the step's entry expression (printed by the numba dialect's ExprPrinter, so the
+row-per-iteration: `for i in prange(m)`: each row step is an inner loop over j (8
+independent accumulator lanes, combined pairwise, so LLVM may pack them into SIMD registers
+without reassociating) that evaluates the step's entry expression (printed by the numba dialect's ExprPrinter, so the
 arithmetic is exactly the element kernels') and folds it into an accumulator; float16 and
 float32 sums accumulate in float64 (never less accurate than NumPy's pairwise sum).
 column-tiled: rows split into one chunk per thread; each chunk adds its rows into a private
@@ -15,6 +16,7 @@ from querycompute._codegen import dtypes as D
 from querycompute._codegen.dialects.numba_py_expr import ExprPrinter, register_type
 from querycompute._codegen.dialects.numba_py_helpers import helper_source
 
+LANES = 8          # accumulators per row step (as benchmarks/peer_numba_lanes.py)
 _FLOAT_ACC = {"float16": "np.float64", "float32": "np.float64", "float64": "np.float64"}
 
 
@@ -56,14 +58,24 @@ def row_source(plan) -> str:
     bound: dict[str, str] = {}
     for st in plan.steps:
         acc = f"a_{st.name}"
-        body.append(f"        {acc} = {_init(st.op, st.dtype)}")
-        body.append("        for j in range(k):")
         pr = ExprPrinter(lambda _i: "x", lambda n: f"p_{n}", "i", helpers)
         for name, py in bound.items():
             pr.bind_var(name, py)
         t = pr.value(st.entry)
-        inner = ["x = X[i, j]"] + pr.lines + _fold(st.op, acc, t, st.dtype).split("\n")
-        body += [f"            {ln}" for ln in inner]
+        lanes = [f"{acc}_{L}" for L in range(LANES)]
+        body += [f"        {ln} = {_init(st.op, st.dtype)}" for ln in lanes]
+        body += ["        j = 0", f"        while j + {LANES} <= k:"]
+        for L, lane in enumerate(lanes):          # independent accumulators: ILP / SIMD
+            body += [f"            x = X[i, j + {L}]" if L else "            x = X[i, j]"]
+            body += [f"            {ln}" for ln in pr.lines + [_fold(st.op, lane, t, st.dtype)]]
+        body += [f"            j += {LANES}", "        while j < k:", "            x = X[i, j]"]
+        body += [f"            {ln}" for ln in pr.lines + [_fold(st.op, lanes[0], t, st.dtype),
+                                                       "j += 1"]]
+        while len(lanes) > 1:                      # combine lanes pairwise
+            for a_, b_ in zip(lanes[0::2], lanes[1::2]):
+                body.append(f"        {_fold(st.op, a_, b_, st.dtype)}")
+            lanes = lanes[0::2]
+        body.append(f"        {acc} = {lanes[0]}")
         body.append(f"        v_{st.name} = {register_type(st.dtype)}({acc})" if st.dtype != "bool"
                     else f"        v_{st.name} = {acc}")
         if st.dtype == "float16":

@@ -258,3 +258,18 @@ def test_item7_example_rigid_transform():
     assert len(line) == 1, out
     assert float(line[0].split(":")[1]) < 1e-4
     assert "shape: (20000, 3)" in out
+
+
+def test_item7_guide_section_runs(tmp_path):
+    """docs/guide.md "Shaped elements": every block runs as written (saved as a file)."""
+    import pathlib
+    import re
+    import runpy
+    text = (pathlib.Path(__file__).parent.parent / "docs" / "guide.md").read_text()
+    start = text.index("## Shaped elements")
+    blocks = re.findall(r"```python\n(.*?)```", text[start:text.index("\n## ", start + 3)], re.S)
+    assert len(blocks) == 2
+    for i, code in enumerate(blocks):
+        path = tmp_path / f"shaped_{i}.py"
+        path.write_text(code)
+        runpy.run_path(str(path))
