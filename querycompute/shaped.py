@@ -9,9 +9,10 @@ register storage). The lambda sees a `frontend.shaped.ShapedVal` over those colu
 a select that returns one stores several output columns, and `to_array()` stacks them back
 into an (m, *s) array; terminals reduce each column (sum() is X.sum(axis=0)).
 
-Elements larger than MAX_SCALARS scalars are refused with an error naming the limit: a
-program unrolled over thousands of columns would compile for minutes (long rows need the
-row-reduction strategy of seed 002, not built yet).
+Elements larger than MAX_SCALARS scalars are not scalarized (a program unrolled over
+thousands of columns would compile for minutes): rows (1-D elements) are read as the 2-D
+array itself and planned by rows.py (seed 002's long-row strategies); larger matrices are
+refused with an error naming the limit.
 """
 from __future__ import annotations
 
