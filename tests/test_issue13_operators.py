@@ -141,7 +141,7 @@ def same(got: list, want: list) -> bool:
 
 @pytest.mark.parametrize("backend", [b for b in BACKENDS if b != "opencl"])
 @given(data=st.data(), dtype=st.sampled_from(DTYPES))
-@settings(max_examples=25, **SETTINGS)
+@settings(max_examples=15, **SETTINGS)
 def test_item4_random_chains_match_plain_python(backend, data, dtype):
     """Chains of the new operators mixed with select/where, every terminal, empty inputs,
     NaN and -0.0 keys, all-equal keys (the small value range makes many)."""
@@ -150,7 +150,7 @@ def test_item4_random_chains_match_plain_python(backend, data, dtype):
 
 @pytest.mark.skipif("opencl" not in BACKENDS, reason="no OpenCL device")
 @given(data=st.data(), dtype=st.sampled_from(DTYPES))
-@settings(max_examples=8, **SETTINGS)
+@settings(max_examples=5, **SETTINGS)
 def test_item4_random_chains_match_plain_python_opencl(data, dtype):
     """The same on OpenCL (fewer examples: every new key type builds a program on pocl)."""
     check_random_chain("opencl", data, dtype)

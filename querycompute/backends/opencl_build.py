@@ -30,7 +30,11 @@ _lock = threading.Lock()
 
 def build_quietly(cl, ctx, device, source: str, options) -> object:
     """cl.Program built from `source` for `device` (no binary cache of PyOpenCL's)."""
-    raw = cl._cl._Program(ctx, source)
+    raw_program = getattr(cl._cl, "_Program", None)
+    if raw_program is None or not hasattr(raw_program, "_build"):
+        # A PyOpenCL without the unwrapped class: its public build (CompilerWarning and all).
+        return cl.Program(ctx, source).build(options=list(options), devices=[device])
+    raw = raw_program(ctx, source)
     with _lock:
         printed, error = _captured_fd2(lambda: raw._build(options=" ".join(options).encode(),
                                                           devices=[device]))
