@@ -68,6 +68,7 @@ class ChunkTask:
                      self.kinds, self.codes)
 
     def __call__(self, *items):
+        _serial_in_worker()
         if len(items) == 1 and hasattr(items[0], "columns") and self.kind == "table":
             frame = items[0]                      # a dataframe partition: its columns
             items = tuple(np.asarray(frame[f].to_numpy()) for f in self.fields)
@@ -82,6 +83,25 @@ class ChunkTask:
 
 
 _TO_ARRAY = Terminal("to_array")
+_WORKER = {"checked": False}
+
+
+def _serial_in_worker() -> None:
+    """In a `distributed` worker process the chunks are the parallelism (one task per worker
+    thread), so the cpu backend runs its serial entry points there: numba's thread pool in
+    every task would oversubscribe the cores (workers x pool threads), and the serial
+    flavour is the one the client's meta run compiled into the disk cache. (Both flavours
+    compute the same chunks in the same order: the results keep their bits.)"""
+    if _WORKER["checked"]:
+        return
+    _WORKER["checked"] = True
+    try:
+        from distributed import get_worker
+        get_worker()
+    except (ImportError, ValueError):
+        return                         # the client's own threads: leave the pool alone
+    from .backends import cpu
+    cpu._parallel["allowed"] = False
 
 
 def _note(trace) -> None:
