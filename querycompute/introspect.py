@@ -114,14 +114,15 @@ def explain(q, backend: str | None, terminal: Any) -> str:
             out.append(f"  {k['name']}: grid={k['grid']} block={k['block']}")
     except ImportError as exc:
         out.append(f"  (launch shapes unavailable: {exc})")
-    kernel_lines, read = _kernel_traffic(p, name, n)
-    out += _traffic(lowered, term, read) + kernel_lines
+    kernel_lines, read, columns = _kernel_traffic(p, name, n)
+    out += _traffic(lowered, term, read, columns) + kernel_lines
     return "\n".join(out)
 
 
-def _kernel_traffic(p, backend: str, n: int) -> tuple[list[str], int]:
+def _kernel_traffic(p, backend: str, n: int) -> tuple[list[str], int, int]:
     """(a line per launch: the bytes it really reads and writes at n, the input bytes per
-    element all kernels read together) from the kernels' IR (_codegen/traffic.py): only the
+    element all kernels read together, the bytes per element of the columns read) from the
+    kernels' IR (_codegen/traffic.py): only the
     columns a kernel loads count, and a compaction's second read of its inputs does too.
     Other backends run the same plan: their figures are the CUDA kernels'."""
     from querycompute._codegen import gpu
@@ -137,20 +138,20 @@ def _kernel_traffic(p, backend: str, n: int) -> tuple[list[str], int]:
     rows = launch_traffic(ks, n, dtypes, params)
     lines = [f"kernel traffic at n={n} ({dialect} kernels; outputs at most):"]
     lines += [f"  {r.name}: reads {r.read} B, writes {r.written} B" for r in rows]
-    read = sum(item[b] for spec in ks.kernels if spec.variant != "strided" for b in spec.reads if b in item)
-    return lines, read
+    streams = [b for spec in ks.kernels if spec.variant != "strided" for b in spec.reads if b in item]
+    return lines, sum(item[b] for b in streams), sum(item[b] for b in set(streams))
 
 
-def _traffic(lowered, term: Terminal, read: int) -> list[str]:
+def _traffic(lowered, term: Terminal, read: int, columns: int) -> list[str]:
     """Bytes per element of the fused pass (`read`: what its kernels load, every pass over the
-    input counted) against one kernel per operator."""
+    input counted) against one kernel per operator (the first reading `columns`)."""
     prog = lowered.pass_.program
     reduce = isinstance(lowered.pass_.terminal, Reduce)
     written = 0 if reduce else _element_bytes(prog.output_dtypes)
     # Unfused: every operator is its own kernel that reads its input element and writes its
     # result (a filter writes a flag byte, then compaction reads and writes the element);
     # the terminal reads the last result.
-    unfused, current = 0, read
+    unfused, current = 0, columns
     for kind, width, _ in lowered.steps:
         unfused += current + (width if kind == "select" else 1 + 2 * current)
         current = width

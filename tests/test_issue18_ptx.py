@@ -1,7 +1,8 @@
 """Issue 18 items 1, 4 and 6 checked without a GPU: the CUDA kernels of W1-W6 and the map /
 first / any kernels on float32, float16, int8 and int64, compiled by NVRTC for sm_90, read
-16 bytes per load on the contiguous path, convert float16 with the hardware's cvt, and
-fit in 32 registers (__launch_bounds__(256, 8)) without spilling. (The CPU harness and pocl
+16 bytes per load on the contiguous path, convert float16 with the hardware's cvt, fit in
+32 registers (__launch_bounds__(256, 8); the strided variants are left free) and spill
+nothing. (The CPU harness and pocl
 tests run the same kernels against NumPy: test_harness_plans.py, test_opencl_kernels.py,
 test_issue18_vector_loads.py.)"""
 from __future__ import annotations
@@ -29,10 +30,11 @@ def compiled(key: str, dtype: str = ""):
 def check_streaming_kernels(ks, facts):
     for spec in ks.kernels:
         f = facts[spec.name]
-        assert 0 < f.registers <= 32, f"{spec.name}: {f.registers} registers (want <= 32)"
+        assert f.spills == 0, f"{spec.name}: {f.spills} bytes spilled"
+        if spec.variant != "strided":      # the strided gathers may take more (gpu.OCCUPANCY)
+            assert 0 < f.registers <= 32, f"{spec.name}: {f.registers} registers (want <= 32)"
         if spec.variant == "contiguous" and spec.role in READS_INPUT:
             assert f.widest_load_bytes() == 16, f"{spec.name}: no 16-byte load in {f.loads}"
-            assert f.spills == 0, f"{spec.name}: {f.spills} bytes spilled"
         if spec.variant == "strided":
             assert not any(k.startswith("v") for k in f.loads), f"{spec.name}: the strided variant gathers"
 

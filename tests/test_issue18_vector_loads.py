@@ -14,21 +14,25 @@ from querycompute.backends.gpu_launch import LaunchLoop
 from harness import plans, runner
 from harness.passes import assert_same, data, expected, passes
 
-KINDS = ("map", "where", "reduce_filtered")
+KINDS = ("map", "where", "reduce_filtered", "reduce_plain")
+_modules: dict = {}
 
 
-def _harness_or_skip():
+def compiled(dialect: str, d: str = "float32"):
+    """Kernel sets of the harness passes for (dialect, d), compiled in one g++ run."""
     ok, why = runner.available()
     if not ok:
         pytest.skip(why)
+    if (dialect, d) not in _modules:
+        sets = {kind: gpu.render(p, dialect) for kind, p in passes(d).items() if kind in KINDS}
+        _modules[dialect, d] = (sets, plans.module_for(list(sets.values())))
+    return _modules[dialect, d]
 
 
 @pytest.mark.parametrize("dialect", ["cuda", "metal"])
 def test_item1_misaligned_views_take_the_strided_kernels(dialect):
-    _harness_or_skip()
     d = "float32"
-    sets = {kind: gpu.render(p, dialect) for kind, p in passes(d).items() if kind in KINDS}
-    module = plans.module_for(list(sets.values()))
+    sets, module = compiled(dialect, d)
     base = data(d, 3 * 1024 + 7, seed=18)
     store = np.zeros(len(base) + 8, d)
     off = (-store.ctypes.data % 16) // 4            # elements to the first 16-byte boundary
@@ -64,3 +68,26 @@ def test_item1_pocl_vloads_match_numpy(dtype):
         want = q.on("numpy").to_array()
         assert got.dtype == want.dtype
         np.testing.assert_array_equal(got, want)
+
+
+def test_item3_reduction_bits_do_not_depend_on_the_physical_grid():
+    """Stage 1 launched with 1, 3, 7 or all of its logical blocks (a device that keeps fewer
+    resident): physical blocks loop over the logical ones, so the partials and the results
+    are the same bits, and they are NumPy's."""
+    d = "float32"
+    sets, module = compiled("cuda", d)
+    x = data(d, 40 * 1024 + 3, seed=3)
+    for kind in ("reduce_filtered", "reduce_plain"):
+        ks = sets[kind]
+        results = {}
+        for resident in (None, 1, 3, 7):
+            rt = plans.HarnessRuntime(ks, module, "free")
+            rt.resident = resident
+            raw, launches, _ = LaunchLoop(ks, rt).run([x], (), len(x))
+            stage1 = next(launch for launch in launches if launch.kernel.role == "partials")
+            assert stage1.grid == (resident or stage1.values["logical_blocks"])
+            results[resident] = raw
+        assert_same(kind, d, results[None], expected(kind, d, x))
+        bits = {r: repr([np.asarray(v).tobytes() if not isinstance(v, tuple) else v for v in raw])
+                for r, raw in results.items()}
+        assert len(set(bits.values())) == 1, f"{kind}: results differ between physical grids"

@@ -14,6 +14,7 @@ from .dialects.metal import Metal
 from .dialects.opencl import OpenCL
 from .dialects.wgsl import Wgsl
 from .launch import KernelSet
+from .logical_blocks import over_logical_blocks
 from .lower_vector import vectorize
 from .traffic import touched
 from .ops import STAGE_OPS
@@ -22,7 +23,8 @@ from .program import Pass
 DIALECTS: dict[str, type[CFamily]] = {"cuda": Cuda, "opencl": OpenCL, "metal": Metal, "webgpu": Wgsl}
 # Blocks of BLOCK threads per multiprocessor the compiler must fit (CUDA __launch_bounds__'s
 # second argument): 8 x 256 threads leave 32 registers a thread, a full SM on H100 for the
-# streaming kernels, which need no more (tests/test_issue18_ptx.py reads the counts).
+# streaming kernels' contiguous variants, which need no more (tests/test_issue18_ptx.py
+# reads the counts; W6's strided variant would spill 208 bytes, so it is left free).
 OCCUPANCY = {"elementwise": 8, "reduce": 8, "compact": 8}
 
 
@@ -47,16 +49,23 @@ def render(p: Pass, dialect: str) -> KernelSet:
     op = STAGE_OPS[p.stage_op]
     low = op.lower_gpu(p, pr)
     kernels, shape = low.kernels, op.SHAPE
+    kernels = list(kernels)
     if pr.VECTOR_LOADS:
         kernels = [vectorize(k) for k in kernels]
-    if shape in OCCUPANCY:
-        kernels = [replace(k, min_blocks=OCCUPANCY[shape]) for k in kernels]
+    if shape in OCCUPANCY:       # not the strided variants: their index math spills in 32 registers
+        strided = {s.name for s in low.specs if s.variant == "strided"}
+        kernels = [k if k.name in strided else replace(k, min_blocks=OCCUPANCY[shape]) for k in kernels]
     header = (f"// querycompute pass {p.name}: {shape}, {len(kernels)} kernels, {dialect}\n"
               f"// compile options: {' '.join(pr.OPTIONS) or '(none)'}"
               + (f" ({pr.OPTIONS_WHY})" if pr.OPTIONS_WHY else ""))
+    specs = list(low.specs)
+    for j, spec in enumerate(specs):
+        if spec.grid == "reduce":       # stage 1 of a reduction: any physical grid, same bits
+            at = next(i for i, k in enumerate(kernels) if k.name == spec.name)
+            kernels[at], specs[j] = over_logical_blocks(kernels[at], spec)
     source = pr.render(kernels, header)
     by_name = {k.name: k for k in kernels}
-    specs = tuple(replace(s, **dict(zip(("reads", "writes"), touched(by_name[s.name])))) for s in low.specs)
+    specs = tuple(replace(s, **dict(zip(("reads", "writes"), touched(by_name[s.name])))) for s in specs)
     return KernelSet(dialect=dialect, pass_name=p.name, shape=shape, source=source, options=pr.OPTIONS,
                      kernels=specs, outputs=low.outputs, scratch=low.scratch,
                      result_slots=low.result_slots, elems_per_thread=low.elems_per_thread,

@@ -106,7 +106,8 @@ class KernelSpec:
     """One kernel of the set.
 
     grid:    "tiles"  ceil(n / tile) blocks, tile = block * elems_per_thread
-             "reduce" min(max(1, ceil(n / tile)), MAX_REDUCE_BLOCKS) blocks (grid-stride loop)
+             "reduce" min(max(1, ceil(n / tile)), MAX_REDUCE_BLOCKS) logical blocks (grid-stride
+                      loop); the runtime may launch fewer physical ones (plan's `resident`)
              "one"    a single block
     variant: "contiguous" / "strided": launched only when the inputs' contiguity matches
              (all inputs decide together; contiguous = unit stride and 16-byte aligned, for
@@ -227,9 +228,12 @@ def scratch_sizes(ks: KernelSet, n: int) -> dict[str, int]:
     return {b.name: max(1, _size(b, ks, n)) for b in ks.scratch}
 
 
-def plan(ks: KernelSet, n: int, contiguous: bool) -> list[Launch]:
+def plan(ks: KernelSet, n: int, contiguous: bool, resident: dict[str, int] | None = None) -> list[Launch]:
     """Every launch, in order, for a sequence of length n whose inputs are all contiguous
-    (`contiguous=True`) or not. Needs no device."""
+    (`contiguous=True`) or not. Needs no device. `resident`: kernel name -> how many blocks
+    of it the device runs at once (occupancy x multiprocessors); a "reduce"-grid kernel then
+    launches at most that many physical blocks, which loop over the plan's logical blocks
+    (codegen/logical_blocks.py: the results do not change)."""
     if n < 0:
         raise ValueError(f"sequence length must be >= 0, got {n}")
     if n == 0 and ks.shape != "reduce":
@@ -243,7 +247,10 @@ def plan(ks: KernelSet, n: int, contiguous: bool) -> list[Launch]:
         if k.variant not in ("any", variant):
             continue
         values = {a.name: main_grid for a in k.args if a.kind == "value"}
-        launches.append(Launch(k, grid_size(ks, n, k.grid), ks.block, values))
+        grid = grid_size(ks, n, k.grid)
+        if k.grid == "reduce" and resident and resident.get(k.name):
+            grid = min(grid, resident[k.name])
+        launches.append(Launch(k, grid, ks.block, values))
     return launches
 
 

@@ -94,6 +94,12 @@ class CudaRuntime(DeviceRuntime):
     def vector_aligned(self, buf) -> bool:
         return buf.data.ptr % 16 == 0          # uint4 loads (a CuPy view like x[1:] is not)
 
+    def resident_blocks(self, kernel: _Kernel, block: int) -> int:
+        """The CUDA occupancy API's blocks per SM (registers, shared memory) x SM count."""
+        from cupy_backends.cuda.api import driver
+        per_sm = driver.occupancyMaxActiveBlocksPerMultiprocessor(kernel.function.ptr, block, 0)
+        return max(1, per_sm) * self.cp.cuda.Device().attributes["MultiProcessorCount"]
+
     def alloc(self, size: int, dtype: str):
         return self.cp.empty(size, dtype)
 

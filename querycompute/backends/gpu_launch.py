@@ -68,6 +68,12 @@ class DeviceRuntime:
         unit-stride input (a view like x[1:]) takes the strided variant with stride 1."""
         return True
 
+    def resident_blocks(self, kernel, block: int) -> int | None:
+        """How many blocks of `block` threads of `kernel` (this runtime's object) the device
+        runs at once: occupancy x multiprocessors. A reduction's stage 1 launches at most that
+        many (launch.plan's `resident`; the results do not change). None: the plan's grid."""
+        return None
+
     def alloc(self, size: int, dtype: str) -> Any:
         """A device buffer of `size` (maybe 0) elements of `dtype`."""
         raise NotImplementedError
@@ -144,6 +150,9 @@ class LaunchLoop:
         self._buffers: dict[str, tuple] = {}          # role -> (size, dtype, buffer)
         self._shape: tuple[tuple, _CallShape] | None = None
         self._total = next((b.dtype for b in ks.scratch if b.name == "total"), "int64")
+        # physical grid caps of the kernels that loop over logical blocks (asked once)
+        self._resident = {k.name: rt.resident_blocks(self.kernels[k.name], ks.block)
+                          for k in ks.kernels if k.grid == "reduce"}
 
     def buffer(self, role: str, size: int, dtype) -> Any:
         """The buffer kept for `role`, allocated anew when its size or dtype changed."""
@@ -175,7 +184,8 @@ class LaunchLoop:
                         for k, (b, size) in enumerate(zip(ks.outputs, out_sizes))]
             sizes = L.scratch_sizes(ks, n)
             scratch = {b.name: self.buffer(f"scratch:{b.name}", sizes[b.name], b.dtype) for b in ks.scratch}
-            self._shape = (key, _CallShape(L.plan(ks, n, contiguous), out_sizes, out_bufs, scratch))
+            launches = L.plan(ks, n, contiguous, self._resident)
+            self._shape = (key, _CallShape(launches, out_sizes, out_bufs, scratch))
         return self._shape[1]
 
     def run(self, inputs: Sequence[Any], params: Sequence[Any], n: int) -> tuple:

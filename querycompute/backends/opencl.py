@@ -30,6 +30,7 @@ from .gpu_launch import DeviceRuntime, GpuPrepared, LaunchLoop, strided_span
 from .opencl_device import DeviceContext, cached_program, open_device
 
 MAX_GATHER_STEP = 8     # copying to a device: larger strides copy less on the host than the span
+WORK_GROUPS_PER_UNIT = 8    # a reduction's physical grid: work-groups per compute unit
 
 
 class OpenCLRuntime(DeviceRuntime):
@@ -54,6 +55,11 @@ class OpenCLRuntime(DeviceRuntime):
             x = x.copy()
         cl = self.cl
         return cl.Buffer(self.context, cl.mem_flags.READ_ONLY | cl.mem_flags.USE_HOST_PTR, hostbuf=x)
+
+    def resident_blocks(self, kernel, block: int) -> int:
+        """OpenCL has no occupancy query: a few work-groups per compute unit (a CPU device runs
+        one per core at a time; GPUs keep several per compute unit resident)."""
+        return WORK_GROUPS_PER_UNIT * self.dev.device.max_compute_units
 
     def alloc(self, size: int, dtype: str):
         nbytes = max(size * np.dtype(dtype).itemsize, 1)          # OpenCL has no empty buffers

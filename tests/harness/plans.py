@@ -58,6 +58,11 @@ class HarnessRuntime(DeviceRuntime):
     def in_place(self, x):
         return x
 
+    resident: int | None = None       # blocks "resident at once": caps a reduction's physical grid
+
+    def resident_blocks(self, kernel, block: int):
+        return self.resident
+
     def vector_aligned(self, buf) -> bool:
         # the kernels' wide loads (uint4...) need what a GPU needs; misaligned views go strided
         return buf.ctypes.data % 16 == 0
