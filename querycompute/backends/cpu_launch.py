@@ -34,7 +34,9 @@ class Launch:
             self.call, self.dispatchers = self._reduce, (self.entry,)
         elif p.program.has_filter:
             self.count, self.write = ns[f"{name}_count_{kind}"], ns[f"{name}_write_{kind}"]
-            self.call, self.dispatchers = self._compact, (self.count, self.write)
+            # few survivors: the writer that branches on the filter (compact.SPARSE)
+            self.sparse = ns.get(f"{name}_write_sparse_{kind}", self.write)
+            self.call, self.dispatchers = self._compact, (self.count, self.write, self.sparse)
             self.window = p.window_params       # (lo, hi) positions in params, or None
         else:
             self.entry = ns[f"{name}_{kind}"]
@@ -50,8 +52,8 @@ class Launch:
         self.misses = self.cache_misses()
 
     def _two_tables(self) -> int:
-        """specialisations() of a compaction: count and write each have a table."""
-        return len(self._tables[0]) + len(self._tables[1])
+        """specialisations() of a compaction: count and the writers each have a table."""
+        return sum(len(t) for t in self._tables)
 
     def cache_misses(self) -> int:
         """How many times numba compiled these entry points rather than loading its cache."""
@@ -74,7 +76,8 @@ class Launch:
                 raise ValueError(f"{self.name}: compaction window [{lo}, {hi}) needs 0 <= lo <= hi")
             total = compact_op.window_total(total, lo, hi)
         outs = tuple([np.empty(total, dt) for dt in self.storage])
-        self.write(n, offsets, *outs, *inputs, *params)
+        sparse = self.window is None and total * compact_op.SPARSE < n
+        (self.sparse if sparse else self.write)(n, offsets, *outs, *inputs, *params)
         return outs
 
     def __call__(self, n, inputs, params):

@@ -19,6 +19,7 @@ scan groups its combines differently, deterministically for a given n).
                      (one uint64 word; wider key tuples: the sort and run starts).
     group_by         per-chunk hash tables of group ids (<= 4096 groups) or the radix sort,
                      then a generated module of the aggregates (cpu_group.py).
+    join             hash join on the smaller side, parallel probe (cpu_join.py).
     fused_group      the pass before a group_by and the aggregates in one pass, per-chunk
                      private tables (<= 4096 groups; cpu_group_fused.py), else None.
 Small inputs (n < SERIAL_MAX) run the `_serial` kernels (one chunk, no thread pool), which
@@ -70,6 +71,7 @@ class CpuStages(StageRuntime):
         self._mod = None
         self._group = None
         self._fused = None
+        self._join = None
 
     # ---- plumbing -----------------------------------------------------------------------
     def _kernels(self):
@@ -205,6 +207,13 @@ class CpuStages(StageRuntime):
             from .cpu_group import CpuGroupBy
             self._group = CpuGroupBy(self)
         return self._group(spec, keys, values, params, rows)
+
+    def join(self, left_keys, right_keys, outer, rows):
+        """Hash join: build on the smaller side, probe in parallel chunks (cpu_join.py)."""
+        if self._join is None:
+            from .cpu_join import CpuJoin
+            self._join = CpuJoin(self)
+        return self._join(left_keys, right_keys, outer, rows)
 
     def fused_group(self, p, spec, keys, values, inputs, params, gparams, n, rows):
         """The pass `p` and the group_by after it in one pass (<= 4096 groups), or None

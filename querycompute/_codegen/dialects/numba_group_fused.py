@@ -88,9 +88,7 @@ class _Fused:
         _, self.elems, self.call, self.unpack, _ = numba_names(self.mp)
         self.args = self.mp.args + self.gp.params   # inputs, pass params, fold params
         # the filter alone (the survivor counts and the walk read only what it reads)
-        self.keep_fn = self.mp.element([], lambda values, lines: []).replace(
-            f"def {p.name}_element(", f"def {p.name}_keep(", 1)
-        self.keep_call = f"{p.name}_keep({self.mp.a('np.uint64(i)')})[0]"
+        self.keep_fn, self.keep_call = self.mp.keep_function(), self.mp.keep_call()
 
     def load(self, k: int) -> str:
         """Aggregate k's value in the element (storage type -> register type)."""

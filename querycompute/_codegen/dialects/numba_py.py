@@ -125,6 +125,15 @@ class _ModulePrinter:
                 + "".join(f"    {line}\n" for line in ep.lines) +
                 f"    return ({ret},)")
 
+    def keep_function(self) -> str:
+        """def <name>_keep(i, inputs..., params...) -> (keep,): the filters alone, which
+        read only what they read (a pass that skips elements calls it first)."""
+        return self.element([], lambda values, lines: []).replace(
+            f"def {self.element_name()}(", f"def {self.p.name}_keep(", 1)
+
+    def keep_call(self) -> str:
+        return f"{self.p.name}_keep({self.a('np.uint64(i)')})[0]"
+
     def to_storage(self, name: str, dtype: str) -> str:
         if dtype == "float16":
             self.helpers.add(("f16_encode", None))

@@ -60,6 +60,9 @@ def describe(p: Pass) -> str:
     return "to_array" if window is None else f"to_array of the survivors of rank [{window[0]}, {window[1]})"
 
 
+SPARSE = 8          # fewer than 1 in SPARSE survivors: the cpu takes the branching writer
+
+
 def window_total(count: int, lo: int, hi: int) -> int:
     """How many survivors a window [lo, hi) keeps out of `count` (the one definition)."""
     return max(0, min(count, hi) - lo)
@@ -226,11 +229,31 @@ def render_numba(mp) -> tuple[str, list[str]]:
                 f"            if pos < end:\n"
                 f"{stores}"
                 f"            pos += np.int64(keep)").rstrip("\n")
+    def sparse(loop: str) -> str:
+        rng = "prange" if loop == "parallel" else "range"
+        stores = "".join(f"                {o}[np.uint64(pos)] = {e}\n" for o, e in zip(outs, elems))
+        return (f"{mp.jits[loop]}\n"
+                f"def {mp.p.name}_write_sparse_{loop}({mp.a('n, offsets, ' + out_args)}):\n"
+                f'    """Compaction pass 2 when few elements survive (the caller picks it under\n'
+                f"    1 in SPARSE): the filter alone decides, a rarely taken branch, and only a\n"
+                f"    survivor computes and stores its values, so a dropped element reads only\n"
+                f'    what the filter reads; chunks without survivors are skipped."""\n'
+                f"    nch = (n + CHUNK - 1) // CHUNK\n"
+                f"    for c in {rng}(nch):\n"
+                f"        pos = offsets[c]\n"
+                f"        if pos == offsets[c + 1]:\n"
+                f"            continue\n"
+                f"        for i in range(c * CHUNK, min(n, c * CHUNK + CHUNK)):\n"
+                f"            if {mp.keep_call()}:\n"
+                f"                {unpack} = {call}\n"
+                f"{stores}"
+                f"                pos += 1").rstrip("\n")
     if mp.p.terminal.window is not None:
         windowed = _windowed_write(mp, outs, elems, call, unpack, out_args)
         return element_fn, [_window_chunks(mp), count("serial"), windowed("serial"), count("parallel"),
                             windowed("parallel")]
-    return element_fn, [count("serial"), write("serial"), count("parallel"), write("parallel")]
+    return element_fn, [mp.keep_function(), count("serial"), write("serial"), sparse("serial"),
+                        count("parallel"), write("parallel"), sparse("parallel")]
 
 
 def _window_chunks(mp) -> str:
