@@ -149,7 +149,7 @@ def _check_chain(q, term: Terminal) -> None:
     for i, letter in enumerate(q._kinds):
         if letter == "g" and i == len(q._kinds) - 1:
             continue
-        if letter in BREAKERS and letter not in "Rj":
+        if letter in BREAKERS:
             what = _OPERATORS.get(letter, letter)
             raise QueryError(f"{what}() is not distributed over Dask chunks (only select, where, "
                              f"the aggregates, to_array and group_by are; docs/distributed.md); "
