@@ -6,6 +6,8 @@ Combine rules (the ones every backend uses between blocks, DESIGN.md section 4):
     min, max            np.minimum / np.maximum (NaN wins); None (empty chunk) is skipped
     any, all            or / and
     first               the left one unless it is None (first non-empty chunk in order)
+    last                the right one unless it is None
+    single              (count, first) of the matches: a count above one raises
     mean                (sum, count) pairs added; sum / count at the end (terminals.finish)
     aggregate           (FoldRule) the chunk's survivors are folded by the numpy backend's
                         own fold state (numpy_reduce._Fold: balanced pairs in element order)
@@ -22,7 +24,7 @@ from dataclasses import replace
 import numpy as np
 
 from . import terminals as T
-from .errors import QueryError
+from .errors import MultipleElementsError, QueryError
 from .graph import Terminal
 
 _SUM, _N = "__qc_sum", "__qc_n"        # a mean's two partial columns: key + suffix
@@ -49,6 +51,8 @@ def chunk_specs(specs, where: str) -> list:
             out.append((key, T.AggSpec(kind, spec.fn, default=None)))   # None: empty chunk
         elif kind == "mean":
             out += [(key + _SUM, T.AggSpec("sum", spec.fn)), (key + _N, T.AggSpec("count"))]
+        elif kind == "single":               # how many match, and the first that does
+            out += [(key + _N, T.AggSpec("count", spec.fn)), (key, T.AggSpec("first", spec.fn, default=None))]
         elif kind == "fold" and where == "group_by":
             raise QueryError("group_by(...).agg(x=qc.aggregate(...)) is not distributed over Dask "
                              "chunks: a group's fold has no seedless partial there; use sum/min/"
@@ -167,7 +171,10 @@ class ScalarPlan:
             elif kind == "mean":
                 s, n = total[key + _SUM], total[key + _N]
                 out[key] = _mean(s, n, key, spec, _mean_dtype(np.asarray(s).dtype))
-            elif kind in ("min", "max", "first") and total[key] is None:
+            elif kind == "single" and total[key + _N] > 1:
+                raise MultipleElementsError("single() found more than one element; use first() or "
+                                            "take(1), or a predicate that only one element meets")
+            elif kind in ("min", "max", "first", "single") and total[key] is None:
                 out[key] = T._empty(spec, None if standalone else key)
             elif kind in ("any", "all"):
                 out[key] = bool(total[key])
@@ -241,6 +248,17 @@ def _segment(kind: str, x: np.ndarray, starts: np.ndarray) -> np.ndarray:
         return x[starts]
     with np.errstate(over="ignore"):
         return _REDUCEAT[kind].reduceat(x, starts).astype(x.dtype, copy=False)
+
+
+def later(a, b):
+    """last(): the later chunk's last element unless that chunk had none."""
+    return a if b is None else b
+
+
+def finish_last(value, spec_default: tuple):
+    if value is None:
+        return T._empty(T.AggSpec("last", None, *spec_default), None)
+    return value
 
 
 def tree(parts: list, combine):

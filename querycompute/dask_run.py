@@ -17,6 +17,7 @@ What a chunk hands on (partials.py has the combine rules and the finishes):
     sum, count, any, all    the chunk's own terminal value
     min, max, first         the chunk's value, or None for a chunk with no survivor
     mean                    (sum, count) of the chunk
+    last, single            the chunk's last match / (count, first) of its matches
     aggregate(func, seed)   the chunk's survivors folded WITHOUT the seed (partials.py)
     to_array                the chunk's arrays: concatenated lazily into a Dask array
     group_by                the chunk's groups (sorted by key), merged and re-reduced
@@ -34,7 +35,7 @@ import numpy as np
 from . import engine
 from . import terminals as T
 from .errors import QueryError
-from .graph import BREAKERS, POSITIONAL, Terminal
+from .graph import BREAKERS, Terminal
 from .sources import Source, is_device_array
 from . import dask_partials as P
 
@@ -128,6 +129,10 @@ def run(q, term: Terminal, fns):
     src = q._source
     _check_chain(q, term)
     specs = P.resolved_specs(term, fns)
+    if term.name in ("first", "single") and specs[0][1].fn is not None:
+        # q.first(pred) / q.single(pred) filter (inside agg(), qc.first(f) is a final select)
+        key, spec = specs[0]
+        q, specs = q.where(spec.fn), [(key, T.AggSpec(spec.kind, None, spec.default))]
     backend = _backend(q, src)
     if term.name in ("to_array", "to_list"):
         arrays = _to_array(q, src, backend)
@@ -136,16 +141,18 @@ def run(q, term: Terminal, fns):
         return P.as_list(dask.compute(arrays)[0])
     if term.name == "group_by":
         out = _group_by(q, src, backend, specs)
+    elif term.name == "last":
+        out = _last(q, src, backend, term, specs[0][1])
     else:
         out = _aggregate(q, src, backend, term, specs)
     return out
 
 
 def _check_chain(q, term: Terminal) -> None:
-    if term.name in POSITIONAL:
-        raise QueryError(f"{term.name}() is not distributed over Dask chunks yet; compute the "
-                         f"elements first (q.to_array().compute()) and query that array, or use "
-                         f"first()/count() where they fit")
+    if term.name == "element_at":
+        raise QueryError("element_at() is not distributed over Dask chunks yet; compute the "
+                         "elements first (q.to_array().compute()) and query that array, or use "
+                         "first() / skip the chunks with Dask")
     for i, letter in enumerate(q._kinds):
         if letter == "g" and i == len(q._kinds) - 1:
             continue
@@ -222,4 +229,17 @@ def _group_by(q, src, backend, specs):
     task = ChunkTask(src.kind, src.fields, q, backend, chunk_term)
     root = P.tree(_tasks(src, task), plan.combine)
     final = dask.delayed(plan.finish, pure=True)(root)
+    return final.compute() if src.compute else final
+
+
+def _last(q, src, backend, term: Terminal, spec):
+    """last(pred): each chunk's last match (or None); the latest non-empty chunk's wins."""
+    import dask
+    from .query import positional
+    chunk_term = positional("last", spec.fn, None)
+    _meta_run(q, src, backend, chunk_term)
+    task = ChunkTask(src.kind, src.fields, q, backend, chunk_term)
+    root = P.tree(_tasks(src, task), P.later)
+    default = () if spec.default is T.NO_DEFAULT else (spec.default,)
+    final = dask.delayed(P.finish_last, pure=True)(root, default)
     return final.compute() if src.compute else final

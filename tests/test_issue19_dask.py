@@ -146,8 +146,14 @@ def test_item2_empty_chunks_lazy_and_unsupported_operators(client):
                         (lambda q: q.scan(lambda a, v: a + v, 0), "scan")):
         with pytest.raises(qc.QueryError, match=name):
             build(q).to_array()
-    with pytest.raises(qc.QueryError, match="last"):
-        q.last()
+    # last / single / first(pred): positional terminals over chunks (most of them empty)
+    ref = qc.query(x).on("numpy").where(lambda v: v >= 95)
+    assert q.last() == ref.last() and q.first(lambda v: v > 96) == ref.first(lambda v: v > 96)
+    assert q.single(lambda v: v == 96) == 96 and none.last(default=-1) == -1
+    with pytest.raises(qc.MultipleElementsError):
+        q.single()
+    with pytest.raises(qc.QueryError, match="element_at"):
+        q.element_at(2)
 
 
 def test_item3_memmap_out_of_core(client, tmp_path):
