@@ -49,9 +49,10 @@ class DaskSource(Source):
     def columns(self) -> tuple:
         return self.meta
 
-    def length(self, cols: tuple) -> int:
+    def length(self, cols: tuple):
+        """The number of elements; NaN for a dataframe (Dask knows it only by computing)."""
         if self.frame is not None:
-            return int(self.frame.shape[0].compute())
+            return float("nan")
         return int(self.collections[0].shape[0])
 
     def nchunks(self) -> int:

@@ -140,6 +140,7 @@ def test_item2_empty_chunks_lazy_and_unsupported_operators(client):
     assert none.first(default=-1) == -1 and none.mean(default=0.5) == 0.5
     assert none.aggregate(lambda a, v: a + v, 7) == 7
     assert none.to_array().compute().shape == (0,)
+    assert "__kernel" in q.source("opencl", "sum") and "n=100" in repr(q)   # planned on the meta
     lazy = dask_run.lazy(q).sum()
     assert hasattr(lazy, "compute") and int(lazy.compute()) == sum(range(95, 100))
     for build, name in ((lambda q: q.order_by(), "order_by"), (lambda q: q.distinct(), "distinct"),
