@@ -50,6 +50,8 @@ def lower_for(q, terminal: Any):
 
 def source(q, backend: str, terminal: Any) -> str:
     lowered, *_ = lower_for(q, terminal)
+    if getattr(lowered, "row_plan", None) is not None:      # long rows (rows.py)
+        return lowered.row_plan.source(backend)
     if getattr(lowered, "staged", False):
         from . import explain_stages, pipeline
         return explain_stages.source(lowered, backend, pipeline.stage_runtime(backend))

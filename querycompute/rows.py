@@ -85,6 +85,16 @@ class RowPlan:
             f"long rows (elements of {self.k} values) run on the numpy and cpu backends; "
             f"the {backend} long-row kernels (one work-group per row) are not built yet")
 
+    def source(self, backend: str) -> str:
+        """The generated kernel's source (the cpu backend's numba module)."""
+        if backend != "cpu":
+            self.prepare(backend)              # numpy has no source; GPUs: not built (raises)
+            raise QueryError("the numpy backend runs NumPy calls, not generated source")
+        from .rows_numba import column_source, row_source
+        if self.strategy == "column-tiled":
+            return column_source(self.column_kind, self.dtype)
+        return row_source(self)
+
     def finish(self, raw):
         out = raw[0]
         name = self.term.name

@@ -5,8 +5,10 @@ independent accumulator lanes, combined pairwise, so LLVM may pack them into SIM
 without reassociating) that evaluates the step's entry expression (printed by the numba dialect's ExprPrinter, so the
 arithmetic is exactly the element kernels') and folds it into an accumulator; float16 and
 float32 sums accumulate in float64 (never less accurate than NumPy's pairwise sum).
-column-tiled: rows split into one chunk per thread; each chunk adds its rows into a private
-vector of k partials (contiguous row reads), then the partials are combined in chunk order.
+column-tiled: tiles of (row chunk, column block): many rows split into chunks, few rows
+into column blocks, so every thread has work; a tile adds its rows into its slice of a
+private vector of k partials (contiguous row reads), then the partials are combined in chunk
+order.
 """
 from __future__ import annotations
 
@@ -114,18 +116,24 @@ from numba import njit, prange
 
 
 @njit(parallel=True, error_model='numpy', fastmath=False)
-def qc_columns(X, chunks):
+def qc_columns(X, chunks, blocks):
     m = X.shape[0]
     k = X.shape[1]
     part = np.empty((chunks, k), {acc})
     step = (m + chunks - 1) // chunks
-    for c in prange(chunks):
-        for j in range(k):
-            part[c, j] = {init}
+    width = (k + blocks - 1) // blocks
+    for t in prange(chunks * blocks):          # (row chunk, column block) tiles
+        c = t // blocks
+        lo = (t % blocks) * width
+        hi = min(k, lo + width)
+        p = part[c]
+        for j in range(lo, hi):
+            p[j] = {init}
         for i in range(c * step, min(m, (c + 1) * step)):
-            for j in range(k):
-                x = X[i, j]
-                {fold}
+            row = X[i]
+            for j in range(lo, hi):
+                x = row[j]
+                {fold.replace("part[c, j]", "p[j]")}
     res = np.empty(k, {acc})
     for j in range(k):
         res[j] = {res_init}
@@ -155,8 +163,10 @@ def compile_plan(plan):
     def columns(X):
         if len(X) == 0:
             return _column(kind, np.zeros((0, X.shape[1]), dtype))
-        chunks = max(1, min(numba.get_num_threads() * 4, len(X) // 64 or 1))
-        res = kernel(X, chunks)
+        tiles = numba.get_num_threads() * 4
+        chunks = max(1, min(tiles, len(X) // 64 or 1))      # row chunks when rows are many,
+        blocks = max(1, min(tiles // chunks, X.shape[1] // 1024 or 1))  # else column blocks
+        res = kernel(X, chunks, blocks)
         from .terminals import mean_dtype, sum_dtype
         if kind == "mean":
             acc, out = mean_dtype(dtype)

@@ -71,6 +71,7 @@ def test_item4_explain_and_errors():
     text = qc.query(X).select(lse).explain(backend="cpu")
     assert "row-per-iteration" in text and "4000 B/element" in text and "row1 = sum_j" in text
     assert "column-tiled" in qc.query(X).explain(backend="cpu", terminal="sum")
+    assert "prange" in qc.query(X).select(lse).source(backend="cpu")
     with pytest.raises(qc.QueryError, match="reduce each row"):
         qc.query(X).on("numpy").select(lambda r: r * 2).to_array()
     with pytest.raises(qc.QueryError, match="alone"):
