@@ -177,7 +177,9 @@ def test_item4_workers_compile_or_load_from_cache(client):
     runs = [r for log in logs.values() for r in log if r[2] == "agg" and r[3] > 0]
     assert runs, "no chunk ran on a worker"
     origins = {cache for r in runs for _, cache in r[4]}
-    assert origins <= {"compiled", "disk", "memory"} and origins & {"disk", "compiled"}
+    # the client compiled the kernel (its meta run) into the shared disk cache: each worker
+    # process loads it from there once, then finds it in its memory
+    assert "disk" in origins and origins <= {"disk", "memory"}, origins
     assert {r[0] for r in runs} <= {w["pid"] for w in client.run(lambda: {"pid": os.getpid()}).values()}
 
 
