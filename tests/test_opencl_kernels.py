@@ -223,7 +223,8 @@ def test_trace_records_each_kernel_and_reuse(ocl):
     first = prepared.trace_rows(prepared.run_quick([x], [np.float32(0)], len(x))[1])
     second = prepared.trace_rows(prepared.run_quick([x], [np.float32(0)], len(x))[1])
     names = [k.name for k in first]
-    assert names == ["qc_trace_float32_compact_count", "qc_trace_float32_compact_scan",
+    assert names == ["qc_trace_float32_compact_count", "qc_trace_float32_compact_scan_partials",
+                     "qc_trace_float32_compact_scan_blocks", "qc_trace_float32_compact_scan_downsweep",
                      "qc_trace_float32_compact_scatter"]
     assert first[0].cache == "compiled" and first[0].compile_ms > 0
     assert all(k.cache == "memory" and k.compile_ms == 0 for k in second)

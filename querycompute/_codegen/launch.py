@@ -16,7 +16,8 @@ order of `KernelSpec.args`:
     "output"    output buffer `index`: `KernelSet.outputs[index]` elements of `dtype`
     "scratch"   device scratch buffer `scratch` (never read by the host except "total")
     "value"     int64 scalar `Launch.values[name]` computed by the planner (e.g. the number of
-                partials the previous kernel wrote)
+                partials the previous kernel wrote): the main grid's block count, or the grid
+                rule `KernelArg.rule` names
 
 Storage types: bool buffers hold one byte per element (0/1, like numpy bool); float16
 buffers hold IEEE half bits (numpy float16). All buffers are tightly packed 1-D arrays except
@@ -60,7 +61,7 @@ import numpy as np
 
 BLOCK = 256                 # threads per block (work-group, threadgroup) for every kernel
 MAX_REDUCE_BLOCKS = 1024    # stage-1 grid cap: the grid depends only on n -> deterministic
-MAIN_GRID = {"scan": "tiles"}   # shapes whose main grid is not their first kernel's grid
+MAIN_GRID = {"scan": "tiles", "compact": "tiles"}   # shapes whose main grid is not their first kernel's grid
 COUNTED_SHAPES = ("compact", "group")   # results: the first scratch "total" elements of each output
 
 
@@ -72,6 +73,7 @@ class KernelArg:
     dtype: str           # element type (buffers) or scalar type, a codegen.dtypes name
     index: int = 0       # input / output / param number for those kinds
     scratch: str = ""    # scratch buffer name for kind "scratch"
+    rule: str = ""       # kind "value": the grid rule it counts (default: the main grid)
 
     @property
     def is_buffer(self) -> bool:
@@ -109,6 +111,7 @@ class KernelSpec:
              "reduce" min(max(1, ceil(n / tile)), MAX_REDUCE_BLOCKS) logical blocks (grid-stride
                       loop); the runtime may launch fewer physical ones (plan's `resident`)
              "one"    a single block
+             "tiles/T" ceil(tiles / T) blocks (a scan of the per-tile counts, T counts a block)
     variant: "contiguous" / "strided": launched only when the inputs' contiguity matches
              (all inputs decide together; contiguous = unit stride and 16-byte aligned, for
              the wide loads of lower_vector.py); "any": always launched.
@@ -189,6 +192,8 @@ def grid_size(ks: KernelSet, n: int, rule: str = "") -> int:
         return min(max(1, tiles), MAX_REDUCE_BLOCKS)
     if rule == "one":
         return 1
+    if rule.startswith("tiles/"):               # tiles of tiles: e.g. a scan of the tile counts
+        return math.ceil(tiles / int(rule[len("tiles/"):]))
     raise ValueError(f"unknown grid rule {rule!r}")
 
 
@@ -199,6 +204,8 @@ def _size(spec: BufferSpec, ks: KernelSet, n: int) -> int:
         return 1
     if spec.size == "blocks":
         return grid_size(ks, n)
+    if spec.size.startswith("tiles/"):          # one per block of a "tiles/T" grid
+        return grid_size(ks, n, spec.size)
     if spec.size == "tile":                     # one tile: block * elems_per_thread
         return ks.block * ks.elems_per_thread
     if spec.size.startswith("tiles*"):          # a count per (row, tile), e.g. radix digits
@@ -246,7 +253,7 @@ def plan(ks: KernelSet, n: int, contiguous: bool, resident: dict[str, int] | Non
     for k in ks.kernels:
         if k.variant not in ("any", variant):
             continue
-        values = {a.name: main_grid for a in k.args if a.kind == "value"}
+        values = {a.name: grid_size(ks, n, a.rule) if a.rule else main_grid for a in k.args if a.kind == "value"}
         grid = grid_size(ks, n, k.grid)
         if k.grid == "reduce" and resident and resident.get(k.name):
             grid = min(grid, resident[k.name])

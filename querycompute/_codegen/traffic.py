@@ -65,8 +65,10 @@ def launch_traffic(ks: KernelSet, n: int, input_dtypes, params=()) -> list[Launc
     for launch in plan(ks, n, True):
         spec = launch.kernel
         names = {a.name: a for a in spec.args}
-        read = sum(sizes.get(b, 0) for b in spec.reads)
-        written = sum(sizes.get(b, 0) for b in spec.writes)
+        # a scratch argument's C name may differ from its buffer's (ops/compact_gpu.py's scan)
+        buf = {a.name: a.scratch if a.kind == "scratch" else a.name for a in spec.args}
+        read = sum(sizes.get(buf.get(b, b), 0) for b in spec.reads)
+        written = sum(sizes.get(buf.get(b, b), 0) for b in spec.writes)
         ins = tuple(b for b in spec.reads if names[b].kind == "input")
         out.append(LaunchTraffic(spec.name, read, written, ins))
     return out

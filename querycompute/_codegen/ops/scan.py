@@ -103,10 +103,11 @@ def _min(a, b) -> K.KExpr:
 class _Lower:
     """The kernel IR of one ScanSpec (see the module docstring for the algorithm)."""
 
-    def __init__(self, spec: ScanSpec, runs: int):
+    def __init__(self, spec: ScanSpec, runs: int, bind: dict | None = None):
         check_name(spec.name, "scan")
         _check(spec)
         self.spec, self.dtype = spec, spec.dtype
+        self.bind = bind or {}      # argument -> KernelArg replacing the default (ops/compact_gpu.py)
         self.ept = elems_per_thread([spec.dtype]) * runs
         self.tile_size = BLOCK * self.ept
         self._prog = ElementProgram((), spec.params, (), ())
@@ -188,6 +189,8 @@ class _Lower:
         for nm in names:
             if nm == "params":
                 out += self.params
+            elif nm in self.bind:
+                out.append(self.bind[nm])
             else:
                 out.append(table.get(nm) or KernelArg(nm, "scratch", _SCRATCH[nm] or self.dtype, scratch=nm))
         return tuple(out)
@@ -266,7 +269,9 @@ class _Lower:
         """Value, fence, flag (release): a block that sees the flag sees the value."""
         return [K.Store(buf, TILE, value, volatile=True), K.Fence(), K.Store("block_flags", TILE, flag, volatile=True)]
 
-    def _look_back(self, group: int) -> list:
+    def _look_back(self, group: int, tile_agg: K.KExpr | None = None) -> list:
+        """Warp 0 finds the carry of tile TILE -> sh_carry[0]; `tile_agg`: the tile's fold
+        (default: the block scan's last valid slot)."""
         agg, v, o, carry, incl = (self.var(nm) for nm in ("agg", "v", "other", "carry", "incl"))
         g0, count, j = (K.KVar(nm, "int64") for nm in ("group_start", "count", "j"))
         off = K.KVar("offset", "int32")
@@ -280,7 +285,7 @@ class _Lower:
                       K.op("<", K.op("+", lane, _i64(off)), count)),
                  (K.Assign(v, self.combine(v, o)),))))
         warp0 = [
-            K.Declare(agg, K.KLoad(SH, self.last_thread(), self.dtype)),
+            K.Declare(agg, K.KLoad(SH, self.last_thread(), self.dtype) if tile_agg is None else tile_agg),
             K.If(K.op("==", LID, K.i32(0)), tuple(self._publish("block_aggs", agg, FLAG_AGG))),
             K.Comment(f"Fixed look-back: the tiles of this tile's group of {group} before it, one per lane,\n"
                       "folded in order by a shuffle tree; in front of them the inclusive prefix of the\n"

@@ -1,0 +1,72 @@
+"""Issue 18 item 2, executed: order-preserving compaction as a single pass with decoupled
+look-back on CUDA (CPU harness), and as reduce-then-scan with a multi-block scan of the tile
+counts on Metal (CPU harness) and OpenCL (pocl), against NumPy for n across many tiles."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import querycompute as qc
+from querycompute._codegen import gpu
+from querycompute.backends.gpu_launch import LaunchLoop
+from harness import plans, runner
+from harness.passes import assert_same, data, expected, passes
+
+D = "float32"
+# the "where" pass writes x - 1 and the int64 index: 2 elements a thread, tiles of 512;
+# 17,001 elements are 34 tiles, so the look-back chains through 2 groups of 32 tiles
+SIZES = (1, 513, 17_001)
+
+
+def _harness(dialect):
+    ok, why = runner.available()
+    if not ok:
+        pytest.skip(why)
+    ks = gpu.render(passes(D)["where"], dialect)
+    return ks, plans.module_for([ks])
+
+
+def _check(ks, module, schedules=("free",)):
+    for n in SIZES:
+        x = data(D, 2 * n, seed=n)
+        for view in (x[:n], x[::2]):                  # contiguous and strided variants
+            for schedule in schedules:
+                raw, launches, _ = LaunchLoop(ks, plans.HarnessRuntime(ks, module, schedule)).run([view], (), n)
+                assert_same("where", D, raw, expected("where", D, view))
+    return launches
+
+
+def test_item2_cuda_single_pass_lookback_matches_numpy():
+    ks, module = _harness("cuda")
+    roles = [(k.role, k.variant) for k in ks.kernels]
+    assert roles == [("init", "any"), ("scatter", "contiguous"), ("scatter", "strided")]
+    assert "volatile" in ks.source and "atomicAdd" in ks.source
+    launches = _check(ks, module, ("free", "alternate"))
+    assert [launch.kernel.role for launch in launches] == ["init", "scatter"]    # one pass over the input
+
+
+def test_item2_metal_reduce_then_scan_matches_numpy():
+    ks, module = _harness("metal")
+    assert [k.role for k in ks.kernels if k.variant != "strided"] == [
+        "count", "partials", "scan", "downsweep", "scatter"]
+    _check(ks, module)
+
+
+def test_item2_pocl_multi_block_count_scan():
+    """n large enough that the scan of the tile counts needs several blocks on pocl."""
+    try:
+        import pyopencl as cl
+        if not any(p.get_devices() for p in cl.get_platforms()):
+            raise RuntimeError("no OpenCL device")
+    except Exception as exc:
+        pytest.skip(f"OpenCL unavailable ({exc})")
+    ks = gpu.render(passes(D)["where"], "opencl")
+    partials = next(k for k in ks.kernels if k.role == "partials")
+    count_tile = int(partials.grid.split("/")[1])     # tile counts one scan block takes
+    n = (count_tile + 5) * ks.block * 4               # float32 only: 4 elements a thread
+    x = (np.arange(n) % 1009).astype(np.float32)
+    q = qc.query(x).where(lambda v: v % 3 < 1).select(lambda v: v * 2 + 1)
+    assert "_compact_scan_partials: grid=(2,)" in q.explain("opencl", terminal="to_array")
+    got = q.on("opencl").to_array()
+    np.testing.assert_array_equal(got, q.on("numpy").to_array())
+    np.testing.assert_array_equal(got, x[x % 3 < 1] * 2 + 1)
