@@ -152,16 +152,34 @@ def explain(q, staged: S.StagedLowered, term, infos, backend: str, n: int, runti
             text = f"n = {infos[i][1]['n']} (read on every run: a new n never recompiles)"
         out.append(f"  {i + 1}. {op.kind:<6} {text}")
     out.append(f"  terminal: {term.name}")
-    out.append(f"staged plan: {len(staged.stages)} stages on {backend} "
+    n_stages = len(staged.stages) - (sum(S.scan_fusable(staged.stages, i) for i in range(len(staged.stages)))
+                                     if getattr(runtime, "scan_carries", None) is not None else 0)
+    out.append(f"staged plan: {n_stages} stage{'s' * (n_stages != 1)} on {backend} "
                f"(selects/wheres fused into the pass at each side of a breaker)")
     element_dtypes = _element_dtypes(staged)
+    fuses_scan = getattr(runtime, "scan_carries", None) is not None
+    k = 0
     for i, (stage, text) in enumerate(zip(staged.stages, staged.texts), 1):
-        out.append(f"  stage {i}: {text}")
         lowered = getattr(stage, "lowered", None)
+        if i >= 2 and fuses_scan and S.scan_fusable(staged.stages, i - 2):
+            out.append(f"    + {text}, in the same pass: its element reads the scan's running value "
+                       f"(the scanned column is never stored)")
+            out += _pass_lines(lowered, backend, n)
+            continue
+        k += 1
+        out.append(f"  stage {k}: {text}")
+        if fuses_scan and S.scan_fusable(staged.stages, i - 1):
+            b = np.dtype(stage.spec.dtype).itemsize
+            out.append(f"    fused with the next pass: the scan's chunk totals and carries (reads {b} B "
+                       f"per element), then the pass below runs the running fold in its own loop")
+            continue
         if lowered is not None:
             out += _pass_lines(lowered, backend, n)
         else:
             out += _column_lines(stage, runtime, backend, element_dtypes[i - 1] or q_dtypes(q))
+            if backend in GPU_DIALECTS and S.scan_fusable(staged.stages, i - 1):
+                out.append(f"    (on {backend} the scan and the pass after it are two stages: the "
+                           f"scanned column is written, then read by the next pass)")
     out.append("between stages the columns are host arrays: read back after each stage and "
                "given to the next (on the GPU backends too, today)")
     return "\n".join(out)

@@ -14,6 +14,7 @@ columns), all of one length, and a distinct's keep flags for the next pass to fi
 from __future__ import annotations
 
 import importlib
+from dataclasses import replace
 
 import numpy as np
 
@@ -67,6 +68,18 @@ class StagedPrepared(Prepared):
                 self.passes[i] = (prepared, windows.early_exit(lowered))
                 origins.append(getattr(prepared, "origin", "compiled"))
                 self.compile_ms += getattr(prepared, "compile_ms", 0.0)
+        # a scan and the pass after it as one pass, where the runtime computes the scan's
+        # carries (cpu: dialects/numba_scan_fused.py): scan stage index -> compiled pass
+        self.scan_fused = {}
+        if getattr(runtime, "scan_carries", None) is not None:
+            from querycompute._codegen.dialects.numba_scan_fused import fuse
+            for i, stage in enumerate(staged.stages):
+                if S.scan_fusable(staged.stages, i):
+                    nxt = staged.stages[i + 1].lowered
+                    prepared = prepare(replace(nxt, pass_=fuse(nxt.pass_, stage.spec)))
+                    self.scan_fused[i] = prepared
+                    origins.append(getattr(prepared, "origin", "compiled"))
+                    self.compile_ms += getattr(prepared, "compile_ms", 0.0)
         self.origin = "compiled" if "compiled" in origins else ("disk" if "disk" in origins else "memory")
 
     def trace_rows(self, row) -> list[KernelRun]:
@@ -116,9 +129,17 @@ class StagedPrepared(Prepared):
         rows: list = []
         rt = self.runtime
         state, keep = list(cols), None
+        skip = -1
         for i, stage in enumerate(self.staged.stages):
+            if i == skip:
+                continue
             t = type(stage)
-            if t is S.PassStage:
+            if i in self.scan_fused:
+                raw = self._scan_fused(i, stage, state, params, n, rows)
+                if type(self.staged.stages[i + 1]) is S.TerminalStage:
+                    return raw, rows
+                state, skip = list(raw), i + 1
+            elif t is S.PassStage:
                 got = self._fused_group(i, stage, state, keep, params, n, rows)
                 if got is not None:
                     return got, rows
@@ -157,6 +178,20 @@ class StagedPrepared(Prepared):
                 return self._terminal(i, stage, state, keep, params, n, rows, cols), rows
             n = len(state[0])
         raise AssertionError("a staged plan ends with its terminal")
+
+    def _scan_fused(self, i: int, stage, state, params, n: int, rows: list):
+        """Scan i and the pass after it as one pass: the runtime's carries (the scan's
+        first phase), then the fused pass computing each running value in its loop."""
+        nxt = self.staged.stages[i + 1]
+        sp = list(params[stage.first:stage.first + len(stage.spec.params)])
+        x = np.ascontiguousarray(state[0])
+        carries = self.runtime.scan_carries(stage.spec, x, sp, rows)
+        running = np.empty_like(carries)
+        p = list(params[nxt.first:nxt.first + len(nxt.lowered.bindings)]) + sp
+        prepared = self.scan_fused[i]
+        raw, row = prepared.run_quick([x, carries, running], p, n)
+        rows += prepared.trace_rows(row)
+        return raw
 
     def _terminal(self, i: int, stage, state, keep, params, n: int, rows: list, inputs):
         if stage.lowered is None:

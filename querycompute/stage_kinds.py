@@ -129,3 +129,20 @@ def element_of(cols: Columns, first: int = 0):
     if cols.shape == "tuple":
         return TupleVal(tuple(loads))
     return RecordVal(tuple(zip(cols.fields, loads)))
+
+
+def scan_fusable(stages: tuple, i: int) -> bool:
+    """Whether stage i, a scan, can run inside the pass after it (a runtime with
+    `scan_carries` then runs one fused pass: dialects/numba_scan_fused.py): that pass is a
+    reduce or a filtering compaction of the scanned column alone, without a take/skip
+    window, distinct flags, a positional terminal or an early exit (those slice columns)."""
+    from querycompute._codegen.dialects.numba_scan_fused import fusable
+    from .windows import early_exit
+    if not isinstance(stages[i], ScanStage) or i + 1 >= len(stages):
+        return False
+    nxt = stages[i + 1]
+    lowered = getattr(nxt, "lowered", None)
+    if type(nxt) not in (PassStage, TerminalStage) or lowered is None:
+        return False
+    return (nxt.window is None and not nxt.keep_input and not getattr(nxt, "positional", "")
+            and nxt.range_at == (-1, -1) and fusable(lowered.pass_) and early_exit(lowered) is None)

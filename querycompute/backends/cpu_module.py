@@ -20,7 +20,11 @@ PRELUDE = ("from querycompute._codegen.dialects.numba_py_runtime import namespac
 
 
 def module_source(p: Pass) -> str:
-    """The exact text the cpu backend writes, imports and numba compiles for pass p."""
+    """The exact text the cpu backend writes, imports and numba compiles for pass p (a
+    pass fused after a scan brings the scan's functions: dialects/numba_scan_fused.py)."""
+    if getattr(p, "scan", None) is not None:
+        from querycompute._codegen.dialects import numba_scan_fused
+        return numba_scan_fused.render(p, cache=True)
     return PRELUDE + numba_py.render(p, cache=True)
 
 

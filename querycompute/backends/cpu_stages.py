@@ -15,6 +15,7 @@ scan groups its combines differently, deterministically for a given n).
     sort_values      the radix sort of the key's raw bits alone (no permutation).
     gather           parallel over chunks of the permutation, on the columns' raw bits.
     scan             a generated module per ScanSpec (dialects/numba_scan.py).
+    scan_carries     the scan's first phase alone, for a pass fused after the scan.
     first_occurrence hash partitions + per-partition hash sets on the keys' order bits
                      (one uint64 word; wider key tuples: the sort and run starts).
     group_by         per-chunk hash tables of group ids (<= 4096 groups) or the radix sort,
@@ -189,16 +190,31 @@ class CpuStages(StageRuntime):
         n = len(x)
         if n == 0:
             return x.copy()
-        mod = self._scans.get(spec)
-        if mod is None:
-            from .cpu_stage_modules import load
-            mod = self._scans[spec] = load(spec.name, numba_scan.render(spec, cache=True))
+        mod = self._scan_module(spec)
         store = np.dtype(storage_dtype(spec.dtype))
         out = np.empty(n, store)
         ps = [np.dtype("float32" if p.dtype == "float16" else p.dtype).type(v)
               for p, v in zip(spec.params, params)]
         self._run(mod, spec.name, n, rows, "", x.view(store), out, *ps)
         return out.view(dtype)
+
+    def _scan_module(self, spec):
+        mod = self._scans.get(spec)
+        if mod is None:
+            from .cpu_stage_modules import load
+            mod = self._scans[spec] = load(spec.name, numba_scan.render(spec, cache=True))
+        return mod
+
+    def scan_carries(self, spec, values, params, rows):
+        """The scan's first phase alone: C[c], the fold of everything before chunk c (seed
+        first), in the scan's register type; the pass fused after the scan runs the second
+        phase in its own loop (dialects/numba_scan_fused.py, pipeline.StagedPrepared)."""
+        x = np.ascontiguousarray(values, dtype=np.dtype(spec.dtype))
+        ps = [np.dtype("float32" if p.dtype == "float16" else p.dtype).type(v)
+              for p, v in zip(spec.params, params)]
+        store = np.dtype(storage_dtype(spec.dtype))
+        return self._run(self._scan_module(spec), f"{spec.name}_carries", len(x), rows, "",
+                         x.view(store), *ps)
 
     # ---- group_by -----------------------------------------------------------------------
     def group_by(self, spec, keys, values, params, rows):

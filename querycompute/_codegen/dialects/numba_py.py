@@ -45,6 +45,8 @@ def render(p: Pass, cache: bool = False) -> str:
 
 
 class _ModulePrinter:
+    input_loads: dict = {}            # input number -> the text standing for its load
+
     def __init__(self, p: Pass, cache: bool):
         if not p.name.isidentifier():
             raise ValueError(f"Pass.name {p.name!r} is not a valid identifier")
@@ -97,6 +99,8 @@ class _ModulePrinter:
         prog = self.prog
 
         def load(k: int) -> str:
+            if k in self.input_loads:       # a value the module computes (numba_scan_fused)
+                return self.input_loads[k]
             spec = prog.inputs[k]
             text = f"in_{spec.name}[i]"
             if spec.dtype == "float16":

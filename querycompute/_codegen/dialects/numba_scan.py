@@ -8,6 +8,9 @@ the two-pass scan over fixed chunks the cpu stage runtime calls.
         carries (serial, nch steps)            C[0] = seed, C[c+1] = combine(C[c], T[c])
         pass 2  (every chunk, in parallel)     acc = C[c]; for each element in order:
                                                acc = combine(acc, x[i]); out[i] = acc
+    <name>_carries_serial / _parallel(x, params...)    pass 1 and the carries: C
+    <name>_step(i, x, C, S, params...)      element i's running value for a pass fused
+                                            after the scan (numba_scan_fused.py)
 Every output is combine applied in element order with the seed once at the front: the
 aggregate rules (acc holds the earlier elements; a non-commutative combine works). Chunks
 are CHUNK elements whatever the thread count, so the grouping, and a float result's bits,
@@ -68,8 +71,8 @@ def render(spec: ScanSpec, cache: bool = False) -> str:
     ]
     for flavour, deco, rng in (("serial", serial, "range"), ("parallel", parallel, "prange")):
         funcs.append(
-            f"{deco}\ndef {name}_{flavour}(x, out{params}):\n"
-            f'    """Inclusive scan of x into out (module doc: pass 1, carries, pass 2)."""\n'
+            f"{deco}\ndef {name}_carries_{flavour}(x{params}):\n"
+            f'    """C[c]: the fold of everything before chunk c, seed first (pass 1, carries)."""\n'
             f"    n = x.shape[0]\n"
             f"    nch = (n + CHUNK - 1) // CHUNK\n"
             f"    T = np.empty(max(nch - 1, 0), {rtype})\n"
@@ -81,8 +84,25 @@ def render(spec: ScanSpec, cache: bool = False) -> str:
             f"        C[c] = acc\n"
             f"        if c < nch - 1:\n"
             f"            acc = {name}_combine(acc, T[c]{params})\n"
+            f"    return C")
+        funcs.append(
+            f"{deco}\ndef {name}_{flavour}(x, out{params}):\n"
+            f'    """Inclusive scan of x into out (module doc: pass 1, carries, pass 2)."""\n'
+            f"    n = x.shape[0]\n"
+            f"    nch = (n + CHUNK - 1) // CHUNK\n"
+            f"    C = {name}_carries_{flavour}(x{params})\n"
             f"    for c in {rng}(nch):\n"
             f"        {name}_chunk(x, out, c * CHUNK, min(n, c * CHUNK + CHUNK), C[c]{params})")
+    funcs.append(
+        f"{scalar}\ndef {name}_step(i, x, C, S{params}):\n"
+        f'    """Element i of the scan inside a pass that visits every chunk\'s elements in order\n'
+        f"    from the chunk's start (dialects/numba_scan_fused.py): the running value of chunk\n"
+        f'    i // CHUNK, kept in S, restarted from its carry C at the chunk\'s first element."""\n'
+        f"    c = i // np.uint64(CHUNK)\n"
+        f"    acc = C[c] if i % np.uint64(CHUNK) == 0 else S[c]\n"
+        f"    acc = {name}_combine(acc, {load}{params})\n"
+        f"    S[c] = acc\n"
+        f"    return acc")
     header = (f'"""querycompute cpu scan {name!r} (dialect numba, generated).\n\n'
               f"dtype: {d} (stored as {storage_dtype(d)}), seed: {spec.seed.value!r}, "
               f"params: {', '.join(f'{p.name}: {p.dtype}' for p in spec.params) or 'none'}\n"

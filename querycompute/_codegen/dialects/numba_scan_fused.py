@@ -1,0 +1,95 @@
+"""The numba dialect of a scan fused with the pass after it: `scan -> where -> count / sum /
+to_array` computes the running values inside that pass, so the scanned column is never
+written and read again.
+
+The scan (dialects/numba_scan.py) runs over fixed chunks of CHUNK elements: pass 1 folds
+each chunk (T), the carries C[c] fold everything before chunk c (seed first), and pass 2
+runs `acc = combine(acc, x[i])` through each chunk from C[c]. The passes of the reduce and
+compact ops have the same chunk structure: their loops visit chunk c's elements in order,
+from the chunk's first element (reduce's `<pass>_chunk(c * CHUNK, ...)`, compact's count and
+write loops), one thread per chunk. So the fused pass's element function reads the scanned
+value as `<scan>_step(i, x, C, S)`: at a chunk's first element it restarts from C[c], at the
+others it continues from S[c] (the chunk's running value, one slot per chunk, so threads
+never share one), and stores the new value back. The scanned value of element i is then
+exactly what the scan would have stored (the same combines in the same order), and the
+fused pass's result equals the two-stage plan's bit for bit.
+
+The fused pass is `ScanFusedPass`: the pass after the scan with two more inputs (C and S,
+in the scan's register type) and the scan's params appended (as `scan_<name>`); its input
+0 is the scan's INPUT column. What it may not be: a map (its loop is a prange over
+elements, not over chunks), a windowed compaction, or the compaction's sparse writer
+(which calls the filter and the element separately: the running value would advance twice
+per element); `fusable` says which passes qualify, and the module leaves the sparse writer
+out (cpu_launch.Launch then takes the dense one).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from ..ops import STAGE_OPS
+from ..program import InputSpec, ParamSpec, Pass, Reduce, ToArray
+from ..stage_specs import ScanSpec
+from . import numba_scan
+from .numba_py import _ModulePrinter
+from .numba_py_expr import register_type
+from .numba_py_helpers import helper_source
+
+
+@dataclass(frozen=True)
+class ScanFusedPass(Pass):
+    """Pass `name` with the scan `scan` computing its input 0 (module doc)."""
+    scan: ScanSpec = None
+
+
+def fusable(p: Pass) -> bool:
+    """Whether pass `p` can take the scan's running values (module doc): one input, and a
+    reduce or a compaction without a window."""
+    t = p.terminal
+    one_input = len(p.program.inputs) == 1
+    if isinstance(t, Reduce):
+        return one_input
+    return one_input and isinstance(t, ToArray) and t.window is None and p.program.has_filter
+
+
+def _carry_dtype(spec: ScanSpec) -> str:
+    """The dtype of the carries' arrays: the scan's register type (float16 in float32)."""
+    t = register_type(spec.dtype)
+    return "bool" if t == "bool" else t.replace("np.", "")
+
+
+def fuse(p: Pass, spec: ScanSpec) -> ScanFusedPass:
+    """Pass `p` (input 0: the scanned column) reading the running values of `spec` instead."""
+    if not fusable(p):
+        raise ValueError(f"pass {p.name} cannot run inside scan {spec.name}: it must be a reduce or a "
+                         f"compaction without a window over the one scanned column")
+    prog = p.program
+    cd = _carry_dtype(spec)
+    inputs = prog.inputs + (InputSpec("scan_C", cd), InputSpec("scan_S", cd))
+    params = prog.params + tuple(ParamSpec(f"scan_{q.name}", q.dtype) for q in spec.params)
+    return ScanFusedPass(replace(prog, inputs=inputs, params=params), p.terminal,
+                         f"{p.name}_in_{spec.name}", spec)
+
+
+class _Printer(_ModulePrinter):
+    def __init__(self, p: ScanFusedPass, cache: bool):
+        super().__init__(p, cache)
+        spec = p.scan
+        x = f"in_{p.program.inputs[0].name}"
+        sp = "".join(f", p_scan_{q.name}" for q in spec.params)
+        self.input_loads = {0: f"{spec.name}_step(i, {x}, in_scan_C, in_scan_S{sp})"}
+
+    def render(self) -> str:
+        """As the pass's module, less the compaction's sparse writer and the filter-only
+        function it calls (module doc): the backend then always takes the dense writer."""
+        self.op = STAGE_OPS[self.p.stage_op]
+        element, kernels = self.op.render_numba(self)
+        kernels = [k for k in kernels if f"def {self.p.name}_write_sparse_" not in k
+                   and f"def {self.p.name}_keep(" not in k]
+        helpers = [helper_source(kind, ft, self.cache) for kind, ft in sorted(self.helpers, key=str)]
+        return "\n\n\n".join([self._header()] + helpers + [element] + kernels) + "\n"
+
+
+def render(p: ScanFusedPass, cache: bool = False) -> str:
+    """The module: the scan's functions, then the pass's (its element reading the scan)."""
+    scan = numba_scan.render(p.scan, cache)
+    return scan + "\n\n" + _Printer(p, cache).render()
