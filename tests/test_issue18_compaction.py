@@ -70,3 +70,28 @@ def test_item2_pocl_multi_block_count_scan():
     got = q.on("opencl").to_array()
     np.testing.assert_array_equal(got, q.on("numpy").to_array())
     np.testing.assert_array_equal(got, x[x % 3 < 1] * 2 + 1)
+
+
+def test_item5_unused_column_is_not_copied_and_does_not_pick_the_variant():
+    """A pass over (x float32, d float64) that loads only x: d (strided here) is neither viewed
+    nor copied, and the contiguous kernels run because x, the one used input, is contiguous."""
+    from querycompute._codegen import expr as E
+    from querycompute._codegen.program import ElementProgram, Filter, InputSpec, Pass, ToArray
+    ok, why = runner.available()
+    if not ok:
+        pytest.skip(why)
+    x = E.Load(0, D)
+    prog = ElementProgram((InputSpec("x", D), InputSpec("d", "float64")), (),
+                          (Filter(E.Compare("gt", x, E.Const(10.0, D))),), (E.Binary("mul", x, E.Const(2.0, D), D),))
+    ks = gpu.render(Pass(prog, ToArray(), "h_unused"), "cuda")
+    loop = LaunchLoop(ks, plans.HarnessRuntime(ks, plans.module_for([ks]), "free"))
+    assert loop.used == {0}
+    n = 3001
+    xs, d = data(D, n, seed=5), np.arange(2 * n, dtype=np.float64)[::2]
+    store = np.zeros(n + 4, D)
+    aligned = store[(-store.ctypes.data % 16) // 4:][:n]         # 16-byte aligned: wide loads allowed
+    aligned[:] = xs
+    with np.errstate(over="ignore"):
+        raw, launches, _ = loop.run([aligned, d], (), n)
+    np.testing.assert_array_equal(raw[0], aligned[aligned > 10] * np.float32(2))
+    assert {launch.kernel.variant for launch in launches} - {"any"} == {"contiguous"}

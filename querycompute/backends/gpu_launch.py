@@ -2,13 +2,15 @@
 
 Kernels, buffers and launch shapes come from _codegen.launch (`KernelSet`, `plan`, `bind`);
 a runtime never invents shapes of its own. For one call, `LaunchLoop.run`
-  1. turns each input into what the kernels read (`DeviceRuntime.view`: the array, or the
-     memory span a strided view covers plus its element stride),
-  2. gives each input a device buffer: read in place when the runtime can (`in_place`),
+  1. turns each input some kernel loads (`used_inputs`: an input no kernel reads is never
+     copied; a 1-element stand-in is bound) into what the kernels read
+     (`DeviceRuntime.view`: the array, or the memory span a strided view covers plus its
+     element stride),
+  2. gives each used input a device buffer: read in place when the runtime can (`in_place`),
      else uploaded into a buffer reused per size,
   3. takes the launch plan and the output and scratch buffers for (n, contiguity): the
      previous call's when those are unchanged; buffers are reused while their size is.
-     Contiguous: every input unit-strided and aligned for wide loads (`vector_aligned`),
+     Contiguous: every used input unit-strided and aligned for wide loads (`vector_aligned`),
   4. binds the arguments of each kernel (all of them only when the call shape, the strides
      or the parameter bits changed since that kernel was last bound, else just the inputs:
      binding costs as much as a small kernel on some drivers) and launches the kernels in
@@ -47,6 +49,14 @@ def strided_span(x: np.ndarray, max_step: float) -> tuple[np.ndarray, int]:
         span = np.lib.stride_tricks.as_strided(x, shape=((len(x) - 1) * step + 1,), strides=(item,))
         return span, step
     return np.ascontiguousarray(x), 1
+
+
+def used_inputs(ks: L.KernelSet) -> frozenset | None:
+    """Numbers of the inputs some kernel of `ks` loads (from KernelSpec.reads, the kernel IR's
+    loads), or None when the set does not say (kernel sets not made by gpu.render)."""
+    if not any(k.reads for k in ks.kernels):
+        return None
+    return frozenset(a.index for k in ks.kernels for a in k.args if a.kind == "input" and a.name in k.reads)
 
 
 class DeviceRuntime:
@@ -153,6 +163,7 @@ class LaunchLoop:
         # physical grid caps of the kernels that loop over logical blocks (asked once)
         self._resident = {k.name: rt.resident_blocks(self.kernels[k.name], ks.block)
                           for k in ks.kernels if k.grid == "reduce"}
+        self.used = used_inputs(ks)
 
     def buffer(self, role: str, size: int, dtype) -> Any:
         """The buffer kept for `role`, allocated anew when its size or dtype changed."""
@@ -191,12 +202,17 @@ class LaunchLoop:
     def run(self, inputs: Sequence[Any], params: Sequence[Any], n: int) -> tuple:
         """-> (raw results as backends/base.py describes them, the launches, their tokens)."""
         rt = self.rt
-        views = [rt.view(x) for x in inputs]
+        used = self.used
+        # an input no kernel reads is neither viewed nor copied: a 1-element stand-in is bound
+        views = [rt.view(x) if used is None or k in used else (None, 1) for k, x in enumerate(inputs)]
         strides = tuple(step for _, step in views)
         if n == 0 and self.ks.shape != "reduce":      # a ToArray pass: nothing to launch
             return self._empty(inputs), (), ()
-        in_bufs = [self.input_buffer(k, host) for k, (host, _) in enumerate(views)]
-        contiguous = all(step == 1 for step in strides) and all(rt.vector_aligned(b) for b in in_bufs)
+        in_bufs = [self.input_buffer(k, host) if host is not None else self.buffer(f"unused{k}", 1, inputs[k].dtype)
+                   for k, (host, _) in enumerate(views)]
+        # the variant follows the used inputs only (an unused strided column changes nothing)
+        contiguous = all(step == 1 and rt.vector_aligned(b)
+                         for k, ((host, step), b) in enumerate(zip(views, in_bufs)) if host is not None)
         shape = self.call_shape(n, contiguous, params)
         launches = shape.launches
         if not launches:

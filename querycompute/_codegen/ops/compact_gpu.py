@@ -67,8 +67,8 @@ def _counts_scan(name: str, dialect: str) -> scan_op._Lower:
     spec = ScanSpec("int64", E.Binary("add", acc, item, "int64"), E.Const(0, "int64"), (), f"{name}_compact")
     from ..gpu import printer          # gpu imports ops: import it late
     runs = scan_op.RUNS["cpu" if printer(dialect).FOLD_RUNS_APART else "gpu"]
-    bind = {"in": KernelArg("in_values", "scratch", "int64", scratch="block_counts"),
-            "out": KernelArg("out0", "scratch", "int64", scratch="block_incl")}
+    bind = {"in": KernelArg("block_counts", "scratch", "int64", scratch="block_counts"),
+            "out": KernelArg("block_incl", "scratch", "int64", scratch="block_incl")}
     lo = scan_op._Lower(spec, runs, bind)
     lo.grid = grid = f"tiles/{lo.tile_size}"
     if algorithm(dialect) == "lookback":         # the look-back's scratch is per compaction tile

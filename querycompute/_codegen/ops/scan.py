@@ -108,6 +108,10 @@ class _Lower:
         _check(spec)
         self.spec, self.dtype = spec, spec.dtype
         self.bind = bind or {}      # argument -> KernelArg replacing the default (ops/compact_gpu.py)
+        # the C names of the input and output buffers (a bound one's own, so that a kernel set
+        # holding these kernels beside others never gives one name two buffers)
+        self.IN = self.bind["in"].name if "in" in self.bind else IN
+        self.OUT = self.bind["out"].name if "out" in self.bind else OUT
         self.ept = elems_per_thread([spec.dtype]) * runs
         self.tile_size = BLOCK * self.ept
         self._prog = ElementProgram((), spec.params, (), ())
@@ -136,12 +140,12 @@ class _Lower:
         rest = K.For(k, K.i32(1), K.op("<", k, K.i32(self.ept)), K.op("+", k, K.i32(1)), (
             K.Declare(i, K.op("+", BASE, _i64(k))),
             K.If(K.op(">=", i, N), (K.Break(),)),
-            K.Declare(x, K.KLoad(IN, i, self.dtype)),
+            K.Declare(x, K.KLoad(self.IN, i, self.dtype)),
             K.Assign(tacc, self.combine(tacc, x))), unroll=True)
         return [K.Comment(f"Step 1: fold this thread's {self.ept} consecutive elements, left to right."),
                 K.Declare(VALID, K.op("<", BASE, N)),
                 K.Declare(tacc, self.zero()),
-                K.If(VALID, (K.Assign(tacc, K.KLoad(IN, BASE, self.dtype)),)),
+                K.If(VALID, (K.Assign(tacc, K.KLoad(self.IN, BASE, self.dtype)),)),
                 rest]
 
     def block_scan(self, value: K.KVar) -> list:
@@ -173,9 +177,9 @@ class _Lower:
                 K.For(k, K.i32(0), K.op("<", k, K.i32(self.ept)), K.op("+", k, K.i32(1)), (
                     K.Declare(i, K.op("+", BASE, _i64(k))),
                     K.If(K.op(">=", i, N), (K.Break(),)),
-                    K.Declare(x, K.KLoad(IN, i, self.dtype)),
+                    K.Declare(x, K.KLoad(self.IN, i, self.dtype)),
                     K.Assign(run, self.combine(run, x)),
-                    K.Store(OUT, i, run)), unroll=True)]
+                    K.Store(self.OUT, i, run)), unroll=True)]
 
     def seed(self) -> K.Elem:
         return K.Elem(E.Const(self.spec.seed.value, self.dtype))
