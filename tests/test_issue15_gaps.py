@@ -85,6 +85,18 @@ def test_item2_64_bit_values_still_refused_with_the_type_named():
             q.source("webgpu", terminal="sum")
 
 
+@needs_adapter
+def test_item2_group_by_integer_sums_are_a_clear_error():
+    """A group_by's integer sums are int64 value columns (its kernels keep one word per
+    value): refused with the type named, never truncated; float32 values run."""
+    k = np.arange(100, dtype=np.int32) % 3
+    v = np.arange(100, dtype=np.int32)
+    with pytest.raises(qc.QueryError, match="int64"):
+        qc.query(k=k, v=v).on("webgpu").group_by(lambda r: r.k).agg(s=qc.sum(lambda r: r.v))
+    got = qc.query(k=k, v=v).on("webgpu").group_by(lambda r: r.k).agg(s=qc.sum(lambda r: np.float32(r.v)))
+    np.testing.assert_array_equal(got["s"], [np.float32(v[k == g].sum()) for g in range(3)])
+
+
 # ---- item 2: storage bindings in windows ------------------------------------------------------
 @pytest.fixture
 def small_bindings(monkeypatch):
@@ -171,3 +183,33 @@ def test_item1_order_by_take_distinct_scan_group_by_run_wgsl_kernels():
             np.testing.assert_allclose(got["s"], want["s"], rtol=1e-4, atol=1e-2)
         else:
             np.testing.assert_array_equal(got, want)
+
+
+# ---- item 2 (what the shared suites found): math within a few ulp of NumPy --------------------
+def _ulps(got, want):
+    same = (got == want) | (np.isnan(got) & np.isnan(want))
+    with np.errstate(all="ignore"):
+        spacing = np.abs(np.spacing(np.maximum(np.abs(got), np.abs(want)).astype(np.float32)))
+        dist = np.where(same, 0.0, np.abs(got.astype(np.float64) - want.astype(np.float64)) / spacing)
+    return np.where(np.isnan(dist), np.inf, dist)
+
+
+@needs_adapter
+def test_item2_math_functions_where_drivers_are_far_off():
+    """lavapipe's WGSL math is far from NumPy's where WGSL's accuracy rules allow it: sin of
+    3e38 = -1, tanh(1e-38) = 3e-8, log(0.9992) 964 ulp off, exp(66) 50 ulp, 51 ** 3 =
+    132651.08, (1 + x) - 1 folded to x in log1p, abs(sqrt(-0.0)) = -0.0. The helpers keep
+    every one within 5 ulp (special values exact)."""
+    rng = np.random.default_rng(10)
+    x = np.concatenate([rng.uniform(-10, 10, 2000), np.exp(rng.uniform(-30, 88, 2000)) * rng.choice([-1, 1], 2000),
+                        [3.4028235e38, -1e38, 1e-38, 1.79e-7, 0.9991849, 51.0, 66.5, 0.0, -0.0, np.inf,
+                         -np.inf, np.nan]]).astype(np.float32)
+    f = lambda v: (np.sin(v), np.cos(v), np.tan(v), np.tanh(v), np.exp(v / 1000), np.log(abs(v)),   # noqa: E731
+                   np.log1p(abs(v)), v ** 3, v ** -2, v ** 1.5, v ** 0.5)
+    with np.errstate(all="ignore"):
+        got = qc.query(x).select(f).on("webgpu").to_array()
+        want = qc.query(x).select(f).on("numpy").to_array()
+    for k, (g, w) in enumerate(zip(got, want)):
+        far = _ulps(g, w) > 5
+        assert not far.any(), (k, x[far][:5], g[far][:5], w[far][:5])
+    assert np.signbit(got[-1][x == 0]).sum() == 0          # (-0.0) ** 0.5 is +0.0

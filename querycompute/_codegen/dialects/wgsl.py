@@ -155,6 +155,10 @@ class Wgsl(WgslKernelPrinter, CFamily):
         if e.op == "abs":
             if d == "bool" or D.is_unsigned(d):
                 return x
+            if D.is_float(d):
+                # the sign bit cleared: drivers drop abs() of values they prove >= 0 (lavapipe:
+                # abs(sqrt(-0.0)) is -0.0 there), an integer mask they keep
+                return Code(f"bitcast<f32>(bitcast<u32>({x.text}) & 0x7FFFFFFFu)")
             return self.wrap(S.call("abs", x), d)      # abs(MIN) == MIN in WGSL as in NumPy
         raise ValueError(f"unknown unary op {e.op!r}")
 

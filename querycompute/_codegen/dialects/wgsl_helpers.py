@@ -103,10 +103,17 @@ return ldexp(ldexp(p, ki / 2), ki - ki / 2);""",
                   "of 3 + 2|x| ulp; lavapipe's is 50 ulp off at x = 66); two ldexp steps reach subnormals"),
     "qc_log": _fn("qc_log(x: f32) -> f32", """
 if (!(x > 0.0f) || x > 3.4028235e38f) { return log(x); }      // NaN, <= 0, inf: the driver's
-var fr = frexp(x);
-var m = fr.fract;                                  // [0.5, 1)
-var e = fr.exp;
-if (m < 0.70710678f) { m = m * 2.0f; e = e - 1; }  // m in [sqrt(1/2), sqrt(2))
+// x = m * 2^e from the bits (frexp loses subnormals on some drivers: lavapipe's)
+let b = bitcast<u32>(x);
+var mant = b & 0x7FFFFFu;
+var e = i32(b >> 23u) - 127;
+if ((b >> 23u) == 0u) {                            // subnormal: normalise the mantissa
+    let s = countLeadingZeros(mant) - 8u;
+    mant = (mant << s) & 0x7FFFFFu;
+    e = -126 - i32(s);
+}
+var m = bitcast<f32>(mant | 0x3F800000u);         // [1, 2)
+if (m > 1.41421356f) { m = m * 0.5f; e = e + 1; }  // m in [sqrt(1/2), sqrt(2)]
 let s = (m - 1.0f) / (m + 1.0f);
 let s2 = s * s;
 let lm = 2.0f * s * (1.0f + s2 * (0.33333333333f + s2 * (0.2f + s2 * (0.14285714286f + s2 * (0.11111111111f
@@ -233,14 +240,33 @@ return m * sqrt(1.0f + r * r);""", "sqrt(a*a + b*b) without overflow; inf wins o
 if (y == 0.0f || x == 1.0f) { return 1.0f; }
 if (qc_isnan(x) || qc_isnan(y)) { return x + y; }
 let odd = trunc(y) == y && abs(y) < 16777216.0f && (i32(abs(y)) & 1) == 1;
-let r = pow(abs(x), y);
+let ax = abs(x);
+let ay = abs(y);
+var r: f32;
+if (trunc(2.0f * ay) == 2.0f * ay && ay <= 8.0f) {
+    // integer and half-integer exponents up to 8: squarings (and a sqrt), a few roundings
+    var p = 1.0f;
+    let base = select(ax, 1.0f / ax, y < 0.0f);   // (1/x)^k: x^k may overflow where x^-k does not
+    var b = base;
+    for (var k = u32(ay); k > 0u; k = k >> 1u) {
+        if ((k & 1u) == 1u) { p = p * b; }
+        b = b * b;
+    }
+    if (ay != trunc(ay)) { p = p * sqrt(base); }
+    r = p;
+} else {
+    // 0 / inf bases give -inf / inf logs: 0 or inf; |x| == 1 stays 1 (even for y = +-inf)
+    r = select(qc_exp(y * qc_log(ax)), 1.0f, ax == 1.0f);
+}
 if (x < 0.0f || (x == 0.0f && (bitcast<u32>(x) & 0x80000000u) != 0u)) {
-    if (trunc(y) != y && x != 0.0f) { return qc_f32_bits(0x7FC00000u); }
+    if (trunc(y) != y && x != 0.0f && ax <= 3.4028235e38f) { return qc_f32_bits(0x7FC00000u); }
     return select(r, -r, odd);
 }
-return r;""", "C's pow: WGSL's pow is exp2(y * log2(x)), undefined for x < 0"),
+return r;""", "C's pow: WGSL's pow is exp2(y * log2(x)), undefined for x < 0, and on lavapipe\n"
+                "not within a few ulp (51 ** 3 = 132651.08); here e^(y ln|x|) from the helpers above\n"
+                "(about |y ln x| + 2 ulp), and products for exponents k / 2 up to 8 (a few roundings)"),
 }
-_DEPS = {"qc_hypot": ("qc_isinf",), "qc_pow": ("qc_isnan", "qc_f32_bits"),
+_DEPS = {"qc_hypot": ("qc_isinf",), "qc_pow": ("qc_isnan", "qc_f32_bits", "qc_exp", "qc_log"),
          "qc_fmod": ("qc_isnan", "qc_isinf", "qc_f32_bits", "qc_copysign"),
          "qc_tanh": ("qc_copysign", "qc_exp"), "qc_log10": ("qc_log",), "qc_exp": ("qc_isnan",), "qc_expm1": ("qc_exp", "qc_log"),
          "qc_log1p": ("qc_log",), "qc_reduce_pio2": ("qc_mul_wide",),
