@@ -74,6 +74,10 @@ VARIABLES = {v.name: v for v in (
              "how many compiled queries the in-memory memo keeps", lambda t: parse_count(t, 1)),
     Variable("QUERYCOMPUTE_GPU_MIN_ELEMENTS", 1 << 18, "an integer >= 0 (e.g. 1000000, 1e6)",
              "the smallest input (elements) `auto` sends to a GPU", parse_count),
+    Variable("QUERYCOMPUTE_DEVICE_MEMORY", None, "an integer >= 1: bytes (e.g. 8000000000, 8e9)",
+             "device memory a query may use for its inputs (cuda, opencl): host columns larger "
+             "than that run chunk by chunk (querycompute/streaming.py); default: unlimited",
+             lambda t: parse_count(t, 1)),
     Variable("QUERYCOMPUTE_WEBGPU_MAX_GROUPS", None, "an integer >= 1",
              "lowers the webgpu backend's workgroups per dimension (default: the adapter's "
              "limit); for tests of the 2-D launch path", lambda t: parse_count(t, 1)),

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from . import after_fork, config, tiers
+from . import after_fork, config, streaming, tiers
 from . import terminals as T
 from .backends import registry
 from .backends.base import Trace
@@ -188,6 +188,11 @@ def _run_full(q, term: Terminal, fns, t0: float, tiered, keep_hot: bool):
     name = q._backend
     if name == "auto":
         name = _backend_for(q, cols, n)
+    if name in streaming.DEVICE_BACKENDS and streaming.wanted(q, term, name, cols, n):
+        try:                                      # larger than QUERYCOMPUTE_DEVICE_MEMORY
+            return streaming.run(q, term, fns, name, cols, n, t0, _clock)
+        except Exception as exc:
+            return _failed(q, term, fns, name, n, exc, t0)
     try:
         fast, infos, fresh = _lookup(q, term, fns, name, cols, tiered)
         compiled = fast.compiled

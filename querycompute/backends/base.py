@@ -38,7 +38,7 @@ class KernelRun:
 
 class Trace:
     """What the last terminal operator did. (A plain class: one is made per terminal call.)"""
-    __slots__ = ("backend", "terminal", "n", "kernels", "fallback", "total_ms", "tier")
+    __slots__ = ("backend", "terminal", "n", "kernels", "fallback", "total_ms", "tier", "chunks")
 
     def __init__(self, backend: str = "", terminal: str = "", n: int = 0, fallback: str | None = None):
         self.backend = backend
@@ -51,6 +51,7 @@ class Trace:
         # (the reference interpreter, same semantics) while that kernel compiles in the
         # background, or for good when its background compile failed (docs/guide.md)
         self.tier = "kernel"
+        self.chunks = 0                 # > 0: the input streamed through the device in chunks
 
     def __repr__(self) -> str:
         return f"Trace(backend={self.backend!r}, tier={self.tier!r}, terminal={self.terminal!r}, " \
@@ -63,6 +64,8 @@ class Trace:
             lines.append(f"TIER: the numpy tier answered (the {self.backend} kernel was not ready)")
         if self.fallback:
             lines.append(f"FALLBACK: {self.fallback}")
+        if self.chunks:
+            lines.append(f"STREAMED: {self.chunks} chunks (QUERYCOMPUTE_DEVICE_MEMORY; streaming.py)")
         for k in self.kernels:
             shape = f" grid={k.grid} block={k.block}" if k.grid else ""
             lines.append(f"  {k.dialect}:{k.name}{shape} cache={k.cache} "
