@@ -213,3 +213,26 @@ def test_item2_math_functions_where_drivers_are_far_off():
         far = _ulps(g, w) > 5
         assert not far.any(), (k, x[far][:5], g[far][:5], w[far][:5])
     assert np.signbit(got[-1][x == 0]).sum() == 0          # (-0.0) ** 0.5 is +0.0
+
+
+@needs_adapter
+def test_item1_column_operations_on_64_bit_values_say_numpy():
+    """A column operation whose values would be 64-bit (WGSL has none; the passes refuse to
+    make such columns, so only a direct call gets here) runs on the numpy reference and its
+    trace row names numpy: never a truncated result, never silent."""
+    from querycompute._codegen import expr as E
+    from querycompute._codegen.stage_specs import ScanSpec, SortSpec
+    from querycompute.backends.webgpu_stages import webgpu_stages
+    stages = webgpu_stages()
+    v = np.array([2 ** 40, 1, -2 ** 41, 7], np.int64)
+    add = E.Binary("add", E.Var("acc", "int64"), E.Var("item", "int64"), "int64")
+    rows: list = []
+    out = stages.scan(ScanSpec("int64", add, E.Const(0, "int64")), v, (), rows)
+    np.testing.assert_array_equal(out, np.cumsum(v))
+    perm = stages.sort(SortSpec(("int64",), (False,)), [v], None, rows)
+    np.testing.assert_array_equal(perm, np.argsort(v, kind="stable"))
+    assert [r.dialect for r in rows] == ["numpy", "numpy"]
+    rows.clear()
+    w = np.array([3, 1, 2], np.int32)                # 32-bit keys: the WGSL sort kernels
+    np.testing.assert_array_equal(stages.sort(SortSpec(("int32",), (False,)), [w], None, rows), [1, 2, 0])
+    assert {r.dialect for r in rows} == {"webgpu"}
