@@ -20,7 +20,6 @@ CHECKED_ELSEWHERE = {
     "top_k_and_running_totals.py": "tests/test_issue13_example.py",
     "tpch_q1.py": "tests/test_issue14_tpch_smoke.py (against DuckDB)",
     "rigid_transform.py": "tests/test_issue16_shaped.py (against NumPy's einsum)",
-    "dask_query.py": "tests/test_issue19_dask.py (a LocalCluster; asserts inside)",
 }
 
 
