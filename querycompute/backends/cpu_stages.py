@@ -231,6 +231,21 @@ class CpuStages(StageRuntime):
             self._join = CpuJoin(self)
         return self._join(left_keys, right_keys, outer, rows)
 
+    def describe(self, stage):
+        """explain()'s lines for a group_by or join stage on the cpu (None: the default)."""
+        from ..group_plan import GroupStage
+        from ..join_plan import JoinStage
+        if isinstance(stage, GroupStage):
+            from querycompute._codegen.dialects.numba_group_fused import fits
+            fused = ("with <= 4096 groups it runs INSIDE the pass above (per-chunk tables; the key "
+                     "and input columns are never stored), else " if fits(stage.spec.key_dtypes) else "")
+            return [f"cpu: {fused}per-chunk group-id tables (<= 4096 groups) or a radix sort, "
+                    "then the aggregates in source-chunk order"]
+        if isinstance(stage, JoinStage):
+            return ["cpu: hash join: the smaller side built, the other probed in parallel chunks "
+                    "(a bloom array in front of the table), pairs in LINQ's order"]
+        return None
+
     def fused_group(self, p, spec, keys, values, inputs, params, gparams, n, rows):
         """The pass `p` and the group_by after it in one pass (<= 4096 groups), or None
         (cpu_group_fused.py)."""
