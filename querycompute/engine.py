@@ -98,7 +98,8 @@ def run(q, term: Terminal, fns=None, tiered: bool | None = None, keep_hot: bool 
     hot = q._hot
     if hot and hot.term is term:
         n = hot.length()
-        if n >= 0 and hot.same_fns(fns) and (q._backend != "auto" or registry.auto_choice(n) == hot.name):
+        if n >= 0 and hot.same_fns(fns) and (
+                q._backend != "auto" or registry.auto_choice(n, registry.host_work_pays(q._kinds)) == hot.name):
             fast = hot.fast
             infos = _captures(fast, q, fns) if fast.capture_slots else None
             if infos is not False:
@@ -136,7 +137,7 @@ def _backend_for(q, cols, n: int) -> str:
         for c in cols:                # (a loop: a generator costs more on this path)
             if type(c) is not np.ndarray and is_device_array(c):
                 on_device = True
-        name = registry.choose_auto(n, on_device)
+        name = registry.choose_auto(n, on_device, registry.host_work_pays(q._kinds))
     return name
 
 

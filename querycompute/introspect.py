@@ -71,7 +71,7 @@ def _element_bytes(dtypes) -> int:
 def explain(q, backend: str | None, terminal: Any) -> str:
     lowered, term, cols, infos = lower_for(q, terminal)
     n = q._source.length(cols)
-    name = backend or (q._backend if q._backend != "auto" else registry.choose_auto(n, False))
+    name = backend or (q._backend if q._backend != "auto" else registry.choose_auto(n, False, registry.host_work_pays(q._kinds)))
     if getattr(lowered, "row_plan", None) is not None:      # long rows (rows.py)
         return f"operation graph: {q!r}\nplan:\n  {lowered.row_plan.describe()}"
     if getattr(lowered, "staged", False):

@@ -1,0 +1,34 @@
+"""Issue 18 item 5: `auto` keeps host arrays on the CPU unless the plan does enough work per
+byte to pay for PCIe (registry.host_work_pays: sort-based plans); device arrays stay on the
+device. A GPU is stood in for by the choice `auto` remembered for large inputs (pocl runs the
+query), as tests/test_warm_path.py does."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import querycompute as qc
+from querycompute.backends import registry
+
+
+def test_item5_the_rule():
+    assert not registry.host_work_pays("sw")           # select / where: one read of each byte
+    assert not registry.host_work_pays("swc")          # a scan: one read, one write
+    for heavy in ("o", "sO", "d", "g", "J", "wL"):     # sorts, distinct, group_by, joins
+        assert registry.host_work_pays(heavy)
+    assert registry.choose_auto(10, True, False) == "cuda"     # device data stays there
+
+
+def test_item5_auto_sends_only_heavy_host_queries_to_the_gpu(monkeypatch):
+    if not registry.availability("opencl")[0]:
+        pytest.skip("no OpenCL device here")
+    monkeypatch.setattr(registry, "_auto", {True: "opencl"})      # "a GPU for large inputs"
+    monkeypatch.setattr(registry, "_broken", {})
+    monkeypatch.setattr(registry, "_THRESHOLD", 1000)
+    x = (np.arange(5000) % 997).astype(np.float32)
+    q = qc.query(x).where(lambda v: v > 10)
+    assert q.count() == int((x > 10).sum())
+    assert qc.last_trace().backend in ("cpu", "numpy")            # a streaming pass: CPU
+    got = q.order_by(lambda v: -v).take(3).to_array()
+    assert qc.last_trace().backend == "opencl"                   # a sort: worth the copy
+    np.testing.assert_array_equal(got, np.sort(x[x > 10])[::-1][:3])
