@@ -11,12 +11,10 @@ into one uint64 word by the stage kernels' `pack`).
       hashing) of the distinct words; per word the first row holding it, and `nxt` chains
       the rows of equal words in index order; a bloom array of 8 bits per slot (the hash's
       next 3 bits) lets most missing probes skip the table.
-  probe (join_probe_parallel): per fixed chunk of probe rows, pass 1 reads the keys once,
-      lists the candidates (rows whose key is in the table, with their first build row;
-      every row in an outer join) and counts their pairs; an exclusive prefix sum gives
-      every chunk its offset; pass 2 expands the candidates into (probe row, build row)
-      pairs: probe rows in order, each one's build rows in index order (-1: no match,
-      outer only). A selective join's pass 2 touches only its few candidates.
+  probe (join_probe_parallel): per fixed chunk of probe rows, pass 1 counts each row's
+      matches (a row without one counts 1 in an outer join), an exclusive prefix sum gives
+      every chunk its offset, pass 2 writes (probe row, build row) pairs: probe rows in
+      order, each one's build rows in index order (-1: no match, outer only).
   by_left (join_by_left_serial): pairs produced in the right side's order (the left side
       was the smaller and was built on) put in the left side's order by a counting scatter,
       which keeps the right order among a left row's matches; an outer join gives each left
@@ -68,7 +66,7 @@ def _find(w, head, words, bloom, sh, mask):
     """The first build row whose word is w, or -1. Most probes of a selective join miss:
     one bit of the bloom array (16 bits per build row) answers most of those."""
     b = (w * _GOLDEN) >> (sh - np.uint64(3))
-    if (bloom[b >> np.uint64(6)] >> (b & np.uint64(63))) & _U1 == _U0:
+    if ((bloom[b >> np.uint64(6)] >> (b & np.uint64(63))) & _U1) == _U0:
         return -1
     s = b >> np.uint64(3)
     while head[s] >= 0 and words[s] != w:
@@ -77,33 +75,27 @@ def _find(w, head, words, bloom, sh, mask):
 
 
 @njit(cache=True)
-def _probe_find(v, lo, hi, ci, cj, head, words, nxt, bloom, outer, kind, sign, ones, inf):
-    """Pass 1 over probe rows [lo, hi): the candidates (row, first build row; -1 only in an
-    outer join) listed from ci[0], cj[0] in row order -> (their number, the pairs they make)."""
+def _probe_count(v, lo, hi, head, words, nxt, bloom, outer, kind, sign, ones, inf):
     sh, mask = _shift_mask(head)
-    m = 0
     total = 0
     for i in range(lo, hi):
         j = _find(order_bits(v[np.uint64(i)], kind, False, sign, ones, inf), head, words, bloom, sh, mask)
-        if j >= 0 or outer:
-            ci[m], cj[m] = i, j
-            m += 1
-            total += 1
-            j = nxt[j] if j >= 0 else -1
-            while j >= 0:
-                total += 1
-                j = nxt[j]
-    return m, total
+        c = 0
+        while j >= 0:
+            c += 1
+            j = nxt[j]
+        total += max(c, 1) if outer else c
+    return total
 
 
 @njit(cache=True)
-def _probe_write(ci, cj, m, pos, nxt, pi, bj):
-    """Pass 2: the candidates' pairs from `pos` on (each candidate's build rows in order)."""
-    for t in range(m):
-        i, j = ci[t], cj[t]
-        pi[pos], bj[pos] = i, j
-        pos += 1
-        j = nxt[j] if j >= 0 else -1
+def _probe_write(v, lo, hi, pos, head, words, nxt, bloom, outer, pi, bj, kind, sign, ones, inf):
+    sh, mask = _shift_mask(head)
+    for i in range(lo, hi):
+        j = _find(order_bits(v[np.uint64(i)], kind, False, sign, ones, inf), head, words, bloom, sh, mask)
+        if j < 0 and outer:
+            pi[pos], bj[pos] = i, -1
+            pos += 1
         while j >= 0:
             pi[pos], bj[pos] = i, j
             pos += 1
@@ -114,30 +106,27 @@ def _probe_write(ci, cj, m, pos, nxt, pi, bj):
 def join_probe_serial(v, head, words, nxt, bloom, outer, kind, sign, ones, inf):
     """(probe rows, build rows) of every match, in probe order (module doc): one chunk."""
     n = v.shape[0]
-    ci, cj = np.empty(n, np.int64), np.empty(n, np.int64)
-    m, total = _probe_find(v, 0, n, ci, cj, head, words, nxt, bloom, outer, kind, sign, ones, inf)
+    total = _probe_count(v, 0, n, head, words, nxt, bloom, outer, kind, sign, ones, inf)
     pi, bj = np.empty(total, np.int64), np.empty(total, np.int64)
-    _probe_write(ci, cj, m, 0, nxt, pi, bj)
+    _probe_write(v, 0, n, 0, head, words, nxt, bloom, outer, pi, bj, kind, sign, ones, inf)
     return pi, bj
 
 
 @njit(cache=True, parallel=PRANGE_ONLY)
 def join_probe_parallel(v, head, words, nxt, bloom, outer, kind, sign, ones, inf):
-    """join_probe_serial over fixed chunks: the keys are read once (pass 1, parallel); pass 2
-    expands the candidates (the rows that found their key) at each chunk's offset."""
+    """join_probe_serial with both passes parallel over the chunks."""
     n = v.shape[0]
     nch = (n + CHUNK - 1) // CHUNK
-    ci, cj = np.empty((nch, CHUNK), np.int64), np.empty((nch, CHUNK), np.int64)   # touched: m per chunk
-    m = np.zeros(nch, np.int64)
     off = np.zeros(nch + 1, np.int64)
     for c in prange(nch):
-        m[c], off[c + 1] = _probe_find(v, c * CHUNK, min(n, c * CHUNK + CHUNK), ci[c], cj[c], head, words,
-                                       nxt, bloom, outer, kind, sign, ones, inf)
+        off[c + 1] = _probe_count(v, c * CHUNK, min(n, c * CHUNK + CHUNK), head, words, nxt, bloom,
+                                  outer, kind, sign, ones, inf)
     for c in range(nch):
         off[c + 1] += off[c]
     pi, bj = np.empty(off[nch], np.int64), np.empty(off[nch], np.int64)
     for c in prange(nch):
-        _probe_write(ci[c], cj[c], m[c], off[c], nxt, pi, bj)
+        _probe_write(v, c * CHUNK, min(n, c * CHUNK + CHUNK), off[c], head, words, nxt, bloom,
+                     outer, pi, bj, kind, sign, ones, inf)
     return pi, bj
 
 
