@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import querycompute as qc
+from querycompute.backends import registry
 
 N = 300_001                 # float32 + int32 columns at a 1 MB budget: 65,536-element chunks
 
@@ -58,3 +59,29 @@ def test_item8_under_the_budget_or_with_a_breaker_runs_whole(pocl):
     got = qc.query(x).order_by(lambda v: v).take(3).on("opencl").to_array()
     assert qc.last_trace().chunks == 0
     np.testing.assert_array_equal(got, np.sort(x)[:3])
+
+
+def test_item8_device_failure_disables_the_device_and_reruns_on_cpu(pocl, monkeypatch):
+    """A real device failure: a compaction of 1.1e9 int64 needs an 8.8 GB output buffer, more
+    than pocl's largest allocation (8 GB): creating it fails (INVALID_BUFFER_SIZE). `auto`
+    (standing in for a GPU: its remembered choice is opencl) warns once, marks opencl broken
+    for the process, reruns on cpu, and the trace says so; the next call goes to cpu quietly."""
+    import warnings
+    import pyopencl as cl
+    device = cl.get_platforms()[0].get_devices()[0]
+    n = 1_100_000_000
+    if n * 8 <= device.max_mem_alloc_size:
+        pytest.skip("this OpenCL device could allocate the output")
+    monkeypatch.delenv("QUERYCOMPUTE_DEVICE_MEMORY")
+    monkeypatch.setenv("QUERYCOMPUTE_TIERED", "0")
+    monkeypatch.setattr(registry, "_auto", {True: "opencl", False: "opencl"})
+    monkeypatch.setattr(registry, "_broken", {})
+    q = qc.range(n).where(lambda v: v < 3)
+    with pytest.warns(qc.FallbackWarning, match="opencl.*INVALID_BUFFER_SIZE"):
+        np.testing.assert_array_equal(q.to_array(), np.arange(3))
+    trace = qc.last_trace()
+    assert trace.backend == "cpu" and "opencl failed at run time" in trace.fallback
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")                 # warned once: not again
+        assert qc.range(10).where(lambda v: v < 3).count() == 3
+    assert qc.last_trace().backend in ("cpu", "numpy") and "opencl" in registry._broken
