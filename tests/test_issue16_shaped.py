@@ -191,7 +191,7 @@ def test_item1_errors():
     with pytest.raises(ValueError, match="equal lengths"):
         qc.query(np.zeros((3, 3)), np.zeros(4))
     with pytest.raises(qc.QueryError, match="64"):
-        qc.query(np.zeros((3, 65)))
+        qc.query(np.zeros((3, 9, 9)))            # matrices above 64 values (rows: rows.py)
     with pytest.raises(TypeError, match="3 dimensions"):
         qc.query(np.zeros((3, 2, 2, 2)))
     with pytest.raises(TypeError, match="complex"):
