@@ -82,13 +82,18 @@ def test_kernel_names_come_from_the_pass_name_and_role():
                      "qc_reduce_float32_reduce_finalize"]
     names = [k.name for k in render(G.shape_passes("int8")[1], "metal").kernels]
     assert names == ["qc_filter_int8_compact_count", "qc_filter_int8_compact_count_strided",
-                     "qc_filter_int8_compact_scan", "qc_filter_int8_compact_scatter",
+                     "qc_filter_int8_compact_scan_partials", "qc_filter_int8_compact_scan_blocks",
+                     "qc_filter_int8_compact_scan_downsweep", "qc_filter_int8_compact_scatter",
                      "qc_filter_int8_compact_scatter_strided"]
 
 
 def test_compaction_never_uses_atomics():
-    for d in ("cuda", "opencl", "metal"):
+    """No atomic append; CUDA's single pass takes its tile from an atomic ticket (issue 18)."""
+    for d in ("opencl", "metal"):
         assert "atomic" not in render(G.shape_passes("float32")[1], d).source.lower()
+    atomics = [line for line in render(G.shape_passes("float32")[1], "cuda").source.splitlines()
+               if "atomic" in line.lower()]
+    assert len(atomics) == 2 and all("ticket[" in line for line in atomics)   # both variants
 
 
 def test_invalid_names_are_rejected_with_what_to_do():
