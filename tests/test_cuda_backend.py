@@ -127,8 +127,8 @@ def test_source_and_launch_shape_need_no_device():
     p = passes("float32")["where"]
     assert '__global__' in backend.source(p)
     shapes = backend.launch_shape(p, 10_000)
-    assert [s["name"] for s in shapes] == ["h_where_float32_compact_count", "h_where_float32_compact_scan",
-                                           "h_where_float32_compact_scatter"]
+    # single-pass compaction (issue 18): a tiny init, then one look-back kernel
+    assert [s["name"] for s in shapes] == ["h_where_float32_compact_scan_init", "h_where_float32_compact_lookback"]
     assert all(s["block"] == (256,) for s in shapes)
 
 

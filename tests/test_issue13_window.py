@@ -113,7 +113,7 @@ def test_item1_window_kernel_launches_and_sizes():
     assert L.output_sizes(ks, 50, params(0, 2 ** 62)) == [50, 50]
     scatter = next(k for k in ks.source.split("\n\n") if "void w_take_compact_scatter(" in k)
     # a block holding no survivor of the window skips its element work
-    assert "if (block_end > p_lo && block_start < p_hi) {" in scatter
+    assert "if (tile_end > p_lo && tile_start < p_hi) {" in scatter
     with pytest.raises(ValueError, match="0 <= lo <= hi"):
         L.output_sizes(ks, 10, params(5, 4))
 
