@@ -19,7 +19,8 @@ import json
 import sys
 from pathlib import Path
 
-STATUS_LABEL = {"ok": "ok", "wrong": "WRONG", "n/a": "n/a", "error": "error", "fallback": "fell back"}
+STATUS_LABEL = {"ok": "ok", "wrong": "WRONG", "n/a": "n/a", "error": "error", "fallback": "fell back",
+                "checked": "correct, untimed"}
 CSV_COLUMNS = ["workload", "title", "n", "impl", "status", "median_ms", "numpy_ms", "speedup_vs_numpy",
                "gbps", "first_ms", "compile_ms", "reason"]
 

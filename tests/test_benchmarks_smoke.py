@@ -68,3 +68,22 @@ def test_cold_start_and_inline_overhead_run(tmp_path):
     assert "W1" in stdout and "W6" in stdout and "WRONG" not in stdout
     stdout = run_script("inline_overhead.py", "--n", "200", "--repeat", "1", "--workloads", "W3,W4")
     assert "W3" in stdout and "W4" in stdout
+
+
+def test_item6_webgpu_on_a_cpu_adapter_is_a_correctness_row(tmp_path):
+    """Issue 15 item 6: on lavapipe / llvmpipe the webgpu backend is checked against NumPy
+    but never timed (a software emulation of a GPU: no performance claim)."""
+    import querycompute as qc
+    if not qc.backends()["webgpu"]["available"]:
+        pytest.skip(f"webgpu: {qc.backends()['webgpu']['reason']}")
+    from querycompute.backends import registry
+    if registry.get("webgpu").is_gpu:
+        pytest.skip("a real GPU adapter: webgpu is timed like the other backends")
+    run_script("peers.py", "--workloads", "W1,W5", "--n", "1000", "--repeat", "1",
+               "--backends", "webgpu", "--peers", "", "--out", str(tmp_path))
+    rows = {r["workload"]: r for r in json.loads((tmp_path / "peers.json").read_text())["results"]
+            if r["impl"] == "qc-webgpu"}
+    assert set(rows) == {"W1", "W5"}
+    for r in rows.values():
+        assert r["status"] == "checked" and "median_ms" not in r, r
+    assert "correct, untimed" in (tmp_path / "peers.md").read_text()
