@@ -143,16 +143,18 @@ class ScalarPlan:
 
     def __init__(self, q, specs, src):
         from .query import Query
-        self.specs = specs
-        self.chunk = chunk_specs(specs, "agg")
+        self.specs = _without_functions(specs)    # the plan travels to the workers: no code
+        chunk = chunk_specs(specs, "agg")
+        self._chunk_term = Terminal("agg", tuple(chunk), standalone=False) if chunk else None
         meta_q = Query(_meta_source(src), q._ops, q._backend, q._kinds, q._codes)
         self.folds = tuple((key, FoldRule(meta_q, spec, src)) for key, spec in specs if spec.kind == "fold")
-        self.kinds = {key: spec.kind for key, spec in self.chunk}
+        self.kinds = {key: spec.kind for key, spec in chunk}
         # T.NO_DEFAULT is a singleton compared by identity: a pickled copy is not it
         self.defaults = {key: (spec.default,) for key, spec in specs if spec.default is not T.NO_DEFAULT}
 
     def chunk_terminal(self):
-        return Terminal("agg", tuple(self.chunk), standalone=False) if self.chunk else None
+        term, self._chunk_term = self._chunk_term, None    # handed to the ChunkTask, not kept
+        return term
 
     def combine(self, a: dict, b: dict) -> dict:
         out = {key: _combine_value(kind, a[key], b[key]) for key, kind in self.kinds.items()}
@@ -185,6 +187,11 @@ class ScalarPlan:
         return out[self.specs[0][0]] if standalone else out
 
 
+def _without_functions(specs) -> list:
+    """The specs as a finish reads them (kind, default, seed): the functions already ran."""
+    return [(key, T.AggSpec(s.kind, None, s.default, s.seed)) for key, s in specs]
+
+
 def _meta_source(src):
     from .sources import Source
     return Source(src.kind, src.meta, src.fields)
@@ -194,12 +201,14 @@ class GroupPlan:
     """group_by(...).agg(...) over chunks: partial groups merged, then the means divided."""
 
     def __init__(self, specs):
-        self.specs = specs
-        self.chunk = chunk_specs(specs, "group_by")
-        self.kinds = {key: spec.kind for key, spec in self.chunk}
+        self.specs = _without_functions(specs)
+        chunk = chunk_specs(specs, "group_by")
+        self._chunk_term = Terminal("group_by", tuple(chunk), standalone=False)
+        self.kinds = {key: spec.kind for key, spec in chunk}
 
     def chunk_terminal(self):
-        return Terminal("group_by", tuple(self.chunk), standalone=False)
+        term, self._chunk_term = self._chunk_term, None
+        return term
 
     def combine(self, a: dict, b: dict) -> dict:
         nk = len(a) - len(self.kinds)

@@ -22,8 +22,9 @@ What a chunk hands on (partials.py has the combine rules and the finishes):
     to_array                the chunk's arrays: concatenated lazily into a Dask array
     group_by                the chunk's groups (sorted by key), merged and re-reduced
 
-Nothing compiled is pickled: a task carries the chain (the user's functions travel as Dask
-ships any function) and the terminal; the worker's engine finds the kernel by signature.
+Nothing compiled and no code object is pickled: a task carries the chain and the terminal
+with every user function as its source text plus captured values (dask_ship.py), so a worker
+needs neither the user's file nor module; the worker's engine finds the kernel by signature.
 """
 from __future__ import annotations
 
@@ -38,6 +39,7 @@ from .errors import QueryError
 from .graph import BREAKERS, Terminal
 from .sources import Source, is_device_array
 from . import dask_partials as P
+from .dask_ship import ship_chain, ship_terminal
 
 # What each worker ran: (pid, backend, terminal, n, ((kernel, cache origin), ...)).
 # worker_log() reads it (e.g. client.run(worker_log)); bounded, newest last.
@@ -59,8 +61,9 @@ class ChunkTask:
 
     def __init__(self, kind, fields, q, backend: str, term: Terminal, folds=()):
         self.kind, self.fields = kind, fields
-        self.ops, self.kinds, self.codes = q._ops, q._kinds, q._codes
-        self.backend, self.term = backend, term
+        self.ops, self.codes = ship_chain(q._ops, q._codes)   # text + captures (dask_ship.py)
+        self.kinds = q._kinds
+        self.backend, self.term = backend, ship_terminal(term)
         self.folds = folds             # (index, dask_partials.FoldRule) of folds to run on values
 
     def query(self, items: tuple):
@@ -112,12 +115,14 @@ def _note(trace) -> None:
 
 def lazy(q):
     """The same query whose terminals return Dask objects (a Delayed, or Dask arrays for
-    to_array) instead of computing them."""
+    to_array) instead of computing them: what a terminal's `compute=False` uses."""
     from .dask_source import DaskSource
     from .query import Query
     src = q._source
     if not isinstance(src, DaskSource):
-        raise QueryError("lazy() applies to queries over Dask inputs (qc.query(dask_array))")
+        raise QueryError("compute=False applies to queries over Dask inputs (qc.query(dask_array)): "
+                         "this query's input is in memory and its terminal runs now; drop "
+                         "compute=False")
     copy = DaskSource(src.kind, src.collections, src.fields, src.frame)
     copy.compute = False
     return Query(copy, q._ops, q._backend, q._kinds, q._codes)
@@ -126,6 +131,9 @@ def lazy(q):
 def run(q, term: Terminal, fns):
     """engine.run for a DaskSource: build the chunk graph and compute it (unless lazy)."""
     import dask
+    from .dask_operators import HANDLED, first_breaker, split
+    while first_breaker(q._kinds) >= 0 and q._kinds[first_breaker(q._kinds)] in HANDLED:
+        q = split(q)                   # a pipeline operator: new Dask arrays, the rest after
     src = q._source
     _check_chain(q, term)
     specs = P.resolved_specs(term, fns)
@@ -138,6 +146,8 @@ def run(q, term: Terminal, fns):
         arrays = _to_array(q, src, backend)
         if term.name == "to_array":
             return arrays
+        if not src.compute:
+            return dask.delayed(P.as_list, pure=True)(arrays)
         return P.as_list(dask.compute(arrays)[0])
     if term.name == "group_by":
         out = _group_by(q, src, backend, specs)
@@ -158,8 +168,8 @@ def _check_chain(q, term: Terminal) -> None:
             continue
         if letter in BREAKERS:
             what = _OPERATORS.get(letter, letter)
-            raise QueryError(f"{what}() is not distributed over Dask chunks (only select, where, "
-                             f"the aggregates, to_array and group_by are; docs/distributed.md); "
+            raise QueryError(f"{what}() is not distributed over Dask chunks (docs/distributed.md "
+                             f"lists the operators that are); "
                              f"compute first (qc.query(q.to_array().compute()).{what}(...)) or use "
                              f"Dask's own operation for it")
 

@@ -53,7 +53,8 @@ class DaskSource(Source):
         """The number of elements; NaN for a dataframe (Dask knows it only by computing)."""
         if self.frame is not None:
             return float("nan")
-        return int(self.collections[0].shape[0])
+        n = self.collections[0].shape[0]
+        return int(n) if n == n else float("nan")     # unknown after a distributed operator
 
     def nchunks(self) -> int:
         if self.frame is not None:

@@ -11,6 +11,7 @@ import numpy as np
 
 from .errors import QueryError
 from .graph import Count, JoinArg, ScanArg
+from .dask_ship import Shipped
 from .frontend.capture import LambdaSource, capture_values, lambda_source
 
 if TYPE_CHECKING:
@@ -38,6 +39,10 @@ def slot_info(fn) -> tuple:
         fn = fn.fn
     if t is JoinArg:
         return OTHER, {"other": (fn.other, fn.key)}
+    if t is ScanArg:
+        t = type(fn)
+    if t is Shipped:                          # a Dask chunk's function: text + captures
+        return fn.source, fn.env
     if type(fn) is not FunctionType:          # text, parsed text, a ufunc / builtin: no captures
         from .frontend.known_callables import function_source   # (np / math / builtins only)
         src = function_source(fn)

@@ -447,7 +447,7 @@ class Query:
             return engine.run(self, WITH_FN[name], (f,))
         return engine.run(self, Terminal(name, ((name, T.AggSpec(name, f, default)),)))
 
-    def to_array(self) -> "np.ndarray | tuple | dict":
+    def to_array(self, *, compute=True) -> "np.ndarray | tuple | dict":
         """Run the query and return its elements.
 
         Returns:
@@ -459,9 +459,9 @@ class Query:
             qc.query(x).select(lambda v: v * 2).to_array()
             ```
         """
-        return self._run("to_array")
+        return (self if compute is True else _uncomputed(self, compute))._run("to_array")
 
-    def to_list(self) -> list:
+    def to_list(self, *, compute=True) -> list:
         """Run the query and return its elements as a Python list (empty for no element).
 
         Example:
@@ -469,9 +469,9 @@ class Query:
             qc.query(x).take(3).to_list()
             ```
         """
-        return self._run("to_list")
+        return (self if compute is True else _uncomputed(self, compute))._run("to_list")
 
-    def sum(self, f=None) -> np.generic:
+    def sum(self, f=None, *, compute=True) -> np.generic:
         """The sum of the elements (or of f(element)), NumPy's dtype rules.
 
         Args:
@@ -485,9 +485,9 @@ class Query:
             qc.query(x).sum(lambda v: v * v)
             ```
         """
-        return self._run("sum", f)
+        return (self if compute is True else _uncomputed(self, compute))._run("sum", f)
 
-    def min(self, f=None, *, default=T.NO_DEFAULT) -> Any:
+    def min(self, f=None, *, default=T.NO_DEFAULT, compute=True) -> Any:
         """The smallest element (or f(element)); NaN if any value is NaN (as np.min).
 
         Args:
@@ -505,9 +505,9 @@ class Query:
             qc.query(x).where(lambda v: v > 0).min(default=0)
             ```
         """
-        return self._run("min", f, default)
+        return (self if compute is True else _uncomputed(self, compute))._run("min", f, default)
 
-    def max(self, f=None, *, default=T.NO_DEFAULT) -> Any:
+    def max(self, f=None, *, default=T.NO_DEFAULT, compute=True) -> Any:
         """The largest element (or f(element)); NaN if any value is NaN (as np.max).
 
         Args:
@@ -525,9 +525,9 @@ class Query:
             qc.query(x).max(lambda v: abs(v))
             ```
         """
-        return self._run("max", f, default)
+        return (self if compute is True else _uncomputed(self, compute))._run("max", f, default)
 
-    def mean(self, f=None, *, default=T.NO_DEFAULT) -> Any:
+    def mean(self, f=None, *, default=T.NO_DEFAULT, compute=True) -> Any:
         """The arithmetic mean of the elements (or f(element)), as np.mean.
 
         Args:
@@ -545,9 +545,9 @@ class Query:
             qc.query(x).mean()
             ```
         """
-        return self._run("mean", f, default)
+        return (self if compute is True else _uncomputed(self, compute))._run("mean", f, default)
 
-    def count(self, pred=None) -> int:
+    def count(self, pred=None, *, compute=True) -> int:
         """How many elements there are (for which `pred` is true).
 
         Args:
@@ -561,9 +561,9 @@ class Query:
             qc.query(x).count(lambda v: v > 0)
             ```
         """
-        return self._run("count", pred)
+        return (self if compute is True else _uncomputed(self, compute))._run("count", pred)
 
-    def any(self, pred=None) -> bool:
+    def any(self, pred=None, *, compute=True) -> bool:
         """Whether some element exists (for which `pred` is true); stops at the first.
 
         Args:
@@ -577,9 +577,9 @@ class Query:
             qc.query(x).any(lambda v: v < 0)
             ```
         """
-        return self._run("any", pred)
+        return (self if compute is True else _uncomputed(self, compute))._run("any", pred)
 
-    def all(self, pred=None) -> bool:
+    def all(self, pred=None, *, compute=True) -> bool:
         """Whether `pred` is true for every element (every element is truthy without pred).
 
         Args:
@@ -593,9 +593,9 @@ class Query:
             qc.query(x).all(lambda v: v >= 0)
             ```
         """
-        return self._run("all", pred)
+        return (self if compute is True else _uncomputed(self, compute))._run("all", pred)
 
-    def first(self, pred=None, *, default=T.NO_DEFAULT) -> Any:
+    def first(self, pred=None, *, default=T.NO_DEFAULT, compute=True) -> Any:
         """The first element (for which `pred` is true); stops there.
 
         Args:
@@ -613,9 +613,9 @@ class Query:
             qc.query(x).first(lambda v: v > 100, default=None)
             ```
         """
-        return self._run("first", pred, default)
+        return (self if compute is True else _uncomputed(self, compute))._run("first", pred, default)
 
-    def last(self, pred=None, *, default=T.NO_DEFAULT) -> Any:
+    def last(self, pred=None, *, default=T.NO_DEFAULT, compute=True) -> Any:
         """The last element (for which `pred` is true).
 
         Args:
@@ -633,7 +633,7 @@ class Query:
             qc.query(x).last(lambda v: v > 100, default=None)
             ```
         """
-        return engine.run(self, positional("last", pred, default))
+        return engine.run(self if compute is True else _uncomputed(self, compute), positional("last", pred, default))
 
     def element_at(self, i, *, default=T.NO_DEFAULT) -> Any:
         """The element at position `i` (0-based; i < 0 finds none).
@@ -657,7 +657,7 @@ class Query:
         """
         return engine.run(self, positional("element_at", Count(_count(i, "element_at")), default))
 
-    def single(self, pred=None, *, default=T.NO_DEFAULT) -> Any:
+    def single(self, pred=None, *, default=T.NO_DEFAULT, compute=True) -> Any:
         """The one element (for which `pred` is true).
 
         Args:
@@ -676,9 +676,9 @@ class Query:
             qc.query(ids).single(lambda v: v == 42)
             ```
         """
-        return engine.run(self, positional("single", pred, default))
+        return engine.run(self if compute is True else _uncomputed(self, compute), positional("single", pred, default))
 
-    def aggregate(self, func, seed) -> Any:
+    def aggregate(self, func, seed, *, compute=True) -> Any:
         """LINQ's fold func(...func(func(seed, x0), x1)..., xn).
 
         Args:
@@ -696,9 +696,10 @@ class Query:
         """
         if not callable(func) and not hasattr(func, "body") and not isinstance(func, str):
             raise TypeError(f"aggregate() takes a function func(acc, v), got {type(func).__name__}")
-        return engine.run(self, Terminal("aggregate", (("aggregate", T.AggSpec("fold", func, seed=seed)),)))
+        q = self if compute is True else _uncomputed(self, compute)
+        return engine.run(q, Terminal("aggregate", (("aggregate", T.AggSpec("fold", func, seed=seed)),)))
 
-    def agg(self, **named) -> dict:
+    def agg(self, *, compute=True, **named) -> dict:
         """Several aggregates in one pass over the data.
 
         Args:
@@ -722,7 +723,7 @@ class Query:
             req = Terminal("agg", specs, standalone=False, shared=shared)
             if shared:
                 _AGG_REQUESTS[key] = req        # qc.sum, qc.max...: long-lived, reusable
-        return engine.run(self, req)
+        return engine.run(self if compute is True else _uncomputed(self, compute), req)
 
     # -- compiled queries ---------------------------------------------------------------------
     def compile(self, terminal: Any = "to_array", *, tiered: bool | None = None) -> "CompiledQuery":
@@ -760,6 +761,16 @@ def _count(n, what: str) -> int:
     if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)):
         raise TypeError(f"{what}() takes an integer, got {type(n).__name__} {n!r}")
     return int(n)
+
+
+def _uncomputed(q: Query, compute) -> Query:
+    """A terminal's `compute=False`: the same query over Dask inputs whose terminal returns the
+    Dask object (a Delayed, or Dask arrays) instead of its value (dask_run.lazy). Refused for
+    in-memory inputs: nothing there is deferred (the terminal would run now anyway)."""
+    if compute is not False:
+        raise TypeError(f"compute= takes True or False, got {compute!r}")
+    from .dask_run import lazy
+    return lazy(q)
 
 
 def _required(fn, what: str):
