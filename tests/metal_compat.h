@@ -43,4 +43,9 @@ struct simd_vote { ulong bits; };
 simd_vote simd_ballot(bool predicate);
 
 template <class To, class From> To as_type(From value);
+
+// the word vectors of wide loads and stores (querycompute/_codegen/dialects/c_vector.py)
+struct uint2 { uint x, y; };
+struct uint4 { uint x, y, z, w; };
+struct ulong2 { ulong x, y; };
 }  // namespace metal

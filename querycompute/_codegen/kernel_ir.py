@@ -99,7 +99,7 @@ class Elem:
 
 @dataclass(frozen=True)
 class KLocal:
-    """array[index] of a thread-local array (one a `VecLoad` declared), in register type."""
+    """array[index] of a thread-local array (one a `VecLoad` or `LocalArray` declared), in register type."""
     array: str
     index: "KExpr"
     dtype: str
@@ -179,6 +179,36 @@ class VecLoad:
 
 
 @dataclass(frozen=True)
+class LocalArray:
+    """Declare the thread-local array `name` of `count` register values of `dtype` (a
+    `VecStore`'s source, filled by `SetLocal`)."""
+    name: str
+    dtype: str
+    count: int
+
+
+@dataclass(frozen=True)
+class SetLocal:
+    """array[index] = value, for a thread-local array (`LocalArray`)."""
+    array: str
+    index: "KExpr"
+    value: "KExpr"
+
+
+@dataclass(frozen=True)
+class VecStore:
+    """Store the thread-local array `name` (`count` register values of `dtype`) to elements
+    base .. base + count - 1 of argument buffer `buffer` as one wide store (count * itemsize
+    bytes, at most 16); VecLoad's rules, for an output buffer the launch loop allocated
+    (16-byte aligned). Storage conversions (float16, bool) are the printer's job."""
+    name: str
+    buffer: str
+    base: "KExpr"
+    dtype: str
+    count: int
+
+
+@dataclass(frozen=True)
 class Comment:
     text: str
 
@@ -201,7 +231,8 @@ class AtomicAdd:
     value: KExpr
 
 
-Stmt = Union[Declare, Assign, Store, If, For, Barrier, Continue, Break, Comment, Fence, AtomicAdd, VecLoad]
+Stmt = Union[Declare, Assign, Store, If, For, Barrier, Continue, Break, Comment, Fence, AtomicAdd, VecLoad,
+             LocalArray, SetLocal, VecStore]
 
 
 @dataclass(frozen=True)

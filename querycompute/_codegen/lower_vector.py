@@ -24,7 +24,15 @@ element aligned to ept * itemsize bytes: base is a multiple of ept, and the laun
 runs the contiguous variant only when every input buffer is 16-byte aligned
 (backends/gpu_launch.py; the others take the strided variant with stride 1).
 
-Only dialects whose printer spells `VecLoad` (`VECTOR_LOADS`) get the rewrite.
+Stores go the same way when every element of the run is stored (no `continue`: a map, not a
+compaction): each `out[i] = v` at the element index into an output buffer becomes
+`o_out[k] = v` into a thread-local array, and after the unrolled loop one wide store
+(kernel_ir.VecStore) writes the run. The output buffers are the launch loop's own
+allocations (16-byte aligned), and the run's first element is a multiple of ept, so the
+store is aligned as the loads are; the tail stores element by element. Every element's
+value is the same expression as before, so the stored bits are the same.
+
+Only dialects whose printer spells `VecLoad` and `VecStore` (`VECTOR_LOADS`) get the rewrite.
 """
 from __future__ import annotations
 
@@ -38,21 +46,22 @@ N = K.KVar("n", "int64")
 
 
 def vectorize(kernel: K.Kernel) -> K.Kernel:
-    """`kernel` with each of its run loops split into a wide-load full run and a tail."""
-    return replace(kernel, body=_stmts(kernel.body))
+    """`kernel` with each of its run loops split into a wide-access full run and a tail."""
+    outputs = {a.name: a.dtype for a in kernel.args if a.kind == "output"}
+    return replace(kernel, body=_stmts(kernel.body, outputs))
 
 
-def _stmts(body) -> tuple:
-    return tuple(_stmt(s) for s in body)
+def _stmts(body, outputs) -> tuple:
+    return tuple(_stmt(s, outputs) for s in body)
 
 
-def _stmt(s):
+def _stmt(s, outputs):
     if isinstance(s, K.For):
         if s.run:
-            return _split(s)
-        return replace(s, body=_stmts(s.body))
+            return _split(s, outputs)
+        return replace(s, body=_stmts(s.body, outputs))
     if isinstance(s, K.If):
-        return replace(s, then=_stmts(s.then), orelse=_stmts(s.orelse))
+        return replace(s, then=_stmts(s.then, outputs), orelse=_stmts(s.orelse, outputs))
     return s
 
 
@@ -62,22 +71,64 @@ def _contiguous_loads(body) -> list[K.Declare]:
             and s.init.index == INDEX and s.init.buffer.startswith("in_")]
 
 
-def _split(loop: K.For) -> K.Stmt:
+def _dense_stores(body, outputs) -> list[K.Store]:
+    """The element's stores at index i into output buffers, when every element of the run
+    reaches them (top-level statements, no `continue` or `break` anywhere in the body)."""
+    if _has(body, (K.Continue, K.Break)):
+        return []
+    read = {b for b in outputs if _mentions_load(body, b)}      # (a buffer the element reads back)
+    return [s for s in body if isinstance(s, K.Store) and s.index == INDEX and s.buffer in outputs
+            and not s.volatile and s.buffer not in read]
+
+
+def _split(loop: K.For, outputs) -> K.Stmt:
     declare_i, bound_check, *body = loop.body
-    loads = _contiguous_loads(body)
-    if not loads:
+    loads, stores = _contiguous_loads(body), _dense_stores(body, outputs)
+    if not loads and not stores:
         return loop
     ept, k = loop.run, loop.var
     arrays = {id(s): K.VecLoad("r_" + s.var.name[2:], s.init.buffer, BASE, s.var.dtype, ept) for s in loads}
-    fast_body = [K.Declare(s.var, K.KLocal(arrays[id(s)].name, k, s.var.dtype)) if id(s) in arrays else s
-                 for s in body]
+    staged = {id(s): K.LocalArray("o_" + s.buffer, outputs[s.buffer], ept) for s in stores}
+    fast_body = []
+    for s in body:
+        if id(s) in arrays:
+            s = K.Declare(s.var, K.KLocal(arrays[id(s)].name, k, s.var.dtype))
+        elif id(s) in staged:
+            s = K.SetLocal(staged[id(s)].name, k, s.value)
+        fast_body.append(s)
     uses_i = _mentions(fast_body, INDEX.name)      # (an unused `i` draws an NVRTC warning)
     full = K.For(k, loop.init, loop.cond, loop.step, (declare_i,) * uses_i + tuple(fast_body), unroll=True)
+    wide_stores = tuple(K.VecStore(a.name, s.buffer, BASE, a.dtype, ept)
+                        for s in stores for a in (staged[id(s)],))
     whole_run = K.op("<=", K.op("+", BASE, K.i64(ept)), N)
+    what = " and ".join(w for w, have in (("input in one wide load", loads), ("output in one wide store", stores))
+                        if have)
     return K.If(whole_run,
-                (K.Comment(f"A whole run of {ept}: each input in one wide load, no bounds checks."),
-                 *arrays.values(), full),
+                (K.Comment(f"A whole run of {ept}: each {what}, no bounds checks."),
+                 *arrays.values(), *staged.values(), full, *wide_stores),
                 (K.Comment("The run that crosses n: element by element."), replace(loop, run=0)))
+
+
+def _has(node, kinds) -> bool:
+    """Whether a statement of one of `kinds` occurs in `node` (a statement list)."""
+    if isinstance(node, kinds):
+        return True
+    if isinstance(node, (tuple, list)):
+        return any(_has(x, kinds) for x in node)
+    if is_dataclass(node) and not isinstance(node, (K.Elem, E.Expr)):
+        return any(_has(getattr(node, f.name), kinds) for f in fields(node))
+    return False
+
+
+def _mentions_load(node, buffer: str) -> bool:
+    """Whether `node` (a statement list) loads from `buffer`."""
+    if isinstance(node, K.KLoad) and node.buffer == buffer:
+        return True
+    if isinstance(node, (tuple, list)):
+        return any(_mentions_load(x, buffer) for x in node)
+    if is_dataclass(node) and not isinstance(node, E.Expr):
+        return any(_mentions_load(getattr(node, f.name), buffer) for f in fields(node))
+    return False
 
 
 def _mentions(node, name: str) -> bool:

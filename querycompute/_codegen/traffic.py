@@ -1,7 +1,7 @@
 """Memory traffic of a KernelSet's launches: the bytes each kernel really reads and writes.
 
 `touched(kernel)` walks a kernel's IR for the argument buffers it loads (KLoad, VecLoad) and
-stores (Store, AtomicAdd): a pass's program may carry columns nothing reads (a table's
+stores (Store, VecStore, AtomicAdd): a pass's program may carry columns nothing reads (a table's
 unused field), and a compaction reads its inputs twice (count, then scatter), which a
 per-pass "bytes per element" hides. `launch_traffic(ks, n)` multiplies each touched buffer's
 size for n elements (launch.output_sizes / scratch_sizes; inputs have n elements) by its
@@ -26,7 +26,7 @@ def touched(kernel: K.Kernel) -> tuple[tuple[str, ...], tuple[str, ...]]:
     def walk(node):
         if isinstance(node, (K.KLoad, K.VecLoad)):
             loads.add(node.buffer)
-        elif isinstance(node, (K.Store, K.AtomicAdd)):
+        elif isinstance(node, (K.Store, K.VecStore, K.AtomicAdd)):
             stores.add(node.buffer)
             if isinstance(node, K.AtomicAdd):
                 loads.add(node.buffer)

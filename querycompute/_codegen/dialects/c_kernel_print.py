@@ -174,6 +174,12 @@ class KernelPrinter:
             return [pad + self.store(buf, self.kcode(s.index).text, value, dtype)]
         if isinstance(s, K.VecLoad):
             return self.vec_load(s, pad)
+        if isinstance(s, K.LocalArray):
+            return [f"{pad}{self.t(s.dtype)} {s.name}[{s.count}];"]
+        if isinstance(s, K.SetLocal):
+            return [f"{pad}{s.array}[{self.kcode(s.index).text}] = {self.kcode(s.value).text};"]
+        if isinstance(s, K.VecStore):
+            return self.vec_store(s, pad)
         if isinstance(s, K.Fence):
             return [f"{pad}{self._spelling('FENCE')};"]
         if isinstance(s, K.AtomicAdd):

@@ -8,6 +8,12 @@ taken out of its word by a shift and a reinterpretation of its bits (BITCAST for
 C conversions for integers, the float16 / bool storage conversions as for scalar loads).
 OpenCL overrides `vec_load` with its typed vloadN / vload_halfN, which need only element
 alignment.
+
+kernel_ir.VecStore is the mirror image: each register value of the thread-local array goes
+to its storage bits (BITCAST, the float16 conversion `half_to_bits`, C conversions), the bits
+are shifted into place and OR-ed into the words of one word vector, and that vector is
+written through a pointer cast (WIDE_STORE; NVRTC: `st.global.v4.u32`). OpenCL overrides
+`vec_store` with vstoreN / vstore_halfN_rte.
 """
 from __future__ import annotations
 
@@ -22,17 +28,27 @@ class VectorLoads:
     WORDS: dict[int, str] = {}            # bytes -> unsigned word vector type of that size
     WORDS64 = ""                          # 2 x 64-bit unsigned words (16 bytes)
     WIDE_LOAD = ""                        # format with {t} (word vector type) and {p} (element pointer)
+    WIDE_STORE = ""                       # format with {t}, {p} and {v} (the word vector to write)
 
     def half_from_bits(self, bits: str) -> str:
         """float value of IEEE half bits held in an unsigned short expression."""
         raise NotImplementedError(f"{self.name}: no float16 conversion from bits")
 
-    def vec_load(self, s: K.VecLoad, pad: str) -> list[str]:
+    def half_to_bits(self, value: str) -> str:
+        """IEEE half bits (an unsigned short) of a float value, rounded to nearest even."""
+        raise NotImplementedError(f"{self.name}: no float16 conversion to bits")
+
+    def _words(self, s) -> tuple[int, str, int, int]:
+        """(element size, word vector type, bytes per word, words) of a run of s.count
+        elements of s.dtype."""
         size = D.itemsize(s.dtype)
         nbytes = size * s.count
         wtype = self.WORDS64 if size == 8 else self.WORDS[nbytes]
         wbytes = 8 if size == 8 else min(4, nbytes)
-        words = nbytes // wbytes
+        return size, wtype, wbytes, nbytes // wbytes
+
+    def vec_load(self, s: K.VecLoad, pad: str) -> list[str]:
+        size, wtype, wbytes, words = self._words(s)
         w = "w_" + s.name[2:]
         ptr = f"{s.buffer} + {self.kcode(s.base).text}"
         lanes = []
@@ -58,3 +74,36 @@ class VectorLoads:
         if D.is_signed(dtype):
             return f"({self.t(dtype)}){bits}"
         return bits
+
+    def vec_store(self, s: K.VecStore, pad: str) -> list[str]:
+        size, wtype, wbytes, words = self._words(s)
+        word_t = self.TYPES[f"uint{wbytes * 8}"]
+        w = "wo_" + s.buffer
+        parts: list[list[str]] = [[] for _ in range(words)]
+        for k in range(s.count):
+            bits = self._to_bits(f"{s.name}[{k}]", s.dtype)
+            shift = (k * size % wbytes) * 8
+            if size < wbytes:
+                bits = f"(({word_t}){bits} << {shift})" if shift else f"({word_t}){bits}"
+            parts[k * size // wbytes].append(bits)
+        lines = []
+        if words == 1:
+            lines.append(f"{pad}const {wtype} {w} = {' | '.join(parts[0])};")
+        else:
+            lines.append(f"{pad}{wtype} {w};")
+            lines += [f"{pad}{w}.{_COMPONENTS[j]} = {' | '.join(p)};" for j, p in enumerate(parts)]
+        ptr = f"{s.buffer} + {self.kcode(s.base).text}"
+        return lines + [pad + self.WIDE_STORE.format(t=wtype, p=ptr, v=w)]
+
+    def _to_bits(self, value: str, dtype: str) -> str:
+        """The storage bits of register value `value` of `dtype`, as an unsigned integer of
+        the element's width (for bool: 0 or 1)."""
+        if dtype == "float16":
+            return self.half_to_bits(value)
+        if dtype == "bool":
+            return f"({self.TYPES['uint8']}){value}"
+        if D.is_float(dtype):
+            return self.bitcast(f"uint{D.bits(dtype)}", value)
+        if D.is_signed(dtype):
+            return f"({self.TYPES[f'uint{D.bits(dtype)}']}){value}"
+        return value

@@ -38,6 +38,7 @@ class Cuda(CFamily):
     WORDS = {16: "uint4", 8: "uint2", 4: "unsigned int", 2: "unsigned short"}
     WORDS64 = "ulonglong2"
     WIDE_LOAD = "*reinterpret_cast<const {t}*>({p})"
+    WIDE_STORE = "*reinterpret_cast<{t}*>({p}) = {v};"     # -> st.global.v4
 
     def math(self, fn, dtype):
         """CUDA's C math library: float versions carry an `f` suffix (sqrtf, fmodf...)."""
@@ -46,6 +47,9 @@ class Cuda(CFamily):
 
     def half_from_bits(self, bits):
         return f"{self.need('qc_h2f')}({bits})"
+
+    def half_to_bits(self, value):
+        return f"{self.need('qc_f2h')}({value})"
 
     # float16: buffers hold half bits; values live in floats. The conversions are the
     # hardware's (PTX cvt, one instruction each; cvt.rn rounds to nearest even, as NumPy's

@@ -59,9 +59,13 @@ class Metal(CFamily):
     WORDS = {16: "uint4", 8: "uint2", 4: "uint", 2: "ushort"}
     WORDS64 = "ulong2"
     WIDE_LOAD = "*((device const {t}*)({p}))"
+    WIDE_STORE = "*((device {t}*)({p})) = {v};"
 
     def half_from_bits(self, bits):
         return f"(float)as_type<half>({bits})"
+
+    def half_to_bits(self, value):
+        return f"as_type<ushort>((half){value})"
 
     def math(self, fn, dtype):
         if fn in self.MISSING_MATH:

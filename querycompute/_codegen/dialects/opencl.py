@@ -44,6 +44,18 @@ class OpenCL(CFamily):
             lanes = [f"({lane} != 0)" for lane in lanes]
         return [pad + decl, f"{pad}{self.t(s.dtype)} {s.name}[{s.count}] = {{{', '.join(lanes)}}};"]
 
+    def vec_store(self, s, pad):
+        """A thread's run as one vstoreN (vstore_halfN_rte for float16, which rounds to
+        nearest even as the scalar vstore_half_rte does) of a vector built from the lanes."""
+        ptr = f"{s.buffer} + {self.kcode(s.base).text}"
+        lanes = [f"{s.name}[{k}]" for k in range(s.count)]
+        if s.dtype == "float16":
+            return [f"{pad}vstore_half{s.count}_rte((float{s.count})({', '.join(lanes)}), 0, {ptr});"]
+        st = self.storage(s.dtype)
+        if s.dtype == "bool":
+            lanes = [f"({st}){lane}" for lane in lanes]
+        return [f"{pad}vstore{s.count}(({st}{s.count})({', '.join(lanes)}), 0, {ptr});"]
+
     def prelude(self):
         lines = ["// No FMA contraction: + - * / give NumPy's bits.", "#pragma OPENCL FP_CONTRACT OFF"]
         if "float64" in self.used_types:
