@@ -92,7 +92,7 @@ def test_compaction_never_uses_atomics():
     for d in ("opencl", "metal"):
         assert "atomic" not in render(G.shape_passes("float32")[1], d).source.lower()
     atomics = [line for line in render(G.shape_passes("float32")[1], "cuda").source.splitlines()
-               if "atomic" in line.lower()]
+               if "atomicAdd(" in line]
     assert len(atomics) == 2 and all("ticket[" in line for line in atomics)   # both variants
 
 
@@ -129,12 +129,24 @@ def test_reduce_grid_depends_only_on_n_and_is_capped():
 
 
 def test_compaction_plan_scans_one_count_per_block():
+    """CUDA: init + one look-back pass over the tiles; OpenCL: count, the scan operator's
+    multi-block scan of the tile counts (ceil(tiles / T) blocks), scatter."""
     ks = render(G.shape_passes("float32")[1], "cuda")
     launches = L.plan(ks, 100_000, True)
-    assert [l.kernel.role for l in launches] == ["count", "scan", "scatter"]
+    assert [l.kernel.role for l in launches] == ["init", "scatter"]
     tiles = -(-100_000 // (256 * ks.elems_per_thread))
-    assert launches[0].grid == launches[2].grid == tiles and launches[1].values == {"num_blocks": tiles}
-    assert L.scratch_sizes(ks, 100_000) == {"block_counts": tiles, "block_offsets": tiles, "total": 1}
+    assert launches[0].grid == 1 and launches[1].grid == tiles
+    assert launches[0].values == launches[1].values == {"num_blocks": tiles}
+    assert L.scratch_sizes(ks, 100_000) == {"block_aggs": tiles, "block_incl": tiles, "block_flags": tiles,
+                                           "ticket": 1, "total": 1}
+    ks = render(G.shape_passes("float32")[1], "opencl")
+    launches = L.plan(ks, 10_000_000, True)
+    assert [l.kernel.role for l in launches] == ["count", "partials", "scan", "downsweep", "scatter"]
+    tiles = -(-10_000_000 // (256 * ks.elems_per_thread))
+    per_block = int(launches[1].kernel.grid.split("/")[1])
+    scan_blocks = -(-tiles // per_block)
+    assert [l.grid for l in launches] == [tiles, scan_blocks, 1, scan_blocks, tiles]
+    assert launches[1].values == {"n": tiles} and launches[2].values == {"num_blocks": scan_blocks}
 
 
 def test_decode_reduce_builds_base_py_results():
