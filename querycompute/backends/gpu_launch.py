@@ -85,7 +85,8 @@ class DeviceRuntime:
         return None
 
     def alloc(self, size: int, dtype: str) -> Any:
-        """A device buffer of `size` (maybe 0) elements of `dtype`."""
+        """A device buffer of `size` (maybe 0) elements of `dtype`, 16-byte aligned at least
+        (the contiguous kernels' wide stores into outputs need it: _codegen/lower_vector.py)."""
         raise NotImplementedError
 
     def upload(self, buf, host) -> None:
