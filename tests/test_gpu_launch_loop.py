@@ -151,7 +151,10 @@ def test_buffers_are_reused_while_their_size_is(kind):
         return L.output_sizes(ks, n) + list(L.scratch_sizes(ks, n).values())
 
     changed = sum(a != b for a, b in zip(sizes(big), sizes(small)))
-    for n, seed, allocs in [(big, 1, len(sizes(big)) + 1), (big, 2, 0), (small, 3, changed + 1),
+    buffers = len(sizes(big))
+    if ks.shape == "reduce" and loop.rt.slot_align():     # the result slots share one buffer
+        buffers -= len(ks.outputs) - 1
+    for n, seed, allocs in [(big, 1, buffers + 1), (big, 2, 0), (small, 3, changed + 1),
                             (big, 4, changed + 1), (big, 5, 0)]:
         x = data("int32", n, seed)
         assert_same(kind, "int32", loop.run([x], [], n)[0], expected(kind, "int32", x))

@@ -32,3 +32,22 @@ def test_item5_auto_sends_only_heavy_host_queries_to_the_gpu(monkeypatch):
     got = q.order_by(lambda v: -v).take(3).to_array()
     assert qc.last_trace().backend == "opencl"                   # a sort: worth the copy
     np.testing.assert_array_equal(got, np.sort(x[x > 10])[::-1][:3])
+
+
+def test_item5_one_read_back_for_every_result_slot(monkeypatch):
+    """W5 (mean and max in one agg: sum, count and max slots) reads its three slots back with
+    one device->host copy: the slots are views into one buffer (OpenCL sub-buffers)."""
+    if not registry.availability("opencl")[0]:
+        pytest.skip("no OpenCL device here")
+    from querycompute.backends.opencl import TRANSFERS
+    monkeypatch.setenv("QUERYCOMPUTE_TIERED", "0")          # the kernel answers from the first call
+    x = np.random.default_rng(5).uniform(0, 2000, 100_000).astype(np.float32)
+    q = qc.query(x).where(lambda v: v > 10).select(lambda v: np.sqrt(v) + 1).on("opencl")
+    aggs = dict(m=qc.mean(), hi=qc.max())
+    q.agg(**aggs)                                     # compiles
+    before = TRANSFERS["to_host"]
+    got = q.agg(**aggs)
+    assert qc.last_trace().tier == "kernel" and TRANSFERS["to_host"] - before == 1
+    want = q.on("numpy").agg(**aggs)
+    assert got["hi"] == want["hi"]
+    np.testing.assert_allclose(got["m"], want["m"], rtol=1e-6)

@@ -106,6 +106,12 @@ class CudaRuntime(DeviceRuntime):
     def upload(self, buf, host) -> None:
         buf.set(host)
 
+    def slot_align(self) -> int:
+        return 16
+
+    def slot_view(self, buf, offset: int, dtype: str):
+        return buf[offset:offset + np.dtype(dtype).itemsize].view(dtype)
+
     def kernel(self, spec: L.KernelSpec) -> _Kernel:
         return _Kernel(self.functions[spec.name])
 

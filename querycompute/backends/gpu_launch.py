@@ -15,7 +15,9 @@ a runtime never invents shapes of its own. For one call, `LaunchLoop.run`
      or the parameter bits changed since that kernel was last bound, else just the inputs:
      binding costs as much as a small kernel on some drivers) and launches the kernels in
      plan order,
-  5. reads the results back; reduce slots are decoded by the reduce op (ops.reduce.decode).
+  5. reads the results back; reduce slots (views into one buffer where the runtime has
+     `slot_view`: one copy back for all of them) are decoded by the reduce op
+     (ops.reduce.decode).
 The timing token each launch returns becomes milliseconds only when a trace row is asked
 for (`GpuPrepared.trace_rows`).
 
@@ -93,6 +95,16 @@ class DeviceRuntime:
         """Copy `host` into `buf`; may return early, as long as later launches see the data."""
         raise NotImplementedError
 
+    def slot_align(self) -> int:
+        """Byte alignment of a view into a buffer (`slot_view`), 0 if the runtime has none: then
+        each result slot of a reduction is a buffer of its own, read back one by one."""
+        return 0
+
+    def slot_view(self, buf, offset: int, dtype: str) -> Any:
+        """One element of `dtype` at byte `offset` (a multiple of slot_align) of uint8 `buf`,
+        as a buffer kernels write through."""
+        raise NotImplementedError
+
     def kernel(self, spec: L.KernelSpec) -> Any:
         """The runtime's object for kernel `spec` (it keeps the arguments bound to it)."""
         raise NotImplementedError
@@ -165,6 +177,7 @@ class LaunchLoop:
         self._resident = {k.name: rt.resident_blocks(self.kernels[k.name], ks.block)
                           for k in ks.kernels if k.grid == "reduce"}
         self.used = used_inputs(ks)
+        self._slots = None            # a reduction's (buffer, bytes, offsets) of its packed slots
 
     def buffer(self, role: str, size: int, dtype) -> Any:
         """The buffer kept for `role`, allocated anew when its size or dtype changed."""
@@ -192,13 +205,29 @@ class LaunchLoop:
         key = (n, contiguous, ks.window and L.window_length(ks, n, params))
         if self._shape is None or self._shape[0] != key:
             out_sizes = L.output_sizes(ks, n, params)
-            out_bufs = [self.buffer(f"out{k}", size, b.dtype)
-                        for k, (b, size) in enumerate(zip(ks.outputs, out_sizes))]
+            out_bufs = self._slot_buffers() if ks.shape == "reduce" else None
+            out_bufs = out_bufs or [self.buffer(f"out{k}", size, b.dtype)
+                                    for k, (b, size) in enumerate(zip(ks.outputs, out_sizes))]
             sizes = L.scratch_sizes(ks, n)
             scratch = {b.name: self.buffer(f"scratch:{b.name}", sizes[b.name], b.dtype) for b in ks.scratch}
             launches = L.plan(ks, n, contiguous, self._resident)
             self._shape = (key, _CallShape(launches, out_sizes, out_bufs, scratch))
         return self._shape[1]
+
+    def _slot_buffers(self) -> list | None:
+        """A reduction's result slots as views into one buffer, so that one device->host copy
+        reads them all (`DeviceRuntime.slot_view`); None where the runtime can't view."""
+        align, specs = self.rt.slot_align(), self.ks.outputs
+        if not align or not specs:
+            return None
+        offsets, at = [], 0
+        for b in specs:
+            at = -(-at // align) * align
+            offsets.append(at)
+            at += np.dtype(b.dtype).itemsize
+        whole = self.buffer("slots", at, "uint8")
+        self._slots = (whole, at, offsets)
+        return [self.rt.slot_view(whole, off, b.dtype) for off, b in zip(offsets, specs)]
 
     def run(self, inputs: Sequence[Any], params: Sequence[Any], n: int) -> tuple:
         """-> (raw results as backends/base.py describes them, the launches, their tokens)."""
@@ -245,6 +274,10 @@ class LaunchLoop:
         input in place) has finished when this returns, unless results stay on the device."""
         ks, rt = self.ks, self.rt
         specs, bufs = ks.outputs, shape.out_bufs
+        if ks.shape == "reduce" and self._slots is not None:     # one read-back for every slot
+            whole, nbytes, offsets = self._slots
+            raw = rt.read(whole, nbytes, "uint8", True)
+            return reduce_op.decode(ks, [np.frombuffer(raw, b.dtype, 1, off)[0] for b, off in zip(specs, offsets)])
         if ks.shape == "reduce":
             last = len(bufs) - 1
             slots = [rt.read(buf, 1, b.dtype, k == last)[0] for k, (b, buf) in enumerate(zip(specs, bufs))]

@@ -68,6 +68,12 @@ class OpenCLRuntime(DeviceRuntime):
     def upload(self, buf, host) -> None:
         self.cl.enqueue_copy(self.queue, buf, host, is_blocking=False)
 
+    def slot_align(self) -> int:
+        return max(8, self.dev.device.mem_base_addr_align // 8)    # a sub-buffer's origin (bits)
+
+    def slot_view(self, buf, offset: int, dtype: str):
+        return buf.get_sub_region(offset, np.dtype(dtype).itemsize)
+
     def kernel(self, spec: L.KernelSpec):
         return self.cl.Kernel(self.program, spec.name)
 

@@ -89,6 +89,12 @@ class HarnessRuntime(DeviceRuntime):
     def launch(self, kernel, grid: int, block: int):
         kernel[0].launch(grid, block, kernel[1], schedule=self.schedule)
 
+    def slot_align(self) -> int:
+        return 8
+
+    def slot_view(self, buf, offset: int, dtype: str):
+        return buf[offset:offset + np.dtype(dtype).itemsize].view(dtype)
+
     def read(self, buf, count: int, dtype: str, wait: bool):
         return buf[:count].copy()
 
