@@ -34,9 +34,8 @@ def over_logical_blocks(kernel: K.Kernel, spec: KernelSpec) -> tuple[K.Kernel, K
     loop = K.For(BLOCK_VAR, K.KCast(K.KThread("group_id"), "int64"), K.op("<", BLOCK_VAR, LOGICAL),
                  K.op("+", BLOCK_VAR, K.KCast(K.KThread("num_groups"), "int64")),
                  (*body, K.Barrier()))     # the next logical block reuses the shared arrays
-    doc = kernel.doc + "\nPhysical block g runs logical blocks g, g + gridDim, ... (codegen/logical_blocks.py)."
-    note = K.Comment("Logical blocks: the results do not depend on how many blocks are launched.")
-    return (replace(kernel, args=kernel.args + (ARG,), body=(note, loop), doc=doc),
+    note = K.Comment("Block g runs logical blocks g, g + gridDim, ...: results never depend on the grid.")
+    return (replace(kernel, args=kernel.args + (ARG,), body=(note, loop)),
             replace(spec, args=spec.args + (ARG,)))
 
 
