@@ -97,17 +97,27 @@ def _apply(group, letter, cols, names, backend, prefix, src) -> list:
         parts = [dask.delayed(_cut, pure=True)(b, lens[:k], n, letter == "k")
                  for k, b in enumerate(blocks)]
     elif letter in "aA":
-        local = LocalRun(group, "array" if names is None else "table", names or (), backend)
+        local = _checked(group, names, backend, cols)
         stops = [dask.delayed(local.stop, pure=True)(b) for b in blocks]
         parts = [dask.delayed(local.cut_while, pure=True)(b, stops[:k], letter == "a")
                  for k, b in enumerate(blocks)]
     elif letter == "c":
         parts, cols = _scan(group, blocks, names, prefix, src, backend, cols)
     else:                                             # distinct, order_by (+ top-k)
-        local = LocalRun(group, "array" if names is None else "table", names or (), backend)
+        local = _checked(group, names, backend, cols)
         leaves = [dask.delayed(local, pure=True)(b) for b in blocks]
         parts = [P.tree(leaves, local.merge)]
     return _columns(parts, cols)
+
+
+def _checked(group, names, backend: str, cols: list) -> "LocalRun":
+    """The group's LocalRun, run once in the client on empty columns: it plans and checks the
+    lambdas here (an error surfaces in the client, not in a worker) and compiles the kernel
+    into the disk cache the workers then load it from."""
+    local = LocalRun(group, "array" if names is None else "table", names or (), backend)
+    empty = [np.empty(0, dtype=c.dtype) for c in cols]
+    local(dict(zip(names, empty)) if names else empty[0])
+    return local
 
 
 def _columns(parts: list, cols: list) -> list:
