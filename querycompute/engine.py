@@ -329,6 +329,9 @@ def _prepare(backend, lowered: Lowered, text: str):
                 prepared = lowered.row_plan.prepare(backend.name)
             elif getattr(lowered, "staged", False):      # a plan of stages (stages.py)
                 from . import pipeline
+                if getattr(backend, "narrow_group_sums", False):     # no 64-bit types (webgpu)
+                    from .group_narrow import narrow_group_values
+                    lowered = narrow_group_values(lowered)
                 prepared = pipeline.prepare(lowered, backend.name, lambda one: backend.prepare(one.pass_))
             else:
                 prepared = backend.prepare(lowered.pass_)

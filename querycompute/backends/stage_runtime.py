@@ -166,8 +166,20 @@ def group_reference(spec: GroupSpec, keys, values, params) -> tuple:
             ufunc = {"sum": np.add, "min": np.minimum, "max": np.maximum,
                      "any": np.logical_or, "all": np.logical_and}[agg.op]
             with np.errstate(all="ignore"):
-                out.append(ufunc.reduceat(s, starts).astype(agg.dtype, copy=False))
+                if agg.op == "sum" and s.dtype != np.dtype(agg.dtype):
+                    out.append(_wide_sums(s, starts, agg.dtype))
+                else:
+                    out.append(ufunc.reduceat(s, starts).astype(agg.dtype, copy=False))
     return group_keys, out, counts
+
+
+def _wide_sums(s: np.ndarray, starts: np.ndarray, dtype: str) -> np.ndarray:
+    """Segment sums of narrow values `s` (bool, integers of at most 32 bits: a webgpu pass
+    stores them in their own type, group_narrow.py) in the aggregate's wide `dtype`: int64 /
+    uint64 exactly with NumPy's wrap-around; float64 (a mean) from the exact int64 sum,
+    rounded once."""
+    acc = np.uint64 if dtype == "uint64" else np.int64
+    return np.add.reduceat(s, starts, dtype=acc).astype(dtype, copy=False)
 
 
 def _fold_segments(spec, agg, s, starts, n, params) -> np.ndarray:

@@ -239,6 +239,9 @@ class WebGPUPrepared(GpuPrepared):
 class WebGPUBackend(DeviceBackend):
     name = "webgpu"
     dialect = "webgpu"
+    # a group_by's int64 / float64 sums and means of narrow values: the pass stores the
+    # values in their own type (group_narrow.py), the group stage widens them
+    narrow_group_sums = True
 
     def open_device(self) -> WebGPUDevice:
         return open_device()

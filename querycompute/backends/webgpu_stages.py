@@ -11,7 +11,9 @@ type (the pass kernels' two-word sums do not apply here). Passes on webgpu never
 float64 / int64 values, but an operation can still need them: a group_by's sum of int32
 (NumPy: int64) or mean (float64), a scan in int64. Such an operation runs on the numpy
 reference (stage_runtime.NumpyStages), and its trace row says so (dialect "numpy"): never a
-silently truncated result, never a silent fallback.
+silently truncated result, never a silent fallback. A group_by's wide sums receive their
+values in their own narrow type (the pass cannot store 64-bit columns: group_narrow.py) and
+the reference widens them as it sums (stage_runtime.group_reference).
 """
 from __future__ import annotations
 

@@ -37,10 +37,16 @@ def narrow_value(agg) -> E.Expr | None:
     """The narrow integer / bool expression a sum Agg accumulates in a 64-bit type (its value
     is Cast(x, int64 | uint64 | float64) with x bool or an integer of at most 32 bits), else
     None: a sum that needs no 64-bit accumulator, or one whose values are 64-bit."""
-    if agg.op != "sum" or agg.dtype not in WIDE or len(agg.values) != 1:
+    if agg.op != "sum" or len(agg.values) != 1:
         return None
-    v = agg.values[0]
-    if not isinstance(v, E.Cast) or v.dtype != agg.dtype:
+    return narrow_cast(agg.values[0], agg.dtype)
+
+
+def narrow_cast(v: E.Expr, dtype: str) -> E.Expr | None:
+    """x when `v` is Cast(x, dtype) with `dtype` one of WIDE and x bool or an integer of at
+    most 32 bits (a sum / mean of x that NumPy accumulates in 64 bits), else None. The
+    query layer uses it too: a webgpu group_by takes such values in their own type."""
+    if dtype not in WIDE or not isinstance(v, E.Cast) or v.dtype != dtype:
         return None
     x = v.x
     if x.dtype == "bool" or (D.is_int(x.dtype) and D.bits(x.dtype) <= 32):
