@@ -41,7 +41,7 @@ def _assert_same(got, want):
 
 
 @needs_adapter
-@pytest.mark.parametrize("dtype", ["int8", "int16", "int32", "uint8", "bool"])
+@pytest.mark.parametrize("dtype", ["int8", "int16", "int32", "uint8", "uint32", "bool"])
 def test_item2_group_by_wide_sums_and_means_of_narrow_values(dtype):
     """Extreme values (int32 sums overflow 32 bits, negatives sign-extend) against the numpy
     backend: int64 sums exact, float64 means of the exact sums, int64 counts; the pass runs on
@@ -92,6 +92,14 @@ def test_item2_group_by_float32_values_stay_on_webgpu():
     got = qc.query(k=k, v=v).on("webgpu").group_by(lambda r: r.k).agg(s=qc.sum(lambda r: np.float32(r.v)))
     np.testing.assert_array_equal(got["s"], [np.float32(v[k == g].sum()) for g in range(3)])
     assert {r.dialect for r in qc.last_trace().kernels} == {"webgpu"}
+
+
+@needs_adapter
+def test_item2_group_by_of_64bit_values_is_still_a_clear_error():
+    """Values that are 64-bit themselves (an int64 column) are not narrow: refused, type named."""
+    k = np.arange(10, dtype=np.int32) % 2
+    with pytest.raises(qc.QueryError, match="int64"):
+        _grouped("webgpu", k, np.arange(10, dtype=np.int64))
 
 
 def test_item2_other_backends_keep_their_64bit_columns():
