@@ -62,7 +62,9 @@ def _gpu_kernels(stage, dialect: str, element_dtypes) -> list[tuple[str, object]
         return [("scan", scan_op.render(stage.spec, dialect))]
     if _is_group(stage):
         from querycompute._codegen.ops import group as group_op
-        return [("group_by", group_op.render_group(stage.spec, dialect))]
+        from querycompute._codegen.ops import group_table as table_op
+        return [("group_by, <= 4096 groups (tried first)", table_op.render_group_table(stage.spec, dialect)),
+                ("group_by", group_op.render_group(stage.spec, dialect))]
     if isinstance(stage, S.DistinctStage):
         return [("first-occurrence flags", sort_op.render_sort(stage.spec, dialect, distinct=True))]
     if isinstance(stage, S.SortStage):
@@ -102,6 +104,9 @@ def _gpu_traffic(stage, dialect: str, element_dtypes) -> list[str]:
         g = sort_op.gather_bytes_per_element(_bits_dtypes(element_dtypes))
         out.append(f"  gather of the element columns: {g} B per {'output row' if stage.window else 'element'}")
     out.append(f"  total: {total} B per element")
+    if _is_group(stage):
+        from querycompute._codegen.ops import group_table as table_op
+        out += table_op.explain_lines(stage.spec)
     return out
 
 

@@ -66,6 +66,8 @@ class _Entry:
 
 class GpuStages(StageRuntime):
     """Column operations of one GPU dialect, on the device `build` compiles for."""
+    # group_by tries the low-cardinality tables first (gpu_group_table.py; the sort path on overflow)
+    group_tables = True
 
     def __init__(self, dialect: str, build: Builder):
         self.name = self.dialect = dialect
@@ -154,7 +156,9 @@ class GpuStages(StageRuntime):
     def group_by(self, spec: GroupSpec, keys: Sequence[np.ndarray], values: Sequence, params: Sequence,
                  rows: list) -> tuple:
         """Sort-based group_by of _codegen/ops/group.py: one kernel set (the radix sort of the
-        keys, head flags, a segmented reduce-then-scan); only the groups come back."""
+        keys, head flags, a segmented reduce-then-scan); only the groups come back. With
+        `group_tables` the low-cardinality tables (gpu_group_table.py) run first and this
+        runs only when they overflow (> 4096 groups)."""
         from querycompute._codegen.ops import group as group_op
         _check_keys(spec, keys)
         n = len(keys[0])
@@ -164,6 +168,11 @@ class GpuStages(StageRuntime):
         if n == 0:
             return ([np.empty(0, k.dtype) for k in keys],
                     [np.empty(0, a.dtype) for a in spec.aggs], np.empty(0, np.int64))
+        if self.group_tables:
+            from .gpu_group_table import run as run_tables
+            hit = run_tables(self, spec, [_bits(k) for k in keys], vals, params, n, rows)
+            if hit is not None:
+                return hit
         idx = index_dtype(n)
         raw = self._run(("group", spec, idx), lambda: group_op.render_group(spec, self.dialect, idx),
                         [_bits(k) for k in keys] + vals, params, n, rows)
