@@ -329,9 +329,8 @@ def _prepare(backend, lowered: Lowered, text: str):
                 prepared = lowered.row_plan.prepare(backend.name)
             elif getattr(lowered, "staged", False):      # a plan of stages (stages.py)
                 from . import pipeline
-                if getattr(backend, "narrow_group_sums", False):     # no 64-bit types (webgpu)
-                    from .group_narrow import narrow_group_values
-                    lowered = narrow_group_values(lowered)
+                from .group_narrow import for_backend     # no 64-bit types (webgpu)
+                lowered = for_backend(lowered, backend)
                 prepared = pipeline.prepare(lowered, backend.name, lambda one: backend.prepare(one.pass_))
             else:
                 prepared = backend.prepare(lowered.pass_)

@@ -25,6 +25,15 @@ from . import stage_kinds as S
 from .group_plan import GroupStage
 
 
+def for_backend(staged, backend):
+    """The staged plan as `backend` (a Backend or its name) compiles it: narrowed where the
+    backend has `narrow_group_sums` (the engine, source() and explain() all ask here)."""
+    if isinstance(backend, str):
+        from .backends import registry
+        backend = registry.get(backend)
+    return narrow_group_values(staged) if getattr(backend, "narrow_group_sums", False) else staged
+
+
 def narrow_group_values(staged):
     """`staged` with the narrow values of every group stage's wide sums (module doc), or
     `staged` itself when nothing changes."""

@@ -54,7 +54,8 @@ def source(q, backend: str, terminal: Any) -> str:
         return lowered.row_plan.source(backend)
     if getattr(lowered, "staged", False):
         from . import explain_stages, pipeline
-        return explain_stages.source(lowered, backend, pipeline.stage_runtime(backend))
+        from .group_narrow import for_backend
+        return explain_stages.source(for_backend(lowered, backend), backend, pipeline.stage_runtime(backend))
     with codegen_errors(backend):
         return registry.get(backend).source(lowered.pass_)
 
@@ -76,7 +77,9 @@ def explain(q, backend: str | None, terminal: Any) -> str:
         return f"operation graph: {q!r}\nplan:\n  {lowered.row_plan.describe()}"
     if getattr(lowered, "staged", False):
         from . import explain_stages, pipeline
-        return explain_stages.explain(q, lowered, term, infos, name, n, pipeline.stage_runtime(name))
+        from .group_narrow import for_backend
+        return explain_stages.explain(q, for_backend(lowered, name), term, infos, name, n,
+                                      pipeline.stage_runtime(name))
     p = lowered.pass_
     src = q._source
     out = ["operation graph:"]

@@ -109,3 +109,14 @@ def test_item2_other_backends_keep_their_64bit_columns():
     assert getattr(registry.get("webgpu"), "narrow_group_sums", False)
     for name in ("numpy", "cpu", "opencl", "cuda"):
         assert not getattr(registry.get(name), "narrow_group_sums", False), name
+
+
+def test_item2_source_and_explain_show_the_narrowed_pass():
+    """source() / explain() for webgpu print the plan the engine compiles (the pass stores the
+    int32 values; no device needed); opencl's pass still computes the int64 column."""
+    k = np.arange(10, dtype=np.int32) % 2
+    g = qc.query(k=k, v=np.arange(10, dtype=np.int32)).group_by(lambda r: r.k)
+    src = g.source("webgpu", total=qc.sum(lambda r: r.v))
+    assert "qc_stage1" in src and "i64" not in src
+    assert "staged plan" in g.explain("webgpu", total=qc.sum(lambda r: r.v))
+    assert "long" in g.source("opencl", total=qc.sum(lambda r: r.v))
