@@ -15,9 +15,10 @@ import pytest
 from compile_checks import ARCHS, metal_compiles, ptx_of
 from test_issue14_gpu_group import EVERY_AGGS, FOLD_PARAMS, check, keys_of, no_float64, values_of
 
-from querycompute._codegen.ops import group as group_op
+from querycompute._codegen import order_keys
 from querycompute._codegen.ops import group_table as table_op
 from querycompute._codegen.stage_specs import GroupSpec
+from querycompute.backends.gpu_group_table import run as run_tables
 from querycompute.backends.gpu_stages import GpuStages
 
 SPEC = GroupSpec(("int32", "float32"), EVERY_AGGS, FOLD_PARAMS, "qc_g_every")
@@ -29,9 +30,9 @@ def ran(rows, what: str) -> bool:
     return any(what in r.name for r in rows)
 
 
-def cases(stages, spec, seed: int) -> None:
+def cases(stages, spec, seed: int, fallback: bool = True) -> None:
     """n = 1, one chunk, several chunks; NaN / -0.0 keys; exactly 4096 groups on the tables;
-    4097 groups through the sort path."""
+    4097 groups: the tables report the overflow, and (`fallback`) the sort path's results."""
     rng = np.random.default_rng(seed)
     for n in SIZES:
         keys = [keys_of(rng, "int32", n, 3), keys_of(rng, "float32", n, 4)]
@@ -41,12 +42,17 @@ def cases(stages, spec, seed: int) -> None:
     keys = [np.zeros(600, np.int32), rng.choice(nan, 600)]            # NaN payloads: one group
     got_keys, _, counts, rows = check(stages, spec, keys, values_of(rng, spec, 600), (1,))
     assert len(counts) == 2 and ran(rows, "_table_merge")
-    for groups, table in ((4096, True), (4097, False)):
+    for groups in (4096, 4097):
         n = 2 * groups + 5
         keys = [rng.permutation(np.resize(np.arange(groups, dtype=np.int32), n)), np.ones(n, np.float32)]
-        *_, counts, rows = check(stages, spec, keys, values_of(rng, spec, n), (2,))
-        assert len(counts) == groups
-        assert ran(rows, "_group_downsweep") != table and ran(rows, "_table_merge")
+        values = values_of(rng, spec, n)
+        vals = [v for a, v in zip(spec.aggs, values) if a.op != "count"]
+        tables = run_tables(stages, spec, [k.view(order_keys.bits_dtype(str(k.dtype))) for k in keys], vals, (2,), n, [])
+        assert (tables is None) == (groups > table_op.MAX_GROUPS)
+        if groups <= table_op.MAX_GROUPS or fallback:
+            *_, counts, rows = check(stages, spec, keys, values, (2,))
+            assert len(counts) == groups and ran(rows, "_table_merge")
+            assert ran(rows, "_group_downsweep") == (groups > table_op.MAX_GROUPS)
 
 
 @pytest.fixture(scope="module")
@@ -78,7 +84,7 @@ def harness_stages(dialect: str, spec, resident=None):
     ok, why = harness.runner.available()
     if not ok:
         pytest.skip(why)
-    module = harness.module_for([table_op.render_group_table(spec, dialect), group_op.render_group(spec, dialect)])
+    module = harness.module_for([table_op.render_group_table(spec, dialect)])      # no fallback here
 
     def build(ks):
         rt = harness.HarnessRuntime(ks, module)
@@ -91,7 +97,7 @@ def harness_stages(dialect: str, spec, resident=None):
 def test_item2_harness_group_tables(dialect):
     spec = SPEC if dialect == "cuda" else MSPEC
     stages = harness_stages(dialect, spec)
-    cases(stages, spec, 3)
+    cases(stages, spec, 3, fallback=False)          # the sort path: test_issue14_gpu_group.py
     # two grid sizes: min(tiles, 1024) blocks and 3 blocks looping over the 64 chunks
     three = harness_stages(dialect, spec, resident=3)
     rng = np.random.default_rng(4)
