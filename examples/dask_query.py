@@ -33,6 +33,16 @@ def main() -> None:
         print(f"to_array -> {type(kept).__name__} with chunks {kept.chunks}")
         assert np.array_equal(kept.compute(), v[v > 1990])
 
+        # compute=False: the Dask object instead of the value (client.compute runs it)
+        lazy_total = w1.sum(compute=False)
+        print(f"sum(compute=False) -> {type(lazy_total).__name__}")
+        assert np.isclose(client.compute(lazy_total).result(), ref, rtol=1e-5)
+
+        # a pipeline operator over chunks: top-5 per chunk, merged up a tree of tasks
+        top5 = qc.query(x).order_by_descending().take(5).to_array().compute()
+        print(f"order_by_descending().take(5): {top5.tolist()}")
+        assert np.array_equal(top5, np.sort(v)[::-1][:5])
+
         # a Dask dataframe as a table, grouped: per-chunk groups merged, sorted by key
         frame = dd.from_pandas(pd.DataFrame({"price": v, "cat": (v // 250).astype(np.int32)}),
                                npartitions=4)
