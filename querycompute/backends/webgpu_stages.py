@@ -32,6 +32,7 @@ def _wide(dtypes) -> bool:
 
 class WebGPUStages(GpuStages):
     """GpuStages for WGSL; operations on 64-bit values go to the numpy reference (module doc)."""
+    group_tables = False     # the low-cardinality tables count in int64 (gpu_group_table.py): the sort path
 
     def sort(self, spec, keys, k, rows):
         if _wide(spec.key_dtypes):
