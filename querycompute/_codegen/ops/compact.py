@@ -165,6 +165,8 @@ def _window_chunks(mp) -> str:
             f"    nch = len(offsets) - 1\n"
             f'    first = np.searchsorted(offsets[1:], lo, side="right")\n'
             f'    end = np.searchsorted(offsets[:nch], min(hi, offsets[nch]), side="left")\n'
+            f"    if hi <= lo:\n"
+            f"        return first, first      # an empty window holds no survivor anywhere\n"
             f"    return first, max(first, end)")
 
 
