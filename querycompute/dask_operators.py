@@ -9,10 +9,11 @@ i from chunk i). The operator group turns those arrays into new Dask arrays, bui
 tasks only (nothing is gathered in the client). The rest of the chain then runs over the new
 arrays as a new DaskSource query, so a second operator is cut again the same way.
 
-    take(n), skip(n)       per chunk its length (a task); chunk i keeps the part of
-                           [n0, n0 + len) that falls before / after n, n0 = sum of the
-                           earlier chunks' lengths (known without computing when the chunk
-                           sizes are known). Order kept, chunks stay where they are.
+    take(n), skip(n)       chunk sizes known (no where before): Dask's slicing, so chunks
+                           wholly outside the kept part never run. Unknown: per chunk its
+                           length (a task); chunk i keeps the part of [n0, n0 + len) that
+                           falls before / after n, n0 = the earlier chunks' lengths summed.
+                           Order kept, chunks stay where they are.
     take_while, skip_while per chunk: does it hold for every element, and where it stops;
                            chunk i is cut at the first chunk that stops
     distinct([key])        per chunk its first occurrences (the engine's distinct); two
@@ -93,6 +94,9 @@ def _apply(group, letter, cols, names, backend, prefix, src) -> list:
               for b in zip(*[c.to_delayed().ravel() for c in cols])]
     if letter in "kK":
         n = group._ops[0].value
+        known = cols[0].chunks[0]
+        if all(m == m for m in known):                # sizes known: whole chunks dropped
+            return _sliced(cols, n, letter == "k")
         lens = [dask.delayed(_length, pure=True)(b) for b in blocks]
         parts = [dask.delayed(_cut, pure=True)(b, lens[:k], n, letter == "k")
                  for k, b in enumerate(blocks)]
@@ -131,6 +135,14 @@ def _columns(parts: list, cols: list) -> list:
         out.append(da.concatenate([da.from_delayed(pick(p, j), shape=(np.nan,), dtype=col.dtype,
                                                    meta=meta) for p in parts]))
     return out
+
+
+def _sliced(cols: list, n: int, take: bool) -> list:
+    """take / skip when every chunk's size is known (no where before it): Dask's own slicing,
+    so chunks wholly past the first n (take) or before it (skip) are never computed."""
+    total = int(sum(cols[0].chunks[0]))
+    k = min(max(n, 0), total)
+    return [c[:k] if take else c[k:] for c in cols]
 
 
 def _length(block) -> int:

@@ -97,6 +97,12 @@ def test_item2_take_skip_while_over_chunks(client):
         np.testing.assert_array_equal(build(q).to_array().compute(), build(ref).to_array())
     assert q.skip(7).take(9).select(lambda v: v * 2).sum() == ref.skip(7).take(9).select(lambda v: v * 2).sum()
     assert q.take(0).count() == 0 and q.skip(10_000).to_array().compute().shape == (0,)
+    # known chunk sizes (no where first): Dask's slicing keeps only the chunks it needs
+    k = qc.query(da.from_array(x, chunks=23)).on("numpy").take(30).to_array()
+    assert k.numblocks[0] == 2
+    np.testing.assert_array_equal(k.compute(), x[:30])
+    np.testing.assert_array_equal(qc.query(da.from_array(x, chunks=23)).on("numpy").skip(290)
+                                  .select(lambda v: v + 1).to_array().compute(), x[290:] + 1)
 
 
 def test_item2_distinct_order_by_top_k(client):
