@@ -108,7 +108,7 @@ def column_source(kind: str, dtype: str) -> str:
         a, _ = mean_dtype(dtype) if kind == "mean" else sum_dtype(dtype)
         acc = "np.float64" if D.is_float(a) else register_type(a)
         init = f"{acc}(0)"
-        fold = f"part[c, j] += x"
+        fold = "part[c, j] += x"
         combine = "res[j] += part[c, j]"
         res_init = init
     return f"""import numpy as np

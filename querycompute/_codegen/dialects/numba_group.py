@@ -206,7 +206,7 @@ class _Printer:
             init = self.seed(k) if a.op == "fold" else _identity(a.op, a.dtype)
             lines.append(f"    t{k} = {init}")             # the total
             if self.ways(k) > 1:
-                lines += [f"    for r in range(WAYS):", f"        w{k}[r] = {init}"]
+                lines += ["    for r in range(WAYS):", f"        w{k}[r] = {init}"]
             else:
                 lines.append(f"    p{k} = {init}")         # the current chunk's partial
             if a.op == "fold":

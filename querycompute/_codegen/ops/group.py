@@ -46,7 +46,6 @@ from __future__ import annotations
 from dataclasses import replace
 
 from .. import kernel_ir as K
-from .. import order_keys
 from ..launch import BufferSpec, KernelArg, KernelSet, Step
 from ..lower_block import LID, block_inclusive_scan
 from ..lower_element import check_name
