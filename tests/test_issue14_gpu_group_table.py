@@ -130,3 +130,6 @@ def test_item5_explain_gives_the_table_path_bytes_per_element():
     assert "tried first: group_by of (int32), <= 4096 groups" in text
     assert "_table_partials: 12 B per element" in text          # int32 key + float64 price
     assert "_table_merge" in g.source(backend="cuda", total=qc.sum(lambda r: r.price))
+    flags = qc.query(flag=np.arange(10, dtype=np.uint8), price=np.arange(10.0)).group_by(lambda r: r.flag)
+    assert "not tried (keys of at most 2 bytes" in flags.explain(backend="opencl", total=qc.sum(lambda r: r.price))
+    assert not table_op.worth_trying(GroupSpec(("uint8", "int8"), EVERY_AGGS, FOLD_PARAMS, "qc_g_flags"))

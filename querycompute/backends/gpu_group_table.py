@@ -4,7 +4,8 @@ SLOTS = 8192 slots come back): the used slots, sorted by key (order_keys.stable_
 last), so groups come out in the order of the sort path.
 
 `run` returns None when the tables overflowed (more than MAX_GROUPS = 4096 distinct keys,
-or a thread's region of a table full): the caller then runs the sort-based kernels, whose
+or a thread's region of a table full), or were not tried (keys of at most 2 bytes, whose
+radix sort is cheap: group_table.worth_trying): the caller then runs the sort-based kernels, whose
 results are the same groups. Every aggregate the sort path has runs here too (sum, count,
 min, max, first, any, all, fold).
 """
@@ -23,8 +24,11 @@ __all__ = ["run"]
 
 def run(stages, spec: GroupSpec, bits: Sequence, vals: Sequence, params: Sequence, n: int,
         rows: list):
-    """(keys, per-aggregate results, counts) like GpuStages.group_by, or None on overflow.
+    """(keys, per-aggregate results, counts) like GpuStages.group_by, or None (an overflow, or
+    not tried: see the module docstring).
     `bits`: the key columns as their bits dtype; `vals`: the non-count value columns."""
+    if not table_op.worth_trying(spec):
+        return None
     raw = stages._run(("group_table", spec), lambda: table_op.render_group_table(spec, stages.dialect),
                       list(bits) + list(vals), params, n, rows)
     raw = [_host(r) for r in raw]

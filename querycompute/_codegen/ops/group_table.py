@@ -47,15 +47,16 @@ from . import group_ir as G
 from . import sort_ir as S
 from .group_ir import I32, I64
 from .group import sort_spec
-from .sort import key_arg
+from .sort import key_arg, passes
 
-__all__ = ["SHAPE", "render_group_table", "bytes_per_element", "describe", "MAX_GROUPS", "SLOTS", "CHUNKS"]
+__all__ = ["SHAPE", "render_group_table", "bytes_per_element", "describe", "MAX_GROUPS", "SLOTS", "CHUNKS", "worth_trying"]
 
 SHAPE = "group_table"
 MAX_GROUPS = 4096
 CHUNKS = 64                 # logical chunks (tables); the physical grid may be smaller
 REGION = 32                 # slots per thread region
 SLOTS = BLOCK * REGION      # slots per table
+MAX_CHEAP_PASSES = 2        # keys of at most 2 bytes: the sort path runs directly (worth_trying)
 U32 = "uint32"
 N = K.KVar("n", I64)
 SH_H = "sh_hash"
@@ -279,8 +280,18 @@ def describe(spec: GroupSpec) -> str:
             f"(more groups: the sort path)")
 
 
+def worth_trying(spec: GroupSpec) -> bool:
+    """Whether the tables run before the sort path: when the sort needs more than
+    MAX_CHEAP_PASSES radix passes (one per key byte). Measured on pocl (docs/performance.md):
+    two uint8 keys (2 passes) sort 3x faster than the tables at 4 groups; one int32 key (4
+    passes): a tie at 4 groups, the tables 1.6x faster at 256 and 4000 groups."""
+    return len(passes(sort_spec(spec))) > MAX_CHEAP_PASSES
+
+
 def explain_lines(spec: GroupSpec) -> list[str]:
     """explain()'s lines for the low-cardinality path (tried before the sort path)."""
     rows = bytes_per_element(spec)
+    if not worth_trying(spec):
+        return [f"not tried (keys of at most 2 bytes: the radix sort is cheaper): {describe(spec)}"]
     return ([f"tried first: {describe(spec)}"] + [f"  {name}: {b} B per element" for name, b in rows]
             + [f"  {spec.name}_table_merge: one block, {CHUNKS} x {SLOTS} slots per call (independent of n)"])
