@@ -42,7 +42,7 @@ class Grouped:
     def agg(self, **named) -> dict:
         """Several aggregates per group in one pass: agg(total=qc.sum(f), n=qc.count, ...)
         with every spec Query.agg takes (qc.first(f), qc.any/all(f), qc.aggregate(func, seed))."""
-        from .query import _agg_specs
+        from .query_terminals import agg_specs as _agg_specs
         return engine.run(self._query, Terminal("group_by", _agg_specs(named), standalone=False))
 
     def count(self) -> dict:
@@ -67,12 +67,12 @@ class Grouped:
 
     def explain(self, backend: str | None = None, **named) -> str:
         """The plan of agg(**named) (default: count) without running it."""
-        from .query import _agg_specs
+        from .query_terminals import agg_specs as _agg_specs
         return self._query.explain(backend, T.AggBundle(_agg_specs(named or {"count": T.count})))
 
     def source(self, backend: str = "cuda", **named) -> str:
         """The kernel source of agg(**named) (default: count) in `backend`'s dialect."""
-        from .query import _agg_specs
+        from .query_terminals import agg_specs as _agg_specs
         return self._query.source(backend, T.AggBundle(_agg_specs(named or {"count": T.count})))
 
     def where(self, *_):

@@ -18,7 +18,7 @@ from .backends import registry
 from .graph import PLAIN, POSITIONAL, Count, Terminal, slot_functions
 from .errors import QueryError, codegen_errors
 from .plan import lower, slot_info
-from .query import positional
+from .query_terminals import positional
 
 
 def terminal_request(terminal: Any) -> Terminal:

@@ -1,4 +1,6 @@
-"""The fluent, lazy `Query`: sources, select/where/on, terminal operators, introspection.
+"""The fluent, lazy `Query`: sources and the operators that build a chain (select, where,
+the pipeline operators, join, group_by, on); its terminals and introspection are in
+query_terminals.py.
 
 A Query is immutable: every lazy operator returns a new one sharing the source, so a query can
 be reused and extended. Nothing is read or compiled until a terminal operator runs
@@ -6,27 +8,23 @@ be reused and extended. Nothing is read or compiled until a terminal operator ru
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from . import engine
-from . import terminals as T
 from .backends import registry
 from .errors import QueryError
 from .dask_source import from_dask, wants_dask
-from .graph import PLAIN, WITH_FN, Count, JoinArg, ScanArg, Terminal, chain
+from .graph import Count, JoinArg, ScanArg, chain
+from .query_args import count_arg, required, text_lambda
+from .query_terminals import QueryTerminals
 from .sources import NATIVE_DTYPES, Source, from_args, from_range, plain_columns, validated
 
 if TYPE_CHECKING:
-    from .compiled import CompiledQuery
     from .grouped import Grouped
 
-_TERMINAL_NAMES = ("to_array", "to_list", "sum", "min", "max", "mean", "count", "any", "all", "first",
-                   "last", "element_at", "single")
 
-
-class Query:
+class Query(QueryTerminals):
     """A lazy, immutable query over arrays: operators return new Queries, terminals run.
 
     Build one with `qc.query(...)` or `qc.range(...)`; chain lazy operators (select, where,
@@ -101,7 +99,7 @@ class Query:
         """
         code = getattr(f, "__code__", None)
         if code is None:
-            f = code = _text_lambda("select", f)
+            f = code = text_lambda("select", f)
         return Query(self._source, self._ops + (f,), self._backend, self._kinds + "s",
                      self._codes + (code,))
 
@@ -121,7 +119,7 @@ class Query:
         """
         code = getattr(pred, "__code__", None)
         if code is None:
-            pred = code = _text_lambda("where", pred)
+            pred = code = text_lambda("where", pred)
         return Query(self._source, self._ops + (pred,), self._backend, self._kinds + "w",
                      self._codes + (code,))
 
@@ -135,7 +133,7 @@ class Query:
             return self._then(letter, None, None)
         code = getattr(key, "__code__", None)
         if code is None:
-            key = code = _text_lambda(what, key)
+            key = code = text_lambda(what, key)
         return self._then(letter, key, code)
 
     def order_by(self, key=None) -> "Query":
@@ -233,7 +231,7 @@ class Query:
             qc.query(x).where(lambda v: v > 0).take(5).to_list()
             ```
         """
-        return self._then("k", Count(_count(n, "take")), "count")
+        return self._then("k", Count(count_arg(n, "take")), "count")
 
     def skip(self, n) -> "Query":
         """All but the first `n` elements (none when there are fewer; all when n <= 0).
@@ -249,7 +247,7 @@ class Query:
             qc.query(x).skip(10).sum()
             ```
         """
-        return self._then("K", Count(_count(n, "skip")), "count")
+        return self._then("K", Count(count_arg(n, "skip")), "count")
 
     def take_while(self, pred) -> "Query":
         """The elements up to (not including) the first for which `pred` is false.
@@ -265,7 +263,7 @@ class Query:
             qc.query(x).take_while(lambda v: v < 100).count()
             ```
         """
-        return self._keyed("a", "take_while", _required(pred, "take_while"))
+        return self._keyed("a", "take_while", required(pred, "take_while"))
 
     def skip_while(self, pred) -> "Query":
         """The elements from the first for which `pred` is false on.
@@ -281,7 +279,7 @@ class Query:
             qc.query(x).skip_while(lambda v: v < 100).to_array()
             ```
         """
-        return self._keyed("A", "skip_while", _required(pred, "skip_while"))
+        return self._keyed("A", "skip_while", required(pred, "skip_while"))
 
     def reverse(self) -> "Query":
         """The elements in reverse order.
@@ -333,9 +331,9 @@ class Query:
             qc.query(x).scan(lambda a, v: a + v, 0).to_array()     # np.cumsum(x)
             ```
         """
-        code = getattr(_required(func, "scan"), "__code__", None)
+        code = getattr(required(func, "scan"), "__code__", None)
         if code is None:
-            func = code = _text_lambda("scan", func)
+            func = code = text_lambda("scan", func)
         if not isinstance(seed, (bool, int, float, np.generic)):
             raise TypeError(f"scan() seed must be a number, got {type(seed).__name__}")
         return self._then("c", ScanArg(func, seed), (code, type(seed), repr(seed)))
@@ -388,7 +386,7 @@ class Query:
         if not isinstance(other, Query):
             raise TypeError(f"{what}() joins another Query (qc.query(...)), got {type(other).__name__}")
         for fn, name in ((key, "key"), (other_key, "other_key"), (result, "result")):
-            _required(fn, f"{what}() {name}")
+            required(fn, f"{what}() {name}")
         other_sig = (other._source.kind, other._source.fields, other._kinds, other._codes,
                      tuple(str(c.dtype) for c in other._source.columns()), getattr(other_key, "__code__", other_key))
         q = self._keyed(letter, what, key)
@@ -411,7 +409,7 @@ class Query:
             ```
         """
         from .grouped import Grouped
-        return Grouped(self._keyed("g", "group_by", _required(key, "group_by")))
+        return Grouped(self._keyed("g", "group_by", required(key, "group_by")))
 
     def nodes(self) -> tuple:
         """The operation graph's operator nodes after the source (graph.Select, ...)."""
@@ -438,384 +436,6 @@ class Query:
         if backend != "auto" and backend not in registry.NAMES:
             raise QueryError(f"unknown backend {backend!r}; choose one of: auto, {', '.join(registry.NAMES)}")
         return Query(self._source, self._ops, backend, self._kinds, self._codes)
-
-    # -- terminal operators -----------------------------------------------------------------
-    def _run(self, name: str, f=None, default=T.NO_DEFAULT):
-        if default is T.NO_DEFAULT:    # shared requests: the warm path allocates none
-            if f is None:
-                return engine.run(self, PLAIN[name], ())
-            return engine.run(self, WITH_FN[name], (f,))
-        return engine.run(self, Terminal(name, ((name, T.AggSpec(name, f, default)),)))
-
-    def to_array(self, *, compute=True) -> "np.ndarray | tuple | dict":
-        """Run the query and return its elements.
-
-        Returns:
-            A NumPy array (scalar elements), a tuple of arrays (tuple elements) or a dict of arrays
-            (record elements). An empty result is an empty array of the element dtype.
-
-        Example:
-            ```python
-            qc.query(x).select(lambda v: v * 2).to_array()
-            ```
-        """
-        return (self if compute is True else _uncomputed(self, compute))._run("to_array")
-
-    def to_list(self, *, compute=True) -> list:
-        """Run the query and return its elements as a Python list (empty for no element).
-
-        Example:
-            ```python
-            qc.query(x).take(3).to_list()
-            ```
-        """
-        return (self if compute is True else _uncomputed(self, compute))._run("to_list")
-
-    def sum(self, f=None, *, compute=True) -> np.generic:
-        """The sum of the elements (or of f(element)), NumPy's dtype rules.
-
-        Args:
-            f: Optional lambda applied to each element first.
-
-        Returns:
-            A NumPy scalar; 0 of the result dtype for an empty sequence.
-
-        Example:
-            ```python
-            qc.query(x).sum(lambda v: v * v)
-            ```
-        """
-        return (self if compute is True else _uncomputed(self, compute))._run("sum", f)
-
-    def min(self, f=None, *, default=T.NO_DEFAULT, compute=True) -> Any:
-        """The smallest element (or f(element)); NaN if any value is NaN (as np.min).
-
-        Args:
-            f: Optional lambda applied to each element first.
-            default: Returned for an empty sequence.
-
-        Returns:
-            A NumPy scalar, or `default`.
-
-        Raises:
-            EmptySequenceError: For an empty sequence without `default=`.
-
-        Example:
-            ```python
-            qc.query(x).where(lambda v: v > 0).min(default=0)
-            ```
-        """
-        return (self if compute is True else _uncomputed(self, compute))._run("min", f, default)
-
-    def max(self, f=None, *, default=T.NO_DEFAULT, compute=True) -> Any:
-        """The largest element (or f(element)); NaN if any value is NaN (as np.max).
-
-        Args:
-            f: Optional lambda applied to each element first.
-            default: Returned for an empty sequence.
-
-        Returns:
-            A NumPy scalar, or `default`.
-
-        Raises:
-            EmptySequenceError: For an empty sequence without `default=`.
-
-        Example:
-            ```python
-            qc.query(x).max(lambda v: abs(v))
-            ```
-        """
-        return (self if compute is True else _uncomputed(self, compute))._run("max", f, default)
-
-    def mean(self, f=None, *, default=T.NO_DEFAULT, compute=True) -> Any:
-        """The arithmetic mean of the elements (or f(element)), as np.mean.
-
-        Args:
-            f: Optional lambda applied to each element first.
-            default: Returned for an empty sequence.
-
-        Returns:
-            A NumPy scalar, or `default`.
-
-        Raises:
-            EmptySequenceError: For an empty sequence without `default=`.
-
-        Example:
-            ```python
-            qc.query(x).mean()
-            ```
-        """
-        return (self if compute is True else _uncomputed(self, compute))._run("mean", f, default)
-
-    def count(self, pred=None, *, compute=True) -> int:
-        """How many elements there are (for which `pred` is true).
-
-        Args:
-            pred: Optional lambda of one element returning a bool.
-
-        Returns:
-            An int; 0 for an empty sequence.
-
-        Example:
-            ```python
-            qc.query(x).count(lambda v: v > 0)
-            ```
-        """
-        return (self if compute is True else _uncomputed(self, compute))._run("count", pred)
-
-    def any(self, pred=None, *, compute=True) -> bool:
-        """Whether some element exists (for which `pred` is true); stops at the first.
-
-        Args:
-            pred: Optional lambda of one element returning a bool.
-
-        Returns:
-            A bool; False for an empty sequence.
-
-        Example:
-            ```python
-            qc.query(x).any(lambda v: v < 0)
-            ```
-        """
-        return (self if compute is True else _uncomputed(self, compute))._run("any", pred)
-
-    def all(self, pred=None, *, compute=True) -> bool:
-        """Whether `pred` is true for every element (every element is truthy without pred).
-
-        Args:
-            pred: Optional lambda of one element returning a bool.
-
-        Returns:
-            A bool; True for an empty sequence.
-
-        Example:
-            ```python
-            qc.query(x).all(lambda v: v >= 0)
-            ```
-        """
-        return (self if compute is True else _uncomputed(self, compute))._run("all", pred)
-
-    def first(self, pred=None, *, default=T.NO_DEFAULT, compute=True) -> Any:
-        """The first element (for which `pred` is true); stops there.
-
-        Args:
-            pred: Optional lambda of one element returning a bool.
-            default: Returned when there is no such element.
-
-        Returns:
-            The element: a NumPy scalar, a tuple or a dict, or `default`.
-
-        Raises:
-            EmptySequenceError: When there is none and no `default=`.
-
-        Example:
-            ```python
-            qc.query(x).first(lambda v: v > 100, default=None)
-            ```
-        """
-        return (self if compute is True else _uncomputed(self, compute))._run("first", pred, default)
-
-    def last(self, pred=None, *, default=T.NO_DEFAULT, compute=True) -> Any:
-        """The last element (for which `pred` is true).
-
-        Args:
-            pred: Optional lambda of one element returning a bool.
-            default: Returned when there is no such element.
-
-        Returns:
-            The element, or `default`.
-
-        Raises:
-            EmptySequenceError: When there is none and no `default=`.
-
-        Example:
-            ```python
-            qc.query(x).last(lambda v: v > 100, default=None)
-            ```
-        """
-        return engine.run(self if compute is True else _uncomputed(self, compute), positional("last", pred, default))
-
-    def element_at(self, i, *, default=T.NO_DEFAULT) -> Any:
-        """The element at position `i` (0-based; i < 0 finds none).
-
-        `i` is read on every run: a new i never recompiles.
-
-        Args:
-            i: An integer position.
-            default: Returned when there is no element at `i`.
-
-        Returns:
-            The element, or `default`.
-
-        Raises:
-            EmptySequenceError: When there is no element at `i` and no `default=`.
-
-        Example:
-            ```python
-            qc.query(x).where(lambda v: v > 0).element_at(2)
-            ```
-        """
-        return engine.run(self, positional("element_at", Count(_count(i, "element_at")), default))
-
-    def single(self, pred=None, *, default=T.NO_DEFAULT, compute=True) -> Any:
-        """The one element (for which `pred` is true).
-
-        Args:
-            pred: Optional lambda of one element returning a bool.
-            default: Returned when there is none.
-
-        Returns:
-            The element, or `default`.
-
-        Raises:
-            EmptySequenceError: When there is none and no `default=`.
-            MultipleElementsError: When there are several.
-
-        Example:
-            ```python
-            qc.query(ids).single(lambda v: v == 42)
-            ```
-        """
-        return engine.run(self if compute is True else _uncomputed(self, compute), positional("single", pred, default))
-
-    def aggregate(self, func, seed, *, compute=True) -> Any:
-        """LINQ's fold func(...func(func(seed, x0), x1)..., xn).
-
-        Args:
-            func: A lambda func(acc, v), associative, maybe not commutative (element order is
-                kept).
-            seed: The start value, applied once.
-
-        Returns:
-            The folded value; `seed` for an empty sequence.
-
-        Example:
-            ```python
-            qc.query(x).aggregate(lambda a, v: max(a, v * v), 0.0)
-            ```
-        """
-        if not callable(func) and not hasattr(func, "body") and not isinstance(func, str):
-            raise TypeError(f"aggregate() takes a function func(acc, v), got {type(func).__name__}")
-        q = self if compute is True else _uncomputed(self, compute)
-        return engine.run(q, Terminal("aggregate", (("aggregate", T.AggSpec("fold", func, seed=seed)),)))
-
-    def agg(self, *, compute=True, **named) -> dict:
-        """Several aggregates in one pass over the data.
-
-        Args:
-            **named: name=spec, each spec qc.sum, qc.min, qc.max, qc.mean, qc.count, qc.first,
-                qc.any, qc.all (optionally called with a lambda or default=) or
-                qc.aggregate(func, seed).
-
-        Returns:
-            A dict name -> value, each following its terminal's empty-input rule.
-
-        Example:
-            ```python
-            qc.query(x).agg(total=qc.sum, peak=qc.max, n=qc.count(lambda v: v > 0))
-            ```
-        """
-        key = tuple(named.items())
-        req = _AGG_REQUESTS.get(key)
-        if req is None:
-            specs = _agg_specs(named)
-            shared = all(spec.fn is None for _, spec in specs)
-            req = Terminal("agg", specs, standalone=False, shared=shared)
-            if shared:
-                _AGG_REQUESTS[key] = req        # qc.sum, qc.max...: long-lived, reusable
-        return engine.run(self if compute is True else _uncomputed(self, compute), req)
-
-    # -- compiled queries ---------------------------------------------------------------------
-    def compile(self, terminal: Any = "to_array", *, tiered: bool | None = None) -> "CompiledQuery":
-        """The plan and kernels of `terminal` for this query, made explicit: a CompiledQuery.
-
-        `terminal` is a terminal's name ("sum", "count", "to_array", ...), an aggregate spec
-        (`qc.sum(lambda v: v * v)`, `qc.min(default=0)`) or `qc.agg(...)`. Calling the result
-        runs the terminal with the arrays' and captured values' current contents. `tiered`
-        (default: QUERYCOMPUTE_TIERED, on): the numpy tier answers while the kernel compiles
-        in the background; tiered=False compiles here, raising CompileError if it fails."""
-        from .compiled import CompiledQuery
-        from .introspect import terminal_request
-        term = terminal_request(terminal)
-        return CompiledQuery(self, term, term.fns, terminal, tiered)
-
-    # -- introspection ----------------------------------------------------------------------
-    def lowered(self, terminal: Any = "to_array"):
-        """The fused plan for `terminal` (no compile, no run). Used by source() and explain()."""
-        from .introspect import lower_for
-        return lower_for(self, terminal)
-
-    def source(self, backend: str = "cuda", terminal: Any = "to_array") -> str:
-        """Every kernel of the plan in `backend`'s dialect; needs no device."""
-        from .introspect import source
-        return source(self, backend, terminal)
-
-    def explain(self, backend: str | None = None, terminal: Any = "to_array") -> str:
-        """The operation graph, the fused plan, launch shapes and bytes moved per element."""
-        from .introspect import explain
-        return explain(self, backend, terminal)
-
-
-def _count(n, what: str) -> int:
-    """take / skip / element_at's n: an integer (numpy integers too; not a bool or float)."""
-    if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)):
-        raise TypeError(f"{what}() takes an integer, got {type(n).__name__} {n!r}")
-    return int(n)
-
-
-def _uncomputed(q: Query, compute) -> Query:
-    """A terminal's `compute=False`: the same query over Dask inputs whose terminal returns the
-    Dask object (a Delayed, or Dask arrays) instead of its value (dask_run.lazy). Refused for
-    in-memory inputs: nothing there is deferred (the terminal would run now anyway)."""
-    if compute is not False:
-        raise TypeError(f"compute= takes True or False, got {compute!r}")
-    from .dask_run import lazy
-    return lazy(q)
-
-
-def _required(fn, what: str):
-    if fn is None:
-        raise TypeError(f"{what}() needs a function (a lambda)")
-    return fn
-
-
-def positional(name: str, arg, default) -> Terminal:
-    """last / element_at / single: planned by stages.py (the spec's fn is the predicate, or
-    element_at's Count)."""
-    if arg is not None and not isinstance(arg, Count) and getattr(arg, "__code__", None) is None:
-        arg = _text_lambda(name, arg)
-    return Terminal(name, ((name, T.AggSpec(name, arg, default)),))     # (kind: for the empty error)
-
-
-def _text_lambda(kind: str, fn):
-    """A chain operator's argument that is not a Python function: a lambda given as text
-    (`select("lambda v: v * 2")`, parsed, never executed), already parsed (the CLI), or a
-    supported ufunc / builtin (`select(np.sqrt)`: frontend/known_callables.py) stands for its
-    own code object; another callable is an UnsupportedLambdaError, a non-callable a TypeError."""
-    if not isinstance(fn, str) and not callable(fn) and not hasattr(fn, "body"):
-        raise TypeError(f"{kind}() takes a function (a lambda, a lambda as text or a supported "
-                        f"NumPy ufunc / builtin such as np.sqrt or abs), got {type(fn).__name__}")
-    from .frontend.known_callables import function_source
-    return function_source(fn)
-
-
-# agg(...) requests made only of function-less specs (module-level qc.sum, qc.max...), by
-# (name, spec object) pairs: the warm path builds nothing for them.
-_AGG_REQUESTS: dict[tuple, Terminal] = {}
-
-
-def _agg_specs(named: dict) -> tuple:
-    if not named:
-        raise TypeError("agg() needs at least one named aggregate, e.g. q.agg(total=qc.sum)")
-    out = []
-    for key, spec in named.items():
-        if not isinstance(spec, T.AggSpec) or spec.kind not in T.AGG_SPEC_KINDS:
-            raise TypeError(f"agg({key}=...) must be qc.sum, qc.min, qc.max, qc.mean, qc.count, "
-                            f"qc.first, qc.any, qc.all (optionally called with a function) or "
-                            f"qc.aggregate(func, seed), got {spec!r}")
-        out.append((key, spec))
-    return tuple(out)
-
 
 def query(*arrays, chunks=None, **columns) -> Query:
     """Start a query over host or device data.

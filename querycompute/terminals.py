@@ -194,5 +194,5 @@ class AggBundle:
 
 
 def agg(**named) -> AggBundle:
-    from .query import _agg_specs
+    from .query_terminals import agg_specs as _agg_specs
     return AggBundle(_agg_specs(named))
