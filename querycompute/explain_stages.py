@@ -185,8 +185,11 @@ def explain(q, staged: S.StagedLowered, term, infos, backend: str, n: int, runti
             if backend in GPU_DIALECTS and S.scan_fusable(staged.stages, i - 1):
                 out.append(f"    (on {backend} the scan and the pass after it are two stages: the "
                            f"scanned column is written, then read by the next pass)")
-    out.append("between stages the columns are host arrays: read back after each stage and "
-               "given to the next (on the GPU backends too, today)")
+    if getattr(runtime, "device_columns", False):
+        out.append("between stages the columns stay on the device (device columns); only the "
+                   "terminal's result is read back (a reverse or a join goes through the host)")
+    else:
+        out.append("between stages the columns are host arrays, handed from stage to stage")
     return "\n".join(out)
 
 

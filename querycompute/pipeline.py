@@ -10,6 +10,10 @@ backend's passes and NumpyStages.
 
 Between stages the state is the list of columns (the element's leaves, then any key
 columns), all of one length, and a distinct's keep flags for the next pass to filter on.
+On a runtime with `device_columns` (opencl, cuda) those are device columns: a pass that
+feeds a next stage leaves its outputs on the device and the runtime's column operations
+read and return device columns (backends/device_columns.py); only the terminal's result
+comes back to the host (reverse and a join's probe go through the host).
 """
 from __future__ import annotations
 
@@ -20,6 +24,7 @@ import numpy as np
 
 from . import stage_kinds as S
 from . import windows
+from .backends import device_columns as DC
 from .backends.base import KernelRun, Prepared
 from .errors import MultipleElementsError
 from .group_plan import GroupStage
@@ -85,7 +90,7 @@ class StagedPrepared(Prepared):
     def trace_rows(self, row) -> list[KernelRun]:
         return list(row)
 
-    def _run_pass(self, i: int, stage, cols: list, keep, params, n: int, rows: list):
+    def _run_pass(self, i: int, stage, cols: list, keep, params, n: int, rows: list, device: bool = False):
         """Run pass stage i over `cols` (+ keep flags): its columns, or a reduction's raw
         results. A take / skip window on a pass without a filter narrows its input (the
         elements outside are never computed); with a filter, its survivors are cut."""
@@ -107,7 +112,10 @@ class StagedPrepared(Prepared):
             # length survive, so the bounds are clipped to that)
             at_lo, at_hi = lowered.pass_.window_params
             p[at_lo], p[at_hi] = (np.int64(b) for b in window.bounds(params, n))
-        raw, row = windows.launch(prepared, early, inputs, p, n)
+        if device and early is None:      # a GPU pass feeding a next stage: outputs stay there
+            raw, row = prepared.run_quick(inputs, p, n, keep=True)
+        else:
+            raw, row = windows.launch(prepared, early, inputs, p, n)
         rows += windows.trace_rows(prepared, row)
         return raw
 
@@ -128,6 +136,7 @@ class StagedPrepared(Prepared):
     def run_quick(self, cols, params, n: int) -> tuple:
         rows: list = []
         rt = self.runtime
+        device = getattr(rt, "device_columns", False)
         state, keep = list(cols), None
         skip = -1
         for i, stage in enumerate(self.staged.stages):
@@ -143,7 +152,7 @@ class StagedPrepared(Prepared):
                 got = self._fused_group(i, stage, state, keep, params, n, rows)
                 if got is not None:
                     return got, rows
-                state = list(self._run_pass(i, stage, state, keep, params, n, rows))
+                state = list(self._run_pass(i, stage, state, keep, params, n, rows, device))
                 keep = None
             elif t is S.SortStage:
                 keys = [state[k] for k in stage.keys]
@@ -158,13 +167,14 @@ class StagedPrepared(Prepared):
                 state = state[:stage.element]
             elif t is S.ScanStage:
                 p = params[stage.first:stage.first + len(stage.spec.params)]
-                state = [rt.scan(stage.spec, np.ascontiguousarray(state[0]), p, rows)]
+                state = [rt.scan(stage.spec, state[0], p, rows)]
             elif t is S.ReverseStage:
-                state = [np.ascontiguousarray(c[::-1]) for c in state]
+                state = [DC.reversed_column(c) for c in state]
             elif t is S.WindowStage:
                 lo, hi = stage.window.bounds(params, n)
                 state = [c[lo:hi] for c in state]
             elif t is JoinStage:
+                state = [DC.to_host(c) for c in state]      # the join runs on the host
                 state = run_join(stage, state, params[stage.other_at], self.backend, rt, rows)
             elif t is GroupStage:
                 p = params[stage.first:stage.first + len(stage.spec.params)]
@@ -186,10 +196,11 @@ class StagedPrepared(Prepared):
         sp = list(params[stage.first:stage.first + len(stage.spec.params)])
         x = np.ascontiguousarray(state[0])
         carries = self.runtime.scan_carries(stage.spec, x, sp, rows)
-        running = np.empty_like(carries)
+        cs = np.empty(2 * len(carries), carries.dtype)      # [running, carry] per chunk
+        cs[1::2] = carries
         p = list(params[nxt.first:nxt.first + len(nxt.lowered.bindings)]) + sp
         prepared = self.scan_fused[i]
-        raw, row = prepared.run_quick([x, carries, running], p, n)
+        raw, row = prepared.run_quick([x, cs], p, n)
         rows += prepared.trace_rows(row)
         return raw
 
@@ -197,6 +208,8 @@ class StagedPrepared(Prepared):
         if stage.lowered is None:
             # the columns as they are, but never the caller's own memory (take / skip of
             # the source are views of it)
+            if not any(DC.on_device(x) for x in inputs):  # the one copy back (device inputs:
+                state = [DC.to_host(c) for c in state]    # device results, as a pass gives)
             return tuple(c.copy() if any(np.may_share_memory(c, x) for x in inputs) else c for c in state)
         raw = self._run_pass(i, stage, state, keep, params, n, rows)
         if not stage.positional:

@@ -137,7 +137,9 @@ class CudaRuntime(DeviceRuntime):
     def keeps_results(self, inputs) -> bool:
         return any(_is_cupy(x) for x in inputs)
 
-    def hand_over(self, buf, count: int):
+    device_columns = True       # CuPy arrays between a staged plan's stages
+
+    def hand_over(self, buf, count: int, dtype: str = ""):
         return buf[:count]
 
     def elapsed_ms(self, token) -> float:

@@ -131,11 +131,14 @@ class DeviceRuntime:
     def finish(self) -> None:
         """Wait for everything launched (when no read did)."""
 
+    device_columns = False      # whether a staged plan's columns may stay on this device
+                                # (LaunchLoop.keep; backends/device_columns.py)
+
     def keeps_results(self, inputs: Sequence) -> bool:
         """Whether ToArray results stay on the device for these inputs (see `hand_over`)."""
         return False
 
-    def hand_over(self, buf, count: int):
+    def hand_over(self, buf, count: int, dtype: str = ""):
         """`buf`'s first `count` elements as a device array that now belongs to the caller
         (the loop allocates a new output buffer for the next call)."""
         raise NotImplementedError
@@ -178,6 +181,9 @@ class LaunchLoop:
                           for k in ks.kernels if k.grid == "reduce"}
         self.used = used_inputs(ks)
         self._slots = None            # a reduction's (buffer, bytes, offsets) of its packed slots
+        # results stay on the device (a staged plan's columns between stages) when the
+        # runtime has device columns; the caller sets it around a call
+        self.keep = False
 
     def buffer(self, role: str, size: int, dtype) -> Any:
         """The buffer kept for `role`, allocated anew when its size or dtype changed."""
@@ -265,8 +271,8 @@ class LaunchLoop:
 
     def _empty(self, inputs) -> tuple:
         outs = self.ks.outputs
-        if self.rt.keeps_results(inputs):
-            return tuple(self.rt.hand_over(self.rt.alloc(0, b.dtype), 0) for b in outs)
+        if self._keeps(inputs):
+            return tuple(self.rt.hand_over(self.rt.alloc(0, b.dtype), 0, b.dtype) for b in outs)
         return tuple(np.empty(0, b.dtype) for b in outs)
 
     def _results(self, shape: _CallShape, inputs) -> Any:
@@ -287,8 +293,8 @@ class LaunchLoop:
         count = shape.out_sizes[0] if shape.out_sizes else 0
         if ks.shape in L.COUNTED_SHAPES:     # results: the first `total` slots of every output
             count = int(rt.read(shape.scratch["total"], 1, self._total, True)[0])
-        if rt.keeps_results(inputs):
-            outs = tuple(rt.hand_over(buf, count) for buf in bufs)
+        if self._keeps(inputs):
+            outs = tuple(rt.hand_over(buf, count, b.dtype) for buf, b in zip(bufs, specs))
             self._give_away_outputs()
             return outs
         if not count or not bufs:
@@ -297,6 +303,9 @@ class LaunchLoop:
             return tuple(np.empty(0, b.dtype) for b in specs)
         last = len(bufs) - 1
         return tuple(rt.read(buf, count, b.dtype, k == last) for k, (b, buf) in enumerate(zip(specs, bufs)))
+
+    def _keeps(self, inputs) -> bool:
+        return (self.keep and self.rt.device_columns) or self.rt.keeps_results(inputs)
 
     def _give_away_outputs(self) -> None:
         """The output buffers now belong to the caller: the next call allocates new ones (and
@@ -320,12 +329,18 @@ class GpuPrepared(Prepared):
     def loop(self) -> LaunchLoop:
         raise NotImplementedError
 
-    def run_quick(self, inputs: Sequence[Any], params: Sequence[Any], n: int) -> tuple:
+    def run_quick(self, inputs: Sequence[Any], params: Sequence[Any], n: int, keep: bool = False) -> tuple:
+        """`keep`: ToArray results stay on the device where the runtime has device columns
+        (a staged plan's pass feeding a next stage)."""
         with self._lock:
             loop = self.loop()
             first = not self._runs
             self._runs += 1
-            raw, launches, tokens = loop.run(inputs, params, n)
+            loop.keep = keep
+            try:
+                raw, launches, tokens = loop.run(inputs, params, n)
+            finally:
+                loop.keep = False
         if first:
             return raw, (loop, launches, tokens, self.origin, self.compile_ms)
         return raw, (loop, launches, tokens, "memory", 0.0)

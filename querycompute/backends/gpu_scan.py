@@ -26,6 +26,7 @@ def run_scan(loop: LaunchLoop, spec: ScanSpec, values, params: Sequence[Any] = (
     """(inclusive scan of `values`, launches, tokens). `values` is converted to spec.dtype
     and made contiguous (the scan kernels read their input densely); `params` follow
     spec.params."""
-    x = np.ascontiguousarray(values, dtype=np.dtype(spec.dtype))
+    from .device_columns import contiguous
+    x = contiguous(values, dtype=np.dtype(spec.dtype))
     raw, launches, tokens = loop.run([x], list(params), len(x))
     return raw[0], launches, tokens

@@ -1,13 +1,15 @@
 """GPU column operations between fused passes (stage_runtime.StageRuntime) for the opencl and
 cuda backends: sort / top-k / distinct / gather kernels of _codegen/ops/sort.py and topk.py,
 the scan of _codegen/ops/scan.py and the group_by of _codegen/ops/group.py, run by the launch
-loop every GPU runtime shares (gpu_launch.LaunchLoop).
+loop every GPU runtime shares (gpu_launch.LaunchLoop). Columns are host numpy arrays or
+device columns (device_columns.py); results stay where the inputs are, so a staged plan's
+columns never leave the device between stages.
 
 One `GpuStages` per device runtime kind. Per operation and signature (spec, index type) it
 renders the KernelSet once, builds it through the backend's own compile + disk-cache path
 (opencl_device.cached_program, cuda_compile.cached_binaries) and keeps a LaunchLoop, whose
 buffers, plan and bound arguments are reused by calls of the same n. Columns come in and go
-out as host numpy arrays; within one operation every intermediate buffer (digit counts,
+out as host numpy arrays (or device columns); within one operation every intermediate buffer (digit counts,
 ping-pong keys and indices, top-k candidates, distinct's permutation) stays on the device.
 
 Keys travel as their order_keys.bits_dtype (float32 as uint32, bool as uint8, ...): buffers
@@ -36,6 +38,7 @@ from querycompute._codegen.ops import topk as topk_op
 from querycompute._codegen.ops.sort_ir import TILE
 from querycompute._codegen.stage_specs import GroupSpec, ScanSpec, SortSpec
 
+from . import device_columns as DC
 from .base import KernelRun
 from .gpu_launch import DeviceRuntime, LaunchLoop
 from .stage_runtime import StageRuntime
@@ -51,10 +54,15 @@ def index_dtype(n: int) -> str:
     return "int32" if n < 2 ** 31 else "int64"
 
 
-def _bits(col: np.ndarray) -> np.ndarray:
-    """The column's raw bits, as the kernels read keys and gathered columns."""
-    col = np.ascontiguousarray(col)
-    return col.view(order_keys.bits_dtype(str(col.dtype)))
+def _bits(col):
+    """The column's raw bits, as the kernels read keys and gathered columns (a host array or
+    a device column: device_columns.py)."""
+    return DC.bits(col, order_keys.bits_dtype(str(col.dtype)))
+
+
+def _device(cols) -> bool:
+    """Whether results stay on the device: they do where the inputs are device columns."""
+    return any(DC.on_device(c) for c in cols)
 
 
 class _Entry:
@@ -65,7 +73,10 @@ class _Entry:
 
 
 class GpuStages(StageRuntime):
-    """Column operations of one GPU dialect, on the device `build` compiles for."""
+    """Column operations of one GPU dialect, on the device `build` compiles for. Results
+    stay on the device when the inputs are device columns (`_device`); `device_columns`
+    (set by opencl_stages / cuda_stages) tells pipeline.py to leave a pass's outputs there."""
+    device_columns = False
     # group_by tries the low-cardinality tables first (gpu_group_table.py; the sort path on overflow)
     group_tables = True
 
@@ -85,10 +96,14 @@ class GpuStages(StageRuntime):
         hit = self._entries[key] = _Entry(LaunchLoop(ks, rt), origin, ms)
         return hit, True
 
-    def _run(self, key, render, inputs, params, n: int, rows: list) -> tuple:
+    def _run(self, key, render, inputs, params, n: int, rows: list, keep: bool = False) -> tuple:
         with self._lock:
             entry, first = self._entry(key, render)
-            raw, launches, tokens = entry.loop.run(inputs, list(params), n)
+            entry.loop.keep = keep
+            try:
+                raw, launches, tokens = entry.loop.run(inputs, list(params), n)
+            finally:
+                entry.loop.keep = False
             self._rows(entry, first, launches, tokens, rows)
         return raw
 
@@ -109,13 +124,14 @@ class GpuStages(StageRuntime):
         if take == 0:
             return np.zeros(0, np.int64)
         idx = index_dtype(n)
+        keep = _device(keys)
         if take < n and n > TILE and take <= topk_op.MAX_K:
             perm = self._run(("topk", spec, idx), lambda: topk_op.render_topk(spec, self.dialect, idx),
-                             bits, [take], n, rows)[0][:take]
+                             bits, [take], n, rows, keep)[0][:take]
         else:
             perm = self._run(("sort", spec, idx), lambda: sort_op.render_sort(spec, self.dialect, idx),
-                             bits, [], n, rows)[0][:take]
-        return perm.astype(np.int64)
+                             bits, [], n, rows, keep)[0][:take]
+        return perm if keep else perm.astype(np.int64)     # on the device: the index type
 
     def gather(self, cols: Sequence[np.ndarray], perm: np.ndarray, rows: list) -> list:
         if not cols:
@@ -126,8 +142,10 @@ class GpuStages(StageRuntime):
         bits = [_bits(c) for c in cols]
         idx = index_dtype(max(len(c) for c in cols))
         dtypes = tuple(str(b.dtype) for b in bits)
+        if DC.on_device(perm) and perm.dtype != np.dtype(idx):
+            perm = DC.to_host(perm)
         raw = self._run(("gather", dtypes, idx), lambda: sort_op.render_gather(dtypes, self.dialect, idx),
-                        bits + [np.ascontiguousarray(perm, dtype=idx)], [], m, rows)
+                        bits + [DC.contiguous(perm, dtype=idx)], [], m, rows, _device(list(cols) + [perm]))
         return [r.view(c.dtype) for r, c in zip(raw, cols)]
 
     def first_occurrence(self, spec: SortSpec, keys: Sequence[np.ndarray], rows: list) -> np.ndarray:
@@ -139,7 +157,7 @@ class GpuStages(StageRuntime):
         idx = index_dtype(n)
         return self._run(("distinct", spec, idx),
                          lambda: sort_op.render_sort(spec, self.dialect, idx, distinct=True),
-                         bits, [], n, rows)[0]
+                         bits, [], n, rows, _device(keys))[0]
 
     def scan(self, spec: ScanSpec, values: np.ndarray, params: Sequence, rows: list) -> np.ndarray:
         try:
@@ -149,7 +167,11 @@ class GpuStages(StageRuntime):
             raise NotImplementedError(f"GPU scan kernels are not available: {exc}") from None
         with self._lock:
             entry, first = self._entry(("scan", spec), lambda: scan_op.render(spec, self.dialect))
-            out, launches, tokens = run_scan(entry.loop, spec, values, params)
+            entry.loop.keep = _device([values])
+            try:
+                out, launches, tokens = run_scan(entry.loop, spec, values, params)
+            finally:
+                entry.loop.keep = False
             self._rows(entry, first, launches, tokens, rows)
         return out
 
@@ -162,7 +184,8 @@ class GpuStages(StageRuntime):
         from querycompute._codegen.ops import group as group_op
         _check_keys(spec, keys)
         n = len(keys[0])
-        vals = [np.ascontiguousarray(v, dtype=a.dtype) for a, v in zip(spec.aggs, values) if a.op != "count"]
+        vals = [DC.contiguous(v if not DC.on_device(v) or v.dtype == np.dtype(a.dtype) else DC.to_host(v),
+                              dtype=a.dtype) for a, v in zip(spec.aggs, values) if a.op != "count"]
         if any(len(v) != n for v in vals):
             raise ValueError(f"{spec.name}: value columns differ in length from the keys")
         if n == 0:
@@ -185,11 +208,11 @@ class GpuStages(StageRuntime):
             else:
                 outs.append(raw[at])
                 at += 1
-        return [r.view(np.asarray(k).dtype) for r, k in zip(raw[:m], keys)], outs, counts
+        return [r.view(k.dtype) for r, k in zip(raw[:m], keys)], outs, counts
 
 
 def _check_keys(spec, keys) -> None:
-    got = tuple(str(np.asarray(k).dtype) for k in keys)
+    got = tuple(str(k.dtype) for k in keys)
     if got != tuple(spec.key_dtypes):
         raise TypeError(f"{spec.name}: key columns are {got}, the SortSpec says {spec.key_dtypes}")
     if len({len(k) for k in keys}) != 1:
@@ -211,7 +234,9 @@ def opencl_stages(dev=None) -> GpuStages:
         program, origin = cached_program(dev, ks.source, ks.options, [k.name for k in ks.kernels])
         return OpenCLRuntime(dev, program), origin, (time.perf_counter() - t0) * 1e3
 
-    return GpuStages("opencl", build)
+    stages = GpuStages("opencl", build)
+    stages.device_columns = True
+    return stages
 
 
 def cuda_stages(backend=None) -> GpuStages:
@@ -237,4 +262,6 @@ def cuda_stages(backend=None) -> GpuStages:
         functions[None] = module          # keeps the module alive
         return CudaRuntime(cp, functions), origin, (time.perf_counter() - t0) * 1e3
 
-    return GpuStages("cuda", build)
+    stages = GpuStages("cuda", build)
+    stages.device_columns = True
+    return stages

@@ -26,6 +26,7 @@ from querycompute._codegen.program import Pass
 from ..errors import QueryError
 from .generated import DeviceBackend
 from .base import Prepared
+from .device_columns import TRANSFERS, ClColumn
 from .gpu_launch import DeviceRuntime, GpuPrepared, LaunchLoop, strided_span
 from .opencl_device import DeviceContext, cached_program, open_device
 
@@ -43,14 +44,22 @@ class OpenCLRuntime(DeviceRuntime):
         self.queue, self.context = dev.queue, dev.context
         self._max_step = float("inf") if dev.zero_copy else MAX_GATHER_STEP
 
+    device_columns = True       # ClColumns between a staged plan's stages (device_columns.py)
+
     def view(self, x):
+        if isinstance(x, ClColumn):
+            return x, 1
         return strided_span(np.asarray(x), self._max_step)
 
     def in_place(self, x):
         """Zero-copy devices read the host memory (an element-aligned copy first when the view
-        is not aligned to its element size); other devices get a copy."""
+        is not aligned to its element size); other devices get a copy. A ClColumn is read
+        where it is. Host memory handed to the device counts in TRANSFERS["to_device"]."""
+        if isinstance(x, ClColumn):
+            return x.buf
         if not self.dev.zero_copy:
             return None
+        TRANSFERS["to_device"] += 1
         if not x.flags.aligned:
             x = x.copy()
         cl = self.cl
@@ -66,6 +75,7 @@ class OpenCLRuntime(DeviceRuntime):
         return self.cl.Buffer(self.context, self.cl.mem_flags.READ_WRITE, nbytes)
 
     def upload(self, buf, host) -> None:
+        TRANSFERS["to_device"] += 1
         self.cl.enqueue_copy(self.queue, buf, host, is_blocking=False)
 
     def slot_align(self) -> int:
@@ -88,8 +98,13 @@ class OpenCLRuntime(DeviceRuntime):
 
     def read(self, buf, count: int, dtype: str, wait: bool):
         host = np.empty(count, dtype)
+        TRANSFERS["to_host"] += 1
+        TRANSFERS["to_host_bytes"] += host.nbytes
         self.cl.enqueue_copy(self.queue, host, buf, is_blocking=wait)
         return host
+
+    def hand_over(self, buf, count: int, dtype: str = ""):
+        return ClColumn(self.cl, self.queue, buf, count, dtype)
 
     def finish(self) -> None:
         self.queue.finish()
@@ -97,6 +112,7 @@ class OpenCLRuntime(DeviceRuntime):
     def elapsed_ms(self, event) -> float:
         """Kernel profiling time, read (5-10 us a launch on pocl) only for a trace row."""
         info = self.cl.profiling_info
+        event.wait()              # results left on the device: nothing waited for it yet
         return (event.get_profiling_info(info.END) - event.get_profiling_info(info.START)) * 1e-6
 
 

@@ -8,14 +8,14 @@ runs `acc = combine(acc, x[i])` through each chunk from C[c]. The passes of the 
 compact ops have the same chunk structure: their loops visit chunk c's elements in order,
 from the chunk's first element (reduce's `<pass>_chunk(c * CHUNK, ...)`, compact's count and
 write loops), one thread per chunk. So the fused pass's element function reads the scanned
-value as `<scan>_step(i, x, C, S)`: at a chunk's first element it restarts from C[c], at the
-others it continues from S[c] (the chunk's running value, one slot per chunk, so threads
-never share one), and stores the new value back. The scanned value of element i is then
+value as `<scan>_step(i, x, CS)`: CS[2c + 1] holds C[c], CS[2c] the chunk's running value
+(one slot per chunk, so threads never share one); the chunk's first element starts from
+the carry, the others from the running value, and the new value is stored back. The scanned value of element i is then
 exactly what the scan would have stored (the same combines in the same order), and the
 fused pass's result equals the two-stage plan's bit for bit.
 
-The fused pass is `ScanFusedPass`: the pass after the scan with two more inputs (C and S,
-in the scan's register type) and the scan's params appended (as `scan_<name>`); its input
+The fused pass is `ScanFusedPass`: the pass after the scan with one more input (CS, in
+the scan's register type) and the scan's params appended (as `scan_<name>`); its input
 0 is the scan's INPUT column. What it may not be: a map (its loop is a prange over
 elements, not over chunks), a windowed compaction, or the compaction's sparse writer
 (which calls the filter and the element separately: the running value would advance twice
@@ -64,7 +64,7 @@ def fuse(p: Pass, spec: ScanSpec) -> ScanFusedPass:
                          f"compaction without a window over the one scanned column")
     prog = p.program
     cd = _carry_dtype(spec)
-    inputs = prog.inputs + (InputSpec("scan_C", cd), InputSpec("scan_S", cd))
+    inputs = prog.inputs + (InputSpec("scan_CS", cd),)
     params = prog.params + tuple(ParamSpec(f"scan_{q.name}", q.dtype) for q in spec.params)
     return ScanFusedPass(replace(prog, inputs=inputs, params=params), p.terminal,
                          f"{p.name}_in_{spec.name}", spec)
@@ -76,7 +76,7 @@ class _Printer(_ModulePrinter):
         spec = p.scan
         x = f"in_{p.program.inputs[0].name}"
         sp = "".join(f", p_scan_{q.name}" for q in spec.params)
-        self.input_loads = {0: f"{spec.name}_step(i, {x}, in_scan_C, in_scan_S{sp})"}
+        self.input_loads = {0: f"{spec.name}_step(i, {x}, in_scan_CS{sp})"}
 
     def render(self) -> str:
         """As the pass's module, less the compaction's sparse writer and the filter-only
