@@ -61,3 +61,6 @@ def test_item1_explain_shows_scan_and_pass_as_one_stage():
     assert "scanned column is never stored" in text
     two = q.explain(backend="numpy", terminal="count")
     assert "staged plan: 2 stages on numpy" in two
+    if qc.backends()["opencl"]["available"]:          # GPU dialects: two stages, said so
+        gpu = q.explain(backend="opencl", terminal="count")
+        assert "staged plan: 2 stages on opencl" in gpu and "two stages" in gpu
