@@ -82,16 +82,7 @@ class _Lower:
         self.comb = G.Combiner(spec)
         m = len(spec.key_dtypes)
         self.keys = [sort_op.key_arg(sort_spec(spec), j) for j in range(m)]
-        self.values, self.outs, k = {}, {}, 0
-        for a, agg in enumerate(spec.aggs):
-            if agg.op != "count":
-                self.values[a] = KernelArg(f"val{a}", "input", agg.dtype, m + k)
-                self.outs[a] = KernelArg(f"res{a}", "output", agg.dtype, m + k)
-                k += 1
-        self.gkeys = [KernelArg(f"gkey{j}", "output", a.dtype, j) for j, a in enumerate(self.keys)]
-        self.counts = KernelArg("gcount", "output", I64, m + k)
-        self.params = tuple(KernelArg(f"p_{check_name(p.name, 'parameter')}", "param", p.dtype, i)
-                            for i, p in enumerate(spec.params))
+        self.values, self.outs, self.gkeys, self.counts, self.params = G.result_args(spec, self.keys)
         self.perm = KernelArg(PERM, "scratch", index_dtype, scratch=PERM)
         self.scratch = {nm: KernelArg(nm, "scratch", dt, scratch=nm) for nm, dt in
                         [(HEADS, "bool"), (TILE_HEADS, I64), (TOTAL, I64)]

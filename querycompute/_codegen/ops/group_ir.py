@@ -27,9 +27,9 @@ from typing import Optional
 from .. import dtypes as D
 from .. import expr as E
 from .. import kernel_ir as K
-from ..launch import BLOCK
+from ..launch import BLOCK, KernelArg
 from ..lower_block import LID
-from ..lower_element import rename
+from ..lower_element import check_name, rename
 from ..program import ElementProgram
 from ..stage_specs import GroupAgg, GroupSpec, check_combine
 
@@ -160,3 +160,22 @@ def fold_in(ls: list[Lane], comb: Combiner, restart: K.KExpr, x: list) -> K.If:
 
 def value_size(dtype: str) -> int:
     return D.itemsize(dtype) if dtype != "bool" else 1
+
+
+def result_args(spec: GroupSpec, keys: list) -> tuple[dict, dict, list, KernelArg, tuple]:
+    """The arguments every group kernel set shares after its key columns `keys` (one layout
+    for the sort-based path, ops/group.py, and the low-cardinality tables, ops/group_table.py):
+    {agg: value column}, {agg: result column} (a count has neither: it is the group's row
+    count), the group key outputs, the count output and the fold parameters."""
+    m = len(spec.key_dtypes)
+    values, outs, k = {}, {}, 0
+    for a, agg in enumerate(spec.aggs):
+        if agg.op != "count":
+            values[a] = KernelArg(f"val{a}", "input", agg.dtype, m + k)
+            outs[a] = KernelArg(f"res{a}", "output", agg.dtype, m + k)
+            k += 1
+    gkeys = [KernelArg(f"gkey{j}", "output", a.dtype, j) for j, a in enumerate(keys)]
+    counts = KernelArg("gcount", "output", I64, m + k)
+    params = tuple(KernelArg(f"p_{check_name(p.name, 'parameter')}", "param", p.dtype, i)
+                   for i, p in enumerate(spec.params))
+    return values, outs, gkeys, counts, params
