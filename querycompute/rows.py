@@ -81,9 +81,12 @@ class RowPlan:
         if backend == "cpu":
             from .rows_run import NumbaRows
             return NumbaRows(self)
+        if backend in ("opencl", "cuda"):          # backends/gpu_rows.py, _codegen/ops/rows_gpu.py
+            from .backends.gpu_rows import prepare
+            return prepare(self, backend)
         raise BackendUnavailableError(
-            f"long rows (elements of {self.k} values) run on the numpy and cpu backends; "
-            f"the {backend} long-row kernels (one work-group per row) are not built yet")
+            f"long rows (elements of {self.k} values) run on the numpy, cpu, opencl and cuda "
+            f"backends; the {backend} long-row kernels are not built yet")
 
     def source(self, backend: str) -> str:
         """The generated kernel's source (the cpu backend's numba module)."""

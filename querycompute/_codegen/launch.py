@@ -194,6 +194,10 @@ def grid_size(ks: KernelSet, n: int, rule: str = "") -> int:
         return 1
     if rule.startswith("tiles/"):               # tiles of tiles: e.g. a scan of the tile counts
         return math.ceil(tiles / int(rule[len("tiles/"):]))
+    if rule == "n":                             # one block per element (ops/rows_gpu.py: a row)
+        return n
+    if rule.startswith("tiles*"):               # R blocks per tile (ops/rows_gpu.py: row chunks)
+        return int(rule[len("tiles*"):]) * tiles
     raise ValueError(f"unknown grid rule {rule!r}")
 
 
@@ -210,6 +214,8 @@ def _size(spec: BufferSpec, ks: KernelSet, n: int) -> int:
         return ks.block * ks.elems_per_thread
     if spec.size.startswith("tiles*"):          # a count per (row, tile), e.g. radix digits
         return int(spec.size[len("tiles*"):]) * grid_size(ks, n, "tiles")
+    if spec.size.startswith("n*"):              # R per element (ops/rows_gpu.py: chunk partials)
+        return int(spec.size[len("n*"):]) * n
     if spec.size.isdigit():                     # a fixed count
         return int(spec.size)
     raise ValueError(f"unknown buffer size rule {spec.size!r}")
