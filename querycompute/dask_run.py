@@ -245,7 +245,7 @@ def _group_by(q, src, backend, specs):
 def _last(q, src, backend, term: Terminal, spec):
     """last(pred): each chunk's last match (or None); the latest non-empty chunk's wins."""
     import dask
-    from .query import positional
+    from .query_terminals import positional
     chunk_term = positional("last", spec.fn, None)
     _meta_run(q, src, backend, chunk_term)
     task = ChunkTask(src.kind, src.fields, q, backend, chunk_term)

@@ -54,3 +54,16 @@ def private_cache(monkeypatch, tmp_path):
     yield disk_cache
     monkeypatch.undo()
     disk_cache.reset()
+
+
+@pytest.fixture(scope="module")
+def client():
+    """A real Dask cluster for the issue-19 tests: two worker processes of one thread each
+    (the chunks are the parallelism), one per test module."""
+    distributed = pytest.importorskip("distributed", reason="distributed is not installed (pip install -e '.[dask]')")
+    cluster = distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1,
+                                       dashboard_address=None, silence_logs=40)
+    c = distributed.Client(cluster)
+    yield c
+    c.close()
+    cluster.close()

@@ -26,14 +26,6 @@ ROOT = Path(__file__).resolve().parent.parent
 RNG = np.random.default_rng(19)
 
 
-@pytest.fixture(scope="module")
-def client():
-    cluster = distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1,
-                                       dashboard_address=None, silence_logs=40)
-    c = distributed.Client(cluster)
-    yield c
-    c.close()
-    cluster.close()
 
 
 def _data(n=5003):

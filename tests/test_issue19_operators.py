@@ -23,14 +23,6 @@ cloudpickle.register_pickle_by_value(sys.modules[__name__])   # workers can't im
 RNG = np.random.default_rng(1919)
 
 
-@pytest.fixture(scope="module")
-def client():
-    cluster = distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1,
-                                       dashboard_address=None, silence_logs=40)
-    c = distributed.Client(cluster)
-    yield c
-    c.close()
-    cluster.close()
 
 
 def test_item2_lambdas_travel_as_text_the_module_file_is_gone(client, tmp_path):
