@@ -74,7 +74,7 @@ def explain(q, backend: str | None, terminal: Any) -> str:
     n = q._source.length(cols)
     name = backend or (q._backend if q._backend != "auto" else registry.choose_auto(n, False, registry.host_work_pays(q._kinds)))
     if getattr(lowered, "row_plan", None) is not None:      # long rows (rows.py)
-        return f"operation graph: {q!r}\nplan:\n  {lowered.row_plan.describe()}"
+        return f"operation graph: {q!r}\nplan:\n  {lowered.row_plan.describe(name)}"
     if getattr(lowered, "staged", False):
         from . import explain_stages, pipeline
         from .group_narrow import for_backend

@@ -90,8 +90,11 @@ class RowPlan:
 
     def source(self, backend: str) -> str:
         """The generated kernel's source (the cpu backend's numba module)."""
+        if backend in ("opencl", "cuda", "metal"):
+            from .backends.gpu_rows import render
+            return render(self, backend).source
         if backend != "cpu":
-            self.prepare(backend)              # numpy has no source; GPUs: not built (raises)
+            self.prepare(backend)              # numpy has no source; others: not built (raises)
             raise QueryError("the numpy backend runs NumPy calls, not generated source")
         from .rows_numba import column_source, row_source
         if self.strategy == "column-tiled":
@@ -112,7 +115,7 @@ class RowPlan:
             raise EmptySequenceError(f"{name} of an empty sequence (no element survived)")
         return getattr(np, name)(out)
 
-    def describe(self) -> str:
+    def describe(self, backend: str = "") -> str:
         item = np.dtype(self.dtype).itemsize
         if self.strategy == "column-tiled":
             how = ("X.%s(axis=0): rows split into one chunk per thread, each adds its rows "
@@ -121,6 +124,9 @@ class RowPlan:
         else:
             how = (f"one row per iteration (rows in parallel), {len(self.steps)} pass(es) "
                    f"over each row: " + "; ".join(f"{s.name} = {s.op}_j(...)" for s in self.steps))
+        if backend in ("opencl", "cuda", "metal"):
+            from .backends.gpu_rows import describe
+            how = describe(self)
         return (f"long rows: elements of {self.k} x {self.dtype} ({self.k * item} B/element, "
                 f"{item} B per value) -- strategy: {self.strategy}; {how}")
 

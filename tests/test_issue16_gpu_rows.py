@@ -115,12 +115,13 @@ def test_item4_opencl_column_sum_float16_and_nan(opencl):
     close(qc.query(Y).on("opencl").max(), Y.max(axis=0), "float32")
 
 
-def test_item4_explain_states_strategy_and_bytes(opencl):
-    from querycompute.backends.gpu_rows import describe
+def test_item4_explain_states_strategy_and_bytes():
     X = data((3, 1000), "float32")
-    text = describe(rows_plan(X, logsumexp))
-    assert "one work-group per row" in text and "B per element" in text
-    assert "tiled" in describe(rows_plan(X, None, "sum"))
+    text = qc.query(X).select(logsumexp).explain("opencl")
+    assert "one work-group per row" in text and "8 B per element (4 B x 2 step(s))" in text, text
+    text = qc.query(X).explain("cuda", "sum")
+    assert "tiled" in text and "4 B per element" in text, text
+    assert "__global__" in qc.query(X).select(logsumexp).source("cuda")     # needs no device
 
 
 # ---- CUDA C and MSL through the CPU harness --------------------------------------------------------

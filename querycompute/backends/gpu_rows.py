@@ -36,11 +36,7 @@ class GpuRows(Prepared):
         self._key = ("long-rows", id(self))
 
     def kernel_set(self):
-        p = self.plan
-        if p.strategy == "column-tiled":
-            return rows_gpu.render_columns(p.column_kind, p.dtype, self.dialect, self.name)
-        dts = tuple(_param_dtypes(p))
-        return rows_gpu.render_rows(p.steps, p.final, p.dtype, p.params, dts, self.dialect, self.name)
+        return render(self.plan, self.dialect)
 
     def run_quick(self, inputs, params, n):
         from ..rows_run import _column
@@ -83,6 +79,14 @@ def _param_dtypes(plan):
             if isinstance(node, E.Param):
                 found[node.name] = node.dtype
     return [found[p] for p in plan.params]
+
+
+def render(plan, dialect: str):
+    """The plan's KernelSet in `dialect` (cuda, opencl, metal); needs no device."""
+    if plan.strategy == "column-tiled":
+        return rows_gpu.render_columns(plan.column_kind, plan.dtype, dialect, "qc_cols")
+    dts = tuple(_param_dtypes(plan))
+    return rows_gpu.render_rows(plan.steps, plan.final, plan.dtype, plan.params, dts, dialect, "qc_rows")
 
 
 def prepare(plan, backend: str) -> GpuRows:
