@@ -78,6 +78,10 @@ VARIABLES = {v.name: v for v in (
              "device memory a query may use for its inputs (cuda, opencl): host columns larger "
              "than that run chunk by chunk (querycompute/streaming.py); default: unlimited",
              lambda t: parse_count(t, 1)),
+    Variable("QUERYCOMPUTE_KERNEL_TIMES", False, "1/0, true/false, yes/no, on/off",
+             "1 times every cuda launch (two events each) so qc.last_trace() has its run time; "
+             "off: cuda trace rows say run=nan (opencl's profiling events are free: always timed)",
+             parse_switch),
     Variable("QUERYCOMPUTE_WEBGPU_MAX_GROUPS", None, "an integer >= 1",
              "lowers the webgpu backend's workgroups per dimension (default: the adapter's "
              "limit); for tests of the 2-D launch path", lambda t: parse_count(t, 1)),

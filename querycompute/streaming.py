@@ -18,10 +18,10 @@ What can stream: the chains Dask distributes (select/where, then an aggregate or
 a chain with a pipeline breaker (sort, scan, distinct, join, take/skip), group_by,
 element_at, last and to_list run whole (and a device that cannot hold them fails, which the
 engine's circuit breaker handles for `auto`).
-Overlap: each chunk's copies are issued before its kernels on the device's one queue; the
-launch loop's buffers are reused from chunk to chunk (same length). A CUDA path with pinned
-staging buffers on two streams (copy of chunk k+1 during the kernels of chunk k) is not
-built yet: docs/backends.md says so.
+Overlap: each chunk runs inside `gpu_staging.prefetching` with (this chunk's view, the next
+chunk's view) of every column, so the launch loops double-buffer their inputs: chunk k+1's
+copy (CUDA: pinned staging buffers, a second stream; OpenCL: a second queue) is issued right
+after chunk k's kernels and runs while they do (backends/gpu_staging.py).
 The trace (qc.last_trace()) of a streamed call says how many chunks ran (`Trace.chunks`)
 and lists every chunk's kernels.
 """
@@ -32,6 +32,7 @@ import numpy as np
 from . import config
 from . import dask_partials as P
 from .backends.base import Trace
+from .backends.gpu_staging import prefetching
 from .graph import BREAKERS, Terminal
 
 DEVICE_BACKENDS = ("cuda", "opencl")
@@ -82,26 +83,34 @@ def run(q, term: Terminal, fns, name: str, cols, n: int, t0: float, clock):
         items = tuple(c[lo:hi] for c in cols)
         return Query(Source(src.kind, items, src.fields), q._ops, name, q._kinds, q._codes)
 
+    def ahead(j):
+        """Chunk j's views paired with chunk j+1's, for the loops' double buffers."""
+        lo, hi = chunks[j]
+        nlo, nhi = chunks[j + 1] if j + 1 < len(chunks) else (hi, hi)
+        return prefetching([(c[lo:hi], c[nlo:nhi] if nhi > nlo else None) for c in cols])
+
     def note():
         last = engine.last_trace()
         trace.kernels.extend(last.kernels)
 
     if term.name == "to_array":
         parts = []
-        for lo, hi in chunks:
-            parts.append(engine.run(chunk_query(lo, hi), term, fns, tiered=False))
+        for j, (lo, hi) in enumerate(chunks):
+            with ahead(j):
+                parts.append(engine.run(chunk_query(lo, hi), term, fns, tiered=False))
             note()
         out = _concatenate(parts)
     else:
         plan = P.ScalarPlan(q, specs, _Meta(src, cols))
         chunk_term = plan.chunk_terminal()
         total = None
-        for lo, hi in chunks:
+        for j, (lo, hi) in enumerate(chunks):
             cq = chunk_query(lo, hi)
-            part = engine.run(cq, chunk_term, None, tiered=False) if chunk_term is not None else {}
-            note()
-            for key, rule in plan.folds:
-                part[key] = rule.partial(engine.run(rule.values_query(cq), Terminal("to_array"), None, tiered=False))
+            with ahead(j):
+                part = engine.run(cq, chunk_term, None, tiered=False) if chunk_term is not None else {}
+                note()
+                for key, rule in plan.folds:
+                    part[key] = rule.partial(engine.run(rule.values_query(cq), Terminal("to_array"), None, tiered=False))
             total = part if total is None else plan.combine(total, part)
         out = plan.finish(total, term.standalone)
     trace.chunks = len(chunks)

@@ -76,11 +76,15 @@ class _Kernel:
 class CudaRuntime(DeviceRuntime):
     """CuPy under the shared launch loop, on one device: numpy inputs are copied into device
     buffers reused per size; cupy inputs are read in place, and then ToArray results stay on
-    the device (handed over as cupy arrays). Launches go to CuPy's current stream, each
-    between two events (its run time, read only for a trace row)."""
+    the device (handed over as cupy arrays). Launches go to CuPy's current stream; a timed
+    launch (QUERYCOMPUTE_KERNEL_TIMES=1) sits between two events, read only for a trace row.
+    Streamed chunks (gpu_staging.py) are staged through pinned host buffers on a second
+    stream, which the compute stream waits on by event."""
 
     def __init__(self, cp, functions: dict[str, Any]):
         self.cp, self.functions = cp, functions
+        self._copy_stream = None
+        self._pinned: dict[int, tuple] = {}        # id(device buffer) -> (buffer, pinned host array)
 
     def view(self, x):
         if _is_cupy(x):
@@ -122,11 +126,38 @@ class CudaRuntime(DeviceRuntime):
         kernel.args[pos] = value
 
     def launch(self, kernel: _Kernel, grid: int, block: int):
+        kernel.function((grid,), (block,), tuple(kernel.args))
+
+    def timed_launch(self, kernel: _Kernel, grid: int, block: int):
         start, end = self.cp.cuda.Event(), self.cp.cuda.Event()
         start.record()
         kernel.function((grid,), (block,), tuple(kernel.args))
         end.record()
         return start, end
+
+    def stage(self, buf, host):
+        """host -> this buffer's pinned staging array (a host copy, running while the device
+        computes), then an asynchronous copy to `buf` on the copy stream; -> its event. The
+        pinned array is reused: its last copy finished before the chunk that read `buf`."""
+        cp = self.cp
+        have = self._pinned.get(id(buf))
+        if have is None or have[0] is not buf or have[1].nbytes != host.nbytes or have[1].dtype != host.dtype:
+            memory = cp.cuda.alloc_pinned_memory(max(host.nbytes, 1))
+            have = self._pinned[id(buf)] = (buf, np.frombuffer(memory, host.dtype, len(host)))
+        pinned = have[1]
+        np.copyto(pinned, host)
+        if self._copy_stream is None:
+            self._copy_stream = cp.cuda.Stream(non_blocking=True)
+        buf.set(pinned, stream=self._copy_stream)
+        done = cp.cuda.Event(disable_timing=True)
+        done.record(self._copy_stream)
+        return done
+
+    def await_staged(self, tokens) -> None:
+        stream = self.cp.cuda.get_current_stream()
+        for done in tokens:
+            if done is not None:
+                stream.wait_event(done)
 
     def read(self, buf, count: int, dtype: str, wait: bool):
         return buf[:count].get()           # synchronises the stream either way
@@ -143,6 +174,8 @@ class CudaRuntime(DeviceRuntime):
         return buf[:count]
 
     def elapsed_ms(self, token) -> float:
+        if token is None:                  # untimed (QUERYCOMPUTE_KERNEL_TIMES off)
+            return float("nan")
         start, end = token
         end.synchronize()                  # results left on the device: nothing waited yet
         return self.cp.cuda.get_elapsed_time(start, end)

@@ -7,7 +7,9 @@ a runtime never invents shapes of its own. For one call, `LaunchLoop.run`
      (`DeviceRuntime.view`: the array, or the memory span a strided view covers plus its
      element stride),
   2. gives each used input a device buffer: read in place when the runtime can (`in_place`),
-     else uploaded into a buffer reused per size,
+     else uploaded into a buffer reused per size; while a query streams chunk by chunk, two
+     buffers in turn, the next chunk's copy issued during this chunk's kernels
+     (gpu_staging.py),
   3. takes the launch plan and the output and scratch buffers for (n, contiguity): the
      previous call's when those are unchanged; buffers are reused while their size is.
      Contiguous: every used input unit-strided and aligned for wide loads (`vector_aligned`),
@@ -19,7 +21,8 @@ a runtime never invents shapes of its own. For one call, `LaunchLoop.run`
      `slot_view`: one copy back for all of them) are decoded by the reduce op
      (ops.reduce.decode).
 The timing token each launch returns becomes milliseconds only when a trace row is asked
-for (`GpuPrepared.trace_rows`).
+for (`GpuPrepared.trace_rows`); a launch is made measurable (`timed_launch`: CUDA's two
+events) only with QUERYCOMPUTE_KERNEL_TIMES=1 (`kernel_times`).
 
 Runtimes: opencl.OpenCLRuntime, cuda.CudaRuntime and the CPU test harness
 (tests/harness/plans.py), so the harness runs CUDA and Metal kernel sets through this very
@@ -37,6 +40,7 @@ from querycompute._codegen import launch as L
 from querycompute._codegen.ops import reduce as reduce_op
 
 from .base import KernelRun, Prepared
+from . import gpu_staging
 
 
 def strided_span(x: np.ndarray, max_step: float) -> tuple[np.ndarray, int]:
@@ -119,8 +123,24 @@ class DeviceRuntime:
 
     def launch(self, kernel, grid: int, block: int) -> Any:
         """Launch `grid` blocks of `block` threads with the bound arguments, after everything
-        launched before; -> a token for `elapsed_ms`."""
+        launched before; -> a token for `elapsed_ms` if the runtime gets one for free (an
+        OpenCL event), else None (the loop calls `timed_launch` when times are wanted)."""
         raise NotImplementedError
+
+    def timed_launch(self, kernel, grid: int, block: int) -> Any:
+        """`launch`, made measurable: -> a token `elapsed_ms` turns into the kernel's run time.
+        Only called with QUERYCOMPUTE_KERNEL_TIMES=1 (`kernel_times`): CUDA records two events
+        per timed launch, which costs as much as a small kernel."""
+        return self.launch(kernel, grid, block)
+
+    def stage(self, buf, host) -> Any:
+        """Start copying `host` into `buf` without blocking, on a copy queue beside the
+        launches (streamed chunks: gpu_staging.py) -> a token for `await_staged`."""
+        self.upload(buf, host)
+        return None
+
+    def await_staged(self, tokens: Sequence) -> None:
+        """Make every later launch wait for the copies `stage` returned `tokens` for."""
 
     def read(self, buf, count: int, dtype: str, wait: bool):
         """A new host array of `buf`'s first `count` (> 0) elements. With wait=False the copy
@@ -144,8 +164,16 @@ class DeviceRuntime:
         raise NotImplementedError
 
     def elapsed_ms(self, token) -> float:
-        """How long the launch that returned `token` ran (called after the run, lazily)."""
+        """How long the launch that returned `token` ran (called after the run, lazily); a
+        runtime whose untimed launches return None answers NaN for them (CUDA)."""
         return 0.0
+
+
+def kernel_times() -> bool:
+    """Whether launches are timed for qc.last_trace() (QUERYCOMPUTE_KERNEL_TIMES=1; read per
+    call, so a process may switch it between calls)."""
+    from querycompute import config
+    return config.get("QUERYCOMPUTE_KERNEL_TIMES")
 
 
 def _bits_key(values) -> tuple:
@@ -180,6 +208,7 @@ class LaunchLoop:
         self._resident = {k.name: rt.resident_blocks(self.kernels[k.name], ks.block)
                           for k in ks.kernels if k.grid == "reduce"}
         self.used = used_inputs(ks)
+        self._staging = gpu_staging.Staging(self)     # double buffers while a query streams
         self._slots = None            # a reduction's (buffer, bytes, offsets) of its packed slots
         # results stay on the device (a staged plan's columns between stages) when the
         # runtime has device columns; the caller sets it around a call
@@ -244,7 +273,11 @@ class LaunchLoop:
         strides = tuple(step for _, step in views)
         if n == 0 and self.ks.shape != "reduce":      # a ToArray pass: nothing to launch
             return self._empty(inputs), (), ()
-        in_bufs = [self.input_buffer(k, host) if host is not None else self.buffer(f"unused{k}", 1, inputs[k].dtype)
+        # a streamed chunk (streaming.py) copies its inputs into two alternating buffers
+        staging = self._staging if gpu_staging.active() else None
+        fill = staging.input_buffer if staging is not None else self.input_buffer
+        in_bufs = [(fill(k, host) if len(host) else self.input_buffer(k, host)) if host is not None
+                   else self.buffer(f"unused{k}", 1, inputs[k].dtype)
                    for k, (host, _) in enumerate(views)]
         # the variant follows the used inputs only (an unused strided column changes nothing)
         contiguous = all(step == 1 and rt.vector_aligned(b)
@@ -255,6 +288,10 @@ class LaunchLoop:
             return self._empty(inputs), (), ()
         key = (shape, strides, _bits_key(params))
         bound, tokens = self._bound, []
+        if staging is not None:
+            staging.before_launches()
+        # two CUDA events per launch cost as much as a small kernel: only when times are wanted
+        start = rt.timed_launch if kernel_times() else rt.launch
         for launch in launches:
             name = launch.kernel.name
             kernel = self.kernels[name]
@@ -266,7 +303,9 @@ class LaunchLoop:
             else:
                 for pos, k in self._input_pos[name]:
                     rt.set_arg(kernel, pos, in_bufs[k])
-            tokens.append(rt.launch(kernel, launch.grid, launch.block))
+            tokens.append(start(kernel, launch.grid, launch.block))
+        if staging is not None:          # the next chunk's copy runs during these kernels
+            staging.prefetch(inputs, used)
         return self._results(shape, inputs), launches, tokens
 
     def _empty(self, inputs) -> tuple:

@@ -43,6 +43,7 @@ class OpenCLRuntime(DeviceRuntime):
         self.dev, self.cl, self.program = dev, dev.cl, program
         self.queue, self.context = dev.queue, dev.context
         self._max_step = float("inf") if dev.zero_copy else MAX_GATHER_STEP
+        self._copy_queue = None        # streamed chunks' copies (gpu_staging.py), made when first used
 
     device_columns = True       # ClColumns between a staged plan's stages (device_columns.py)
 
@@ -77,6 +78,21 @@ class OpenCLRuntime(DeviceRuntime):
     def upload(self, buf, host) -> None:
         TRANSFERS["to_device"] += 1
         self.cl.enqueue_copy(self.queue, buf, host, is_blocking=False)
+
+    def stage(self, buf, host):
+        """A non-blocking copy on a second command queue (so it runs beside the kernels on the
+        device's queue) -> its event. PyOpenCL keeps `host` alive until the copy is done."""
+        if self._copy_queue is None:
+            self._copy_queue = self.cl.CommandQueue(self.context, self.dev.device)
+        TRANSFERS["to_device"] += 1
+        done = self.cl.enqueue_copy(self._copy_queue, buf, np.ascontiguousarray(host), is_blocking=False)
+        self._copy_queue.flush()          # start it now, not at the next wait
+        return done
+
+    def await_staged(self, tokens) -> None:
+        events = [t for t in tokens if t is not None]
+        if events:                        # the in-order queue's later launches wait for them
+            self.cl.enqueue_barrier(self.queue, wait_for=events)
 
     def slot_align(self) -> int:
         return max(8, self.dev.device.mem_base_addr_align // 8)    # a sub-buffer's origin (bits)
