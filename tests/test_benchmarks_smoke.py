@@ -87,3 +87,30 @@ def test_item6_webgpu_on_a_cpu_adapter_is_a_correctness_row(tmp_path):
     for r in rows.values():
         assert r["status"] == "checked" and "median_ms" not in r, r
     assert "correct, untimed" in (tmp_path / "peers.md").read_text()
+
+
+def _cuda_device() -> bool:
+    try:
+        import cupy
+        return cupy.cuda.runtime.getDeviceCount() > 0
+    except Exception:
+        return False
+
+
+def test_item9_gpu_bandwidth_says_it_needs_a_gpu():
+    """Issue 18 item 9: without a CUDA device the script names what it needs and exits 2."""
+    if _cuda_device():
+        pytest.skip("a CUDA device is present: test_item9_gpu_bandwidth_on_the_device runs it")
+    out = subprocess.run([sys.executable, str(BENCH / "gpu_bandwidth.py"), "--n", "1e3"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2 and "needs an NVIDIA GPU with CuPy" in out.stderr, out
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not _cuda_device(), reason="needs a CUDA device")
+def test_item9_gpu_bandwidth_on_the_device(tmp_path):
+    """On a GPU: every workload agrees with the numpy backend and gets a bandwidth figure."""
+    run_script("gpu_bandwidth.py", "--n", "1e5", "--repeat", "3", "--json", str(tmp_path / "bw.json"))
+    rows = json.loads((tmp_path / "bw.json").read_text())["rows"]
+    assert {r["workload"] for r in rows} == {"copy", "W1", "W2", "W3", "W4", "W5", "W6"}
+    assert all(r.get("status", "ok") == "ok" and r["gbps"] > 0 for r in rows), rows
