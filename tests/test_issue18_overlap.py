@@ -118,7 +118,7 @@ def test_item5_cuda_runtime_records_events_only_for_timed_launches():
     kernel.args = [1, 2]
     assert rt.launch(kernel, 4, 256) is None and not made
     token = rt.timed_launch(kernel, 4, 256)
-    assert len(made) == 2 and calls == [((4,), (256,), (1, 2))] * 2
+    assert len(made) == 2 and token == tuple(made) and calls == [((4,), (256,), (1, 2))] * 2
     assert math.isnan(rt.elapsed_ms(None))
 
 
