@@ -19,8 +19,11 @@ def describe(plan) -> str:
     item = np.dtype(plan.dtype).itemsize
     if plan.strategy == "column-tiled":
         return (f"GPU: X.{plan.column_kind}(axis=0) tiled: a work-group per (block of {rows_gpu.BLOCK} "
-                f"columns, row chunk of {rows_gpu.CHUNKS}), one column per thread (coalesced row reads), "
-                f"chunk partials combined in chunk order (deterministic); {item} B per element read once")
+                f"columns, row chunk: up to {rows_gpu.CHUNKS} chunks of >= {rows_gpu.MIN_CHUNK_ROWS} rows), "
+                f"one column per thread (coalesced row reads), chunk partials combined in chunk order "
+                f"(deterministic); {item} B per element read once, plus the partials "
+                f"(<= 2 x {np.dtype(rows_gpu.column_acc(plan.column_kind, plan.dtype)).itemsize} B per "
+                f"{rows_gpu.MIN_CHUNK_ROWS} elements)")
     return (f"GPU: one work-group per row, {len(plan.steps)} row step(s) each a strided loop and a "
             f"block tree; {item * len(plan.steps)} B per element ({item} B x {len(plan.steps)} step(s))")
 
@@ -49,7 +52,7 @@ class GpuRows(Prepared):
         if p.strategy == "column-tiled":
             if m == 0:       # nothing to launch: sum -> zeros, min / max / mean raise
                 return [_column(p.column_kind, X)], ((time.perf_counter() - t0) * 1e3, (1,), rows)
-            raw = self.stages._run(self._key, self.kernel_set, [flat], [m], k, rows)
+            raw = self.stages._run(self._key, self.kernel_set, [flat], [m, rows_gpu.chunk_count(m)], k, rows)
             out = np.asarray(raw[0])
             if p.column_kind == "mean":
                 from ..terminals import mean_dtype

@@ -12,13 +12,16 @@ Row steps ("rows" kernel set, n = m rows; one work-group per row, grid rule "n")
   Bytes per element: itemsize per row step (the row is read once per step).
 
 Column reductions ("columns" kernel set, n = k columns; X.<op>(axis=0), no transpose copy):
+  chunks = chunk_count(m) (param 1: at most CHUNKS, at least MIN_CHUNK_ROWS rows each).
   <name>_partials, grid tiles * CHUNKS: block b covers column block b % tiles (BLOCK
   consecutive columns: a warp's loads of one row are consecutive, coalesced) and row chunk
-  b / tiles (rows chunk * step .. chunk * step + step - 1, step = ceil(m / CHUNKS)); each
-  thread folds its column over the chunk's rows in row order into part[chunk * k + j].
+  b / tiles (rows chunk * step .. chunk * step + step - 1, step = ceil(m / chunks); blocks of
+  chunk >= chunks do nothing); each thread folds its column over the chunk's rows in row
+  order into part[chunk * k + j].
   <name>_combine, grid tiles: thread j folds part[0 * k + j], part[1 * k + j], ... in chunk
   order into out[j]. The shape and order depend on m and k only: the same input gives the
-  same bits on every run. Bytes per element: itemsize (plus CHUNKS * k partials).
+  same bits on every run. Bytes per element: itemsize, plus 2 * chunks * acc size per column
+  (partials written and read back: <= 2 * acc size / MIN_CHUNK_ROWS per element).
 """
 from __future__ import annotations
 
@@ -31,7 +34,8 @@ from ..launch import BLOCK, BufferSpec, KernelArg, KernelSet, KernelSpec
 from ..lower_block import LID, Acc, block_reduce
 from ..lower_element import rename
 
-CHUNKS = 32                    # row chunks of a column reduction (fixed: deterministic order)
+CHUNKS = 32                    # most row chunks of a column reduction (its grid: tiles * CHUNKS)
+MIN_CHUNK_ROWS = 64            # a chunk of fewer rows costs more in partials than it reads
 I64 = "int64"
 GROUP = K.KThread("group_id")
 _OPS = {"sum": "add", "prod": "mul", "min": "min", "max": "max", "and": "bitand", "or": "bitor"}
@@ -114,7 +118,6 @@ def render_rows(steps, final: E.Expr, dtype: str, params: tuple, param_dtypes: t
 
 def column_acc(kind: str, dtype: str) -> str:
     """The accumulator (and output) dtype of X.<kind>(axis=0) on the GPU."""
-    from ..dtypes import is_float
     if kind in ("min", "max"):
         return "float32" if dtype == "float16" else dtype
     if kind == "mean":
@@ -123,21 +126,27 @@ def column_acc(kind: str, dtype: str) -> str:
         return "int64"
     if dtype.startswith("uint"):
         return "uint64"
-    return "float32" if dtype == "float16" else dtype if is_float(dtype) else dtype
+    return "float32" if dtype == "float16" else dtype          # float32 / float64 sums
+
+
+def chunk_count(m: int) -> int:
+    """Row chunks of a column reduction over m rows (param 1 of the column kernels)."""
+    return max(1, min(CHUNKS, -(-m // MIN_CHUNK_ROWS)))
 
 
 def render_columns(kind: str, dtype: str, dialect: str, name: str = "qc_cols") -> KernelSet:
-    """X.<kind>(axis=0) before the mean's division: inputs [X flat], params [m], n = k columns,
-    output 0 (column_acc dtype) one value per column."""
+    """X.<kind>(axis=0) before the mean's division: inputs [X flat], params [m, chunk_count(m)],
+    n = k columns, output 0 (column_acc dtype) one value per column."""
     op = "sum" if kind == "mean" else kind
     acc_t = column_acc(kind, dtype)
     X = KernelArg("X", "input", dtype, 0)
     m = KernelArg("m", "param", I64, 0)
+    chunks = KernelArg("chunks", "param", I64, 1)
     n = KernelArg("n", "n", I64)
     tiles = KernelArg("tiles", "value", I64, rule="tiles")
     part = KernelArg("part", "scratch", acc_t, scratch="part")
     out = KernelArg("out", "output", acc_t, 0)
-    mv, nv, tv = K.KVar("m", I64), K.KVar("n", I64), K.KVar("tiles", I64)
+    mv, nv, tv, cv = K.KVar("m", I64), K.KVar("n", I64), K.KVar("tiles", I64), K.KVar("chunks", I64)
     b, col, chunk, step, lo, hi, i, c = (K.KVar(v, I64) for v in ("b", "col", "chunk", "step", "lo", "hi", "i", "c"))
     acc = K.KVar("acc", acc_t)
     x = K.KVar("x_col", dtype)
@@ -147,10 +156,10 @@ def render_columns(kind: str, dtype: str, dialect: str, name: str = "qc_cols") -
         K.Declare(b, K.KCast(GROUP, I64)),
         K.Declare(col, K.op("+", K.op("*", K.op("%", b, tv), K.i64(BLOCK)), K.KCast(LID, I64))),
         K.Declare(chunk, K.op("/", b, tv)),
-        K.Declare(step, K.op("/", K.op("+", mv, K.i64(CHUNKS - 1)), K.i64(CHUNKS))),
+        K.Declare(step, K.op("/", K.op("+", mv, K.op("-", cv, K.i64(1))), cv)),
         K.Declare(lo, K.op("*", chunk, step)),
         K.Declare(hi, K.KSelect(K.op("<", K.op("+", lo, step), mv), K.op("+", lo, step), mv, I64)),
-        K.If(K.op("<", col, nv), (
+        K.If(K.op("&&", K.op("<", col, nv), K.op("<", chunk, cv)), (
             K.Declare(acc, init),
             K.For(i, lo, K.op("<", i, hi), K.op("+", i, K.i64(1)),
                   (K.Declare(x, K.KLoad(X.name, K.op("+", K.op("*", i, nv), col), dtype)),
@@ -160,16 +169,16 @@ def render_columns(kind: str, dtype: str, dialect: str, name: str = "qc_cols") -
         K.Declare(col, K.op("+", K.op("*", K.KCast(GROUP, I64), K.i64(BLOCK)), K.KCast(LID, I64))),
         K.If(K.op("<", col, nv), (
             K.Declare(acc, init),
-            K.For(c, K.i64(0), K.op("<", c, K.i64(CHUNKS)), K.op("+", c, K.i64(1)),
+            K.For(c, K.i64(0), K.op("<", c, cv), K.op("+", c, K.i64(1)),
                   (K.Declare(K.KVar("p", acc_t), K.KLoad(part.name, K.op("+", K.op("*", c, nv), col), acc_t)),
                    _fold(acc, op, E.Var("p", acc_t)))),
             K.Store(out.name, col, acc))))
-    pa = (X, m, n, tiles, part)
-    ca = (n, part, out)
+    pa = (X, m, chunks, n, tiles, part)
+    ca = (chunks, n, part, out)
     kerns = [K.Kernel(f"{name}_partials", pa, (), partials_body,
                       doc=f"{name}_partials: column block x row chunk tiles, one column per thread"),
              K.Kernel(f"{name}_combine", ca, (), combine_body,
-                      doc=f"{name}_combine: the {CHUNKS} chunk partials of a column, in chunk order")]
+                      doc=f"{name}_combine: the chunk partials of a column, in chunk order")]
     specs = [KernelSpec(f"{name}_partials", pa, f"tiles*{CHUNKS}", "any", "partials", (X.name,), (part.name,)),
              KernelSpec(f"{name}_combine", ca, "tiles", "any", "finalize", (part.name,), (out.name,))]
     return _kernel_set(kerns, specs, dialect, name, "columns", [BufferSpec("out", acc_t, "n")],
