@@ -35,11 +35,12 @@ class GpuRows(Prepared):
         self.plan, self.stages = plan, stages
         self.dialect = stages.dialect
         self.name = "qc_cols" if plan.strategy == "column-tiled" else "qc_rows"
-        self._rows: list = []
-        self._key = ("long-rows", id(self))
+        self._ks = render(plan, self.dialect)
+        # keyed by the source: equal plans share one build; an entry never outlives its meaning
+        self._key = ("long-rows", self._ks.source)
 
     def kernel_set(self):
-        return render(self.plan, self.dialect)
+        return self._ks
 
     def run_quick(self, inputs, params, n):
         from ..rows_run import _column
