@@ -94,8 +94,9 @@ def _gpu_traffic(stage, dialect: str, element_dtypes) -> list[str]:
         head = group_op.describe(stage.spec)
     elif isinstance(stage, S.SortStage):
         rows = sort_op.bytes_per_element(stage.spec)
-        head = f"stable LSD radix sort, {len(rows) // 2} passes of 8-bit digits (each: counts, then a stable " \
-               f"scatter), int32 index payload"
+        head = f"stable LSD radix sort, {len(sort_op.passes(stage.spec))} passes of 8-bit digits (a stable " \
+               f"scatter each; a key's first byte counted by a read, the next passes' counts added by " \
+               f"the scatter before them), int32 index payload"
     else:
         return []
     out = [head] + [f"  {name}: {b} B per element" for name, b in rows]
@@ -159,6 +160,9 @@ def explain(q, staged: S.StagedLowered, term, infos, backend: str, n: int, runti
     out.append(f"  terminal: {term.name}")
     n_stages = len(staged.stages) - (sum(S.scan_fusable(staged.stages, i) for i in range(len(staged.stages)))
                                      if getattr(runtime, "scan_carries", None) is not None else 0)
+    from .join_plan import fusable as join_fusable
+    indexed = getattr(runtime, "indexed_passes", False)
+    n_stages -= sum(join_fusable(staged.stages, i) for i in range(len(staged.stages))) if indexed else 0
     out.append(f"staged plan: {n_stages} stage{'s' * (n_stages != 1)} on {backend} "
                f"(selects/wheres fused into the pass at each side of a breaker)")
     element_dtypes = _element_dtypes(staged)
@@ -171,7 +175,14 @@ def explain(q, staged: S.StagedLowered, term, infos, backend: str, n: int, runti
                        f"(the scanned column is never stored)")
             out += _pass_lines(lowered, backend, n)
             continue
+        if i >= 2 and indexed and join_fusable(staged.stages, i - 2):
+            out.append(f"    + {text}, in the same pass: its element reads both sides' columns through "
+                       f"the pairs (left[li[k]], right[ri[k]]; nothing is gathered)")
+            out += _pass_lines(lowered, backend, n)
+            continue
         k += 1
+        if indexed and join_fusable(staged.stages, i - 1):
+            text = text.replace("; both sides gathered", "; handed to the pass below as index pairs")
         out.append(f"  stage {k}: {text}")
         if fuses_scan and S.scan_fusable(staged.stages, i - 1):
             b = np.dtype(stage.spec.dtype).itemsize

@@ -11,6 +11,11 @@
     stage 3: fused pass (the probe side's continuation): result(a, b), then whatever follows
              (where, select, terminal, group_by)
 
+On a runtime with `indexed_passes` (cpu) stages 2 and 3 are one: nothing is gathered, the
+pass reads this side's columns at li[k] and the other side's at ri[k] (the pairs as index
+columns: dialects/numba_indexed.py), and a group_by after it runs inside that pass too
+(cpu_group_fused.py). `fusable` says where; other runtimes gather (same results).
+
 Key equality is that of sorting and distinct (order_keys.py: all NaNs one value, -0.0 == 0.0),
 after both keys are converted to their common NumPy type. left_join keeps every row of this
 side: a row without a match gets the other side's columns filled with NaN (floats), 0
@@ -95,8 +100,40 @@ def gather_filled(col: np.ndarray, idx: np.ndarray) -> np.ndarray:
     return out
 
 
+def fusable(stages: tuple, i: int) -> bool:
+    """Whether stage i, a join, can hand its index pairs to the pass after it, which then
+    reads both sides' columns through them (a runtime with `indexed_passes` compiles that
+    pass as dialects/numba_indexed.IndexedPass; nothing is gathered): that pass has no
+    take/skip window, positional terminal or early exit (those slice their inputs)."""
+    from .stage_kinds import PassStage, TerminalStage
+    from .windows import early_exit
+    if not isinstance(stages[i], JoinStage) or i + 1 >= len(stages):
+        return False
+    nxt = stages[i + 1]
+    lowered = getattr(nxt, "lowered", None)
+    if type(nxt) not in (PassStage, TerminalStage) or lowered is None:
+        return False
+    return (nxt.window is None and not nxt.keep_input and not getattr(nxt, "positional", "")
+            and nxt.range_at == (-1, -1) and early_exit(lowered) is None)
+
+
+def indexed(stage: JoinStage, p):
+    """The pass `p` after join `stage` reading the joined columns through the pairs."""
+    from querycompute._codegen.dialects.numba_indexed import index
+    return index(p, stage.element, len(stage.other.dtypes), stage.outer)
+
+
 def run_join(stage: JoinStage, state: list, pair, backend: str, rt, rows: list) -> list:
     """The join stage at run time: the other side's columns, the index pairs, the gathers."""
+    left, right, li, ri = join_pairs(stage, state, pair, backend, rt, rows)
+    left = rt.gather(left, li, rows)
+    right = [gather_filled(np.asarray(c), ri) for c in right]
+    return list(left) + right
+
+
+def join_pairs(stage: JoinStage, state: list, pair, backend: str, rt, rows: list) -> tuple:
+    """(this side's element columns, the other side's columns, li, ri): the join's matching
+    row pairs (join_reference's order) and the columns they index, ungathered."""
     other, other_key = pair
     _, _, right = columns_of(other.on(backend).to_array())
     _, _, right_keys = columns_of(other.select(other_key).on(backend).to_array())
@@ -106,9 +143,7 @@ def run_join(stage: JoinStage, state: list, pair, backend: str, rt, rows: list) 
                          f"for {stage.other.dtypes} with keys {stage.key_dtypes}: build the join again")
     left_keys = [state[k] for k in stage.keys]
     li, ri = rt.join(left_keys, [np.asarray(k) for k in right_keys], stage.outer, rows)
-    left = rt.gather(state[:stage.element], li, rows)
-    right = [gather_filled(np.asarray(c), ri) for c in right]
-    return list(left) + right
+    return list(state[:stage.element]), [np.asarray(c) for c in right], li, ri
 
 
 def join_reference(left_keys, right_keys, outer: bool) -> tuple:

@@ -28,7 +28,7 @@ from .backends import device_columns as DC
 from .backends.base import KernelRun, Prepared
 from .errors import MultipleElementsError
 from .group_plan import GroupStage
-from .join_plan import JoinStage, run_join
+from .join_plan import JoinStage, join_pairs, run_join
 
 # backend -> (module under querycompute.backends, attribute): its StageRuntime instance or
 # class. A backend without one runs its column operations with the numpy reference, which
@@ -85,6 +85,20 @@ class StagedPrepared(Prepared):
                     self.scan_fused[i] = prepared
                     origins.append(getattr(prepared, "origin", "compiled"))
                     self.compile_ms += getattr(prepared, "compile_ms", 0.0)
+        # a join and the pass after it as one pass reading both sides through the pairs,
+        # where the runtime compiles indexed passes (cpu: dialects/numba_indexed.py): join
+        # stage index -> compiled pass
+        self.join_fused = {}
+        if getattr(runtime, "indexed_passes", False):
+            from .join_plan import fusable, indexed
+            for i, stage in enumerate(staged.stages):
+                if fusable(staged.stages, i):
+                    nxt = staged.stages[i + 1].lowered
+                    p = indexed(stage, nxt.pass_)
+                    prepared = prepare(replace(nxt, pass_=p))
+                    self.join_fused[i] = (prepared, p)
+                    origins.append(getattr(prepared, "origin", "compiled"))
+                    self.compile_ms += getattr(prepared, "compile_ms", 0.0)
         self.origin = "compiled" if "compiled" in origins else ("disk" if "disk" in origins else "memory")
 
     def trace_rows(self, row) -> list[KernelRun]:
@@ -119,9 +133,10 @@ class StagedPrepared(Prepared):
         rows += windows.trace_rows(prepared, row)
         return raw
 
-    def _fused_group(self, i: int, stage, state, keep, params, n: int, rows: list):
+    def _fused_group(self, i: int, stage, state, keep, params, n: int, rows: list, pass_=None):
         """A pass followed by a group_by, as one pass where the runtime has one
-        (`fused_group`: the cpu backend's low-cardinality tables): its raw result, or None."""
+        (`fused_group`: the cpu backend's low-cardinality tables): its raw result, or None.
+        `pass_`: the pass to run instead of the stage's own (a join's indexed pass)."""
         stages = self.staged.stages
         fused = getattr(self.runtime, "fused_group", None)
         if fused is None or i + 1 >= len(stages) or type(stages[i + 1]) is not GroupStage \
@@ -131,7 +146,7 @@ class StagedPrepared(Prepared):
         inputs = list(state) + ([keep] if getattr(stage, "keep_input", False) else [])
         p = params[stage.first:stage.first + len(stage.lowered.bindings)]
         gp = params[g.first:g.first + len(g.spec.params)]
-        return fused(stage.lowered.pass_, g.spec, g.keys, g.values, inputs, p, gp, n, rows)
+        return fused(pass_ or stage.lowered.pass_, g.spec, g.keys, g.values, inputs, p, gp, n, rows)
 
     def run_quick(self, cols, params, n: int) -> tuple:
         rows: list = []
@@ -143,7 +158,12 @@ class StagedPrepared(Prepared):
             if i == skip:
                 continue
             t = type(stage)
-            if i in self.scan_fused:
+            if i in self.join_fused:
+                done, got = self._join_fused(i, stage, state, params, rows)
+                if done:
+                    return got, rows
+                state, skip = list(got), i + 1
+            elif i in self.scan_fused:
                 raw = self._scan_fused(i, stage, state, params, n, rows)
                 if type(self.staged.stages[i + 1]) is S.TerminalStage:
                     return raw, rows
@@ -188,6 +208,26 @@ class StagedPrepared(Prepared):
                 return self._terminal(i, stage, state, keep, params, n, rows, cols), rows
             n = len(state[0])
         raise AssertionError("a staged plan ends with its terminal")
+
+    def _join_fused(self, i: int, stage, state, params, rows: list):
+        """Join i and the pass after it as one pass: the join's index pairs, then the pass
+        reading both sides' columns through them (nothing gathered). A group_by after that
+        pass fuses into it as well where the runtime can. (done, value): the plan's raw
+        result (a terminal's or the group_by's), or the pass's columns (the next state)."""
+        state = [DC.to_host(c) for c in state]
+        left, right, li, ri = join_pairs(stage, state, params[stage.other_at], self.backend,
+                                         self.runtime, rows)
+        nxt = self.staged.stages[i + 1]
+        prepared, pass_ = self.join_fused[i]
+        inputs = left + right + [li, ri]
+        m = len(li)
+        got = self._fused_group(i + 1, nxt, inputs, None, params, m, rows, pass_)
+        if got is not None:
+            return True, got
+        p = params[nxt.first:nxt.first + len(nxt.lowered.bindings)]
+        raw, row = prepared.run_quick(inputs, p, m)
+        rows += prepared.trace_rows(row)
+        return type(nxt) is not S.PassStage, raw
 
     def _scan_fused(self, i: int, stage, state, params, n: int, rows: list):
         """Scan i and the pass after it as one pass: the runtime's carries (the scan's

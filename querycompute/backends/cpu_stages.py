@@ -66,6 +66,7 @@ def _raw(x: np.ndarray) -> np.ndarray:
 
 class CpuStages(StageRuntime):
     name = "cpu"
+    indexed_passes = True      # a join's next pass reads through the pairs (numba_indexed.py)
 
     def __init__(self):
         self._scans: dict = {}

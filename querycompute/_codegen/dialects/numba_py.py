@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from ..ops import STAGE_OPS
 from ..program import Filter, Let, Pass
+from .numba_indexed import gathers
 from .numba_py_expr import ExprPrinter
 from .numba_py_helpers import helper_source, jit_decorator
 
@@ -54,6 +55,7 @@ class _ModulePrinter:
         self.prog = p.program
         self.helpers: set = set()
         self.cache = cache
+        self.gathers = gathers(p)     # inputs read through an index column (numba_indexed)
         # decorators: "scalar" (helpers, element, fold), "chunk" (reduce partials, with the
         # reassociation that vectorises float sums), "serial" and "parallel" entry points
         self.jits = {"scalar": jit_decorator(cache), "serial": jit_decorator(cache),
@@ -102,7 +104,7 @@ class _ModulePrinter:
             if k in self.input_loads:       # a value the module computes (numba_scan_fused)
                 return self.input_loads[k]
             spec = prog.inputs[k]
-            text = f"in_{spec.name}[i]"
+            text = self.gathers.get(k, f"in_{spec.name}[i]")
             if spec.dtype == "float16":
                 self.helpers.add(("f16_decode", None))
                 return f"_f16_decode({text})"
