@@ -6,6 +6,7 @@
 // harness (tests/harness/include/metal_stdlib) instead runs a rewritten copy on CPU threads.
 #pragma once
 #include <cmath>
+#include <atomic>
 #include <cstdint>
 
 #define kernel
@@ -29,6 +30,11 @@ using std::tan; using std::tanh; using std::trunc; using std::exp2;
 template <class T> T min(T a, T b);
 template <class T> T max(T a, T b);
 using std::isfinite;
+
+// atomics on device buffers (ops/sort.py's folded counts): int32 only, as in Metal
+using atomic_int = std::atomic<int>;
+using std::memory_order_relaxed;
+using std::atomic_fetch_add_explicit;
 
 enum class mem_flags { mem_none, mem_device, mem_threadgroup };
 void threadgroup_barrier(mem_flags flags);

@@ -38,6 +38,8 @@ class Metal(CFamily):
                     "warp": "simdgroup_index_in_threadgroup",
                     "simd_width": "threads_per_simdgroup"}
     BARRIER = "threadgroup_barrier(mem_flags::mem_threadgroup)"
+    # int32 buffers only (the sort's folded counts): Metal has no 64-bit atomic add
+    ATOMIC_ADD = "atomic_fetch_add_explicit((device atomic_int*)&{buf}[{i}], {v}, memory_order_relaxed)"
     SHARED = "threadgroup"
     SHUFFLE_DOWN = "simd_shuffle_down({v}, (ushort){o})"
     SHUFFLE_TYPES = ("int32", "uint32", "float16", "float32")

@@ -14,6 +14,7 @@ class OpenCL(CFamily):
     THREAD = {"local_id": "get_local_id(0)", "group_id": "get_group_id(0)",
               "local_size": "get_local_size(0)", "num_groups": "get_num_groups(0)"}
     BARRIER = "barrier(CLK_LOCAL_MEM_FENCE)"
+    ATOMIC_ADD = "atomic_add(&{buf}[{i}], {v})"   # 32-bit int / uint buffers (OpenCL 1.1 core)
     SHARED = "__local"
     SHUFFLE_DOWN = ""      # sub-groups are optional (and limited on pocl): shared-memory trees instead
     BITCAST = {"float32": "as_float({v})", "uint32": "as_uint({v})",

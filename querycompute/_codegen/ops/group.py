@@ -264,7 +264,8 @@ def render_group(spec: GroupSpec, dialect: str, index_dtype: str = "int32") -> K
     schedule = list(schedule) + [Step(lo.name("partials")), Step(lo.name("scan")), Step(lo.name("downsweep"))]
     outputs = ([BufferSpec(a.name, a.dtype, "n") for a in lo.gkeys]
                + [BufferSpec(a.name, a.dtype, "n") for a in lo.outs.values()] + [BufferSpec(lo.counts.name, I64, "n")])
-    sizes = {sort_op.COUNTS: f"tiles*{S.RADIX}", TILE_HEADS: "tiles*1", TOTAL: "one"}
+    sizes = {sort_op.COUNTS: f"tiles*{S.RADIX}", sort_op.COUNTS_B: f"tiles*{S.RADIX}",
+             TILE_HEADS: "tiles*1", TOTAL: "one"}
     sizes.update({ln.tile: "tiles*1" for ln in lo.lanes})
     scratch = {}
     for k in kernels:

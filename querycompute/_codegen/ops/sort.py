@@ -14,20 +14,28 @@ each of the key bytes' 8-round split sorts (sort_ir.tile_sort), then perm[s] = s
 Large n, per 8-bit digit pass (a key's bits: 1, 2, 4 or 8 passes), one kernel
 `<name>_pass_*` launched twice around a scan:
   1. phase 0 (one block per tile of TILE rows): the tile's rows sorted by digit in shared
-     memory (sort_ir.tile_sort), digit runs -> counts[digit * tiles + tile].
+     memory (sort_ir.tile_sort), digit runs -> counts[digit * tiles + tile]. Only for a
+     key's first byte when the counts are folded (below).
   2. `<name>_scan` (one block): exclusive prefix sum of all counts, in place: (digit, tile)'s
      first output position — digits in order, tiles in order within a digit.
   3. phase 1: the same tile sort, then the row in sorted slot s goes to
      counts[digit * tiles + tile] + (s - start of its digit's run): a row keeps its place
      among rows of equal digit (earlier tiles first, then its rank in the tile), so every
      pass is stable and the passes together are an LSD sort.
+Folded counts (int32 indices, n < 2**31): pass p + 1's tiles are consecutive rows of pass
+p's output, so pass p's scatter, which knows each row's destination `dest` and holds its
+bits, adds 1 to the next pass's count of (next digit, dest / TILE) with an atomic add; pass
+p + 1 then needs no counting read. Two int32 counts buffers alternate (value "cpar"): the
+scan of a pass scans the current one and zeroes the other, which the scatter after it fills.
+Additions commute, so the counts (and the permutation) are deterministic. Metal has no
+64-bit atomics: hence int32 counts, and with int64 indices every pass counts by a read.
 The (bits, perm) pairs ping-pong between buffers a and b ("parity" value: 0 reads b and
 writes a), arranged so the last pass writes perm_a, the result. Where rows come from: the
 first pass reads key j raw and writes perm = row; the first pass of an earlier key (then_by
 order) reads key j at perm[row] ("gather"); the key's further passes read the bits the
 previous pass wrote ("bits"). The last byte of a key writes no bits.
 Index payload: int32 when n < 2**31 (GpuStages picks it), else int64: `render_sort(...,
-index_dtype)`. Counts and offsets are int64.
+index_dtype)`. Counts and offsets are int32 with int32 indices, else int64.
 
 Distinct (shape "distinct"): the sort of all keys ascending (kernels `<name>_distinct_*`),
 then `<name>_distinct_flags`: sorted row s
@@ -36,9 +44,10 @@ stored at the row's original position. Equal keys sort stably, so the first row 
 is the one with the smallest index.
 
 Bytes per element (`bytes_per_element`): 32-bit keys and a 32-bit payload: pass 1 reads the key
-twice (4 + 4) and writes bits + index (8) = 16 B; middle passes read bits (4), then bits +
-index (8) and write 8 = 20 B; the last writes only the index: 16 B -> 72 B in 4 passes. (A
-single-pass look-back scatter, CUDA only, would save the histogram reads: 4 x 16 B.)
+for its counts (4), then again (4) and writes bits + index (8) = 16 B; the middle passes read
+and write bits + index (16 B, counts folded); the last writes only the index: 12 B -> 60 B in
+4 passes (72 B with int64 indices, whose counts are read). The atomic adds hit a counts array
+of 1 B per row (256 int32 per tile of 1024 rows), like the scan: left out of the figure.
 """
 from __future__ import annotations
 
@@ -55,14 +64,26 @@ __all__ = ["render_sort", "render_gather", "bytes_per_element", "gather_bytes_pe
 
 N = K.KVar("n", I64)
 SHIFT, PARITY, LAST = K.KVar("shift", I64), K.KVar("parity", I64), K.KVar("last", I64)
-PHASE = K.KVar("phase", I64)
+PHASE, CPAR = K.KVar("phase", I64), K.KVar("cpar", I64)
 BASE, ROW = K.KVar("base", I64), K.KVar("row", I64)
 TILES = K.KVar("tiles", I64)
-COUNTS = "counts"
+COUNTS, COUNTS_B = "counts", "counts_b"
+
+
+def folds(index_dtype: str) -> bool:
+    """Whether a scatter adds the next pass's (digit, tile) counts with atomics: with int32
+    indices (n < 2**31), whose counts are int32 (Metal has no 64-bit atomic add)."""
+    return index_dtype == "int32"
 
 
 def key_arg(spec: SortSpec, j: int) -> KernelArg:
     return KernelArg(f"key{j}", "input", order_keys.bits_dtype(spec.key_dtypes[j]), j)
+
+
+def counts_pass(index_dtype: str, shift: int) -> bool:
+    """Whether a pass launches its counting phase: the first byte of each key, or every pass
+    without folded counts."""
+    return shift == 0 or not folds(index_dtype)
 
 
 def passes(spec: SortSpec) -> list[tuple[int, int, str, bool]]:
@@ -90,7 +111,8 @@ def bytes_per_element(spec: SortSpec, index_dtype: str = "int32", distinct: bool
         w = S.bits_width(spec.key_dtypes[j]) // 8
         read = {"raw": w, "gather": idx + w, "bits": w}[source]
         read_pair = read + (idx if source == "bits" else 0)
-        out.append((f"{_kname(spec, j, source)} (counts)", read))
+        if counts_pass(index_dtype, shift):
+            out.append((f"{_kname(spec, j, source)} (counts)", read))
         out.append((f"{_kname(spec, j, source)} (scatter)", read_pair + idx + (0 if last else w)))
     return out
 
@@ -111,6 +133,27 @@ class _Buffers:
         self.perm_a = (KernelArg("perm_a", "output", index_dtype, 0) if perm_a_is_output
                        else KernelArg("perm_a", "scratch", index_dtype, scratch="perm_a"))
         self.perm_b = KernelArg("perm_b", "scratch", index_dtype, scratch="perm_b")
+        self.fold = folds(index_dtype)
+        self.cdt = I32 if self.fold else I64            # counts and offsets fit the index type
+        self.counts = [KernelArg(c, "scratch", self.cdt, scratch=c) for c in (COUNTS, COUNTS_B)[:1 + self.fold]]
+
+    def count_at(self, index) -> K.KExpr:
+        """The current pass's counts / offsets: counts, or counts_b when cpar == 1."""
+        if not self.fold:
+            return K.KLoad(COUNTS, index, I64)
+        return K.KSelect(K.op("==", CPAR, K.i64(0)), K.KLoad(COUNTS, index, I32), K.KLoad(COUNTS_B, index, I32), I32)
+
+    def count_store(self, index, value) -> K.Stmt:
+        if not self.fold:
+            return K.Store(COUNTS, index, value)
+        return K.If(K.op("==", CPAR, K.i64(0)), (K.Store(COUNTS, index, value),), (K.Store(COUNTS_B, index, value),))
+
+    def count_next(self, index) -> K.If:
+        """Atomically add 1 to the next pass's (digit, tile) count: the other counts buffer."""
+        old = K.KVar("old", I32)
+        one = K.KConst(1, I32)
+        return K.If(K.op("==", CPAR, K.i64(0)), (K.Declare(old, K.i32(0)), K.AtomicAdd(old, COUNTS_B, index, one)),
+                    (K.Declare(old, K.i32(0)), K.AtomicAdd(old, COUNTS, index, one)))
 
     @staticmethod
     def bits(u: str, side: str) -> KernelArg:
@@ -175,11 +218,16 @@ def _pass_kernel(spec, bufs, j, source) -> K.Kernel:
     group = K.KCast(S.GROUP, I64)
     d_count = K.op("-", K.KLoad(S.SH_END, LID, I32), K.KLoad(S.SH_START, LID, I32))
     count = (K.Comment("Phase 0: thread d writes digit d's count of this tile."),
-             K.Store(COUNTS, K.op("+", K.op("*", K.KCast(LID, I64), TILES), group), K.KCast(d_count, I64)))
-    first = K.KLoad(COUNTS, K.op("+", K.op("*", K.KCast(d, I64), TILES), group), I64)
+             bufs.count_store(K.op("+", K.op("*", K.KCast(LID, I64), TILES), group), K.KCast(d_count, bufs.cdt)))
+    first = K.KCast(bufs.count_at(K.op("+", K.op("*", K.KCast(d, I64), TILES), group)), I64)
     rank = K.KCast(K.op("-", SLOT, K.KLoad(S.SH_START, d, I32)), I64)
-    write_bits = [] if S.bits_width(spec.key_dtypes[j]) == 8 else [
-        K.If(K.op("==", LAST, K.i64(0)), (bufs.write(a, b, dest, t),))]
+    # Not the key's last byte: the bits go on to the next pass, which (with folded counts)
+    # finds the row in tile dest / TILE under its next digit.
+    nxt = K.op("+", K.op("*", K.KCast(S.digit_of(t, K.op("+", SHIFT, K.i64(8))), I64), TILES),
+               K.op("/", dest, K.i64(TILE)))
+    onward = ([bufs.write(a, b, dest, t)] if S.bits_width(spec.key_dtypes[j]) > 8 else []) + \
+        ([bufs.count_next(nxt)] if bufs.fold and S.bits_width(spec.key_dtypes[j]) > 8 else [])
+    write_bits = [K.If(K.op("==", LAST, K.i64(0)), tuple(onward))] if onward else []
     body = [K.Declare(w, K.KLoad(S.SH_KEYS, SLOT, U32)),
             K.If(S.word_live(w), (
                 K.Declare(d, S.word_digit(w)),
@@ -191,11 +239,12 @@ def _pass_kernel(spec, bufs, j, source) -> K.Kernel:
                          "digit (counts: their exclusive prefix sum), at its rank in the tile."),
                S.slots_strided(body))
     code = head + S.digit_runs(0, with_end=True) + [K.If(K.op("==", PHASE, K.i64(0)), count, scatter)]
-    extra = [a, b] if write_bits else []
+    extra = ([a, b] if write_bits else []) + bufs.counts[1:]
     name = _kname(spec, j, source)
     kargs = (*_dedupe(args + [bufs.perm_a, bufs.perm_b] + extra), KernelArg("n", "n", I64),
-             KernelArg(COUNTS, "scratch", I64, scratch=COUNTS), KernelArg("shift", "value", I64),
-             KernelArg("parity", "value", I64), KernelArg("phase", "value", I64), KernelArg("last", "value", I64))
+             bufs.counts[0], KernelArg("shift", "value", I64), KernelArg("parity", "value", I64),
+             KernelArg("phase", "value", I64), KernelArg("last", "value", I64),
+             *([KernelArg("cpar", "value", I64)] if bufs.fold else []))
     return K.Kernel(name, kargs, S.shared(True, True), tuple(code),
                     doc=f"{name}: one radix pass over a tile: digit counts (phase 0) or stable scatter (phase 1).")
 
@@ -269,7 +318,7 @@ def render_kernels(spec: SortSpec, index_dtype: str, distinct: bool) -> tuple[li
     kernels = {}
     small = small_kernel(spec, f"{spec.name}_small", KernelArg("n", "n", I64), bufs.perm_a, None)
     kernels[small.name] = small
-    scan = S.scan_counts_kernel(f"{spec.name}_scan", COUNTS)
+    scan = S.scan_counts_kernel(f"{spec.name}_scan", COUNTS, bufs.cdt, COUNTS_B if bufs.fold else None)
     kernels[scan.name] = scan
     schedule = [Step(small.name, (), "small")]
     ps = passes(spec)
@@ -277,10 +326,12 @@ def render_kernels(spec: SortSpec, index_dtype: str, distinct: bool) -> tuple[li
         name = _kname(spec, j, source)
         if name not in kernels:
             kernels[name] = _pass_kernel(spec, bufs, j, source)
-        common = (("shift", shift), ("parity", (len(ps) - 1 - p) % 2))
-        schedule += [Step(name, common + (("phase", 0), ("last", int(last))), "large"),
-                     Step(scan.name, (("rows", RADIX),), "large"),
-                     Step(name, common + (("phase", 1), ("last", int(last))), "large")]
+        cpar = (("cpar", p % 2),) if bufs.fold else ()
+        common = (("shift", shift), ("parity", (len(ps) - 1 - p) % 2), ("last", int(last))) + cpar
+        if counts_pass(index_dtype, shift):
+            schedule.append(Step(name, common + (("phase", 0),), "large"))
+        schedule += [Step(scan.name, (("rows", RADIX),) + cpar, "large"),
+                     Step(name, common + (("phase", 1),), "large")]
     if distinct:
         flags = _flags_kernel(spec, bufs.perm_a)
         kernels[flags.name] = flags
@@ -311,7 +362,7 @@ def _scratch(kernels, skip=()) -> list[BufferSpec]:
     for k in kernels:
         for a in k.args:
             if a.kind == "scratch" and a.scratch not in skip:
-                size = f"tiles*{RADIX}" if a.scratch == COUNTS else "n"
+                size = f"tiles*{RADIX}" if a.scratch in (COUNTS, COUNTS_B) else "n"
                 out[a.scratch] = BufferSpec(a.scratch, a.dtype, size)
     return list(out.values())
 

@@ -177,26 +177,41 @@ def digit_runs(base: int, with_end: bool) -> list:
 
 
 # ---- one-block exclusive scan of counts --------------------------------------------------------
-def scan_counts_kernel(name: str, counts: str) -> K.Kernel:
-    """`counts[0, rows * tiles)` (int64, row-major: row r's count of tile b at r * tiles + b)
+def scan_counts_kernel(name: str, counts: str, dtype: str = I64, other: str | None = None) -> K.Kernel:
+    """`counts[0, rows * tiles)` (`dtype`, row-major: row r's count of tile b at r * tiles + b)
     replaced by its exclusive prefix sum, by one block a BLOCK-sized chunk at a time. For
     radix digits this is each (digit, tile)'s first output position: the rows of smaller
-    digits first, then those of the same digit in earlier tiles."""
+    digits first, then those of the same digit in earlier tiles.
+    With `other` (a second counts buffer; value "cpar"), the kernel scans `counts` when
+    cpar == 0, else `other`, and zeroes the one it does not scan: ops/sort.py's scatter adds
+    the next pass's counts into it with atomics (this one block runs between two scatters)."""
     from ..launch import KernelArg
-    length, carry, chunk = K.KVar("length", I64), K.KVar("carry", I64), K.KVar("chunk", I64)
-    j, c, incl = K.KVar("j", I64), K.KVar("c", I64), K.KVar("incl", I64)
+    length, carry, chunk = K.KVar("length", I64), K.KVar("carry", dtype), K.KVar("chunk", I64)
+    j, c, incl = K.KVar("j", I64), K.KVar("c", dtype), K.KVar("incl", dtype)
     n, rows = K.KVar("n", I64), K.KVar("rows", I64)
     in_range = K.op("<", j, length)
+    zero = K.KConst(0, dtype)
+    if other is None:
+        load = K.KLoad(counts, j, dtype)
+        store = lambda v: (K.Store(counts, j, v),)  # noqa: E731
+    else:
+        first = K.op("==", K.KVar("cpar", I64), K.i64(0))
+        load = K.KSelect(first, K.KLoad(counts, j, dtype), K.KLoad(other, j, dtype), dtype)
+        store = lambda v: (K.If(first, (K.Store(counts, j, v), K.Store(other, j, zero)),  # noqa: E731
+                                (K.Store(other, j, v), K.Store(counts, j, zero))),)
     body = [K.Declare(j, K.op("+", chunk, K.KCast(LID, I64))),
-            K.Declare(c, K.KSelect(in_range, K.KLoad(counts, j, I64), K.i64(0), I64)),
+            K.Declare(c, K.KSelect(in_range, load, zero, dtype)),
             *block_inclusive_scan(c, incl, "sh_carry"),
-            K.If(in_range, (K.Store(counts, j, K.op("+", carry, K.op("-", incl, c))),)),
-            K.Assign(carry, K.op("+", carry, K.KLoad("sh_carry", K.i32(BLOCK - 1), I64))),
+            K.If(in_range, store(K.op("+", carry, K.op("-", incl, c)))),
+            K.Assign(carry, K.op("+", carry, K.KLoad("sh_carry", K.i32(BLOCK - 1), dtype))),
             K.Barrier()]
     stmts = (K.Declare(length, K.op("*", rows, K.op("/", K.op("+", n, K.i64(TILE - 1)), K.i64(TILE)))),
-             K.Declare(carry, K.i64(0)),
+             K.Declare(carry, zero),
              K.For(chunk, K.i64(0), K.op("<", chunk, length), K.op("+", chunk, K.i64(BLOCK)), tuple(body)))
-    args = (KernelArg(counts, "scratch", I64, scratch=counts), KernelArg("n", "n", I64),
-            KernelArg("rows", "value", I64))
-    return K.Kernel(name, args, (K.SharedArray("sh_carry", I64, BLOCK),), stmts,
+    bufs = [KernelArg(counts, "scratch", dtype, scratch=counts)]
+    if other is not None:
+        bufs.append(KernelArg(other, "scratch", dtype, scratch=other))
+    args = (*bufs, KernelArg("n", "n", I64), KernelArg("rows", "value", I64),
+            *([KernelArg("cpar", "value", I64)] if other is not None else []))
+    return K.Kernel(name, args, (K.SharedArray("sh_carry", dtype, BLOCK),), stmts,
                     doc=f"{name}: exclusive prefix sum of the per-(row, tile) counts, in place (one block).")
