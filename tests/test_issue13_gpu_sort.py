@@ -153,12 +153,12 @@ def harness_stages(dialect: str) -> GpuStages:
 
 @pytest.mark.parametrize("dialect", ["cuda", "metal"])
 def test_item4_harness_sort_topk_distinct_gather(dialect):
-    """Multi-pass sort and top-k at several tiles; the one-block sort, distinct's flags and the
-    gather at 300 rows (the harness runs every thread as a CPU thread: OpenCL covers the
-    multi-pass distinct)."""
+    """Multi-pass sort (folded int32 counts) and top-k at several tiles; the one-block sort at
+    1 row, 300 rows and one full tile; distinct's flags and the gather at 300 rows (the harness
+    runs every thread as a CPU thread: OpenCL covers the multi-pass distinct)."""
     stages = harness_stages(dialect)
     rng = np.random.default_rng(13)
-    for n in (300, BIG):
+    for n in (1, 300, TILE, BIG):
         keys = [column(rng, "float32", n, distinct_values=3), column(rng, "int16", n, distinct_values=3)]
         check_sort(stages, HSPEC, keys)
         check_sort(stages, HSPEC, keys, 5)
