@@ -105,16 +105,8 @@ def fusable(stages: tuple, i: int) -> bool:
     reads both sides' columns through them (a runtime with `indexed_passes` compiles that
     pass as dialects/numba_indexed.IndexedPass; nothing is gathered): that pass has no
     take/skip window, positional terminal or early exit (those slice their inputs)."""
-    from .stage_kinds import PassStage, TerminalStage
-    from .windows import early_exit
-    if not isinstance(stages[i], JoinStage) or i + 1 >= len(stages):
-        return False
-    nxt = stages[i + 1]
-    lowered = getattr(nxt, "lowered", None)
-    if type(nxt) not in (PassStage, TerminalStage) or lowered is None:
-        return False
-    return (nxt.window is None and not nxt.keep_input and not getattr(nxt, "positional", "")
-            and nxt.range_at == (-1, -1) and early_exit(lowered) is None)
+    from .stage_kinds import plain_pass_after
+    return plain_pass_after(stages, i, JoinStage) is not None
 
 
 def indexed(stage: JoinStage, p):

@@ -137,12 +137,21 @@ def scan_fusable(stages: tuple, i: int) -> bool:
     reduce or a filtering compaction of the scanned column alone, without a take/skip
     window, distinct flags, a positional terminal or an early exit (those slice columns)."""
     from querycompute._codegen.dialects.numba_scan_fused import fusable
+    lowered = plain_pass_after(stages, i, ScanStage)
+    return lowered is not None and fusable(lowered.pass_)
+
+
+def plain_pass_after(stages: tuple, i: int, kind: type):
+    """The Lowered of the pass after stage i when stage i is a `kind` and that pass reads its
+    columns whole, in order (no take/skip window, distinct flags, positional terminal or early
+    exit: those slice columns), so stage i may run inside it; else None."""
     from .windows import early_exit
-    if not isinstance(stages[i], ScanStage) or i + 1 >= len(stages):
-        return False
+    if not isinstance(stages[i], kind) or i + 1 >= len(stages):
+        return None
     nxt = stages[i + 1]
     lowered = getattr(nxt, "lowered", None)
     if type(nxt) not in (PassStage, TerminalStage) or lowered is None:
-        return False
-    return (nxt.window is None and not nxt.keep_input and not getattr(nxt, "positional", "")
-            and nxt.range_at == (-1, -1) and fusable(lowered.pass_) and early_exit(lowered) is None)
+        return None
+    plain = (nxt.window is None and not nxt.keep_input and not getattr(nxt, "positional", "")
+             and nxt.range_at == (-1, -1) and early_exit(lowered) is None)
+    return lowered if plain else None
