@@ -40,7 +40,7 @@ def _pass_lines(lowered, backend: str, n: int) -> list[str]:
     return out
 
 
-GPU_DIALECTS = ("cuda", "opencl", "metal")
+GPU_DIALECTS = ("cuda", "opencl", "metal", "webgpu")
 
 
 def _bits_dtypes(dtypes) -> tuple:
@@ -83,17 +83,17 @@ def _gpu_traffic(stage, dialect: str, element_dtypes) -> list[str]:
         rows = scan_op.bytes_per_element(stage.spec, dialect)
         head = scan_op.describe(stage.spec, dialect)
     elif isinstance(stage, S.DistinctStage):
-        rows = sort_op.bytes_per_element(stage.spec, distinct=True)
+        rows = sort_op.bytes_per_element(stage.spec, distinct=True, dialect=dialect)
         head = "stable LSD radix sort of the keys (8-bit digits), then flags where a key changes"
     elif isinstance(stage, S.SortStage) and stage.window is not None:
         rows = topk_op.bytes_per_element(stage.spec)
         head = "top-k: radix select of the k-th key, order-preserving compaction, one-block sort of k"
     elif _is_group(stage):
         from querycompute._codegen.ops import group as group_op
-        rows = group_op.bytes_per_element(stage.spec)
+        rows = group_op.bytes_per_element(stage.spec, dialect=dialect)
         head = group_op.describe(stage.spec)
     elif isinstance(stage, S.SortStage):
-        rows = sort_op.bytes_per_element(stage.spec)
+        rows = sort_op.bytes_per_element(stage.spec, dialect=dialect)
         head = f"stable LSD radix sort, {len(sort_op.passes(stage.spec))} passes of 8-bit digits (a stable " \
                f"scatter each; a key's first byte counted by a read, the next passes' counts added by " \
                f"the scatter before them), int32 index payload"

@@ -259,7 +259,7 @@ def render_group(spec: GroupSpec, dialect: str, index_dtype: str = "int32") -> K
     for d in [a.dtype for a in spec.aggs] + [p.dtype for p in spec.params]:
         pr.check(d)
     lo = _Lower(spec, index_dtype)
-    sort_kernels, schedule = sort_op.render_kernels(sort_spec(spec), index_dtype, False)
+    sort_kernels, schedule = sort_op.render_kernels(sort_spec(spec), index_dtype, False, dialect)
     kernels = [_perm_scratch(k, lo.perm) for k in sort_kernels] + [lo.partials(), lo.scan(), lo.downsweep()]
     schedule = list(schedule) + [Step(lo.name("partials")), Step(lo.name("scan")), Step(lo.name("downsweep"))]
     outputs = ([BufferSpec(a.name, a.dtype, "n") for a in lo.gkeys]
@@ -275,7 +275,7 @@ def render_group(spec: GroupSpec, dialect: str, index_dtype: str = "int32") -> K
     return sort_op.kernel_set(kernels, schedule, dialect, spec.name, SHAPE, outputs, list(scratch.values()))
 
 
-def bytes_per_element(spec: GroupSpec, index_dtype: str = "int32") -> list[tuple[str, int]]:
+def bytes_per_element(spec: GroupSpec, index_dtype: str = "int32", dialect: str = "") -> list[tuple[str, int]]:
     """(kernel, bytes read + written per row) of the launches that touch every row, in order;
     the downsweep's writes are per group (at most one group per row)."""
     idx = 4 if index_dtype == "int32" else 8
@@ -285,7 +285,7 @@ def bytes_per_element(spec: GroupSpec, index_dtype: str = "int32") -> list[tuple
     firsts = sum(G.value_size(a.dtype) for a in spec.aggs if a.op == "first")
     outs = sum(G.value_size(a.dtype) for a in spec.aggs if a.op != "count")
     name = f"{spec.name}_group"
-    return (sort_op.bytes_per_element(sort_spec(spec), index_dtype)
+    return (sort_op.bytes_per_element(sort_spec(spec), index_dtype, dialect=dialect)
             + [(f"{name}_partials", idx + keys + values + 1),
                (f"{name}_downsweep", idx + 2 + values + firsts),
                (f"{name}_downsweep (writes, per group)", keys + outs + 8)])

@@ -70,20 +70,22 @@ TILES = K.KVar("tiles", I64)
 COUNTS, COUNTS_B = "counts", "counts_b"
 
 
-def folds(index_dtype: str) -> bool:
+def folds(index_dtype: str, dialect: str = "") -> bool:
     """Whether a scatter adds the next pass's (digit, tile) counts with atomics: with int32
-    indices (n < 2**31), whose counts are int32 (Metal has no 64-bit atomic add)."""
-    return index_dtype == "int32"
+    indices (n < 2**31), whose counts are int32 (Metal has no 64-bit atomic add), in a dialect
+    whose printer spells an atomic add on a plain buffer (WGSL's needs atomic<i32> buffer
+    types: there every pass counts by a read)."""
+    return index_dtype == "int32" and dialect != "webgpu"
 
 
 def key_arg(spec: SortSpec, j: int) -> KernelArg:
     return KernelArg(f"key{j}", "input", order_keys.bits_dtype(spec.key_dtypes[j]), j)
 
 
-def counts_pass(index_dtype: str, shift: int) -> bool:
+def counts_pass(index_dtype: str, shift: int, dialect: str = "") -> bool:
     """Whether a pass launches its counting phase: the first byte of each key, or every pass
     without folded counts."""
-    return shift == 0 or not folds(index_dtype)
+    return shift == 0 or not folds(index_dtype, dialect)
 
 
 def passes(spec: SortSpec) -> list[tuple[int, int, str, bool]]:
@@ -97,7 +99,8 @@ def passes(spec: SortSpec) -> list[tuple[int, int, str, bool]]:
     return out
 
 
-def bytes_per_element(spec: SortSpec, index_dtype: str = "int32", distinct: bool = False) -> list[tuple[str, int]]:
+def bytes_per_element(spec: SortSpec, index_dtype: str = "int32", distinct: bool = False,
+                      dialect: str = "") -> list[tuple[str, int]]:
     """(kernel, bytes read + written per row) of every launch of a large sort (or distinct),
     in order (the counts scan moves 8 B per (digit, tile): under 2 B per row; left out)."""
     idx = 4 if index_dtype == "int32" else 8
@@ -105,13 +108,13 @@ def bytes_per_element(spec: SortSpec, index_dtype: str = "int32", distinct: bool
         spec = SortSpec(spec.key_dtypes, (False,) * len(spec.key_dtypes), f"{spec.name}_distinct")
         keys = sum(S.bits_width(d) // 8 for d in spec.key_dtypes)
         # flags: perm[s] and perm[s - 1], both rows' keys, one flag byte
-        return bytes_per_element(spec, index_dtype) + [(f"{spec.name}_flags", 2 * idx + 2 * keys + 1)]
+        return bytes_per_element(spec, index_dtype, dialect=dialect) + [(f"{spec.name}_flags", 2 * idx + 2 * keys + 1)]
     out = []
     for j, shift, source, last in passes(spec):
         w = S.bits_width(spec.key_dtypes[j]) // 8
         read = {"raw": w, "gather": idx + w, "bits": w}[source]
         read_pair = read + (idx if source == "bits" else 0)
-        if counts_pass(index_dtype, shift):
+        if counts_pass(index_dtype, shift, dialect):
             out.append((f"{_kname(spec, j, source)} (counts)", read))
         out.append((f"{_kname(spec, j, source)} (scatter)", read_pair + idx + (0 if last else w)))
     return out
@@ -128,12 +131,12 @@ class _Buffers:
     """The ping-pong buffers of one kernel set: perm a/b (index dtype) and bits a/b per bits
     dtype, as kernel arguments; `perm_a` is output 0 of a sort, scratch in distinct."""
 
-    def __init__(self, index_dtype: str, perm_a_is_output: bool):
+    def __init__(self, index_dtype: str, perm_a_is_output: bool, dialect: str = ""):
         self.idx = index_dtype
         self.perm_a = (KernelArg("perm_a", "output", index_dtype, 0) if perm_a_is_output
                        else KernelArg("perm_a", "scratch", index_dtype, scratch="perm_a"))
         self.perm_b = KernelArg("perm_b", "scratch", index_dtype, scratch="perm_b")
-        self.fold = folds(index_dtype)
+        self.fold = folds(index_dtype, dialect)
         self.cdt = I32 if self.fold else I64            # counts and offsets fit the index type
         self.counts = [KernelArg(c, "scratch", self.cdt, scratch=c) for c in (COUNTS, COUNTS_B)[:1 + self.fold]]
 
@@ -310,11 +313,11 @@ def _flags_kernel(spec: SortSpec, perm: KernelArg) -> K.Kernel:
                     doc=f"{name}: distinct's first-occurrence flags, from the ascending sort.")
 
 
-def render_kernels(spec: SortSpec, index_dtype: str, distinct: bool) -> tuple[list, list[Step]]:
+def render_kernels(spec: SortSpec, index_dtype: str, distinct: bool, dialect: str = "") -> tuple[list, list[Step]]:
     """(kernels, schedule) of a sort (or distinct) of spec's keys."""
     if distinct:
         spec = SortSpec(spec.key_dtypes, (False,) * len(spec.key_dtypes), f"{spec.name}_distinct")
-    bufs = _Buffers(index_dtype, perm_a_is_output=not distinct)
+    bufs = _Buffers(index_dtype, perm_a_is_output=not distinct, dialect=dialect)
     kernels = {}
     small = small_kernel(spec, f"{spec.name}_small", KernelArg("n", "n", I64), bufs.perm_a, None)
     kernels[small.name] = small
@@ -328,7 +331,7 @@ def render_kernels(spec: SortSpec, index_dtype: str, distinct: bool) -> tuple[li
             kernels[name] = _pass_kernel(spec, bufs, j, source)
         cpar = (("cpar", p % 2),) if bufs.fold else ()
         common = (("shift", shift), ("parity", (len(ps) - 1 - p) % 2), ("last", int(last))) + cpar
-        if counts_pass(index_dtype, shift):
+        if counts_pass(index_dtype, shift, dialect):
             schedule.append(Step(name, common + (("phase", 0),), "large"))
         schedule += [Step(scan.name, (("rows", RADIX),) + cpar, "large"),
                      Step(name, common + (("phase", 1),), "large")]
@@ -373,7 +376,7 @@ def render_sort(spec: SortSpec, dialect: str, index_dtype: str = "int32", distin
     order_keys.bits_dtype (inputs 0..)."""
     for d in spec.key_dtypes:
         S.bits_width(d)
-    kernels, schedule = render_kernels(spec, index_dtype, distinct)
+    kernels, schedule = render_kernels(spec, index_dtype, distinct, dialect)
     outputs = [BufferSpec("flags", "bool", "n")] if distinct else [BufferSpec("perm_a", index_dtype, "n")]
     return kernel_set(kernels, schedule, dialect, spec.name, "distinct" if distinct else "sort",
                       outputs, _scratch(kernels))
