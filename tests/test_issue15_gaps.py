@@ -224,3 +224,20 @@ def test_item1_column_operations_on_64_bit_values_say_numpy():
     w = np.array([3, 1, 2], np.int32)                # 32-bit keys: the WGSL sort kernels
     np.testing.assert_array_equal(stages.sort(SortSpec(("int32",), (False,)), [w], None, rows), [1, 2, 0])
     assert {r.dialect for r in rows} == {"webgpu"}
+
+
+@needs_adapter
+def test_item2_zero_constants_and_self_subtraction_are_not_folded():
+    """Item 2 (bit-identical elementwise results): drivers that treat WGSL float arithmetic as
+    inexact fold x * 0 to 0, x + 0 to x and x - x to 0 (lavapipe does); NumPy gives NaN for
+    NaN and inf, a signed zero, and +0 for -0 + 0."""
+    x = np.array([np.nan, -0.0, 0.0, np.inf, -np.inf, -5.0, 3.0], dtype=np.float32)
+    chains = {"v*0": lambda v: v * 0, "0*v": lambda v: 0 * v, "v*-0": lambda v: v * -0.0,
+              "v+0": lambda v: v + 0, "0+v": lambda v: 0 + v, "v--0": lambda v: v - (-0.0),
+              "v-v": lambda v: v - v}
+    for name, f in chains.items():
+        got = qc.query(x).on("webgpu").select(f).to_array()
+        want = qc.query(x).on("numpy").select(f).to_array()
+        np.testing.assert_array_equal(got, want, err_msg=name)
+        ok = ~np.isnan(want)
+        assert np.array_equal(np.signbit(got[ok]), np.signbit(want[ok])), name

@@ -25,6 +25,8 @@ NaN tests read the bits (never `x != x`, which a driver may fold away).
 """
 from __future__ import annotations
 
+import math
+
 from .. import dtypes as D
 from .. import expr as E
 from ..errors import UnsupportedType
@@ -178,9 +180,40 @@ class Wgsl(WgslKernelPrinter, CFamily):
             return S.call(o, a, b)                     # exact on integers
         if o in ("pow", "hypot", "atan2", "copysign"):
             return self.f16(S.call(self.math(o, d), a, b), d)
+        if D.is_float(d) and o in ("mul", "add", "sub"):
+            folded = self._unfoldable(e, a, b, d)
+            if folded is not None:
+                return folded
+        if D.is_float(d) and o == "sub" and a.text == b.text:
+            # x - x: drivers that treat WGSL arithmetic as inexact fold it to 0 (lavapipe's NIR
+            # does, depending on the shader around it), but IEEE gives NaN for NaN and inf
+            bad = f"{self.need('qc_isnan')}({a.text}) || {self.need('qc_isinf')}({a.text})"
+            nan = f"{self.need('qc_f32_bits')}(0x7FC00000u)"
+            return self.f16(Code(f"select(0.0f, {nan}, {bad})"), d)
         if D.is_float(d):
             return self.f16(S.binary(a, _BINOPS[o], b), d)
         return self.wrap(S.binary(a, _BINOPS[o], b), d)   # i32 / u32 arithmetic wraps in WGSL
+
+    def _unfoldable(self, e: E.Binary, a: Code, b: Code, d: str):
+        """x * 0, 0 * x, x + 0, 0 + x and x - (-0) spelled so that a driver treating WGSL float
+        arithmetic as inexact (lavapipe's NIR folds x * 0 to 0 and x + 0 to x) still gives
+        IEEE's answer: x * ±0 is NaN for NaN and inf, else a zero with the sign of the product;
+        x + 0 is x except that -0 + 0 is +0. None when no operand is a zero constant."""
+        def zero(node):
+            return isinstance(node, E.Const) and float(node.value) == 0.0
+        x, z = (a, e.b) if zero(e.b) else (b, e.a) if zero(e.a) and e.op != "sub" else (None, None)
+        if x is None:
+            return None
+        neg_zero = math.copysign(1.0, float(z.value)) < 0
+        if e.op == "mul":
+            bad = f"{self.need('qc_isnan')}({x.text}) || {self.need('qc_isinf')}({x.text})"
+            sign = f"(bitcast<u32>({x.text}) & 0x80000000u)" + (" ^ 0x80000000u" if neg_zero else "")
+            code = f"select(bitcast<f32>({sign}), {self.need('qc_f32_bits')}(0x7FC00000u), {bad})"
+        elif (e.op == "add") != neg_zero:              # x + 0 or x - (-0): -0 becomes +0
+            code = f"select({x.text}, 0.0f, bitcast<u32>({x.text}) == 0x80000000u)"
+        else:                                          # x - 0 and x + (-0) are x itself
+            return None
+        return self.f16(Code(code), d)
 
     def math(self, fn: str, dtype: str) -> str:
         if fn in self.HELPER_MATH:
