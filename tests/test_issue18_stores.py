@@ -62,20 +62,10 @@ def test_item1_wide_stores_write_numpys_bits_on_the_harness(dialect):
                     same_bits(np.asarray(got), want)
 
 
-def _opencl_or_skip():
-    try:
-        import pyopencl as cl
-        if not any(p.get_devices() for p in cl.get_platforms()):
-            raise RuntimeError("no OpenCL device")
-    except Exception as exc:
-        pytest.skip(f"OpenCL unavailable ({exc})")
-
-
 @pytest.mark.parametrize("dtype", ["float16", "int8"])
-def test_item1_pocl_vstores_match_numpy(dtype):
+def test_item1_pocl_vstores_match_numpy(dtype, ocl):
     """vstore_half8_rte (float16 results, rounded to nearest even) and vstore16 of bool
     bytes (int8 input: 16 per run), on 4099 elements: whole runs and a tail."""
-    _opencl_or_skip()
     x = data(dtype, 4099, seed=18)
     if dtype == "float16":
         q = qc.query(x).select(lambda v: v * 3 + 1)

@@ -13,13 +13,8 @@ N = 300_001                 # float32 + int32 columns at a 1 MB budget: 65,536-e
 
 
 @pytest.fixture
-def pocl(monkeypatch):
-    try:
-        import pyopencl as cl
-        if not any(p.get_devices() for p in cl.get_platforms()):
-            raise RuntimeError("no OpenCL device")
-    except Exception as exc:
-        pytest.skip(f"OpenCL unavailable ({exc})")
+def pocl(ocl, monkeypatch):
+    """An OpenCL device (conftest's `ocl` skips without one) and a 1 MB device-memory budget."""
     monkeypatch.setenv("QUERYCOMPUTE_DEVICE_MEMORY", "1e6")
 
 

@@ -47,20 +47,10 @@ def test_item1_misaligned_views_take_the_strided_kernels(dialect):
             assert_same(kind, d, raw, expected(kind, d, x))
 
 
-def _opencl_or_skip():
-    try:
-        import pyopencl as cl
-        if not any(p.get_devices() for p in cl.get_platforms()):
-            raise RuntimeError("no OpenCL device")
-    except Exception as exc:
-        pytest.skip(f"OpenCL unavailable ({exc})")
-
-
 @pytest.mark.parametrize("dtype", ["float16", "int8"])
-def test_item1_pocl_vloads_match_numpy(dtype):
+def test_item1_pocl_vloads_match_numpy(dtype, ocl):
     """vload_half8 / vload16 runs with a tail, on an aligned array and on x[1:] (vloadN needs
     element alignment only, so both take the contiguous kernels)."""
-    _opencl_or_skip()
     x = (np.arange(4099) % 97).astype(dtype)
     for view in (x, x[1:]):
         q = qc.query(view).where(lambda v: v > 40).select(lambda v: v * 2)
