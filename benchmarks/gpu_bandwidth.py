@@ -21,6 +21,7 @@ says so and exits with status 2: it measures a GPU and has nothing to say withou
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 import time
@@ -29,12 +30,16 @@ from pathlib import Path
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import workloads as W  # noqa: E402
 
 
 def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", default="1e6,1e7,1e8,1e9", help="sizes, comma-separated (default: %(default)s)")
     ap.add_argument("--workloads", default="W1,W2,W3,W4,W5,W6", help="default: %(default)s")
+    ap.add_argument("--w1-dtypes", default="float16,int8",
+                    help="W1 again over these element types (issue 18's narrow-type target; default: %(default)s)")
     ap.add_argument("--repeat", type=int, default=11, help="timed calls per case (median; default %(default)s)")
     ap.add_argument("--json", default=None, help="also write the rows to this JSON file")
     args = ap.parse_args(argv)
@@ -77,11 +82,36 @@ def median_ms(cp, run, repeat: int) -> float:
     return sorted(times)[len(times) // 2]
 
 
+def narrow(x: np.ndarray, dtype: str) -> np.ndarray:
+    """W1's input as a narrower element type: float16 keeps [0, 2000); int8 maps it onto
+    [-128, 127] (W1's `v * 2` then wraps, as NumPy's int8 does: the check still holds)."""
+    if np.dtype(dtype).kind == "f":
+        return x.astype(dtype)
+    return (x * np.float32(255 / 2000) - 128).astype(dtype)
+
+
+def measure(cp, label: str, wl, data: dict, n: int, copy_gbps: float, repeat: int) -> dict:
+    """One workload's row: checked against the numpy backend, then timed on the device."""
+    device_data = {name: cp.asarray(a) for name, a in data.items()}
+    ref = wl.querycompute(data, "numpy")()
+    run = wl.querycompute(device_data, "cuda")
+    got = run()
+    got = got.get() if hasattr(got, "get") else got
+    ok, why = W.check(wl.kind, got, ref)
+    row = {"n": n, "workload": label, "status": "ok" if ok else "wrong"}
+    if not ok:
+        print(f"  {label}: WRONG ({why}); not timed")
+        return {**row, "reason": why}
+    ms = median_ms(cp, run, repeat)
+    gbps = W.input_bytes(data) / (ms * 1e-3) / 1e9
+    row.update(median_ms=ms, gbps=gbps, pct_of_copy=100 * gbps / copy_gbps)
+    print(f"  {label:<9} {wl.title:<48} {ms:9.4f} ms {gbps:8.1f} GB/s {row['pct_of_copy']:6.1f}% of copy")
+    return row
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
     cp, device = cuda_device()
-    sys.path.insert(0, str(HERE))
-    import workloads as W
     keys = [k.strip().upper() for k in args.workloads.split(",") if k.strip()]
     unknown = [k for k in keys if k not in W.WORKLOADS]
     if unknown:
@@ -98,30 +128,17 @@ def main(argv=None) -> int:
             continue
         src = cp.asarray(host[keys[0]][next(iter(host[keys[0]]))])
         dst = cp.empty_like(src)
-        copy_ms = median_ms(cp, lambda: cp.copyto(dst, src), args.repeat)
+        copy_ms = median_ms(cp, functools.partial(cp.copyto, dst, src), args.repeat)
         copy_gbps = 2 * src.nbytes / (copy_ms * 1e-3) / 1e9
         del src, dst
         print(f"\nn={n:.0e}  copy {copy_ms:9.4f} ms  {copy_gbps:8.1f} GB/s (read + write)")
         rows.append({"n": n, "workload": "copy", "median_ms": copy_ms, "gbps": copy_gbps})
-        for k in keys:
-            wl, data = W.WORKLOADS[k], host[k]
-            device_data = {name: cp.asarray(a) for name, a in data.items()}
-            ref = wl.querycompute(data, "numpy")()
-            run = wl.querycompute(device_data, "cuda")
-            got = run()
-            got = got.get() if hasattr(got, "get") else got
-            ok, why = W.check(wl.kind, got, ref)
-            row = {"n": n, "workload": k, "status": "ok" if ok else "wrong"}
-            if not ok:
-                print(f"  {k}: WRONG ({why}); not timed")
-                rows.append({**row, "reason": why})
-                continue
-            ms = median_ms(cp, run, args.repeat)
-            gbps = W.input_bytes(data) / (ms * 1e-3) / 1e9
-            row.update(median_ms=ms, gbps=gbps, pct_of_copy=100 * gbps / copy_gbps)
-            print(f"  {k} {wl.title:<48} {ms:9.4f} ms {gbps:8.1f} GB/s {row['pct_of_copy']:6.1f}% of copy")
-            rows.append(row)
-            del device_data
+        cases = [(k, W.WORKLOADS[k], host[k]) for k in keys]
+        if "W1" in keys:
+            cases += [(f"W1[{dt}]", W.WORKLOADS["W1"], {"x": narrow(host["W1"]["x"], dt)})
+                      for dt in args.w1_dtypes.split(",") if dt.strip()]
+        for label, wl, data in cases:
+            rows.append(measure(cp, label, wl, data, n, copy_gbps, args.repeat))
     if args.json:
         Path(args.json).write_text(json.dumps({"device": device, "repeat": args.repeat, "rows": rows}, indent=1))
         print(f"wrote {args.json}")

@@ -51,15 +51,20 @@ class GroupResult:
         out = dict(zip(self.key_names, keys))
         for name, (kind, at, dtype) in zip(self.names, self.rules):
             if kind == "count":
-                out[name] = np.asarray(counts, dtype=np.int64)
+                out[name] = _array(counts).astype(np.int64, copy=False)
             elif kind == "mean":
                 acc = cols[at]
                 with np.errstate(all="ignore"):
                     out[name] = (acc / counts.astype(acc.dtype)).astype(dtype)
             else:
                 with np.errstate(over="ignore"):
-                    out[name] = np.asarray(cols[at]).astype(dtype, copy=False)
+                    out[name] = _array(cols[at]).astype(dtype, copy=False)
         return out
+
+
+def _array(x):
+    """x as an array where it is one already (CuPy columns of a device query stay there)."""
+    return x if hasattr(x, "astype") else np.asarray(x)
 
 
 def _key_names(key) -> tuple:

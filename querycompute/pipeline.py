@@ -149,6 +149,12 @@ class StagedPrepared(Prepared):
         return fused(pass_ or stage.lowered.pass_, g.spec, g.keys, g.values, inputs, p, gp, n, rows)
 
     def run_quick(self, cols, params, n: int) -> tuple:
+        raw, rows = self._run_stages(cols, params, n)
+        if not any(DC.on_device(c) for c in cols):
+            raw = DC.tree_to_host(raw)        # host inputs: host results (the one copy back)
+        return raw, rows
+
+    def _run_stages(self, cols, params, n: int) -> tuple:
         rows: list = []
         rt = self.runtime
         device = getattr(rt, "device_columns", False)

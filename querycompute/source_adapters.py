@@ -73,6 +73,41 @@ def null_error(what: str, nulls: int, masked: bool = False) -> TypeError:
                      f"as NaN or garbage): {NULL_WAYS}")
 
 
+# DLPack device types of memory a CUDA kernel reads in place (dlpack.h: kDLCUDA,
+# kDLCUDAManaged); kDLCUDAHost (pinned host memory) is host memory and goes through NumPy.
+_DLPACK_CUDA = (2, 13)
+
+
+def device_array(a: Any):
+    """A CUDA-resident input as a CuPy array sharing its memory (no copy), or None for host
+    data: CuPy arrays as they are, objects with `__cuda_array_interface__` (Numba, PyTorch,
+    JAX...) and DLPack objects on a CUDA device. CuPy is imported only for such an object."""
+    cp = sys.modules.get("cupy")
+    if cp is not None and isinstance(a, cp.ndarray):
+        return a
+    if isinstance(a, np.ndarray):
+        return None
+    try:
+        cai = hasattr(a, "__cuda_array_interface__")      # a CPU torch tensor raises: host data
+    except Exception:
+        cai = False
+    dev = None
+    if not cai and hasattr(a, "__dlpack_device__"):
+        try:
+            dev = int(a.__dlpack_device__()[0])
+        except Exception:
+            dev = None
+    if not cai and dev not in _DLPACK_CUDA:
+        return None
+    try:
+        import cupy
+    except ImportError:
+        raise TypeError(f"{type(a).__name__} lives on a CUDA device; querycompute reads device "
+                        f"memory through CuPy: pip install 'querycompute[cuda12]' (or cuda13), "
+                        f"or copy the data to the host first") from None
+    return cupy.asarray(a) if cai else cupy.from_dlpack(a)
+
+
 def host_array(a: Any, what: str) -> np.ndarray:
     """`a` as a NumPy array (any shape; the caller checks ndim and dtype), nulls refused."""
     nulls = null_count(a)
@@ -213,7 +248,8 @@ def _polars_problem(col) -> str | None:
 
 def _array_problem(a) -> str | None:
     try:
-        arr = host_array(a, "the column")
+        arr = device_array(a)
+        arr = host_array(a, "the column") if arr is None else arr
     except TypeError as e:
         return str(e).replace("the column ", "", 1)
     if arr.ndim != 1:

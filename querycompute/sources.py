@@ -14,7 +14,7 @@ import numpy as np
 
 from querycompute._codegen import dtypes
 
-from .source_adapters import Table, dict_table, host_array, structured_table, table_of
+from .source_adapters import Table, device_array, dict_table, host_array, structured_table, table_of
 
 KINDS = ("array", "zip", "table", "range")
 
@@ -39,7 +39,8 @@ def _as_1d(a: Any, what: str):
     if type(a) is np.ndarray and a.ndim == 1 and a.dtype in NATIVE_DTYPES:
         return a                                      # the warm path: nothing to convert
     if not is_device_array(a) and type(a) is not np.ndarray:
-        a = host_array(a, what)
+        dev = device_array(a)                         # __cuda_array_interface__ / CUDA DLPack
+        a = host_array(a, what) if dev is None else dev
     if a.ndim != 1:
         raise TypeError(f"{what} has {a.ndim} dimensions; queries read 1-D arrays "
                         f"(flatten it with .ravel(), or query one column/row at a time)")
@@ -160,6 +161,8 @@ def _dict_source(d: dict) -> Source:
     table = dict_table(d)
     if not table.skipped and plain_columns(tuple(d.values())):
         return Source("table", tuple(d.values()), tuple(d))
+    if not table.skipped and all(is_device_array(a) for a in d.values()):
+        return Source("table", tuple(d.values()), tuple(d))     # CuPy columns, read in place
     return _table_source(table)
 
 

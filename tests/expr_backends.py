@@ -1,8 +1,9 @@
 """Run one element expression on every backend this machine can run, and compute what Python
 computes on NumPy scalars (the oracle), for the issue-11 expression tests.
 
-Backends: numpy, cpu (numba), opencl (pocl, when present) and the CUDA C / Metal kernels
-through the CPU harness (tests/harness), which execute the generated source with g++.
+Backends: numpy, cpu (numba), opencl (pocl, when present), cuda (a real device, when present)
+and the CUDA C / Metal kernels through the CPU harness (tests/harness), which execute the
+generated source with g++.
 Lambdas are given as text and written to a real module file (chains.load_lambdas), so the
 frontend reads them from source like any user lambda.
 """
@@ -23,8 +24,9 @@ from querycompute.engine import assemble
 from querycompute.errors import UnsupportedTypeError
 from querycompute.plan import param_values
 
-RUNNABLE = ["numpy", "cpu"] + [b for b in ("opencl",) if qc.backends()[b]["available"]]
-HARNESS = ["cuda", "metal"] if runner.available()[0] else []
+RUNNABLE = ["numpy", "cpu"] + [b for b in ("opencl", "cuda") if qc.backends()[b]["available"]]
+# A real CUDA device (never in CI) replaces the harness's CUDA run: the same kernels, on the GPU.
+HARNESS = [d for d in ("cuda", "metal") if d not in RUNNABLE] if runner.available()[0] else []
 ALL = RUNNABLE + HARNESS
 
 

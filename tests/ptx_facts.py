@@ -60,6 +60,8 @@ def compile_sm90(ks) -> tuple[str, dict[str, KernelFacts]]:
     ptx = lib.getPTX(prog)
     ptx = ptx.decode() if isinstance(ptx, bytes) else ptx
     lib.destroyProgram(prog)
+    if not _ENTRY.search(log):
+        log = _ptxas_report(ptx) or log     # an NVRTC (13) that prints no ptxas report for PTX
     regs, spills, current = {}, {}, None
     for line in log.splitlines():
         if m := _ENTRY.search(line):
@@ -77,6 +79,24 @@ def compile_sm90(ks) -> tuple[str, dict[str, KernelFacts]]:
         count = sum(1 for ln in body.splitlines() if ln.strip().endswith(";") and not ln.strip().startswith("."))
         facts[name] = KernelFacts(name, regs.get(name, -1), spills.get(name, 0), loads, count)
     return ptx, facts
+
+
+def _ptxas_report(ptx: str) -> str | None:
+    """`ptxas -v`'s report on the PTX (registers, spills per entry), or None without ptxas."""
+    import subprocess
+    import tempfile
+    from pathlib import Path
+
+    from sass_facts import _find
+    ptxas = _find("ptxas")
+    if ptxas is None:
+        return None
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / "k.ptx"
+        src.write_text(ptx)
+        done = subprocess.run([ptxas, "-v", f"-arch={ARCH}", str(src), "-o", str(Path(tmp) / "k.cubin")],
+                              capture_output=True, text=True, timeout=300)
+    return done.stdout + done.stderr if done.returncode == 0 else None
 
 
 def _entries(ptx: str) -> dict[str, str]:

@@ -152,7 +152,8 @@ def test_cuda_cubin_and_ptx_are_stored_then_loaded_and_healed_after_damage(tmp_p
     code = CUDA_PREPARE.format(tests=str(Path(__file__).parent))
 
     def prepare():
-        done = subprocess.run([sys.executable, "-c", code], env=child_env(tmp_path),
+        done = subprocess.run([sys.executable, "-c", code],     # sm_80 with a device too
+                              env=child_env(tmp_path, QUERYCOMPUTE_CUDA_ARCH="sm_80"),
                               capture_output=True, text=True, timeout=600)
         assert done.returncode == 0, done.stderr
         return json.loads(done.stdout.strip().splitlines()[-1])

@@ -103,7 +103,8 @@ def test_availability_without_cupy_does_not_crash(monkeypatch):
     assert not ok and "cupy is not installed" in why and "pip install" in why
 
 
-def test_prepare_compiles_without_a_device_and_caches_on_disk(private_cache):
+def test_prepare_compiles_without_a_device_and_caches_on_disk(private_cache, monkeypatch):
+    monkeypatch.setenv("QUERYCOMPUTE_CUDA_ARCH", "sm_80")    # the same targets with a device
     p = passes("float32")["reduce_filtered"]
     first = cuda_mod.CudaBackend().prepare(p)
     assert first.origin == "compiled" and first.compile_ms > 0

@@ -20,7 +20,7 @@ from harness.plans import run_pass
 from querycompute.engine import assemble
 from querycompute.terminals import AggSpec
 
-BACKENDS = ["numpy"] + [b for b in ("cpu", "opencl") if qc.backends()[b]["available"]]
+BACKENDS = ["numpy"] + [b for b in ("cpu", "opencl", "cuda") if qc.backends()[b]["available"]]
 DIALECTS = ["cuda", "metal"]
 needs_harness = pytest.mark.skipif(not runner.available()[0], reason=runner.available()[1])
 SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

@@ -21,7 +21,7 @@ from harness.plans import run_pass
 from querycompute._codegen.errors import UnsupportedType
 from querycompute.engine import assemble
 
-BACKENDS = ["numpy"] + [b for b in ("cpu", "opencl") if qc.backends()[b]["available"]]
+BACKENDS = ["numpy"] + [b for b in ("cpu", "opencl", "cuda") if qc.backends()[b]["available"]]
 needs_harness = pytest.mark.skipif(not runner.available()[0], reason=runner.available()[1])
 
 

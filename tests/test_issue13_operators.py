@@ -19,7 +19,7 @@ import querycompute as qc
 
 SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
-BACKENDS = ["numpy"] + [b for b in ("cpu", "opencl") if qc.backends()[b]["available"]]
+BACKENDS = ["numpy"] + [b for b in ("cpu", "opencl", "cuda") if qc.backends()[b]["available"]]
 DTYPES = ["int32", "int64", "float32", "float64", "int8", "uint16", "bool", "float16"]
 
 

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 import querycompute as qc
 
 SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-BACKENDS = ["numpy"] + [b for b in ("cpu", "opencl") if qc.backends()[b]["available"]]
+BACKENDS = ["numpy"] + [b for b in ("cpu", "opencl", "cuda") if qc.backends()[b]["available"]]
 
 
 def same_key(a, b) -> bool:

@@ -10,7 +10,7 @@ import pytest
 import querycompute as qc
 from expr_backends import HARNESS, run
 
-GPU = [b for b in ("opencl", "webgpu") if qc.backends()[b]["available"]] + HARNESS
+GPU = [b for b in ("opencl", "cuda", "webgpu") if qc.backends()[b]["available"]] + HARNESS
 
 
 @pytest.fixture(scope="module")

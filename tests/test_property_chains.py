@@ -17,7 +17,7 @@ from chains import ALL_DTYPES, TRANSCENDENTAL, arrays, chain, load_lambdas, pyth
 from querycompute.errors import UnsupportedTypeError
 
 SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-RUNNABLE = [b for b in ("cpu", "opencl", "webgpu") if qc.backends()[b]["available"]]
+RUNNABLE = [b for b in ("cpu", "opencl", "cuda", "webgpu") if qc.backends()[b]["available"]]
 TERMINALS = ["to_array", "sum", "min", "max", "mean", "count", "any", "all", "first", "agg"]
 
 

@@ -87,6 +87,16 @@ def to_host(x) -> np.ndarray:
     return np.asarray(x)
 
 
+def tree_to_host(raw):
+    """A plan's raw result with every device column in it copied to the host: the result of
+    a query over host inputs is host data, whatever stayed on the device between stages."""
+    if on_device(raw):
+        return to_host(raw)
+    if isinstance(raw, (tuple, list)):
+        return type(raw)(tree_to_host(r) for r in raw)
+    return raw
+
+
 def contiguous(x, dtype=None):
     """Column x contiguous (device columns are), converted to `dtype` on the host only."""
     if on_device(x):
