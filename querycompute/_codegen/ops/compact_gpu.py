@@ -6,9 +6,11 @@ BLOCK * ept consecutive elements from b * tile and thread t of it `ept` consecut
 of the tile, so "tile, then thread, then element" is source order. A survivor's rank is
 (survivors of the tiles before) + (survivors of the earlier threads of its tile) + (its rank
 in its thread's run). The tile prefix (the first term) is a scan of the per-tile counts, and
-that scan is ops/scan.py's (one home for the multi-block scan), in the dialect's algorithm:
+that scan is ops/scan.py's (one home for the multi-block scan). Two algorithms (ALGORITHM
+below says which each dialect runs: reduce-then-scan everywhere today):
 
-CUDA: single pass, decoupled look-back (as CUB's DeviceSelect::If):
+Look-back (CUDA only, on request: lower(..., algo="lookback")), single pass as CUB's
+DeviceSelect::If:
   <pass>_compact_scan_init  (one block) zeroes the tile flags and the tile ticket
   <pass>_compact_lookback   (tiles) takes its tile from the ticket; each thread counts its
       survivors (the only DRAM read of the input); a block scan of the thread counts gives
@@ -19,8 +21,8 @@ CUDA: single pass, decoupled look-back (as CUB's DeviceSelect::If):
       memory at their local offsets; after a barrier the block writes the staged values out
       coalesced, thread j storing staged values j, j + BLOCK, ... at prefix + j. The last
       tile writes the total.
-OpenCL, Metal (and WGSL): reduce-then-scan, no block ever waits on another (these APIs give
-no forward-progress guarantee between work-groups):
+Reduce-then-scan (every dialect): no block ever waits on another (OpenCL, Metal and WGSL
+give no forward-progress guarantee between work-groups; on CUDA it is the faster one):
   <pass>_compact_count          (tiles) survivors per tile -> block_counts
   <pass>_compact_scan_partials  (tiles/T) |  scan.py's reduce-then-scan of block_counts,
   <pass>_compact_scan_blocks    (one)     |  T counts a block: block_incl[b] = survivors of
@@ -56,12 +58,22 @@ STAGE = "sh_out"               # shared staging array of output k: sh_out<k>
 __all__ = ["lower", "algorithm", "COUNT_GRID"]
 
 
+# The compaction's algorithm per dialect. Every dialect counts, scans the counts and scatters
+# (reduce-then-scan): on an H100 that ran W2 (n = 1e8) in 0.70 ms, where the single-pass
+# look-back took 4.9 ms, because scan.py's fixed look-back waits on the previous group's
+# inclusive prefix, a chain of (tiles / LOOKBACK) hops of a few microseconds each
+# (docs/performance.md). The look-back lowering stays, chosen by `lower(..., algorithm=)`,
+# for the day its chain is gone.
+ALGORITHM = {"cuda": "reduce_then_scan", "opencl": "reduce_then_scan", "metal": "reduce_then_scan",
+             "webgpu": "reduce_then_scan"}
+
+
 def algorithm(dialect: str) -> str:
-    """"lookback" (CUDA) or "reduce_then_scan": the dialect's scan algorithm (scan.ALGORITHM)."""
-    return scan_op.ALGORITHM[dialect]
+    """"reduce_then_scan" (every dialect today) or "lookback" (CUDA only, on request)."""
+    return ALGORITHM[dialect]
 
 
-def _counts_scan(name: str, dialect: str) -> scan_op._Lower:
+def _counts_scan(name: str, dialect: str, algo: str) -> scan_op._Lower:
     """scan.py's lowering of the int64 sum of the tile counts."""
     acc, item = E.Var("acc", "int64"), E.Var("item", "int64")
     spec = ScanSpec("int64", E.Binary("add", acc, item, "int64"), E.Const(0, "int64"), (), f"{name}_compact")
@@ -71,7 +83,7 @@ def _counts_scan(name: str, dialect: str) -> scan_op._Lower:
             "out": KernelArg("block_incl", "scratch", "int64", scratch="block_incl")}
     lo = scan_op._Lower(spec, runs, bind)
     lo.grid = grid = f"tiles/{lo.tile_size}"
-    if algorithm(dialect) == "lookback":         # the look-back's scratch is per compaction tile
+    if algo == "lookback":                       # the look-back's scratch is per compaction tile
         return lo
     # the scan's n is the number of compaction tiles; its num_blocks the count-scan tiles
     lo.bind.update({"n": KernelArg("n", "value", "int64", rule="tiles"),
@@ -83,7 +95,7 @@ def _counts_scan(name: str, dialect: str) -> scan_op._Lower:
 
 def COUNT_GRID(name: str, dialect: str) -> str:
     """The grid rule of the count scan's tile kernels ("tiles/T")."""
-    return _counts_scan(name, dialect).grid
+    return _counts_scan(name, dialect, algorithm(dialect)).grid
 
 
 def _kvar(a: KernelArg) -> K.KVar:
@@ -212,18 +224,23 @@ def _scatter_kernel(p, prog, strided: bool, ept: int, outs, window):
     return K.Kernel(kname, args, (K.SharedArray("sh_scan", "int64", BLOCK),), tuple(head + stmts), doc=doc)
 
 
-def lower(p, dialect: str, ept: int, outs: tuple, window, group: int = scan_op.LOOKBACK):
+def lower(p, dialect: str, ept: int, outs: tuple, window, group: int = scan_op.LOOKBACK,
+          algo: str | None = None):
     """(kernels, specs, scratch BufferSpecs) of pass `p`'s compaction in `dialect` (the window's
-    lo, hi are params of the pass, among input_args already)."""
+    lo, hi are params of the pass, among input_args already); `algo`: "lookback" (CUDA) or
+    "reduce_then_scan", default the dialect's (ALGORITHM)."""
     prog = p.program
-    lo_scan = _counts_scan(p.name, dialect)
+    algo = algo or algorithm(dialect)
+    if algo == "lookback" and scan_op.ALGORITHM[dialect] != "lookback":
+        raise ValueError(f"{dialect} has no look-back (no forward-progress guarantee between blocks)")
+    lo_scan = _counts_scan(p.name, dialect, algo)
     kernels, specs = [], []
 
     def add(kernel, grid, variant_, role):
         kernels.append(kernel)
         specs.append(KernelSpec(kernel.name, kernel.args, grid, variant_, role))
 
-    if algorithm(dialect) == "lookback":
+    if algo == "lookback":
         add(lo_scan.init(), "one", "any", "init")
         for strided in (False, True):
             add(_lookback_kernel(p, prog, strided, ept, outs, window, lo_scan, group), "tiles",
