@@ -94,6 +94,7 @@ VARIABLES = {v.name: v for v in (
 )}
 
 _refused: set[tuple[str, str]] = set()      # (name, value) already warned about
+_parsed: dict = {}                           # (name, raw value) -> its parsed value
 
 
 def get(name: str):
@@ -101,12 +102,18 @@ def get(name: str):
     refused (then warned once per value)."""
     var = VARIABLES[name]
     raw = os.environ.get(name)
-    if raw is None or not raw.strip():
+    if raw is None:
+        return var.default
+    hit = _parsed.get((name, raw), _parsed)          # read on every launch: parse once per value
+    if hit is not _parsed:
+        return hit
+    if not raw.strip():
         return var.default
     if var.parse is None:
         return raw.strip()
     try:
-        return var.parse(raw)
+        value = _parsed[(name, raw)] = var.parse(raw)
+        return value
     except ValueError:
         if (name, raw) not in _refused:
             _refused.add((name, raw))

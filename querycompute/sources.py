@@ -38,7 +38,10 @@ def _as_1d(a: Any, what: str):
     they are; the rest through source_adapters.host_array); a clear TypeError otherwise."""
     if type(a) is np.ndarray and a.ndim == 1 and a.dtype in NATIVE_DTYPES:
         return a                                      # the warm path: nothing to convert
-    if not is_device_array(a) and type(a) is not np.ndarray:
+    device = is_device_array(a)
+    if device and a.ndim == 1 and a.dtype in NATIVE_DTYPES:
+        return a                                      # a CuPy column, likewise
+    if not device and type(a) is not np.ndarray:
         dev = device_array(a)                         # __cuda_array_interface__ / CUDA DLPack
         a = host_array(a, what) if dev is None else dev
     if a.ndim != 1:

@@ -112,5 +112,6 @@ def test_item9_gpu_bandwidth_on_the_device(tmp_path):
     """On a GPU: every workload agrees with the numpy backend and gets a bandwidth figure."""
     run_script("gpu_bandwidth.py", "--n", "1e5", "--repeat", "3", "--json", str(tmp_path / "bw.json"))
     rows = json.loads((tmp_path / "bw.json").read_text())["rows"]
-    assert {r["workload"] for r in rows} == {"copy", "W1", "W2", "W3", "W4", "W5", "W6"}
+    assert {r["workload"] for r in rows} == {"copy", "W1", "W2", "W3", "W4", "W5", "W6",
+                                             "W1[float16]", "W4[float16]", "W4[int8]"}
     assert all(r.get("status", "ok") == "ok" and r["gbps"] > 0 for r in rows), rows
