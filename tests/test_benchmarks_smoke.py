@@ -97,13 +97,22 @@ def _cuda_device() -> bool:
         return False
 
 
-def test_item9_gpu_bandwidth_says_it_needs_a_gpu():
-    """Issue 18 item 9: without a CUDA device the script names what it needs and exits 2."""
+@pytest.mark.parametrize("script,args", [("gpu_bandwidth.py", ["--n", "1e3"]), ("gpu_scan_compaction.py", [])])
+def test_item9_gpu_scripts_say_they_need_a_gpu(script, args):
+    """Issue 18 item 9: without a CUDA device the GPU scripts name what they need and exit 2."""
     if _cuda_device():
-        pytest.skip("a CUDA device is present: test_item9_gpu_bandwidth_on_the_device runs it")
-    out = subprocess.run([sys.executable, str(BENCH / "gpu_bandwidth.py"), "--n", "1e3"],
+        pytest.skip("a CUDA device is present: the gpu-marked tests run the scripts")
+    out = subprocess.run([sys.executable, str(BENCH / script), *args],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 2 and "needs an NVIDIA GPU with CuPy" in out.stderr, out
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not _cuda_device(), reason="needs a CUDA device")
+def test_item9_gpu_scan_and_compaction_on_the_device():
+    """On a GPU: compaction and scans agree with NumPy over sizes, with either compaction."""
+    for algo in ("default", "lookback"):
+        run_script("gpu_scan_compaction.py", "--compaction", algo)
 
 
 @pytest.mark.gpu

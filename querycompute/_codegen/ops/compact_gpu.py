@@ -60,10 +60,11 @@ __all__ = ["lower", "algorithm", "COUNT_GRID"]
 
 # The compaction's algorithm per dialect. Every dialect counts, scans the counts and scatters
 # (reduce-then-scan): on an H100 that ran W2 (n = 1e8) in 0.70 ms, where the single-pass
-# look-back took 4.9 ms, because scan.py's fixed look-back waits on the previous group's
-# inclusive prefix, a chain of (tiles / LOOKBACK) hops of a few microseconds each
-# (docs/performance.md). The look-back lowering stays, chosen by `lower(..., algorithm=)`,
-# for the day its chain is gone.
+# look-back took 4.9 ms with scan.py's fixed look-back (a chain of group prefixes) and still
+# 2.06 ms with its decoupled one (the counts are exact int64 sums): each tile of 256 x 4
+# elements pays four device-wide fences and two block barriers of look-back latency
+# (docs/performance.md). The look-back lowering stays, chosen by `lower(..., algo=)`, for
+# the day a flag and its count travel in one word and tiles grow.
 ALGORITHM = {"cuda": "reduce_then_scan", "opencl": "reduce_then_scan", "metal": "reduce_then_scan",
              "webgpu": "reduce_then_scan"}
 
@@ -162,7 +163,7 @@ def _lookback_kernel(p, prog, strided: bool, ept: int, outs, window, lo_scan, gr
                  K.If(_window_test(start, K.op("+", start, agg), window), tuple(write))]
     body = (take + _count(prog, strided, ept) + block_inclusive_scan(COUNT, INCL, "sh_scan")
             + [K.Declare(agg, K.KLoad("sh_scan", K.i32(BLOCK - 1), "int64"))]
-            + lo_scan._look_back(group, agg)
+            + lo_scan.look_back(group, agg)
             + [K.Barrier(),
                K.Declare(start, K.KLoad("sh_carry", K.i32(0), "int64")),
                K.If(_is_last(tile), (K.Store("total", K.i32(0), _total(K.op("+", start, agg), window)),)),
@@ -174,7 +175,7 @@ def _lookback_kernel(p, prog, strided: bool, ept: int, outs, window, lo_scan, gr
                     for nm in ("block_aggs", "block_incl", "block_flags", "ticket"))
             + (KernelArg("total", "scratch", "int64", scratch="total"),) + outs)
     shared = (K.SharedArray("sh_scan", "int64", BLOCK), K.SharedArray("sh_tile", "uint32", 1),
-              K.SharedArray("sh_carry", "int64", 1),
+              K.SharedArray("sh_carry", "int64", 1), K.SharedArray("sh_state", "int32", 1),
               *(K.SharedArray(f"{STAGE}{k}", a.dtype, BLOCK * ept) for k, a in enumerate(outs)))
     kname, doc = variant(f"{name}_compact_lookback", strided,
                          f"{name} compaction, single pass: count, look back, stage and write the survivors.")
