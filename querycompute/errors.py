@@ -26,6 +26,13 @@ class EmptySequenceError(QueryError, ValueError):
     """min/max/mean/first of an empty sequence without `default=`."""
 
 
+class ElementIndexError(EmptySequenceError, IndexError):
+    """element_at(i) found no element at position i (i < 0 or past the end) and had no `default=`.
+
+    Also an IndexError, what Python's `seq[i]` raises (LINQ's ElementAt throws
+    ArgumentOutOfRangeException), while staying an EmptySequenceError like the other terminals."""
+
+
 class MultipleElementsError(QueryError, ValueError):
     """single() found more than one element."""
 

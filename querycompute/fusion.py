@@ -51,13 +51,13 @@ def _all_exprs(p: Pass):
 
 
 def param_limits(p: Pass) -> tuple:
-    """Where an int64 parameter is cast to a narrower integer type, a Python int captured for
-    it must be in that type's range: NumPy 2 refuses `int8_value + 300` (OverflowError), and
-    so do we, at launch, rather than wrap silently."""
+    """Where an int64 (or, from 2**63 up, uint64) parameter is cast to another integer type,
+    a Python int captured for it must be in that type's range: NumPy 2 refuses
+    `int8_value + 300` (OverflowError), and so do we, at launch, rather than wrap silently."""
     bounds: dict[str, tuple] = {}
     for e in _all_exprs(p):
-        if isinstance(e, E.Cast) and isinstance(e.x, E.Param) and e.x.dtype == "int64" \
-                and dtypes.is_int(e.dtype) and e.dtype != "int64":
+        if isinstance(e, E.Cast) and isinstance(e.x, E.Param) and e.x.dtype in ("int64", "uint64") \
+                and dtypes.is_int(e.dtype) and e.dtype != e.x.dtype:
             lo, hi = dtypes.int_limits(e.dtype)
             old = bounds.get(e.x.name, (lo, hi, e.dtype))
             bounds[e.x.name] = (max(lo, old[0]), min(hi, old[1]), e.dtype if hi <= old[1] else old[2])

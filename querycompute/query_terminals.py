@@ -229,7 +229,8 @@ class QueryTerminals:
             The element, or `default`.
 
         Raises:
-            EmptySequenceError: When there is no element at `i` and no `default=`.
+            EmptySequenceError: When there is no element at `i` and no `default=` (an
+                `ElementIndexError`, also an IndexError as `seq[i]` raises).
 
         Example:
             ```python

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import EmptySequenceError
+from .errors import ElementIndexError, EmptySequenceError
 
 
 class _NoDefault:
@@ -182,6 +182,10 @@ def _to_half(x) -> np.float16:
 def _empty(spec: AggSpec, key: str | None):
     if spec.default is NO_DEFAULT:
         what = spec.kind if key is None else f"{key} ({spec.kind})"
+        if spec.kind == "element_at":
+            raise ElementIndexError(f"{what}: no element at that position (the index is negative or "
+                                    f"past the last surviving element); pass default=... to get a "
+                                    f"value instead")
         raise EmptySequenceError(f"{what} of an empty sequence (no element survived); "
                                  f"pass default=... to get a value instead")
     return spec.default

@@ -133,7 +133,9 @@ def capture_key(env: dict[str, object]) -> tuple:
         if isinstance(obj, np.generic):
             key.append((name, obj.dtype.name))
         elif isinstance(obj, (bool, int, float)):
-            key.append((name, type(obj).__name__))
+            # an int from 2**63 up is a uint64 parameter (translate._Name), not an int64 one
+            big = type(obj) is int and obj >= 2 ** 63
+            key.append((name, "int>=2**63" if big else type(obj).__name__))
         else:
             try:
                 hash(obj)

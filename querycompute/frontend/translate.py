@@ -113,11 +113,15 @@ class _Translator:
             s = Scalar(self.new_param(node.id, obj.dtype.name))
         elif isinstance(obj, (bool, int, float)) and not isinstance(obj, np.generic):
             kind = "bool" if isinstance(obj, bool) else "int" if isinstance(obj, int) else "float"
-            if kind == "int" and not -2 ** 63 <= obj < 2 ** 63:
+            if kind == "int" and not -2 ** 63 <= obj < 2 ** 64:
                 fail(self.at(node), f"captured int {node.id!r} = {obj} does not fit in 64 "
-                                    f"bits; kernel parameters are int64", "capture")
-            s = Scalar(self.new_param(node.id, {"bool": "bool", "int": "int64",
-                                                "float": "float64"}[kind]), kind)
+                                    f"bits; kernel parameters are int64 (uint64 from 2**63 up)",
+                     "capture")
+            # Still a weak Python int, held as uint64 from 2**63 up (NumPy 2 accepts
+            # uint64_array * 0x9E3779B97F4A7C15); capture_key makes that a type of its own.
+            s = Scalar(self.new_param(node.id, {"bool": "bool", "float": "float64",
+                                                "int": "int64" if obj < 2 ** 63 else "uint64"}[kind]),
+                       kind)
         else:
             fail(self.at(node), f"captured {node.id!r} is {_describe(obj)}; only scalars "
                                 f"(bool, int, float, numpy scalars of {', '.join(dtypes.ALL)}) "

@@ -1,0 +1,43 @@
+"""Outside tests of the core API (DESIGN.md sections 3, 4, 6, 7), written as a user would:
+each one reproduces a bug found by probing the documented promises, checked against NumPy /
+plain Python. Small inputs, one query shape per test (compiles are the cost)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import querycompute as qc
+
+BACKENDS = ["numpy", "cpu"]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_element_at_out_of_range_is_an_index_error(backend):
+    # DESIGN.md is silent on the error type: Python's seq[i] raises IndexError (LINQ's
+    # ElementAt throws ArgumentOutOfRangeException); it stays an EmptySequenceError too.
+    x = np.arange(5.0)
+    q = qc.query(x).on(backend).where(lambda v: v > 0)
+    assert q.element_at(3) == x[x > 0][3]
+    for i in (4, 9, -1):
+        with pytest.raises(IndexError) as info:
+            q.element_at(i)
+        assert isinstance(info.value, qc.EmptySequenceError)
+        assert "no element at that position" in str(info.value)
+        assert q.element_at(i, default=-7.0) == -7.0
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_captured_python_int_from_2_63_up_meets_uint64(backend):
+    # NumPy 2: uint64_array * 0x9E3779B97F4A7C15 is fine (a weak Python int that fits uint64);
+    # it used to be refused as "does not fit in 64 bits".
+    x = np.array([1, 2, 2**64 - 1], dtype=np.uint64)
+    h = 0x9E3779B97F4A7C15
+    q = qc.query(x).on(backend).select(lambda v: v * h ^ (v >> 3))
+    for value in (0x9E3779B97F4A7C15, 7, 2**64 - 1):    # big -> small -> big: no stale kernel
+        h = value
+        got = q.to_array()
+        assert got.dtype == np.uint64
+        np.testing.assert_array_equal(got, x * np.uint64(value) ^ (x >> np.uint64(3)))
+    h = 2**64 - 1
+    with pytest.raises(qc.QueryError, match="out of bounds for int64"):   # NumPy: OverflowError
+        qc.query(np.arange(3)).on(backend).select(lambda v: v + h).to_array()
