@@ -87,10 +87,13 @@ def test_kernel_names_come_from_the_pass_name_and_role():
                      "qc_filter_int8_compact_scatter_strided"]
 
 
-def test_compaction_never_uses_atomics():
-    """No atomic append; CUDA's single pass takes its tile from an atomic ticket (issue 18)."""
-    for d in ("opencl", "metal"):
+def test_compaction_never_uses_atomics(monkeypatch):
+    """No atomic append; CUDA's single pass (on request: compact_gpu.ALGORITHM) takes its
+    tile from an atomic ticket (issue 18)."""
+    from querycompute._codegen.ops import compact_gpu
+    for d in ("opencl", "metal", "cuda"):
         assert "atomic" not in render(G.shape_passes("float32")[1], d).source.lower()
+    monkeypatch.setitem(compact_gpu.ALGORITHM, "cuda", "lookback")
     atomics = [line for line in render(G.shape_passes("float32")[1], "cuda").source.splitlines()
                if "atomicAdd(" in line]
     assert len(atomics) == 2 and all("ticket[" in line for line in atomics)   # both variants
@@ -128,10 +131,14 @@ def test_reduce_grid_depends_only_on_n_and_is_capped():
     assert L.scratch_sizes(ks, 0)["part_acc0"] == 1
 
 
-def test_compaction_plan_scans_one_count_per_block():
-    """CUDA: init + one look-back pass over the tiles; OpenCL: count, the scan operator's
-    multi-block scan of the tile counts (ceil(tiles / T) blocks), scatter."""
-    ks = render(G.shape_passes("float32")[1], "cuda")
+def test_compaction_plan_scans_one_count_per_block(monkeypatch):
+    """CUDA's look-back (on request): init + one pass over the tiles; reduce-then-scan (every
+    dialect's): count, the scan operator's multi-block scan of the tile counts
+    (ceil(tiles / T) blocks), scatter."""
+    from querycompute._codegen.ops import compact_gpu
+    with monkeypatch.context() as m:
+        m.setitem(compact_gpu.ALGORITHM, "cuda", "lookback")
+        ks = render(G.shape_passes("float32")[1], "cuda")
     launches = L.plan(ks, 100_000, True)
     assert [l.kernel.role for l in launches] == ["init", "scatter"]
     tiles = -(-100_000 // (256 * ks.elems_per_thread))
@@ -139,14 +146,15 @@ def test_compaction_plan_scans_one_count_per_block():
     assert launches[0].values == launches[1].values == {"num_blocks": tiles}
     assert L.scratch_sizes(ks, 100_000) == {"block_aggs": tiles, "block_incl": tiles, "block_flags": tiles,
                                            "ticket": 1, "total": 1}
-    ks = render(G.shape_passes("float32")[1], "opencl")
-    launches = L.plan(ks, 10_000_000, True)
-    assert [l.kernel.role for l in launches] == ["count", "partials", "scan", "downsweep", "scatter"]
-    tiles = -(-10_000_000 // (256 * ks.elems_per_thread))
-    per_block = int(launches[1].kernel.grid.split("/")[1])
-    scan_blocks = -(-tiles // per_block)
-    assert [l.grid for l in launches] == [tiles, scan_blocks, 1, scan_blocks, tiles]
-    assert launches[1].values == {"n": tiles} and launches[2].values == {"num_blocks": scan_blocks}
+    for d in ("opencl", "cuda"):
+        ks = render(G.shape_passes("float32")[1], d)
+        launches = L.plan(ks, 10_000_000, True)
+        assert [l.kernel.role for l in launches] == ["count", "partials", "scan", "downsweep", "scatter"]
+        tiles = -(-10_000_000 // (256 * ks.elems_per_thread))
+        per_block = int(launches[1].kernel.grid.split("/")[1])
+        scan_blocks = -(-tiles // per_block)
+        assert [l.grid for l in launches] == [tiles, scan_blocks, 1, scan_blocks, tiles]
+        assert launches[1].values == {"n": tiles} and launches[2].values == {"num_blocks": scan_blocks}
 
 
 def test_decode_reduce_builds_base_py_results():

@@ -1,6 +1,7 @@
 """CUDA C (compiled by NVRTC): the table of spellings, then the few overrides."""
 from __future__ import annotations
 
+from . import c_syntax as S
 from .c_family import CFamily
 
 
@@ -44,6 +45,24 @@ class Cuda(CFamily):
         """CUDA's C math library: float versions carry an `f` suffix (sqrtf, fmodf...)."""
         base = super().math(fn, dtype)
         return base + "f" if dtype in ("float32", "float16") else base
+
+    def unary(self, e):
+        # -x of a 16-bit integer: negated in 32 bits, truncated by an opaque cvt. The ptxas of
+        # NVRTC 13.0 folds sext16(neg.s16 x) into neg.s32(sext16 x), wrong for x = -32768
+        # (`-v == v` came out False on an H100; NVRTC 13.5's ptxas is right): the cvt keeps
+        # the truncation in the SASS (a PRMT sign extension), whatever version compiles it.
+        if e.op == "neg" and e.dtype in ("int16", "uint16"):
+            wide = S.unary("(unsigned int)", S.unary("-", S.unary("(int)", self.code(e.x))))
+            return S.unary(f"({self.t(e.dtype)})", S.call(self.need("qc_trunc16"), wide))
+        return super().unary(e)
+
+    def define_qc_trunc16(self):
+        return """// the low 16 bits, by a PTX cvt that ptxas cannot fold away (see unary above)
+static __device__ __forceinline__ unsigned short qc_trunc16(unsigned int v) {
+    unsigned short r;
+    asm("cvt.u16.u32 %0, %1;" : "=h"(r) : "r"(v));
+    return r;
+}"""
 
     def half_from_bits(self, bits):
         return f"{self.need('qc_h2f')}({bits})"

@@ -158,6 +158,8 @@ inline double __dsqrt_rn(double a) { return std::sqrt(a); }
 namespace qch {
 inline float cvt_f32_f16(unsigned short h) { return float(bit_cast<_Float16>(h)); }
 inline unsigned short cvt_rn_f16_f32(float f) { return bit_cast<unsigned short>(_Float16(f)); }
+// cvt.u16.u32: the low 16 bits (the CUDA printer's 16-bit negation, dialects/cuda.py)
+inline unsigned short cvt_u16_u32(unsigned int v) { return (unsigned short)(v & 0xFFFFu); }
 }
 
 template <class T>
