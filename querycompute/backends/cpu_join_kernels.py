@@ -8,13 +8,20 @@ the cpu backend's disk cache.
 Keys arrive as the raw bits of both sides' common type (or several keys' order bits packed
 into one uint64 word by the stage kernels' `pack`).
   build (join_build_serial): an open-addressing table (twice the build side's rows, Fibonacci
-      hashing) of the distinct words; per word the first row holding it, and `nxt` chains
-      the rows of equal words in index order; a bloom array of 8 bits per slot (the hash's
-      next 3 bits) lets most missing probes skip the table.
+      hashing) of the distinct words; per word the first row holding it (word and row side
+      by side in one 16-byte slot: a lookup touches one cache line), and `nxt` chains the
+      rows of equal words in index order; a bloom array of 8 bits per slot (the hash's next
+      3 bits) lets most missing probes skip the table.
   probe (join_probe_parallel): per fixed chunk of probe rows, pass 1 counts each row's
       matches (a row without one counts 1 in an outer join), an exclusive prefix sum gives
       every chunk its offset, pass 2 writes (probe row, build row) pairs: probe rows in
-      order, each one's build rows in index order (-1: no match, outer only).
+      order, each one's build rows in index order (-1: no match, outer only). An inner
+      join's pass 1 puts the bloom tests of every 64 probe rows into one bit word, without
+      a branch (a loop that vectorises), walks the table for the set bits only and clears
+      the bits of the bloom's false positives; pass 2 walks the table for the bits left,
+      the matching rows. A probe that misses costs a hash and one load, once, not a
+      mispredicted branch twice (Q12's 1.5M orders against 30K lines: 8% pass the bloom
+      test, 2% match).
   by_left (join_by_left_serial): pairs produced in the right side's order (the left side
       was the smaller and was built on) put in the left side's order by a counting scatter,
       which keeps the right order among a left row's matches; an outer join gives each left
@@ -25,15 +32,15 @@ Every step is exact integer work: no thread count or chunking changes the pairs.
 
 @njit(cache=True)
 def join_build_serial(u, kind, sign, ones, inf):
-    """(head row per slot or -1, word per slot, nxt row of each row's chain, bloom bits)."""
+    """(slots: per slot its word and 1 + its head row, 0 when empty; nxt row of each row's
+    chain; bloom bits)."""
     m = u.shape[0]
     tbits = _table_bits(max(m, 1))
     size = 1 << tbits
     mask = np.uint64(size - 1)
     sh = np.uint64(64 - tbits)
-    head = np.full(size, -1, np.int64)
+    slots = np.zeros((size, 2), np.uint64)
     tail = np.empty(size, np.int64)
-    words = np.empty(size, np.uint64)
     nxt = np.full(m, -1, np.int64)
     bloom = np.zeros(max(1, size >> 3), np.uint64)     # 8 bits per slot: 16+ per build row
     for i in range(m):
@@ -41,20 +48,20 @@ def join_build_serial(u, kind, sign, ones, inf):
         b = (w * _GOLDEN) >> (sh - np.uint64(3))
         bloom[b >> np.uint64(6)] |= _U1 << (b & np.uint64(63))
         s = (w * _GOLDEN) >> sh
-        while head[s] >= 0 and words[s] != w:
+        while slots[s, 1] != _U0 and slots[s, 0] != w:
             s = (s + _U1) & mask
-        if head[s] < 0:
-            head[s], words[s] = i, w
+        if slots[s, 1] == _U0:
+            slots[s, 0], slots[s, 1] = w, np.uint64(i + 1)
         else:
             nxt[tail[s]] = i
         tail[s] = i
-    return head, words, nxt, bloom
+    return slots, nxt, bloom
 
 
 @njit(cache=True)
-def _shift_mask(head):
-    """The hash shift and slot mask of a table of head.shape[0] (a power of 2) slots."""
-    size = head.shape[0]
+def _shift_mask(slots):
+    """The hash shift and slot mask of a table of slots.shape[0] (a power of 2) slots."""
+    size = slots.shape[0]
     tbits = 0
     while (1 << tbits) < size:
         tbits += 1
@@ -62,70 +69,127 @@ def _shift_mask(head):
 
 
 @njit(cache=True)
-def _find(w, head, words, bloom, sh, mask):
-    """The first build row whose word is w, or -1. Most probes of a selective join miss:
-    one bit of the bloom array (16 bits per build row) answers most of those."""
+def _bloom_bit(w, bloom, sh):
+    """1 when word w may be in the table (its bloom bit is set), else 0: no branch."""
     b = (w * _GOLDEN) >> (sh - np.uint64(3))
-    if ((bloom[b >> np.uint64(6)] >> (b & np.uint64(63))) & _U1) == _U0:
-        return -1
-    s = b >> np.uint64(3)
-    while head[s] >= 0 and words[s] != w:
-        s = (s + _U1) & mask
-    return head[s]
+    return (bloom[b >> np.uint64(6)] >> (b & np.uint64(63))) & _U1
 
 
 @njit(cache=True)
-def _probe_count(v, lo, hi, head, words, nxt, bloom, outer, kind, sign, ones, inf):
-    sh, mask = _shift_mask(head)
+def _head(w, slots, sh, mask):
+    """The first build row whose word is w, or -1 (the table walk, no bloom test)."""
+    s = (w * _GOLDEN) >> sh
+    while slots[s, 1] != _U0 and slots[s, 0] != w:
+        s = (s + _U1) & mask
+    return np.int64(slots[s, 1]) - 1
+
+
+@njit(cache=True)
+def _bloom_words(v, lo, hi, bw, bloom, sh, kind, sign, ones, inf):
+    """bw[k] bit t set when probe row 64k + t (lo <= it < hi, lo a multiple of 64) passes the
+    bloom test: the tests without a branch, so the loop vectorises."""
+    for b in range(lo, hi, 64):
+        word = _U0
+        for i in range(b, min(hi, b + 64)):
+            w = order_bits(v[np.uint64(i)], kind, False, sign, ones, inf)
+            word |= _bloom_bit(w, bloom, sh) << np.uint64(i - b)
+        bw[b >> 6] = word
+
+
+@njit(cache=True)
+def _probe_count(v, lo, hi, bw, slots, nxt, bloom, outer, kind, sign, ones, inf):
+    """Matches of probe rows [lo, hi) (an outer join: at least 1 per row). An inner join
+    fills bw with the bloom words, walks the table for their set bits and clears the bits
+    of rows without a match."""
+    sh, mask = _shift_mask(slots)
     total = 0
-    for i in range(lo, hi):
-        j = _find(order_bits(v[np.uint64(i)], kind, False, sign, ones, inf), head, words, bloom, sh, mask)
-        c = 0
-        while j >= 0:
-            c += 1
-            j = nxt[j]
-        total += max(c, 1) if outer else c
+    if outer:                          # every row gives a pair: walk them all
+        for i in range(lo, hi):
+            w = order_bits(v[np.uint64(i)], kind, False, sign, ones, inf)
+            j = _head(w, slots, sh, mask) if _bloom_bit(w, bloom, sh) else -1
+            c = 0
+            while j >= 0:
+                c += 1
+                j = nxt[j]
+            total += max(c, 1)
+        return total
+    _bloom_words(v, lo, hi, bw, bloom, sh, kind, sign, ones, inf)
+    for b in range(lo, hi, 64):
+        word = bw[b >> 6]
+        found = word
+        i = b
+        while word != _U0:
+            if word & _U1:
+                j = _head(order_bits(v[np.uint64(i)], kind, False, sign, ones, inf), slots, sh, mask)
+                if j < 0:              # a false positive of the bloom test: pass 2 skips it
+                    found ^= _U1 << np.uint64(i - b)
+                while j >= 0:
+                    total += 1
+                    j = nxt[j]
+            word >>= _U1
+            i += 1
+        bw[b >> 6] = found
     return total
 
 
 @njit(cache=True)
-def _probe_write(v, lo, hi, pos, head, words, nxt, bloom, outer, pi, bj, kind, sign, ones, inf):
-    sh, mask = _shift_mask(head)
-    for i in range(lo, hi):
-        j = _find(order_bits(v[np.uint64(i)], kind, False, sign, ones, inf), head, words, bloom, sh, mask)
-        if j < 0 and outer:
-            pi[pos], bj[pos] = i, -1
-            pos += 1
-        while j >= 0:
-            pi[pos], bj[pos] = i, j
-            pos += 1
-            j = nxt[j]
+def _probe_write(v, lo, hi, bw, pos, slots, nxt, bloom, outer, pi, bj, kind, sign, ones, inf):
+    """The pairs of probe rows [lo, hi) from pi/bj[pos] on; an inner join walks the rows
+    whose bits _probe_count left set in bw (each has a match)."""
+    sh, mask = _shift_mask(slots)
+    if outer:
+        for i in range(lo, hi):
+            w = order_bits(v[np.uint64(i)], kind, False, sign, ones, inf)
+            j = _head(w, slots, sh, mask) if _bloom_bit(w, bloom, sh) else -1
+            if j < 0:
+                pi[pos], bj[pos] = i, -1
+                pos += 1
+            while j >= 0:
+                pi[pos], bj[pos] = i, j
+                pos += 1
+                j = nxt[j]
+        return
+    for b in range(lo, hi, 64):
+        word = bw[b >> 6]
+        i = b
+        while word != _U0:
+            if word & _U1:
+                j = _head(order_bits(v[np.uint64(i)], kind, False, sign, ones, inf), slots, sh, mask)
+                while j >= 0:
+                    pi[pos], bj[pos] = i, j
+                    pos += 1
+                    j = nxt[j]
+            word >>= _U1
+            i += 1
 
 
 @njit(cache=True)
-def join_probe_serial(v, head, words, nxt, bloom, outer, kind, sign, ones, inf):
+def join_probe_serial(v, slots, nxt, bloom, outer, kind, sign, ones, inf):
     """(probe rows, build rows) of every match, in probe order (module doc): one chunk."""
     n = v.shape[0]
-    total = _probe_count(v, 0, n, head, words, nxt, bloom, outer, kind, sign, ones, inf)
+    bw = np.empty(0 if outer else (n + 63) >> 6, np.uint64)
+    total = _probe_count(v, 0, n, bw, slots, nxt, bloom, outer, kind, sign, ones, inf)
     pi, bj = np.empty(total, np.int64), np.empty(total, np.int64)
-    _probe_write(v, 0, n, 0, head, words, nxt, bloom, outer, pi, bj, kind, sign, ones, inf)
+    _probe_write(v, 0, n, bw, 0, slots, nxt, bloom, outer, pi, bj, kind, sign, ones, inf)
     return pi, bj
 
 
 @njit(cache=True, parallel=PRANGE_ONLY)
-def join_probe_parallel(v, head, words, nxt, bloom, outer, kind, sign, ones, inf):
-    """join_probe_serial with both passes parallel over the chunks."""
+def join_probe_parallel(v, slots, nxt, bloom, outer, kind, sign, ones, inf):
+    """join_probe_serial with both passes parallel over the chunks (CHUNK, a multiple of 64,
+    so every chunk owns whole bloom words)."""
     n = v.shape[0]
     nch = (n + CHUNK - 1) // CHUNK
+    bw = np.empty(0 if outer else (n + 63) >> 6, np.uint64)
     off = np.zeros(nch + 1, np.int64)
     for c in prange(nch):
-        off[c + 1] = _probe_count(v, c * CHUNK, min(n, c * CHUNK + CHUNK), head, words, nxt, bloom,
+        off[c + 1] = _probe_count(v, c * CHUNK, min(n, c * CHUNK + CHUNK), bw, slots, nxt, bloom,
                                   outer, kind, sign, ones, inf)
     for c in range(nch):
         off[c + 1] += off[c]
     pi, bj = np.empty(off[nch], np.int64), np.empty(off[nch], np.int64)
     for c in prange(nch):
-        _probe_write(v, c * CHUNK, min(n, c * CHUNK + CHUNK), off[c], head, words, nxt, bloom,
+        _probe_write(v, c * CHUNK, min(n, c * CHUNK + CHUNK), bw, off[c], slots, nxt, bloom,
                      outer, pi, bj, kind, sign, ones, inf)
     return pi, bj
 
