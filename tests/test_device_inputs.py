@@ -55,9 +55,9 @@ def test_dict_of_cupy_columns_runs_on_the_device():
     price, qty = rng.random(1000).astype(np.float32), rng.integers(0, 10, 1000).astype(np.int32)
     q = qc.query({"price": cp.asarray(price), "qty": cp.asarray(qty)})
     got = q.where(lambda r: r.qty > 2).sum(lambda r: r.price * r.qty)
+    assert qc.last_trace().backend == "cuda"
     want = qc.query({"price": price, "qty": qty}).on("numpy").where(lambda r: r.qty > 2).sum(lambda r: r.price * r.qty)
     assert np.isclose(float(got), float(want), rtol=1e-5)
-    assert qc.last_trace().backend == "cuda"
 
 
 @pytest.mark.gpu
