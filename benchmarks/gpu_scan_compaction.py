@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
+from pathlib import Path
 
 import numpy as np
 
@@ -21,19 +21,10 @@ os.environ.setdefault("QUERYCOMPUTE_TIERED", "0")      # time kernels, never the
 import querycompute as qc  # noqa: E402
 from querycompute._codegen.ops import compact_gpu  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gpu_bandwidth import median_ms  # noqa: E402
+
 SIZES = (1, 1000, 4099, 100_003, 10**7, 10**8)
-
-
-def median_ms(cp, run, repeat: int = 7) -> float:
-    run()
-    cp.cuda.Device().synchronize()
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        run()
-        cp.cuda.Device().synchronize()
-        times.append((time.perf_counter() - t0) * 1e3)
-    return sorted(times)[len(times) // 2]
 
 
 def main(argv=None) -> int:
@@ -60,7 +51,7 @@ def main(argv=None) -> int:
         ok = all(np.array_equal(q.to_array().get(), want) for _ in range(3))
         wrong += not ok
         print(f"compaction n={n:>9}: {'ok' if ok else 'WRONG'}"
-              + (f"  {median_ms(cp, q.to_array):.3f} ms" if ok and n >= 10**7 else ""))
+              + (f"  {median_ms(cp, q.to_array, 7):.3f} ms" if ok and n >= 10**7 else ""))
     for dt in ("int32", "int64", "float32"):
         for n in SIZES:
             xh = rng.integers(-100, 100, n).astype(dt)
@@ -71,7 +62,7 @@ def main(argv=None) -> int:
             wrong += not ok
             line = f"scan {dt} n={n:>9}: {'ok' if ok else 'WRONG'}"
             if ok and n >= 10**7:
-                line += f"  {median_ms(cp, q.to_array):.3f} ms, cupy.cumsum {median_ms(cp, lambda: cp.cumsum(x)):.3f} ms"
+                line += f"  {median_ms(cp, q.to_array, 7):.3f} ms, cupy.cumsum {median_ms(cp, lambda: cp.cumsum(x), 7):.3f} ms"
             print(line)
     return 1 if wrong else 0
 
