@@ -41,3 +41,31 @@ def test_captured_python_int_from_2_63_up_meets_uint64(backend):
     h = 2**64 - 1
     with pytest.raises(qc.QueryError, match="out of bounds for int64"):   # NumPy: OverflowError
         qc.query(np.arange(3)).on(backend).select(lambda v: v + h).to_array()
+
+
+def test_webgpu_source_takes_captured_python_scalars_without_64_bit_types():
+    # A captured Python float / int is weak (NumPy: float32 * 2.5 -> float32, int32 > 3 ->
+    # int32 compare): no 64-bit value is needed, so WGSL must not refuse the query. Source
+    # generation needs no device.
+    f = np.arange(8, dtype=np.float32)
+    s, t = 2.5, 3
+    src = qc.query(f).where(lambda v: v > s).select(lambda v: v * t).source("webgpu", terminal="sum")
+    assert "f64" not in src and "i64" not in src
+    x = np.arange(8, dtype=np.int32)
+    qc.query(x).select(lambda v: v * t - 1).source("webgpu", terminal="to_array")
+    with pytest.raises(qc.QueryError, match="float64"):      # a float64 value stays refused
+        qc.query(f).select(lambda v: float(v) * s).source("webgpu")
+
+
+@pytest.mark.skipif(not qc.backends()["webgpu"]["available"], reason="no WebGPU adapter")
+def test_webgpu_runs_captured_python_scalars_with_their_current_values():
+    f = (np.arange(-50, 50) * 1.37).astype(np.float32)
+    s, t = 2.5, 3
+    q = qc.query(f).on("webgpu").where(lambda v: v > s).select(lambda v: v * s + t)
+    for s, t in ((2.5, 3), (-1.75, -7)):        # new values, same kernel
+        np.testing.assert_array_equal(q.to_array(), f[f > s] * np.float32(s) + np.float32(t))
+    x = np.arange(-50, 50, dtype=np.int32)
+    assert qc.query(x).on("webgpu").count(lambda v: v > t) == np.count_nonzero(x > t)
+    t = 2**40                                    # out of int32's range: NumPy raises too
+    with pytest.raises(qc.QueryError, match="out of bounds for int32"):
+        qc.query(x).on("webgpu").count(lambda v: v > t)

@@ -15,6 +15,7 @@ from .dialects.opencl import OpenCL
 from .dialects.wgsl import Wgsl
 from .launch import KernelSet
 from .logical_blocks import over_logical_blocks
+from .narrow_params import narrow_params
 from .lower_vector import vectorize
 from .traffic import touched
 from .ops import STAGE_OPS
@@ -39,6 +40,8 @@ def render(p: Pass, dialect: str) -> KernelSet:
     """Every kernel of pass `p` in `dialect` ("cuda", "opencl" or "metal"), with its launch
     rules. Raises codegen.errors.UnsupportedType when the dialect can't hold a dtype."""
     pr = printer(dialect)
+    if getattr(pr, "check_pass", None) is not None:   # no 64-bit types: captured Python scalars
+        p = narrow_params(p)                           # cast on the host (narrow_params.py)
     prog = p.program
     in_dtypes = [s.dtype for s in prog.inputs]
     for d in in_dtypes + [s.dtype for s in prog.params]:
