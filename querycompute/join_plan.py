@@ -33,6 +33,7 @@ import numpy as np
 
 from .errors import QueryError
 from .fusion import leaves
+from .sources import plain_columns
 
 
 @dataclass(frozen=True)
@@ -127,7 +128,7 @@ def join_pairs(stage: JoinStage, state: list, pair, backend: str, rt, rows: list
     """(this side's element columns, the other side's columns, li, ri): the join's matching
     row pairs (join_reference's order) and the columns they index, ungathered."""
     other, other_key = pair
-    _, _, right = columns_of(other.on(backend).to_array())
+    right = other_columns(other, backend)
     _, _, right_keys = columns_of(other.select(other_key).on(backend).to_array())
     got = (tuple(str(c.dtype) for c in right), tuple(str(c.dtype) for c in right_keys))
     if got != (stage.other.dtypes, stage.key_dtypes):
@@ -136,6 +137,17 @@ def join_pairs(stage: JoinStage, state: list, pair, backend: str, rt, rows: list
     left_keys = [state[k] for k in stage.keys]
     li, ri = rt.join(left_keys, [np.asarray(k) for k in right_keys], stage.outer, rows)
     return list(state[:stage.element]), [np.asarray(c) for c in right], li, ri
+
+
+def other_columns(other, backend: str) -> tuple:
+    """The other query's element columns. A query without operators over plain 1-D NumPy
+    columns (a table joined as it is) is read in place: the pass after the join only reads
+    them, so copying them (what its to_array does) would be wasted; anything else runs."""
+    src = other._source
+    if not other._ops and src.kind in ("array", "zip", "table") and src._table is None \
+            and plain_columns(src._items):
+        return src._items
+    return columns_of(other.on(backend).to_array())[2]
 
 
 def join_reference(left_keys, right_keys, outer: bool) -> tuple:

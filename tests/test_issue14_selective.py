@@ -51,3 +51,40 @@ def test_item3_selective_probe_equals_reference(build_left):
     np.testing.assert_array_equal(li, ref[0])
     np.testing.assert_array_equal(ri, ref[1])
     assert "join_probe_parallel" in [r.name for r in rows]
+
+
+def test_item3_other_side_read_in_place_equals_numpy_backend():
+    """The other query without operators over plain columns (a table, several arrays, one
+    array) is read in place: same results as the numpy backend, its arrays untouched and
+    never aliased by the result."""
+    rng = np.random.default_rng(7)
+    lines = {"key": rng.integers(0, 400, 5_000).astype(np.int64), "v": rng.standard_normal(5_000)}
+    okey = rng.permutation(500)[:300].astype(np.int32)
+    flag, w, prio = rng.random(300) < 0.5, rng.random(300).astype(np.float32), rng.integers(0, 5, 300).astype(np.uint8)
+    table = {"okey": okey, "flag": flag, "w": w, "prio": prio}
+    before = {k: a.copy() for k, a in table.items()}
+
+    def run(backend, outer):
+        q = qc.query(lines).where(lambda r: r.v > -0.5)
+        joined = (q.left_join if outer else q.join)(
+            qc.query(table), lambda r: r.key, lambda o: o.okey,
+            lambda r, o: {"v": r.v, "flag": o.flag, "w": o.w, "prio": o.prio})
+        pairs = q.join(qc.query(okey, w), lambda r: r.key, lambda o: o[0], lambda r, o: o[1] * r.v)
+        single = q.join(qc.query(okey), lambda r: r.key, lambda o: o, lambda r, o: o + 1)
+        return ([joined.on(backend).to_array()[c] for c in ("v", "flag", "w", "prio")]
+                + [pairs.on(backend).to_array(), single.on(backend).to_array()])
+    for outer in (False, True):
+        got, ref = run("cpu", outer), run("numpy", outer)
+        for g, r in zip(got, ref):
+            assert g.dtype == r.dtype
+            np.testing.assert_array_equal(g, r)
+            assert not any(np.may_share_memory(g, a) for a in table.values())
+    for k, a in table.items():
+        np.testing.assert_array_equal(a, before[k])
+    at = {int(k): j for j, k in enumerate(okey)}          # plain Python: okey is distinct
+    rows = [(v, at[k]) for k, v in zip(lines["key"].tolist(), lines["v"].tolist()) if v > -0.5 and k in at]
+    got = run("cpu", False)
+    assert got[0].tolist() == [v for v, _ in rows]
+    assert got[1].tolist() == [bool(flag[j]) for _, j in rows]
+    assert got[3].tolist() == [int(prio[j]) for _, j in rows]
+    assert got[5].tolist() == [int(okey[j]) + 1 for _, j in rows]
