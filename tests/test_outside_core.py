@@ -69,3 +69,16 @@ def test_webgpu_runs_captured_python_scalars_with_their_current_values():
     t = 2**40                                    # out of int32's range: NumPy raises too
     with pytest.raises(qc.QueryError, match="out of bounds for int32"):
         qc.query(x).on("webgpu").count(lambda v: v > t)
+
+
+def test_metal_takes_a_captured_python_float_through_the_harness():
+    # Metal has no double: `v * k` with a captured Python float k is float32 in NumPy, so the
+    # MSL must not need float64 (it used to be refused: "metal kernels cannot use float64").
+    from harness import runner
+    if not runner.available()[0]:
+        pytest.skip(runner.available()[1])
+    from expr_backends import harness_run
+    f = np.linspace(-3, 3, 37, dtype=np.float32)
+    k = 1.1
+    q = qc.query(f).where(lambda v: v > -k).select(lambda v: v * k)
+    np.testing.assert_array_equal(harness_run(q, "to_array", "metal"), f[f > np.float32(-k)] * np.float32(k))

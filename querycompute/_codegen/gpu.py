@@ -40,8 +40,9 @@ def render(p: Pass, dialect: str) -> KernelSet:
     """Every kernel of pass `p` in `dialect` ("cuda", "opencl" or "metal"), with its launch
     rules. Raises codegen.errors.UnsupportedType when the dialect can't hold a dtype."""
     pr = printer(dialect)
-    if getattr(pr, "check_pass", None) is not None:   # no 64-bit types: captured Python scalars
-        p = narrow_params(p)                           # cast on the host (narrow_params.py)
+    if pr.UNSUPPORTED or getattr(pr, "check_pass", None) is not None:
+        p = narrow_params(p)      # no float64 (Metal) or no 64-bit types (WGSL): captured
+                                  # Python scalars are cast on the host (narrow_params.py)
     prog = p.program
     in_dtypes = [s.dtype for s in prog.inputs]
     for d in in_dtypes + [s.dtype for s in prog.params]:

@@ -1,12 +1,13 @@
-"""Parameters narrowed for dialects without 64-bit types (WGSL).
+"""Parameters narrowed for dialects without 64-bit types (WGSL) or without float64 (Metal).
 
 A captured Python scalar is a weak kernel parameter of a 64-bit type (int64, or float64 for a
 float), cast inside the kernel to the type NumPy computes in: `float32_value * k` casts the
 float64 `k` to float32, `int32_value > t` casts the int64 `t` to int32. A dialect with no
 64-bit types would refuse such a pass although no element value needs 64 bits.
 
-When every use of such a parameter is one cast `Cast(Param, T)` to the same 32-bit type T,
-the cast can move to the host: the parameter is declared as T and the launch converts the
+When every use of such a parameter is one cast `Cast(Param, T)` to the same 32-bit type T
+(or `Cast(-Param, T)`: negation commutes with the cast, both for rounding to nearest and for
+wrap-around), the cast can move to the host: the parameter is declared as T and the launch converts the
 value (launch.scalar_arg: `np.dtype(T).type(value)`, NumPy's astype of a scalar, which is
 the cast's own semantics: round to nearest float32, wrap-around int32 / uint32; a weak int
 was range-checked at launch already, see the query layer's param_limits). The kernel then
@@ -36,7 +37,7 @@ def narrow_params(p: Pass) -> Pass:
     window = {p.program.params[i].name for i in (p.window_params or ())}
     targets: dict[str, set] = {}
     for root in roots:
-        _uses(root, None, targets)
+        _uses(root, targets)
     narrowed = {s.name: next(iter(targets[s.name])) for s in p.program.params
                 if s.name not in window and len(targets.get(s.name, ())) == 1
                 and next(iter(targets[s.name])) in _NARROWED.get(s.dtype, ())}
@@ -44,8 +45,10 @@ def narrow_params(p: Pass) -> Pass:
         return p
 
     def rw(e: E.Expr) -> E.Expr:
-        if isinstance(e, E.Cast) and isinstance(e.x, E.Param) and e.x.name in narrowed:
-            return E.Param(e.x.name, e.dtype)
+        param = _cast_param(e)
+        if param is not None and param.name in narrowed:
+            narrow = E.Param(param.name, e.dtype)
+            return narrow if e.x is param else replace(e.x, x=narrow, dtype=e.dtype)
         if isinstance(e, E.Unary):
             return replace(e, x=rw(e.x))
         if isinstance(e, (E.Binary, E.Compare)):
@@ -78,10 +81,24 @@ def _roots(p: Pass) -> list:
     return out
 
 
-def _uses(e: E.Expr, parent, targets: dict) -> None:
-    """targets[name]: the dtype of each use of Param `name` (None for a use not under a cast)."""
+def _cast_param(e: E.Expr):
+    """The Param of `Cast(Param, T)` or `Cast(-Param, T)` (also unary +), else None."""
+    if not isinstance(e, E.Cast):
+        return None
+    x = e.x
+    if isinstance(x, E.Unary) and x.op in ("neg", "pos"):
+        x = x.x
+    return x if isinstance(x, E.Param) else None
+
+
+def _uses(e: E.Expr, targets: dict) -> None:
+    """targets[name]: the dtype of each use of Param `name` (None for a use not in a cast)."""
+    param = _cast_param(e)
+    if param is not None:
+        targets.setdefault(param.name, set()).add(e.dtype)
+        return
     if isinstance(e, E.Param):
-        targets.setdefault(e.name, set()).add(parent.dtype if isinstance(parent, E.Cast) else None)
+        targets.setdefault(e.name, set()).add(None)
         return
     for c in E.children(e):
-        _uses(c, e, targets)
+        _uses(c, targets)
