@@ -43,6 +43,21 @@ def test_captured_python_int_from_2_63_up_meets_uint64(backend):
         qc.query(np.arange(3)).on(backend).select(lambda v: v + h).to_array()
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_captured_int_out_of_a_narrow_range_compares_exactly(backend):
+    # NumPy 2: uint8_array > 1000 is all False and int16_array == 40000 all False (no
+    # OverflowError for a comparison); a captured threshold used to be refused at launch.
+    x = np.array([0, 1, 200, 255], dtype=np.uint8)
+    t = 100
+    q = qc.query(x).on(backend)
+    for t in (100, 1000, -1, 255, -70000):
+        assert q.count(lambda v: v > t) == np.count_nonzero(x > t)
+        assert q.count(lambda v: t <= v) == np.count_nonzero(t <= x)
+    y = np.array([-5, 3, 32767], dtype=np.int16)
+    t = 40000
+    np.testing.assert_array_equal(qc.query(y).on(backend).select(lambda v: v != t).to_array(), y != t)
+
+
 def test_webgpu_source_takes_captured_python_scalars_without_64_bit_types():
     # A captured Python float / int is weak (NumPy: float32 * 2.5 -> float32, int32 > 3 ->
     # int32 compare): no 64-bit value is needed, so WGSL must not refuse the query. Source
@@ -66,6 +81,9 @@ def test_webgpu_runs_captured_python_scalars_with_their_current_values():
         np.testing.assert_array_equal(q.to_array(), f[f > s] * np.float32(s) + np.float32(t))
     x = np.arange(-50, 50, dtype=np.int32)
     assert qc.query(x).on("webgpu").count(lambda v: v > t) == np.count_nonzero(x > t)
+    u = np.array([0, 7, 200, 255], dtype=np.uint8)
+    for t in (7, 1000):                          # compared in int32, exactly as NumPy 2
+        assert qc.query(u).on("webgpu").count(lambda v: v > t) == np.count_nonzero(u > t)
     t = 2**40                                    # out of int32's range: NumPy raises too
     with pytest.raises(qc.QueryError, match="out of bounds for int32"):
         qc.query(x).on("webgpu").count(lambda v: v > t)

@@ -130,6 +130,7 @@ def binary(op: str, a: Scalar, b: Scalar, at: str, numpy_call: bool = False) -> 
         folded = _out_of_range_compare(op, a, b, ta)
         if folded is not None:
             return folded
+        ta, tb = _narrow_compare_with_captured(a, b, ta, tb)
         ea, eb = to_dtype(a, ta, at), to_dtype(b, tb, at)
         if ta != tb:
             return Scalar(_mixed_sign_compare(op, ea, eb))
@@ -212,6 +213,19 @@ def _out_of_range_compare(op: str, a: Scalar, b: Scalar, loop_dtype: str):
             if v < lo:
                 return Scalar(Const(cmp in ("gt", "ge", "ne"), "bool"))
     return None
+
+
+def _narrow_compare_with_captured(a: Scalar, b: Scalar, ta: str, tb: str) -> tuple[str, str]:
+    """A captured Python int (a kernel parameter, its value unknown here) against an 8- or
+    16-bit integer: NumPy 2 compares exactly, whatever the int's value (np.uint8(5) > 1000 is
+    False, not an OverflowError), so compare both in int32, which holds every narrow value;
+    the captured value is then range-checked at launch against int32, not the narrow type
+    (fusion.param_limits)."""
+    for c, other in ((a, b), (b, a)):
+        if c.weak == "int" and not isinstance(c.expr, Const) and other.weak is None \
+                and dtypes.is_int(other.dtype) and dtypes.bits(other.dtype) <= 16:
+            return "int32", "int32"
+    return ta, tb
 
 
 def _mixed_sign_compare(op: str, ea: Expr, eb: Expr) -> Expr:
