@@ -100,3 +100,11 @@ def test_metal_takes_a_captured_python_float_through_the_harness():
     k = 1.1
     q = qc.query(f).where(lambda v: v > -k).select(lambda v: v * k)
     np.testing.assert_array_equal(harness_run(q, "to_array", "metal"), f[f > np.float32(-k)] * np.float32(k))
+
+
+def test_cache_clear_refuses_an_unknown_backend_name():
+    # qc.cache.clear(backend="opencI") used to remove nothing and say nothing.
+    for call in (qc.cache.clear, qc.cache.entries):
+        with pytest.raises(ValueError, match="unknown backend 'opencI'"):
+            call(backend="opencI")
+    assert isinstance(qc.cache.entries(backend="opencl"), list)

@@ -56,6 +56,7 @@ class CacheAPI:
     def entries(self, backend: str | None = None) -> list[CacheEntry]:
         """Every readable disk entry (of `backend` if given), most recently used first."""
         from . import inventory
+        _check_backend(backend)
         found, _broken = inventory.scan(self.disk.entries_root)
         found = [e for e in found if backend is None or e.backend == backend]
         return sorted(found, key=lambda e: (e.last_used, e.key), reverse=True)
@@ -98,6 +99,7 @@ class CacheAPI:
         """Remove every disk entry, or only `backend`'s. The memory level belongs to the
         query layer; kernels already loaded in this process stay usable."""
         from . import inventory
+        _check_backend(backend)
         return inventory.clear(self.disk.entries_root, backend)
 
     def prune(self, max_bytes: int) -> Removal:
@@ -112,6 +114,14 @@ class CacheAPI:
 
     def __repr__(self) -> str:
         return f"<querycompute kernel cache at {self.disk.path}>"
+
+
+def _check_backend(backend) -> None:
+    """A misspelt backend name would match no entry and clear nothing, silently."""
+    from ..backends.registry import NAMES
+    if backend is not None and backend not in NAMES:
+        raise ValueError(f"unknown backend {backend!r}; the cache holds kernels of "
+                         f"{', '.join(NAMES)} (or pass None for all of them)")
 
 
 # `qc.cache`.
