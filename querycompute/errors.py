@@ -37,6 +37,11 @@ class MultipleElementsError(QueryError, ValueError):
     """single() found more than one element."""
 
 
+class CapturedValueOverflowError(QueryError, OverflowError):
+    """A captured Python int does not fit the type it meets in the lambda (`int8_value + k`
+    with k = 300): NumPy 2 raises OverflowError there, so this is one too."""
+
+
 class BackendUnavailableError(QueryError):
     """The backend can't run on this machine; the message says why and what to install."""
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .errors import QueryError
+from .errors import CapturedValueOverflowError, QueryError
 from .graph import Count, JoinArg, ScanArg
 from .dask_ship import Shipped
 from .frontend.capture import LambdaSource, capture_values, lambda_source
@@ -117,10 +117,11 @@ def param_values(lowered: Lowered, infos: list, source: Source) -> list:
         v = source.range_args[name] if where == "range" else infos[where][1][name]
         if limits is not None and type(v) is int and not limits[0] <= v <= limits[1]:
             src = infos[where][0]
-            raise QueryError(f"{src.where(src.body)}: captured {name!r} = {v} is out of bounds for "
-                             f"{limits[2]}, the type it meets in `{src.text}` (NumPy 2 raises "
-                             f"OverflowError here); use a value in [{limits[0]}, {limits[1]}] "
-                             f"or make the element wider first, e.g. np.int64(v)")
+            raise CapturedValueOverflowError(
+                f"{src.where(src.body)}: captured {name!r} = {v} is out of bounds for "
+                f"{limits[2]}, the type it meets in `{src.text}` (NumPy 2 raises "
+                f"OverflowError here); use a value in [{limits[0]}, {limits[1]}] "
+                f"or make the element wider first, e.g. np.int64(v)")
         try:
             out.append(np.dtype(dtype).type(v))
         except (OverflowError, ValueError, TypeError) as exc:

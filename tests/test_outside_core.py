@@ -108,3 +108,14 @@ def test_cache_clear_refuses_an_unknown_backend_name():
         with pytest.raises(ValueError, match="unknown backend 'opencI'"):
             call(backend="opencI")
     assert isinstance(qc.cache.entries(backend="opencl"), list)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_captured_int_out_of_bounds_is_an_overflow_error_as_in_numpy(backend):
+    # NumPy 2: np.int8(1) + 300 raises OverflowError; the query's error is one too (and a
+    # QueryError naming the value, the type and the lambda).
+    x = np.arange(5, dtype=np.int8)
+    k = 300
+    with pytest.raises(OverflowError) as info:
+        qc.query(x).on(backend).select(lambda v: v + k).to_array()
+    assert isinstance(info.value, qc.QueryError) and "out of bounds for int8" in str(info.value)
