@@ -28,6 +28,7 @@ into one uint64 word by the stage kernels' `pack`).
       row without a match one pair (row, -1).
 Every step is exact integer work: no thread count or chunking changes the pairs.
 """
+from numba.cpython.unsafe.numbers import trailing_zeros   # numba's cttz intrinsic
 
 
 @njit(cache=True)
@@ -117,17 +118,15 @@ def _probe_count(v, lo, hi, bw, slots, nxt, bloom, outer, kind, sign, ones, inf)
     for b in range(lo, hi, 64):
         word = bw[b >> 6]
         found = word
-        i = b
         while word != _U0:
-            if word & _U1:
-                j = _head(order_bits(v[np.uint64(i)], kind, False, sign, ones, inf), slots, sh, mask)
-                if j < 0:              # a false positive of the bloom test: pass 2 skips it
-                    found ^= _U1 << np.uint64(i - b)
-                while j >= 0:
-                    total += 1
-                    j = nxt[j]
-            word >>= _U1
-            i += 1
+            t = trailing_zeros(word)   # the next set bit
+            word &= word - _U1
+            j = _head(order_bits(v[np.uint64(b + t)], kind, False, sign, ones, inf), slots, sh, mask)
+            if j < 0:                  # a false positive of the bloom test: pass 2 skips it
+                found ^= _U1 << np.uint64(t)
+            while j >= 0:
+                total += 1
+                j = nxt[j]
         bw[b >> 6] = found
     return total
 
@@ -151,16 +150,14 @@ def _probe_write(v, lo, hi, bw, pos, slots, nxt, bloom, outer, pi, bj, kind, sig
         return
     for b in range(lo, hi, 64):
         word = bw[b >> 6]
-        i = b
         while word != _U0:
-            if word & _U1:
-                j = _head(order_bits(v[np.uint64(i)], kind, False, sign, ones, inf), slots, sh, mask)
-                while j >= 0:
-                    pi[pos], bj[pos] = i, j
-                    pos += 1
-                    j = nxt[j]
-            word >>= _U1
-            i += 1
+            i = b + trailing_zeros(word)
+            word &= word - _U1
+            j = _head(order_bits(v[np.uint64(i)], kind, False, sign, ones, inf), slots, sh, mask)
+            while j >= 0:
+                pi[pos], bj[pos] = i, j
+                pos += 1
+                j = nxt[j]
 
 
 @njit(cache=True)

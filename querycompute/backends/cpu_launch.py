@@ -34,9 +34,11 @@ class Launch:
             self.call, self.dispatchers = self._reduce, (self.entry,)
         elif p.program.has_filter:
             self.count, self.write = ns[f"{name}_count_{kind}"], ns[f"{name}_write_{kind}"]
-            # few survivors: the writer that branches on the filter (compact.SPARSE)
-            self.sparse = ns.get(f"{name}_write_sparse_{kind}", self.write)
-            self.call, self.dispatchers = self._compact, (self.count, self.write, self.sparse)
+            # few survivors: the writer that visits the count's keep bits (compact.SPARSE);
+            # None where the module leaves it out (numba_scan_fused)
+            self.sparse = ns.get(f"{name}_write_sparse_{kind}")
+            self.call = self._compact
+            self.dispatchers = tuple(d for d in (self.count, self.write, self.sparse) if d is not None)
             self.window = p.window_params       # (lo, hi) positions in params, or None
         else:
             self.entry = ns[f"{name}_{kind}"]
@@ -68,7 +70,8 @@ class Launch:
         return outs
 
     def _compact(self, n, inputs, params):
-        offsets = self.count(n, *inputs, *params)
+        bits = np.empty((n + 63) >> 6, np.uint64)
+        offsets = self.count(n, bits, *inputs, *params)
         total = int(offsets[-1])
         if self.window is not None:       # only the survivors of the window [lo, hi)
             lo, hi = (int(params[k]) for k in self.window)
@@ -76,8 +79,10 @@ class Launch:
                 raise ValueError(f"{self.name}: compaction window [{lo}, {hi}) needs 0 <= lo <= hi")
             total = compact_op.window_total(total, lo, hi)
         outs = tuple([np.empty(total, dt) for dt in self.storage])
-        sparse = self.window is None and total * compact_op.SPARSE < n
-        (self.sparse if sparse else self.write)(n, offsets, *outs, *inputs, *params)
+        if self.sparse is not None and self.window is None and total * compact_op.SPARSE < n:
+            self.sparse(n, offsets, bits, *outs, *inputs, *params)
+        else:
+            self.write(n, offsets, *outs, *inputs, *params)
         return outs
 
     def __call__(self, n, inputs, params):

@@ -13,8 +13,10 @@ math, numba's njit/prange, two bit-cast intrinsics). It defines, in this order:
                        <name>_serial(n, ...) -> a flat tuple, ops.reduce.cpu_result_width
                        entries per aggregate
     map                <name>_serial(n, out0, out1.., ...) fills the caller's outputs
-    compact            <name>_count_serial(n, ...) -> offsets (int64, nchunks + 1), then
+    compact            <name>_count_serial(n, bits, ...) -> offsets (int64, nchunks + 1),
+                       filling bits (uint64, (n + 63) // 64: the keep flags), then
                        <name>_write_serial(n, offsets, out0.., ...) with outputs of offsets[-1]
+                       (or <name>_write_sparse_serial(n, offsets, bits, out0.., ...))
 Output arrays hold `storage_dtype` elements (float16 as its uint16 bits); so do inputs.
 Chunks are CHUNK elements whatever the thread count, and partials are combined in chunk
 order, so a result's bits depend only on the input. Float sums vectorise because only the

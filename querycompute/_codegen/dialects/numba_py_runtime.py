@@ -10,6 +10,9 @@ flag, while float compare-selects need `nnan` on the whole function.
 LLVM's `frem` instruction, which LLVM treats as free of side effects: in a vectorised loop it
 evaluates a rarely taken `frem` for every lane (a libm call per element). An opaque call
 stays on its branch, so the float32 fmod fast path (numba_py_helpers._FMOD) keeps its speed.
+
+`trailing_zeros` is numba's own count-trailing-zeros intrinsic: the compaction's sparse
+writer walks the set bits of its keep words with it.
 """
 from __future__ import annotations
 
@@ -17,7 +20,8 @@ import math
 
 import numpy as np
 
-NAMESPACE_NAMES = ("np", "math", "njit", "prange", "float_bits", "bits_float", "libm_fmod")
+NAMESPACE_NAMES = ("np", "math", "njit", "prange", "float_bits", "bits_float", "libm_fmod",
+                   "trailing_zeros")
 _cached: dict | None = None
 
 
@@ -76,8 +80,10 @@ def _build() -> dict:
             return builder.call(fn, args)
         return a(a, b), codegen
 
+    from numba.cpython.unsafe.numbers import trailing_zeros    # numba's cttz intrinsic
     return {"np": np, "math": math, "njit": numba.njit, "prange": numba.prange,
-            "float_bits": float_bits, "bits_float": bits_float, "libm_fmod": libm_fmod}
+            "float_bits": float_bits, "bits_float": bits_float, "libm_fmod": libm_fmod,
+            "trailing_zeros": trailing_zeros}
 
 
 def order_key(value: float, dtype: str) -> int:

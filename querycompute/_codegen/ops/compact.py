@@ -17,9 +17,12 @@ order and the same input gives the same bytes. The count of survivors (in the To
 
 CPU (numba, two passes over fixed chunks of CHUNK elements, whatever the thread count):
   1. `<pass>_count_*`: survivors per chunk, prefix-summed into offsets (offsets[-1] is the
-     total); the caller allocates outputs of offsets[-1] elements.
+     total), and every element's keep flag as one bit of a caller's word array (64 per
+     word, n / 8 bytes); the caller allocates outputs of offsets[-1] elements.
   2. `<pass>_write_*`: each chunk writes its survivors in order from its offset; chunks never
-     overlap, so the order is kept with chunks in parallel.
+     overlap, so the order is kept with chunks in parallel. Under 1 survivor in SPARSE,
+     `<pass>_write_sparse_*` visits only the set bits of the words instead (a selective
+     filter's elements are read once, by the count pass).
 With a window [lo, hi) the caller allocates max(0, min(offsets[-1], hi) - lo) elements and
 `<pass>_window_chunks(offsets, lo, hi)` names the chunks [first, end) that hold survivors of
 the window (two binary searches of the monotone offsets); the write pass visits only those,
@@ -90,17 +93,23 @@ def render_numba(mp) -> tuple[str, list[str]]:
     def count(loop: str) -> str:
         rng = "prange" if loop == "parallel" else "range"
         return (f"{mp.jits[loop]}\n"
-                f"def {mp.p.name}_count_{loop}({mp.a('n')}):\n"
+                f"def {mp.p.name}_count_{loop}({mp.a('n, bits')}):\n"
                 f'    """Compaction pass 1: survivors per fixed chunk, prefix-summed, so\n'
                 f"    offsets[c] is where chunk c's first survivor goes and offsets[-1]\n"
-                f'    is the total."""\n'
+                f"    is the total; bits[k] gets the keep flags of elements 64k.. as bits\n"
+                f'    (no branch: the loop vectorises; the sparse writer reads them)."""\n'
                 f"    nch = (n + CHUNK - 1) // CHUNK\n"
                 f"    offsets = np.zeros(nch + 1, np.int64)\n"
                 f"    for c in {rng}(nch):\n"
                 f"        cnt = np.int64(0)\n"
-                f"        for i in range(c * CHUNK, min(n, c * CHUNK + CHUNK)):\n"
-                f"            {unpack} = {call}\n"
-                f"            cnt += np.int64(keep)\n"
+                f"        hi = min(n, c * CHUNK + CHUNK)\n"
+                f"        for b in range(c * CHUNK, hi, 64):\n"
+                f"            word = np.uint64(0)\n"
+                f"            for i in range(b, min(hi, b + 64)):\n"
+                f"                {unpack} = {call}\n"
+                f"                word |= np.uint64(keep) << np.uint64(i - b)\n"
+                f"                cnt += np.int64(keep)\n"
+                f"            bits[b >> 6] = word\n"
                 f"        offsets[c + 1] = cnt\n"
                 f"    for c in range(nch):\n"
                 f"        offsets[c + 1] += offsets[c]\n"
@@ -130,38 +139,32 @@ def render_numba(mp) -> tuple[str, list[str]]:
                 f"            pos += np.int64(keep)").rstrip("\n")
     def sparse(loop: str) -> str:
         rng = "prange" if loop == "parallel" else "range"
-        stores = "".join(f"                    {o}[np.uint64(pos)] = {e}\n" for o, e in zip(outs, elems))
+        stores = "".join(f"                {o}[np.uint64(pos)] = {e}\n" for o, e in zip(outs, elems))
         return (f"{mp.jits[loop]}\n"
-                f"def {mp.p.name}_write_sparse_{loop}({mp.a('n, offsets, ' + out_args)}):\n"
+                f"def {mp.p.name}_write_sparse_{loop}({mp.a('n, offsets, bits, ' + out_args)}):\n"
                 f'    """Compaction pass 2 when few elements survive (the caller picks it under\n'
-                f"    1 in SPARSE): the filter alone runs over 64 elements at a time into a bit\n"
-                f"    word, without a branch (it vectorises as the count pass does; a branch\n"
-                f"    per element mispredicts on scattered survivors), then only the word's set\n"
-                f"    bits compute and store their values: a dropped element reads only what\n"
-                f'    the filter reads; chunks without survivors are skipped."""\n'
+                f"    1 in SPARSE): only the survivors, found in the count pass's bit words\n"
+                f"    (each set bit in turn, by its trailing zeros), compute and store their\n"
+                f"    values; the other elements are never read again and cost no branch\n"
+                f'    (one per element mispredicts where survivors are scattered)."""\n'
                 f"    nch = (n + CHUNK - 1) // CHUNK\n"
                 f"    for c in {rng}(nch):\n"
                 f"        pos = offsets[c]\n"
                 f"        if pos == offsets[c + 1]:\n"
                 f"            continue\n"
-                f"        hi = min(n, c * CHUNK + CHUNK)\n"
-                f"        for b in range(c * CHUNK, hi, 64):\n"
-                f"            word = np.uint64(0)\n"
-                f"            for i in range(b, min(hi, b + 64)):\n"
-                f"                word |= np.uint64({mp.keep_call()}) << np.uint64(i - b)\n"
-                f"            i = b\n"
+                f"        for b in range(c * CHUNK, min(n, c * CHUNK + CHUNK), 64):\n"
+                f"            word = bits[b >> 6]\n"
                 f"            while word != np.uint64(0):\n"
-                f"                if word & np.uint64(1):\n"
-                f"                    {unpack} = {call}\n"
+                f"                i = b + trailing_zeros(word)\n"
+                f"                {unpack} = {call}\n"
                 f"{stores}"
-                f"                    pos += 1\n"
-                f"                word >>= np.uint64(1)\n"
-                f"                i += 1").rstrip("\n")
+                f"                pos += 1\n"
+                f"                word &= word - np.uint64(1)").rstrip("\n")
     if mp.p.terminal.window is not None:
         windowed = _windowed_write(mp, outs, elems, call, unpack, out_args)
         return element_fn, [_window_chunks(mp), count("serial"), windowed("serial"), count("parallel"),
                             windowed("parallel")]
-    return element_fn, [mp.keep_function(), count("serial"), write("serial"), sparse("serial"),
+    return element_fn, [count("serial"), write("serial"), sparse("serial"),
                         count("parallel"), write("parallel"), sparse("parallel")]
 
 
