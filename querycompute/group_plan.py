@@ -53,13 +53,22 @@ class GroupResult:
             if kind == "count":
                 out[name] = _array(counts).astype(np.int64, copy=False)
             elif kind == "mean":
-                acc = cols[at]
+                acc = _plus_zero(cols[at])
                 with np.errstate(all="ignore"):
                     out[name] = (acc / counts.astype(acc.dtype)).astype(dtype)
             else:
+                col = _plus_zero(cols[at]) if kind == "sum" else _array(cols[at])
                 with np.errstate(over="ignore"):
-                    out[name] = _array(cols[at]).astype(dtype, copy=False)
+                    out[name] = col.astype(dtype, copy=False)
         return out
+
+
+def _plus_zero(x):
+    """A float sum as NumPy's: np.sum starts from +0.0, so a group of only -0.0 sums to 0.0
+    (np.sum([-0.0]) is 0.0), while a segmented reduction starting from a group's first value
+    keeps -0.0. x + 0.0 turns -0.0 into 0.0 and leaves every other value (NaN too) as it is."""
+    x = _array(x)
+    return x + x.dtype.type(0) if x.dtype.kind == "f" else x
 
 
 def _array(x):

@@ -197,7 +197,9 @@ class _Planner:
     def _key_leaves(self, lw, element, slot: int, what: str) -> tuple:
         if self.nodes[slot].fn is None:
             key = element
-            if isinstance(key, RecordVal):
+            # distinct() of records compares every field (LINQ's equality of anonymous types);
+            # records have no order of their own, so sorting one needs a key.
+            if isinstance(key, RecordVal) and what != "distinct":
                 raise QueryError(f"{what}() of records needs a key: e.g. {what}(lambda r: r.price)")
         else:
             key = lw.apply(slot, element)
