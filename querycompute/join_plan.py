@@ -129,7 +129,7 @@ def join_pairs(stage: JoinStage, state: list, pair, backend: str, rt, rows: list
     row pairs (join_reference's order) and the columns they index, ungathered."""
     other, other_key = pair
     right = other_columns(other, backend)
-    _, _, right_keys = columns_of(other.select(other_key).on(backend).to_array())
+    right_keys = other_key_columns(other, other_key, backend)
     got = (tuple(str(c.dtype) for c in right), tuple(str(c.dtype) for c in right_keys))
     if got != (stage.other.dtypes, stage.key_dtypes):
         raise QueryError(f"the joined query's columns are {got[0]} with keys {got[1]}; the plan was made "
@@ -139,15 +139,38 @@ def join_pairs(stage: JoinStage, state: list, pair, backend: str, rt, rows: list
     return list(state[:stage.element]), [np.asarray(c) for c in right], li, ri
 
 
-def other_columns(other, backend: str) -> tuple:
-    """The other query's element columns. A query without operators over plain 1-D NumPy
-    columns (a table joined as it is) is read in place: the pass after the join only reads
-    them, so copying them (what its to_array does) would be wasted; anything else runs."""
+def _in_place(other) -> bool:
+    """Whether the other query is a table as it is: no operators, plain 1-D NumPy columns."""
     src = other._source
-    if not other._ops and src.kind in ("array", "zip", "table") and src._table is None \
-            and plain_columns(src._items):
-        return src._items
+    return (not other._ops and src.kind in ("array", "zip", "table") and src._table is None
+            and plain_columns(src._items))
+
+
+def other_columns(other, backend: str) -> tuple:
+    """The other query's element columns. A table joined as it is (_in_place) is read in
+    place: the join and the pass after it only read them, so copying them (what its
+    to_array does) would be wasted; anything else runs."""
+    if _in_place(other):
+        return other._source._items
     return columns_of(other.on(backend).to_array())[2]
+
+
+def other_key_columns(other, other_key, backend: str) -> tuple:
+    """The other query's key columns. Over a table joined as it is, a key that only picks
+    its columns (`lambda o: o.id`, `lambda o: (o.a, o.b)`: the plan's element program
+    computes and filters nothing, and loads each column in its own dtype) is those columns,
+    in place; any other key runs as a query."""
+    from querycompute._codegen.expr import Load
+    q = other.select(other_key)
+    if _in_place(other):
+        lw, _, cols, _ = q.lowered()
+        prog = getattr(getattr(lw, "pass_", None), "program", None)
+        items = other._source._items
+        if prog is not None and not prog.body and not prog.has_filter and len(cols) == len(prog.inputs) \
+                and all(type(o) is Load and o.dtype == prog.inputs[o.input].dtype
+                        and any(cols[o.input] is c for c in items) for o in prog.outputs):
+            return tuple(cols[o.input] for o in prog.outputs)
+    return columns_of(q.on(backend).to_array())[2]
 
 
 def join_reference(left_keys, right_keys, outer: bool) -> tuple:

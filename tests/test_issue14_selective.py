@@ -55,8 +55,9 @@ def test_item3_selective_probe_equals_reference(build_left):
 
 def test_item3_other_side_read_in_place_equals_numpy_backend():
     """The other query without operators over plain columns (a table, several arrays, one
-    array) is read in place: same results as the numpy backend, its arrays untouched and
-    never aliased by the result."""
+    array) is read in place, and so is a key that only picks its columns (a computed key
+    runs): same results as the numpy backend, its arrays untouched and never aliased by
+    the result."""
     rng = np.random.default_rng(7)
     lines = {"key": rng.integers(0, 400, 5_000).astype(np.int64), "v": rng.standard_normal(5_000)}
     okey = rng.permutation(500)[:300].astype(np.int32)
@@ -71,8 +72,10 @@ def test_item3_other_side_read_in_place_equals_numpy_backend():
             lambda r, o: {"v": r.v, "flag": o.flag, "w": o.w, "prio": o.prio})
         pairs = q.join(qc.query(okey, w), lambda r: r.key, lambda o: o[0], lambda r, o: o[1] * r.v)
         single = q.join(qc.query(okey), lambda r: r.key, lambda o: o, lambda r, o: o + 1)
+        computed = q.join(qc.query(table), lambda r: (r.key + 1, r.key % 3),        # key computed: runs
+                          lambda o: (o.okey + 1, o.okey % 3), lambda r, o: o.w)
         return ([joined.on(backend).to_array()[c] for c in ("v", "flag", "w", "prio")]
-                + [pairs.on(backend).to_array(), single.on(backend).to_array()])
+                + [pairs.on(backend).to_array(), single.on(backend).to_array(), computed.on(backend).to_array()])
     for outer in (False, True):
         got, ref = run("cpu", outer), run("numpy", outer)
         for g, r in zip(got, ref):
@@ -88,3 +91,4 @@ def test_item3_other_side_read_in_place_equals_numpy_backend():
     assert got[1].tolist() == [bool(flag[j]) for _, j in rows]
     assert got[3].tolist() == [int(prio[j]) for _, j in rows]
     assert got[5].tolist() == [int(okey[j]) + 1 for _, j in rows]
+    np.testing.assert_array_equal(got[6], got[2])                  # same pairs, key computed
