@@ -119,3 +119,33 @@ def test_captured_int_out_of_bounds_is_an_overflow_error_as_in_numpy(backend):
     with pytest.raises(OverflowError) as info:
         qc.query(x).on(backend).select(lambda v: v + k).to_array()
     assert isinstance(info.value, qc.QueryError) and "out of bounds for int8" in str(info.value)
+
+
+def test_cache_clear_leaves_alone_an_entry_another_process_is_compiling(tmp_path):
+    # `querycompute cache clear` while another process compiled (numba importing the module
+    # from its entry, writing its files beside it) failed that compile with FileNotFoundError
+    # / "cannot cache". The compiling process holds the entry's compile lock: clear and
+    # prune now skip such an entry and count only what they removed.
+    import subprocess
+    import sys
+    import textwrap
+
+    from querycompute.cache import CacheAPI, DiskCache, make_key
+    store = DiskCache(tmp_path / "cache", enabled=True)
+    busy, idle = (make_key(backend="opencl", compiler="pocl", device="cpu", options=(),
+                           source=f"__kernel void k{i}() {{}}\n") for i in (0, 1))
+    for key in (busy, idle):
+        store.store(key, b"binary", source_suffix=".cl")
+    holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import sys, filelock
+        lock = filelock.FileLock({str(tmp_path / "cache" / "locks" / (busy.digest + ".lock"))!r})
+        lock.acquire(); print("held", flush=True); sys.stdin.read()""")],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        assert CacheAPI(store).clear().entries == 1
+        assert store.load(busy) == b"binary" and store.load(idle) is None
+        assert CacheAPI(store).prune(0).entries == 0
+    finally:
+        holder.communicate("")
+    assert CacheAPI(store).clear().entries == 1 and store.load(busy) is None

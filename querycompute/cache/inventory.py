@@ -7,6 +7,7 @@ import os
 import re
 import shutil
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -119,19 +120,49 @@ def scan(entries_root: Path) -> tuple[list[CacheEntry], list[Path]]:
     return entries, broken
 
 
-def remove_entry(entries_root: Path, path: Path) -> int:
+def remove_entry(entries_root: Path, path: Path) -> int | None:
     """Remove one entry directory, returning the bytes freed. It is first renamed out of
-    its key's name (atomic), so no reader ever sees a half-deleted entry under that key."""
-    size = directory_size(path)
-    trash = entries_root / f".trash-{os.urandom(16).hex()}"
+    its key's name (atomic), so no reader ever sees a half-deleted entry under that key.
+    None, and nothing removed, while a process compiles that entry (it holds the entry's
+    compile lock, store.DiskCache.compile_lock): its module or binary is being written,
+    imported and sealed there, and taking it away would fail that compile."""
+    with _unless_compiling(entries_root, path.name) as free:
+        if not free:
+            return None
+        size = directory_size(path)
+        trash = entries_root / f".trash-{os.urandom(16).hex()}"
+        try:
+            os.rename(path, trash)
+        except FileNotFoundError:
+            return 0                              # another process removed it first
+        except OSError:
+            trash = path                          # e.g. Windows with a file open: delete in place
+        shutil.rmtree(trash, ignore_errors=True)
+        return size
+
+
+@contextmanager
+def _unless_compiling(entries_root: Path, digest: str):
+    """Yields False while another process (or thread) holds `digest`'s compile lock; else
+    True, holding the lock meanwhile so that no compile of that key starts."""
+    locks = entries_root.parent / "locks"         # DiskCache.compile_lock's directory
+    if not locks.is_dir():
+        yield True                                # nobody ever compiled here with a lock
+        return
+    from filelock import FileLock, Timeout
+    lock = FileLock(str(locks / f"{digest}.lock"), timeout=0)
     try:
-        os.rename(path, trash)
-    except FileNotFoundError:
-        return 0                              # another process removed it first
-    except OSError:
-        trash = path                          # e.g. Windows with a file open: delete in place
-    shutil.rmtree(trash, ignore_errors=True)
-    return size
+        lock.acquire()
+    except Timeout:
+        yield False
+        return
+    except OSError:                               # read-only cache: nobody compiles into it
+        yield True
+        return
+    try:
+        yield True
+    finally:
+        lock.release()
 
 
 def sweep_leftovers(entries_root: Path, older_than_s: float = 3600.0) -> None:
@@ -164,8 +195,9 @@ def clear(entries_root: Path, backend: str | None = None) -> Removal:
     doomed = [e.path for e in entries if backend is None or e.backend == backend]
     if backend is None:
         doomed += broken
-    freed = sum(remove_entry(entries_root, p) for p in doomed)
-    return Removal(len(doomed), freed)
+    sizes = [remove_entry(entries_root, p) for p in doomed]
+    removed = [size for size in sizes if size is not None]       # None: being compiled
+    return Removal(len(removed), sum(removed))
 
 
 def prune(entries_root: Path, max_bytes: int) -> Removal:
@@ -178,13 +210,17 @@ def prune(entries_root: Path, max_bytes: int) -> Removal:
     entries, broken = scan(entries_root)
     removed = freed = 0
     for path in broken:
-        freed += remove_entry(entries_root, path)
-        removed += 1
+        size = remove_entry(entries_root, path)
+        if size is not None:                      # None: being compiled right now
+            freed += size
+            removed += 1
     total = sum(e.size_bytes for e in entries)
     for entry in sorted(entries, key=lambda e: (e.last_used, e.key)):
         if total <= max_bytes:
             break
-        total -= entry.size_bytes
-        freed += remove_entry(entries_root, entry.path)
-        removed += 1
+        size = remove_entry(entries_root, entry.path)
+        if size is not None:
+            total -= entry.size_bytes
+            freed += size
+            removed += 1
     return Removal(removed, freed)
