@@ -55,11 +55,14 @@ def _is_group(stage) -> bool:
 
 def _gpu_kernels(stage, dialect: str, element_dtypes) -> list[tuple[str, object]]:
     """(what, KernelSet) of a column operation's GPU kernels in `dialect`."""
+    from querycompute._codegen.ops import gather as gather_op
     from querycompute._codegen.ops import scan as scan_op
     from querycompute._codegen.ops import sort as sort_op
     from querycompute._codegen.ops import topk as topk_op
     if isinstance(stage, S.ScanStage):
         return [("scan", scan_op.render(stage.spec, dialect))]
+    if isinstance(stage, S.ReverseStage):
+        return [("reverse", gather_op.render_reverse(_bits_dtypes(element_dtypes), dialect))]
     if _is_group(stage):
         from querycompute._codegen.ops import group as group_op
         from querycompute._codegen.ops import group_table as table_op
@@ -70,18 +73,22 @@ def _gpu_kernels(stage, dialect: str, element_dtypes) -> list[tuple[str, object]
     if isinstance(stage, S.SortStage):
         sets = [("top-k", topk_op.render_topk(stage.spec, dialect))] if stage.window is not None \
             else [("sort", sort_op.render_sort(stage.spec, dialect))]
-        return sets + [("gather", sort_op.render_gather(_bits_dtypes(element_dtypes), dialect))]
+        return sets + [("gather", gather_op.render_gather(_bits_dtypes(element_dtypes), dialect))]
     return []
 
 
 def _gpu_traffic(stage, dialect: str, element_dtypes) -> list[str]:
     """Per kernel launch that touches every element: bytes read + written per element."""
+    from querycompute._codegen.ops import gather as gather_op
     from querycompute._codegen.ops import scan as scan_op
     from querycompute._codegen.ops import sort as sort_op
     from querycompute._codegen.ops import topk as topk_op
     if isinstance(stage, S.ScanStage):
         rows = scan_op.bytes_per_element(stage.spec, dialect)
         head = scan_op.describe(stage.spec, dialect)
+    elif isinstance(stage, S.ReverseStage):
+        rows = [("qc_reverse", gather_op.reverse_bytes_per_element(_bits_dtypes(element_dtypes)))]
+        head = "reverse on the device: out[i] = col[n - 1 - i], coalesced reads and writes"
     elif isinstance(stage, S.DistinctStage):
         rows = sort_op.bytes_per_element(stage.spec, distinct=True, dialect=dialect)
         head = "stable LSD radix sort of the keys (8-bit digits), then flags where a key changes"
@@ -102,7 +109,7 @@ def _gpu_traffic(stage, dialect: str, element_dtypes) -> list[str]:
     out = [head] + [f"  {name}: {b} B per element" for name, b in rows]
     total = sum(b for _, b in rows)
     if isinstance(stage, S.SortStage):
-        g = sort_op.gather_bytes_per_element(_bits_dtypes(element_dtypes))
+        g = gather_op.gather_bytes_per_element(_bits_dtypes(element_dtypes))
         out.append(f"  gather of the element columns: {g} B per {'output row' if stage.window else 'element'}")
     out.append(f"  total: {total} B per element")
     if _is_group(stage):
@@ -198,7 +205,7 @@ def explain(q, staged: S.StagedLowered, term, infos, backend: str, n: int, runti
                            f"scanned column is written, then read by the next pass)")
     if getattr(runtime, "device_columns", False):
         out.append("between stages the columns stay on the device (device columns); only the "
-                   "terminal's result is read back (a reverse or a join goes through the host)")
+                   "terminal's result is read back (a join goes through the host)")
     else:
         out.append("between stages the columns are host arrays, handed from stage to stage")
     return "\n".join(out)

@@ -195,7 +195,7 @@ class StagedPrepared(Prepared):
                 p = params[stage.first:stage.first + len(stage.spec.params)]
                 state = [rt.scan(stage.spec, state[0], p, rows)]
             elif t is S.ReverseStage:
-                state = [DC.reversed_column(c) for c in state]
+                state = rt.reverse(state, rows)
             elif t is S.WindowStage:
                 lo, hi = stage.window.bounds(params, n)
                 state = [c[lo:hi] for c in state]

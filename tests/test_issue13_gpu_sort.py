@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from querycompute._codegen import launch as L
+from querycompute._codegen.ops import gather as gather_op
 from querycompute._codegen.ops import sort as sort_op
 from querycompute._codegen.ops import topk as topk_op
 from querycompute._codegen.ops.sort_ir import TILE
@@ -146,7 +147,7 @@ def harness_stages(dialect: str) -> GpuStages:
         pytest.skip(why)
     sets = [sort_op.render_sort(HSPEC, dialect), topk_op.render_topk(HSPEC, dialect),
             sort_op.render_sort(HSPEC, dialect, distinct=True),
-            sort_op.render_gather(("uint32", "uint16"), dialect)]
+            gather_op.render_gather(("uint32", "uint16"), dialect)]
     module = harness.module_for(sets)
     return GpuStages(dialect, lambda ks: (harness.HarnessRuntime(ks, module), "compiled", 0.0))
 
@@ -176,7 +177,7 @@ EVERY = SortSpec(tuple(ALL), tuple(i % 2 == 1 for i in range(len(ALL))), "qc_all
 def every_set(dialect: str) -> list[L.KernelSet]:
     return [sort_op.render_sort(EVERY, dialect), sort_op.render_sort(EVERY, dialect, "int64"),
             sort_op.render_sort(EVERY, dialect, distinct=True), topk_op.render_topk(EVERY, dialect),
-            sort_op.render_gather(("uint8", "uint16", "uint32", "uint64"), dialect, "int64")]
+            gather_op.render_gather(("uint8", "uint16", "uint32", "uint64"), dialect, "int64")]
 
 
 def test_item4_every_kernel_compiles_with_nvrtc():

@@ -5,8 +5,8 @@ says `device_columns`, a pass that feeds a next stage leaves its outputs on the 
 (gpu_launch.LaunchLoop with `keep`) and GpuStages' sort / gather / scan / first_occurrence /
 group_by read and return device columns; only the plan's final result (the terminal pass's
 output or reduction, a group_by's groups) is copied to the host. The host is crossed in the
-middle only where no device kernel exists for an operation: an OpenCL reverse and a join
-(its probe is the host reference). A take / skip / skip_while window starting past 0 is a
+middle only where no device kernel exists for an operation: a join (its probe is the host
+reference). A reverse runs the reverse kernel (ops/gather.py). A take / skip / skip_while window starting past 0 is a
 device-to-device copy on OpenCL (a CuPy view on CUDA), never a host one; a counted
 compaction reads its one-element survivor count (the next stage's length).
 
@@ -112,7 +112,8 @@ def bits(x, bits_dtype):
 
 
 def reversed_column(x):
-    """Column x in reverse order (device columns go through the host: no reverse kernel)."""
+    """Column x in reverse order, a copy (CuPy reverses on the device; an OpenCL column goes
+    through the host: GpuStages.reverse runs the reverse kernel instead)."""
     if on_device(x) and not isinstance(x, ClColumn):
         return x[::-1].copy()                     # CuPy reverses on the device
     return np.ascontiguousarray(to_host(x)[::-1])

@@ -33,6 +33,7 @@ import numpy as np
 
 from querycompute._codegen import order_keys
 from querycompute._codegen.launch import KernelSet
+from querycompute._codegen.ops import gather as gather_op
 from querycompute._codegen.ops import sort as sort_op
 from querycompute._codegen.ops import topk as topk_op
 from querycompute._codegen.ops.sort_ir import TILE
@@ -144,8 +145,19 @@ class GpuStages(StageRuntime):
         dtypes = tuple(str(b.dtype) for b in bits)
         if DC.on_device(perm) and perm.dtype != np.dtype(idx):
             perm = DC.to_host(perm)
-        raw = self._run(("gather", dtypes, idx), lambda: sort_op.render_gather(dtypes, self.dialect, idx),
+        raw = self._run(("gather", dtypes, idx), lambda: gather_op.render_gather(dtypes, self.dialect, idx),
                         bits + [DC.contiguous(perm, dtype=idx)], [], m, rows, _device(list(cols) + [perm]))
+        return [r.view(c.dtype) for r, c in zip(raw, cols)]
+
+    def reverse(self, cols: Sequence, rows: list) -> list:
+        """The columns in reverse order, by the reverse kernel (device columns stay there)."""
+        n = len(cols[0]) if cols else 0
+        if n == 0:
+            return [c[0:0] for c in cols]
+        bits = [_bits(c) for c in cols]
+        dtypes = tuple(str(b.dtype) for b in bits)
+        raw = self._run(("reverse", dtypes), lambda: gather_op.render_reverse(dtypes, self.dialect),
+                        bits, [], n, rows, _device(list(cols)))
         return [r.view(c.dtype) for r, c in zip(raw, cols)]
 
     def first_occurrence(self, spec: SortSpec, keys: Sequence[np.ndarray], rows: list) -> np.ndarray:

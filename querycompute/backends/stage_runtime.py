@@ -43,6 +43,11 @@ class StageRuntime:
         """The inclusive running fold of `values` (spec.dtype); `params` follow spec.params."""
         raise NotImplementedError
 
+    def reverse(self, cols: Sequence, rows: list) -> list:
+        """The columns in reverse order (a copy; GpuStages reverses on the device)."""
+        from . import device_columns as DC
+        return [DC.reversed_column(c) for c in cols]
+
     def first_occurrence(self, spec: SortSpec, keys: Sequence[np.ndarray], rows: list) -> np.ndarray:
         """bool keep flags: row i's keys differ from those of every earlier row."""
         raise NotImplementedError

@@ -44,6 +44,11 @@ class WebGPUStages(GpuStages):
             return NumpyStages.gather(self, cols, perm, rows)
         return super().gather(cols, perm, rows)
 
+    def reverse(self, cols, rows):
+        if _wide(c.dtype for c in cols):
+            return NumpyStages.reverse(self, cols, rows)
+        return super().reverse(cols, rows)
+
     def first_occurrence(self, spec, keys, rows):
         if _wide(spec.key_dtypes):
             return NumpyStages.first_occurrence(self, spec, keys, rows)

@@ -22,7 +22,8 @@ their spec rather than a Pass (each with `bytes_per_element` for explain()):
     op                    module       rendered by
     scan                  scan.py      render(ScanSpec, dialect)
     sort, distinct        sort.py      render_sort(SortSpec, dialect, index_dtype, distinct=)
-    gather                sort.py      render_gather(bits dtypes, dialect, index_dtype)
+    gather, reverse       gather.py    render_gather(bits dtypes, dialect, index_dtype),
+                                       render_reverse(bits dtypes, dialect)
     top-k                 topk.py      render_topk(SortSpec, dialect, index_dtype)
     group_by              group.py     (GroupSpec; see its module docstring)
   (sort_ir.py and group_ir.py hold the kernel IR pieces they share.)

@@ -1,6 +1,6 @@
 """GPU column operations "sort" and "distinct": a stable LSD radix sort of SortSpec key
-columns with an index permutation as payload, and distinct's first-occurrence flags; plus
-"gather" (cols[perm]). Kernel IR for CUDA, OpenCL and Metal; launch.plan runs them from
+columns with an index permutation as payload, and distinct's first-occurrence flags (the
+gather of columns by the permutation: ops/gather.py). Kernel IR for CUDA, OpenCL and Metal; launch.plan runs them from
 `KernelSet.schedule` (launch.Step), the launch loop of every GPU runtime unchanged.
 
 Sort order: order_keys.py (NaN last both ways, -0.0 == 0.0, descending per key), computed by
@@ -59,7 +59,7 @@ from ..stage_specs import SortSpec
 from . import sort_ir as S
 from .sort_ir import I32, I64, RADIX, SLOT, TILE, U32
 
-__all__ = ["render_sort", "render_gather", "bytes_per_element", "gather_bytes_per_element", "passes",
+__all__ = ["render_sort", "bytes_per_element", "passes",
            "render_kernels"]
 
 N = K.KVar("n", I64)
@@ -380,26 +380,3 @@ def render_sort(spec: SortSpec, dialect: str, index_dtype: str = "int32", distin
     outputs = [BufferSpec("flags", "bool", "n")] if distinct else [BufferSpec("perm_a", index_dtype, "n")]
     return kernel_set(kernels, schedule, dialect, spec.name, "distinct" if distinct else "sort",
                       outputs, _scratch(kernels))
-
-
-def render_gather(bits_dtypes: tuple[str, ...], dialect: str, index_dtype: str = "int32",
-                  name: str = "qc_gather") -> KernelSet:
-    """out_c[i] = col_c[perm[i]] for columns bound as their bits dtypes (inputs 0..m-1; input
-    m: perm); n = len(perm). Bytes per row: `gather_bytes_per_element`."""
-    m = len(bits_dtypes)
-    i, p = K.KVar("i", I64), K.KVar("p", I64)
-    cols = [KernelArg(f"col{c}", "input", d, c) for c, d in enumerate(bits_dtypes)]
-    perm = KernelArg("perm", "input", index_dtype, m)
-    outs = [KernelArg(f"out{c}", "output", d, c) for c, d in enumerate(bits_dtypes)]
-    body = [K.Declare(i, K.op("+", K.op("*", K.KCast(S.GROUP, I64), K.i64(TILE)), K.KCast(SLOT, I64))),
-            K.If(K.op("<", i, N), (K.Declare(p, K.KCast(K.KLoad(perm.name, i, index_dtype), I64)),
-                                   *[K.Store(o.name, i, K.KLoad(c.name, p, c.dtype)) for c, o in zip(cols, outs)]))]
-    k = K.Kernel(name, (*cols, perm, KernelArg("n", "n", I64), *outs), (), (S.slots_strided(body),),
-                 doc=f"{name}: out[i] = col[perm[i]] for every column.")
-    return kernel_set([k], [Step(name)], dialect, name, "gather",
-                      [BufferSpec(o.name, o.dtype, "n") for o in outs], [])
-
-
-def gather_bytes_per_element(bits_dtypes: tuple[str, ...], index_dtype: str = "int32") -> int:
-    """The gather reads the index and each column's element and writes the element."""
-    return (4 if index_dtype == "int32" else 8) + sum(2 * (8 if d == "uint64" else int(d[4:]) // 8) for d in bits_dtypes)
