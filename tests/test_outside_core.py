@@ -149,3 +149,30 @@ def test_cache_clear_leaves_alone_an_entry_another_process_is_compiling(tmp_path
     finally:
         holder.communicate("")
     assert CacheAPI(store).clear().entries == 1 and store.load(busy) is None
+
+
+@pytest.mark.skipif(not qc.backends()["webgpu"]["available"], reason="no WebGPU adapter")
+def test_webgpu_math_special_values_and_float16_floor_division():
+    # Found on lavapipe: hypot(1, NaN) was sqrt(2) (WGSL's max drops NaN), atan2(0, 0) was
+    # 3pi/4 and atan2(0, NaN) 0 (WGSL leaves them undefined), and a float16 // or % was
+    # stored without rounding to half precision (65504 // 1.5 gave 43648, not 43680).
+    sv = np.array([0.0, -0.0, 1.0, -2.5, np.inf, -np.inf, np.nan], dtype=np.float32)
+    a, b = np.repeat(sv, len(sv)), np.tile(sv, len(sv))
+    got = qc.query(a, b).on("webgpu").select(lambda y, x: (np.hypot(y, x), np.arctan2(y, x))).to_array()
+    with np.errstate(all="ignore"):
+        want = (np.hypot(a, b), np.arctan2(a, b))
+    # a zero, infinity or NaN operand: exact, zero signs included; both finite and nonzero:
+    # WGSL's atan2 (lavapipe's is some 40 ulp off, within WGSL's documented accuracy)
+    special = ~(np.isfinite(a) & np.isfinite(b) & (a != 0) & (b != 0))
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g[special], w[special])
+        known = special & ~np.isnan(w)
+        np.testing.assert_array_equal(np.signbit(g[known]), np.signbit(w[known]))
+        np.testing.assert_allclose(g[~special], w[~special], rtol=1e-5)
+    h = np.array([-2.5, 7.0, 65504, 1.0, -7.0], dtype=np.float16)
+    d = np.array([0.001, 6.104e-05, 1.5, -65504, 2.0], dtype=np.float16)
+    got = qc.query(h, d).on("webgpu").select(lambda p, q: (p // q, p % q)).to_array()
+    with np.errstate(all="ignore"):
+        for g, w in zip(got, (h // d, h % d)):
+            assert g.dtype == np.float16
+            np.testing.assert_array_equal(g, w)

@@ -60,7 +60,7 @@ class Wgsl(WgslKernelPrinter, CFamily):
     OPTIONS_WHY = ""
     MATH = {"arcsin": "asin", "arccos": "acos", "arctan": "atan", "arcsinh": "asinh",
             "arccosh": "acosh", "arctanh": "atanh", "rint": "round", "fabs": "abs"}
-    HELPER_MATH = ("expm1", "log1p", "hypot", "copysign", "log10", "pow", "tanh",
+    HELPER_MATH = ("expm1", "log1p", "hypot", "atan2", "copysign", "log10", "pow", "tanh",
                    "sin", "cos", "tan", "exp", "log")   # wgsl_helpers defines them
 
     # ---- types and the pass check ----------------------------------------------------------
@@ -175,7 +175,10 @@ class Wgsl(WgslKernelPrinter, CFamily):
                 return S.binary(a, "!=", b)
         if o in ("floordiv", "mod", "lshift", "rshift") or (o == "pow" and not D.is_float(d)) \
                 or (o in ("min", "max") and D.is_float(d)):
-            return self.wrap(S.call(self.need(f"qc_{o}_{d}"), a, b), d)
+            out = S.call(self.need(f"qc_{o}_{d}"), a, b)
+            # a float16 // or % is computed in f32 (NumPy's half loops do too): round it
+            # to half precision like every other float16 operation, before it is stored
+            return self.f16(out, d) if D.is_float(d) else self.wrap(out, d)
         if o in ("min", "max"):
             return S.call(o, a, b)                     # exact on integers
         if o in ("pow", "hypot", "atan2", "copysign"):

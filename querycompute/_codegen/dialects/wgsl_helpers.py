@@ -238,10 +238,25 @@ return qc_log(u) * (x / (u - 1.0f));""", "log(1 + x) without cancellation near 0
 let a = abs(a0);
 let b = abs(b0);
 if (qc_isinf(a) || qc_isinf(b)) { return bitcast<f32>(0x7F800000u); }
+// WGSL's max/min may return the other operand for a NaN (lavapipe does: hypot(1, NaN) was
+// sqrt(2)), so NaN is answered before them
+if (qc_isnan(a) || qc_isnan(b)) { return qc_f32_bits(0x7FC00000u); }
 let m = max(a, b);
 if (m == 0.0f) { return 0.0f; }
 let r = min(a, b) / m;
 return m * sqrt(1.0f + r * r);""", "sqrt(a*a + b*b) without overflow; inf wins over NaN as in C"),
+    "qc_atan2": _fn("qc_atan2(y: f32, x: f32) -> f32", """
+if (qc_isnan(x) || qc_isnan(y)) { return qc_f32_bits(0x7FC00000u); }
+let xneg = (bitcast<u32>(x) & 0x80000000u) != 0u;     // -0.0 counts as negative, as in C
+if (y == 0.0f) { return select(y, qc_copysign(3.1415927f, y), xneg); }
+if (x == 0.0f) { return qc_copysign(1.5707964f, y); }
+if (qc_isinf(x)) {
+    if (qc_isinf(y)) { return qc_copysign(select(0.7853982f, 2.3561945f, xneg), y); }
+    return qc_copysign(select(0.0f, 3.1415927f, xneg), y);
+}
+if (qc_isinf(y)) { return qc_copysign(1.5707964f, y); }
+return atan2(y, x);""", "C's atan2: WGSL's leaves zeros, infinities and NaN undefined (lavapipe gave\n"
+                        "atan2(0, 0) = 3pi/4 and atan2(0, NaN) = 0); its finite cases go to WGSL's"),
     "qc_pow": _fn("qc_pow(x: f32, y: f32) -> f32", """
 if (y == 0.0f || x == 1.0f) { return 1.0f; }
 if (qc_isnan(x) || qc_isnan(y)) { return x + y; }
@@ -272,7 +287,8 @@ return r;""", "C's pow: WGSL's pow is exp2(y * log2(x)), undefined for x < 0, an
                 "not within a few ulp (51 ** 3 = 132651.08); here e^(y ln|x|) from the helpers above\n"
                 "(about |y ln x| + 2 ulp), and products for exponents k / 2 up to 8 (a few roundings)"),
 }
-_DEPS = {"qc_hypot": ("qc_isinf",), "qc_pow": ("qc_isnan", "qc_f32_bits", "qc_exp", "qc_log"),
+_DEPS = {"qc_hypot": ("qc_isinf", "qc_isnan", "qc_f32_bits"),
+         "qc_atan2": ("qc_isnan", "qc_isinf", "qc_copysign", "qc_f32_bits"), "qc_pow": ("qc_isnan", "qc_f32_bits", "qc_exp", "qc_log"),
          "qc_fmod": ("qc_isnan", "qc_isinf", "qc_f32_bits", "qc_copysign"),
          "qc_tanh": ("qc_copysign", "qc_exp"), "qc_log10": ("qc_log",), "qc_exp": ("qc_isnan",),
          "qc_expm1": ("qc_exp", "qc_log"), "qc_log1p": ("qc_log",), "qc_reduce_pio2": ("qc_mul_wide",),
