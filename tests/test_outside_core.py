@@ -176,3 +176,22 @@ def test_webgpu_math_special_values_and_float16_floor_division():
         for g, w in zip(got, (h // d, h % d)):
             assert g.dtype == np.float16
             np.testing.assert_array_equal(g, w)
+
+
+@pytest.mark.skipif(not qc.backends()["webgpu"]["available"], reason="no WebGPU adapter")
+def test_webgpu_hyperbolic_and_inverse_functions_keep_numpy_special_values():
+    # Found on lavapipe: arctan(NaN) was 0 and arctan(-0.0) +0.0, sinh(1e-30) was 3e-8,
+    # arcsinh / arccosh of 1e30 were inf, arctanh(1e-30) was 0.
+    x = np.array([0.0, -0.0, 1e-30, -1e-30, 0.5, -0.75, 1.0, -1.0, 2.0, 30.0, 1e30, -1e30,
+                  np.inf, -np.inf, np.nan], dtype=np.float32)
+    fns = (np.arctan, np.sinh, np.arcsinh, np.arccosh, np.arctanh)
+    got = qc.query(x).on("webgpu").select(
+        lambda v: (np.arctan(v), np.sinh(v), np.arcsinh(v), np.arccosh(v), np.arctanh(v))).to_array()
+    for f, g in zip(fns, got):
+        with np.errstate(all="ignore"):
+            w = f(x)
+        special = ~np.isfinite(w) | (w == 0)
+        np.testing.assert_array_equal(g[special], w[special], err_msg=f.__name__)
+        np.testing.assert_array_equal(np.signbit(g[special & ~np.isnan(w)]),
+                                      np.signbit(w[special & ~np.isnan(w)]), err_msg=f.__name__)
+        np.testing.assert_allclose(g[~special], w[~special], rtol=3e-5, err_msg=f.__name__)

@@ -19,9 +19,12 @@ from .. import dtypes as D
 
 
 def define(p, name: str) -> str:
-    body = _SIMPLE.get(name)
+    body, deps = _SIMPLE.get(name), _DEPS
+    if body is None:                    # hyperbolic and inverse functions: their own module
+        from .wgsl_math_helpers import DEPS, HELPERS
+        body, deps = HELPERS.get(name), DEPS
     if body is not None:
-        for dep in _DEPS.get(name, ()):
+        for dep in deps.get(name, ()):
             p.need(dep)
         return body
     kind, _, d = name[3:].partition("_")
@@ -288,7 +291,8 @@ return r;""", "C's pow: WGSL's pow is exp2(y * log2(x)), undefined for x < 0, an
                 "(about |y ln x| + 2 ulp), and products for exponents k / 2 up to 8 (a few roundings)"),
 }
 _DEPS = {"qc_hypot": ("qc_isinf", "qc_isnan", "qc_f32_bits"),
-         "qc_atan2": ("qc_isnan", "qc_isinf", "qc_copysign", "qc_f32_bits"), "qc_pow": ("qc_isnan", "qc_f32_bits", "qc_exp", "qc_log"),
+         "qc_atan2": ("qc_isnan", "qc_isinf", "qc_copysign", "qc_f32_bits"),
+         "qc_pow": ("qc_isnan", "qc_f32_bits", "qc_exp", "qc_log"),
          "qc_fmod": ("qc_isnan", "qc_isinf", "qc_f32_bits", "qc_copysign"),
          "qc_tanh": ("qc_copysign", "qc_exp"), "qc_log10": ("qc_log",), "qc_exp": ("qc_isnan",),
          "qc_expm1": ("qc_exp", "qc_log"), "qc_log1p": ("qc_log",), "qc_reduce_pio2": ("qc_mul_wide",),
