@@ -11,10 +11,12 @@ import querycompute as qc
 BACKENDS = ["numpy", "cpu"]
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("backend", ["numpy"])
 def test_group_sum_and_mean_of_negative_zeros_is_positive_zero(backend):
     # np.sum starts from +0.0: np.sum([-0.0]) and np.mean([-0.0, -0.0]) are 0.0 (Query.sum
-    # agrees); per-group sums and means kept the -0.0 of a segment's first value.
+    # agrees); per-group sums and means kept the -0.0 of a segment's first value (numpy and
+    # cpu). The fix is in the result dict every backend shares (group_plan.GroupResult), so
+    # the numpy backend checks it without a ~20 s numba compile of a group module.
     k = np.array([1, 2, 2, 3, 3], dtype=np.int32)
     v = np.array([-0.0, -0.0, -0.0, -0.0, 1.5], dtype=np.float32)
     got = qc.query(k, v).on(backend).group_by(lambda k, v: k).agg(
