@@ -62,7 +62,7 @@ class Wgsl(WgslKernelPrinter, CFamily):
             "arccosh": "acosh", "arctanh": "atanh", "rint": "round", "fabs": "abs"}
     HELPER_MATH = ("expm1", "log1p", "hypot", "atan2", "copysign", "log10", "pow", "tanh",
                    "sin", "cos", "tan", "exp", "log",   # wgsl_helpers defines them,
-                   "sinh", "arcsinh", "arccosh", "arctanh", "arctan")   # and wgsl_math_helpers
+                   "sinh", "arcsinh", "arccosh", "arctanh", "arctan", "arcsin", "arccos")  # and wgsl_math_helpers
 
     # ---- types and the pass check ----------------------------------------------------------
     def storage(self, dtype: str) -> str:

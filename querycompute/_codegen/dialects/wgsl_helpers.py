@@ -258,8 +258,12 @@ if (qc_isinf(x)) {
     return qc_copysign(select(0.0f, 3.1415927f, xneg), y);
 }
 if (qc_isinf(y)) { return qc_copysign(1.5707964f, y); }
-return atan2(y, x);""", "C's atan2: WGSL's leaves zeros, infinities and NaN undefined (lavapipe gave\n"
-                        "atan2(0, 0) = 3pi/4 and atan2(0, NaN) = 0); its finite cases go to WGSL's"),
+let r = qc_atan_core(y / x);
+if (!xneg) { return r; }
+return select(r - 3.1415927f, r + 3.1415927f, y > 0.0f);""",
+                    "C's atan2: WGSL's leaves zeros, infinities and NaN undefined (lavapipe gave\n"
+                    "atan2(0, 0) = 3pi/4 and atan2(0, NaN) = 0) and is 40 ulp off at (1, 1); finite\n"
+                    "cases are atan(y / x) (wgsl_math_helpers' qc_atan_core), +-pi for x < 0"),
     "qc_pow": _fn("qc_pow(x: f32, y: f32) -> f32", """
 if (y == 0.0f || x == 1.0f) { return 1.0f; }
 if (qc_isnan(x) || qc_isnan(y)) { return x + y; }
@@ -291,7 +295,7 @@ return r;""", "C's pow: WGSL's pow is exp2(y * log2(x)), undefined for x < 0, an
                 "(about |y ln x| + 2 ulp), and products for exponents k / 2 up to 8 (a few roundings)"),
 }
 _DEPS = {"qc_hypot": ("qc_isinf", "qc_isnan", "qc_f32_bits"),
-         "qc_atan2": ("qc_isnan", "qc_isinf", "qc_copysign", "qc_f32_bits"),
+         "qc_atan2": ("qc_isnan", "qc_isinf", "qc_copysign", "qc_f32_bits", "qc_atan_core"),
          "qc_pow": ("qc_isnan", "qc_f32_bits", "qc_exp", "qc_log"),
          "qc_fmod": ("qc_isnan", "qc_isinf", "qc_f32_bits", "qc_copysign"),
          "qc_tanh": ("qc_copysign", "qc_exp"), "qc_log10": ("qc_log",), "qc_exp": ("qc_isnan",),
