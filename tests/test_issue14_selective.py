@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import querycompute as qc
 from querycompute._codegen.ops.compact import SPARSE
@@ -34,6 +36,17 @@ def test_item5_sparse_compaction_matches_numpy():
            .select(lambda r: (r.x * 2.0, r.k)).on("cpu").to_array())
     np.testing.assert_array_equal(got[0], t["x"][keep] * 2.0)
     np.testing.assert_array_equal(got[1], t["k"][keep])
+
+
+@settings(max_examples=25, deadline=None)
+@given(n=st.integers(0, 3_000), seed=st.integers(0, 2**16), per_mille=st.integers(0, 130))
+def test_item5_sparse_compaction_serial_random_matches_numpy(n, seed, per_mille):
+    """The serial flavour (n < SERIAL_MAX): survivors anywhere, the sparse or dense writer."""
+    rng = np.random.default_rng(seed)
+    flag = (rng.random(n) * 1000 < per_mille).astype(np.uint8)
+    x = rng.standard_normal(n)
+    got = qc.query(flag, x).where(lambda r: r[0] == 1).select(lambda r: r[1] + 1.0).on("cpu").to_array()
+    np.testing.assert_array_equal(got, x[flag == 1] + 1.0)
 
 
 @pytest.mark.parametrize("build_left", [False, True])
