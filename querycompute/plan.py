@@ -94,7 +94,7 @@ def lower(source: Source, dts: tuple, ops: tuple, term, infos: list) -> Lowered:
             return rows.lower(source, dts, ops, term, infos)
     if staged("".join([op.letter for op in ops]), term):
         from .shaped import refuse_staged
-        refuse_staged(source)
+        refuse_staged(source, ops, term)
         from .stages import lower_staged
         return lower_staged(source, dts, ops, term, infos)
     from .fusion import Lowering

@@ -113,11 +113,23 @@ def initial_element(source, dts: tuple):
     return RecordVal(tuple(zip(source.fields, values))), inputs
 
 
-def refuse_staged(source) -> None:
-    if getattr(source, "shapes", None) and any(source.shapes):
-        raise QueryError("order_by / distinct / take / skip / scan / group_by / join on shaped "
-                         "elements are not supported yet; select scalars first (e.g. "
-                         "select(lambda r: r.sum())) or query a column X[:, j]")
+def refuse_staged(source, ops=(), term=None) -> None:
+    """Staged operators (order_by, distinct, take, ... and last / element_at / single) run on
+    scalar columns (stages.py) and don't read shaped elements yet: refused, naming the first
+    such operator, with what works today (its key or result computed first, as an array)."""
+    if not (getattr(source, "shapes", None) and any(source.shapes)):
+        return
+    from .graph import BREAKERS
+    first = next((op.kind for op in ops if op.letter in BREAKERS), getattr(term, "name", "this terminal"))
+    shape = next(s for s in source.shapes if s)
+    raise QueryError(
+        f"{first}(...) on a query over shaped elements (elements of shape {shape}) is not supported "
+        f"yet: staged operators (order_by, distinct, take, skip, take_while, reverse, scan, "
+        f"group_by, join, last, element_at, single) run on scalar columns only, even after a "
+        f"select to scalars. Compute the values first, then use NumPy or a query over them: "
+        f"keys = qc.query(X).select(lambda r: r.sum()).to_array(); X[np.argsort(keys, "
+        f"kind='stable')] orders the elements, X[:k] takes k, qc.query(keys).order_by(...) "
+        f"works on the scalars. (where / select / first / count / sum ... work on shaped elements.)")
 
 
 def stack(arrays, shape: tuple) -> np.ndarray:

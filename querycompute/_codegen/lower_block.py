@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from . import dtypes
 from . import expr as E
 from . import kernel_ir as K
 from .launch import BLOCK
@@ -57,27 +58,63 @@ def _halving_loop(var: str, start, body) -> K.For:
     return K.For(off, start, K.op(">", off, K.i32(0)), K.op(">>", off, K.i32(1)), tuple(body(off)))
 
 
+# Shared memory one block tree may take: WebGPU's default workgroup storage (Metal guarantees
+# 32 KiB, CUDA 48 KiB static). Many accumulators (a sum of 64-value shaped elements: 64 slots,
+# 128 KiB at 8 bytes x BLOCK) run the tree over groups that fit, reusing the same arrays.
+SHARED_BUDGET = 16 * 1024
+
+
 def block_reduce(accs: list[Acc], use_shuffles: bool) -> tuple[list[K.SharedArray], list]:
     """Statements after which thread 0 of the block holds every accumulator folded over all
     threads of the block; plus the shared arrays they need."""
     slots = [s for a in accs for s in a.slots]
     if use_shuffles:
         return _shuffle_reduce(accs, slots)
-    shared = [K.SharedArray(shared_name(s), s.dtype, BLOCK) for s in slots]
-    publish = [K.Store(shared_name(s), LID, s) for s in slots]
+    groups = _groups(accs)
+    if len(groups) == 1:
+        return [K.SharedArray(shared_name(s), s.dtype, BLOCK) for s in slots], _tree(accs, shared_name)
+    arrays, stmts = {}, [K.Comment(f"{len(slots)} accumulators: one tree per group of them, the groups "
+                                   f"reusing the same shared arrays ({SHARED_BUDGET // 1024} KiB at most).")]
+    for group in groups:
+        names, count = {}, {}
+        for s in (s for a in group for s in a.slots):       # the k-th slot of a dtype: sh_<dtype>_<k>
+            k = count[s.dtype] = count.get(s.dtype, -1) + 1
+            names[s.name] = f"sh_{s.dtype}_{k}"
+            arrays.setdefault(names[s.name], K.SharedArray(names[s.name], s.dtype, BLOCK))
+        # the barrier: every thread has read slot 0 of this group before the next one publishes
+        stmts += _tree(group, lambda s, names=names: names[s.name]) + [K.Barrier()]
+    return list(arrays.values()), stmts
+
+
+def _groups(accs: list[Acc]) -> list[list[Acc]]:
+    """Consecutive accumulators whose shared arrays fit SHARED_BUDGET (a single group: all)."""
+    groups, used = [[]], 0
+    for a in accs:
+        need = sum(dtypes.itemsize(s.dtype) for s in a.slots) * BLOCK
+        if groups[-1] and used + need > SHARED_BUDGET:
+            groups.append([])
+            used = 0
+        groups[-1].append(a)
+        used += need
+    return groups
+
+
+def _tree(accs: list[Acc], name) -> list:
+    """The shared-memory tree over accs, slot s living in the shared array `name(s)`."""
+    slots = [s for a in accs for s in a.slots]
+    publish = [K.Store(name(s), LID, s) for s in slots]
     # Values cross barriers only in shared memory: each step re-reads the thread's own slots,
     # and every thread reads the result at the end. A register live across a barrier costs
     # pocl a per-thread spill (its work-item loops split at barriers): ~7% of W1 stage 1 at 1e6.
-    reload = lambda at: [K.Assign(s, K.KLoad(shared_name(s), at, s.dtype)) for s in slots]  # noqa: E731
+    reload = lambda at: [K.Assign(s, K.KLoad(name(s), at, s.dtype)) for s in slots]  # noqa: E731
     step = lambda off: [  # noqa: E731  (tiny closures keep the tree readable)
         K.If(K.op("<", LID, off),
              tuple(reload(LID)
-                   + fold_from(accs, lambda s: K.KLoad(shared_name(s), K.op("+", LID, off), s.dtype))
+                   + fold_from(accs, lambda s: K.KLoad(name(s), K.op("+", LID, off), s.dtype))
                    + publish)),
         K.Barrier()]
-    stmts = [K.Comment("Shared-memory tree: halve the active threads each step; slot 0 ends with the block's result."),
-             *publish, K.Barrier(), _halving_loop("stride", BLOCK // 2, step), *reload(K.i32(0))]
-    return shared, stmts
+    return [K.Comment("Shared-memory tree: halve the active threads each step; slot 0 ends with the block's result."),
+            *publish, K.Barrier(), _halving_loop("stride", BLOCK // 2, step), *reload(K.i32(0))]
 
 
 def _shuffle_reduce(accs, slots):

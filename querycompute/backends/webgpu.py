@@ -136,6 +136,12 @@ class WebGPURuntime(DeviceRuntime):
                 binding, _, writable = self.buffers[a.name]
                 entries.append({"binding": binding, "visibility": stage,
                                 "buffer": {"type": "storage" if writable else "read-only-storage"}})
+        most = int(self.dev.limits.get("max-storage-buffers-per-shader-stage", len(entries)))
+        if len(entries) > most:     # wgpu's own error names neither the pass nor a way out
+            raise QueryError(
+                f"webgpu: kernel {spec.name} binds {len(entries)} storage buffers; this adapter allows "
+                f"{most} per shader stage (a shaped element binds one buffer per component, so "
+                f"elements of many values exceed it); use the cpu / opencl / cuda backend")
         entries.append({"binding": self.uniforms[spec.name], "visibility": stage, "buffer": {"type": "uniform"}})
         layout = device.create_bind_group_layout(entries=entries)
         pipeline = device.create_compute_pipeline(

@@ -53,16 +53,18 @@ def _reduce_list(kind: str, xs: list, at: str) -> Scalar:
             op = "and" if kind == "min" else "or"
             return Scalar(_tree(lambda a, b: Binary(op, a, b, "bool"), [x.expr for x in xs]))
         return Scalar(_tree(lambda a, b: Binary(kind, a, b, d), [x.expr for x in xs]))
-    # argmin / argmax: the first position of the extreme; a NaN is the extreme (as NumPy)
-    best, pos = xs[0].expr, Const(0, "int64")
-    for i, x in enumerate(xs[1:], 1):
-        e = x.expr
-        better = Compare("lt" if kind == "argmin" else "gt", e, best)
+    # argmin / argmax: the first position holding the extreme m = min/max(xs), which is NaN
+    # when any entry is (NumPy: a NaN is the extreme). "x == m or x != x" finds it in both
+    # cases (no entry is NaN when m is not). m is shared, never nested in itself: a running
+    # (best, pos) chain would nest `best` in every step, a tree that doubles per entry.
+    m = _reduce_list("min" if kind == "argmin" else "max", xs, at).expr
+    pos = Const(len(xs) - 1, "int64")
+    for i in range(len(xs) - 2, -1, -1):
+        e = xs[i].expr
+        hit = Compare("eq", e, m)
         if d in ("float16", "float32", "float64"):
-            nan_new = Binary("and", Compare("ne", e, e), Compare("eq", best, best), "bool")
-            better = Binary("or", better, nan_new, "bool")
-        pos = Where(better, Const(i, "int64"), pos, "int64")
-        best = Where(better, e, best, d)
+            hit = Binary("or", hit, Compare("ne", e, e), "bool")
+        pos = Where(hit, Const(i, "int64"), pos, "int64")
     return Scalar(pos)
 
 

@@ -171,8 +171,10 @@ class Kernel:
                                  ctypes.POINTER(ctypes.c_void_p), ctypes.c_ulong, ctypes.c_int,
                                  ctypes.c_char_p, ctypes.c_ulong]
         describe = getattr(lib, f"qch_describe__{info.name}")
-        desc = (ctypes.c_int * 256)()
-        count = describe(desc, 256)
+        desc = (ctypes.c_int * 2048)()   # shaped elements: one parameter per component
+        count = describe(desc, 2048)
+        if count < 0:
+            raise TypeError(f"kernel {info.name} has more than 1024 parameters (the harness's limit)")
         # (kind, size of the value, or of the pointee for pointers) per parameter
         self.params = [(_KIND[desc[2 * i]], desc[2 * i + 1]) for i in range(count)]
 
