@@ -159,6 +159,8 @@ class StagedPrepared(Prepared):
         rt = self.runtime
         device = getattr(rt, "device_columns", False)
         state, keep = list(cols), None
+        if device and type(self.staged.stages[0]) in (S.SortStage, S.DistinctStage, S.ScanStage, S.ReverseStage):
+            state = rt.to_device(state)       # a column operation first: the source goes over once
         skip = -1
         for i, stage in enumerate(self.staged.stages):
             if i == skip:

@@ -81,9 +81,10 @@ class GpuStages(StageRuntime):
     # group_by tries the low-cardinality tables first (gpu_group_table.py; the sort path on overflow)
     group_tables = True
 
-    def __init__(self, dialect: str, build: Builder):
+    def __init__(self, dialect: str, build: Builder, upload: Callable | None = None):
         self.name = self.dialect = dialect
         self._build = build
+        self._upload = upload              # host array -> device column (device_columns)
         self._entries: dict[tuple, _Entry] = {}
         self._lock = threading.Lock()        # one run at a time: the loops share buffers
 
@@ -115,6 +116,13 @@ class GpuStages(StageRuntime):
             rows.append(KernelRun(launch.name, self.dialect, (launch.grid,), (launch.block,), cache,
                                   compile_ms, entry.loop.rt.elapsed_ms(token)))
             compile_ms = 0.0
+
+    def to_device(self, cols: Sequence) -> list:
+        """Host columns copied to the device once, for a plan whose first stage is a column
+        operation (its kernels then read and hand on device columns, as after a pass)."""
+        if self._upload is None:
+            return list(cols)
+        return [c if DC.on_device(c) else self._upload(np.ascontiguousarray(c)) for c in cols]
 
     # ---- StageRuntime ----------------------------------------------------------------------
     def sort(self, spec: SortSpec, keys: Sequence[np.ndarray], k: int | None, rows: list) -> np.ndarray:
@@ -246,7 +254,14 @@ def opencl_stages(dev=None) -> GpuStages:
         program, origin = cached_program(dev, ks.source, ks.options, [k.name for k in ks.kernels])
         return OpenCLRuntime(dev, program), origin, (time.perf_counter() - t0) * 1e3
 
-    stages = GpuStages("opencl", build)
+    def upload(host: np.ndarray):
+        buf = dev.cl.Buffer(dev.context, dev.cl.mem_flags.READ_WRITE, max(host.nbytes, 1))
+        if host.nbytes:
+            DC.TRANSFERS["to_device"] += 1
+            dev.cl.enqueue_copy(dev.queue, buf, host, is_blocking=True)
+        return DC.ClColumn(dev.cl, dev.queue, buf, len(host), host.dtype)
+
+    stages = GpuStages("opencl", build, upload)
     stages.device_columns = True
     return stages
 
@@ -274,6 +289,10 @@ def cuda_stages(backend=None) -> GpuStages:
         functions[None] = module          # keeps the module alive
         return CudaRuntime(cp, functions), origin, (time.perf_counter() - t0) * 1e3
 
-    stages = GpuStages("cuda", build)
+    def upload(host: np.ndarray):
+        import cupy as cp
+        return cp.asarray(host)
+
+    stages = GpuStages("cuda", build, upload)
     stages.device_columns = True
     return stages
