@@ -1,7 +1,9 @@
 """Columns that stay on the device between the stages of a staged plan (opencl, cuda).
 
 A staged plan (pipeline.py) hands columns from stage to stage. On a GPU backend whose runtime
-says `device_columns`, a pass that feeds a next stage leaves its outputs on the device
+says `device_columns`, the source goes to the device once (by the first pass, or by
+GpuStages.to_device when a column operation comes first), a pass that feeds a next stage
+leaves its outputs on the device
 (gpu_launch.LaunchLoop with `keep`) and GpuStages' sort / gather / scan / first_occurrence /
 group_by read and return device columns; only the plan's final result (the terminal pass's
 output or reduction, a group_by's groups) is copied to the host. The host is crossed in the
