@@ -196,3 +196,30 @@ def test_webgpu_hyperbolic_and_inverse_functions_keep_numpy_special_values():
         np.testing.assert_array_equal(np.signbit(g[special & ~np.isnan(w)]),
                                       np.signbit(w[special & ~np.isnan(w)]), err_msg=f.__name__)
         np.testing.assert_allclose(g[~special], w[~special], rtol=1e-6, err_msg=f.__name__)
+
+
+def _clamped_running_max():
+    cap = np.float32(10)
+    return lambda acc, v: min(max(acc, v), cap)     # associative: min(max(a, b, c), cap)
+
+
+@pytest.mark.parametrize("backend", BACKENDS + (["webgpu"] if qc.backends()["webgpu"]["available"] else []))
+def test_aggregate_whose_func_reads_a_captured_value(backend):
+    # aggregate(func) with a captured value in func failed to compile on cpu (numba: the
+    # fold function printed the value as nothing) and on the GPU dialects (the finalize
+    # kernel, which combines the partials with func, had no parameter for it).
+    x = np.array([3, 9, 1, 12, 5, 7], dtype=np.float32)
+    got = qc.query(x).on(backend).aggregate(_clamped_running_max(), np.float32(0))
+    assert got == min(max(x.max(), 0), 10) and got.dtype == np.float32
+
+
+def test_aggregate_with_a_captured_value_declares_it_in_every_gpu_kernel():
+    import re
+    x = np.arange(5, dtype=np.float32)
+    for dialect in ("opencl", "cuda", "metal"):
+        src = qc.query(x).source(dialect, terminal=qc.aggregate(_clamped_running_max(), np.float32(0)))
+        kernels = re.split(r"__kernel |__global__ void |^kernel void ", src, flags=re.M)[1:]
+        assert len(kernels) == 3, dialect          # partials, partials_strided, finalize
+        for k in kernels:                          # a kernel that reads the value declares it
+            head, body = k.split("{", 1)
+            assert "p_p0" not in body or "p_p0" in head, (dialect, head)

@@ -172,7 +172,7 @@ class ReducePrinter:
             sets = "; ".join(f"{s}_{j} = {e}" for j, e in enumerate(v))
             return [f"if keep and {s} < 0:", f"    {s} = np.int64(i)" + (f"; {sets}" if sets else "")]
         return ["if keep:",
-                f"    {s} = {self.p.name}_fold{k}({s}, {v[0]}) if h{k} else {v[0]}",
+                f"    {s} = {self.p.name}_fold{k}({s}, {v[0]}{self._fold_params()}) if h{k} else {v[0]}",
                 f"    h{k} = True"]
 
     def _combine(self, k: int, agg: Agg) -> list[str]:
@@ -198,13 +198,13 @@ class ReducePrinter:
             sets = "".join(f"; {name} = P_{name}[c]" for name, _, _ in self._state(k, agg)[1:])
             return [f"if {s} < 0 and P_{s}[c] >= 0:", f"    {s} = P_{s}[c]{sets}"]
         return [f"if P_h{k}[c]:",
-                f"    {s} = {self.p.name}_fold{k}({s}, P_{s}[c]) if h{k} else P_{s}[c]",
+                f"    {s} = {self.p.name}_fold{k}({s}, P_{s}[c]{self._fold_params()}) if h{k} else P_{s}[c]",
                 f"    h{k} = True"]
 
     def _finish(self, k: int, agg: Agg) -> list[str]:
         if agg.op == "fold":
             seed = const_text(agg.seed.value, agg.dtype) if agg.dtype != "bool" else str(bool(agg.seed.value))
-            return [f"r{k} = {self.p.name}_fold{k}({seed}, s{k}) if h{k} else {seed}"]
+            return [f"r{k} = {self.p.name}_fold{k}({seed}, s{k}{self._fold_params()}) if h{k} else {seed}"]
         if k in self.float_sums:        # -0.0 + 0.0 is +0.0; every other total is unchanged
             return [f"s{k} = {register_type(agg.dtype)}(s{k} + {const_text(0.0, agg.dtype)})"]
         if agg.op in ("min", "max") and D.is_float(agg.dtype):
@@ -223,14 +223,19 @@ class ReducePrinter:
         return names
 
     # ---- functions -----------------------------------------------------------------------
+    def _fold_params(self) -> str:
+        """", p_<name>..." : the captured values a fold's combine may read (they are in
+        scope, under these names, wherever the fold function is called)."""
+        return "".join(f", p_{s.name}" for s in self.p.program.params)
+
     def _fold_fn(self, k: int, agg: Agg) -> str:
-        ep = ExprPrinter(lambda i: "", lambda name: "", "i", self.helpers)
+        ep = ExprPrinter(lambda i: "", lambda name: f"p_{name}", "i", self.helpers)
         ep.bind_var("acc", "acc")
         ep.bind_var("item", "item")
         result = ep.value(agg.combine)
         body = "".join(f"    {line}\n" for line in ep.lines)
         return (f"{self.jits['scalar']}\n"
-                f"def {self.p.name}_fold{k}(acc, item):\n"
+                f"def {self.p.name}_fold{k}(acc, item{self._fold_params()}):\n"
                 f'    """The fold combine of agg {k}: associative, so per-chunk partials '
                 f'combine in order."""\n'
                 f"{body}    return {result}")

@@ -153,8 +153,13 @@ def lower_reduce(p: Pass, ept: int, shuffle_types: tuple[str, ...], fold_runs_ap
     out_pairs = list(zip([o.name for o in outputs], [s for s, r in zip(slots, slot_results) if r is not None]))
     consumed = [v for a in p.terminal.aggs for v in a.values]
     stage1_args = lambda strided: tuple(input_args(prog, strided)) + (KernelArg("n", "n", "int64"),) + partial_args  # noqa: E731
+    # a fold's combine may read captured values (aggregate(lambda a, v: min(max(a, v), cap)));
+    # the finalize kernel combines partials with it, so it takes the parameters too
+    reads_params = any(isinstance(n, E.Param) for a in p.terminal.aggs if a.combine is not None
+                       for n in E.walk(a.combine))
     final_args = partial_args + (KernelArg("num_partials", "value", "int64"),) + tuple(
-        KernelArg(o.name, "output", o.dtype, k) for k, o in enumerate(outputs))
+        KernelArg(o.name, "output", o.dtype, k) for k, o in enumerate(outputs)) + tuple(
+        a for a in input_args(prog, False) if reads_params and a.kind == "param")
 
     kernels, specs = [], []
     ordered = any(a.op == "fold" for a in p.terminal.aggs)
