@@ -265,3 +265,18 @@ def test_item3_staged_operators_name_themselves_and_the_way_out():
     for backend in ("numpy", "cpu"):
         got = qc.query(X).where(lambda r: r.max() > 1.5).on(backend).first()
         np.testing.assert_array_equal(got, X[X.max(axis=1) > 1.5][0])
+
+
+def test_item4_many_accumulators_fit_shared_memory():
+    """sum() of 64-value elements is 64 accumulators: the block tree runs over groups of
+    them, each kernel's threadgroup arrays within 16 KiB (WebGPU's default, half of Metal's
+    32 KiB; one array per accumulator would take 128 KiB). The results: the Metal harness
+    cases of test_item5_compiled_backends_match_numpy."""
+    import re
+    size = {"long": 8, "ulong": 8, "int": 4, "uint": 4, "float": 4, "half": 2, "bool": 1}
+    X = np.zeros((10, 64), np.int32)
+    for terminal in ("sum", "max"):
+        src = qc.query(X).source("metal", terminal=terminal)
+        for kernel in src.split("kernel void ")[1:]:
+            arrays = re.findall(r"threadgroup (\w+) \w+\[(\d+)\];", kernel)
+            assert arrays and sum(size[t] * int(n) for t, n in arrays) <= 16 * 1024, kernel[:80]

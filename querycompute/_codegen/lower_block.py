@@ -87,15 +87,26 @@ def block_reduce(accs: list[Acc], use_shuffles: bool) -> tuple[list[K.SharedArra
 
 
 def _groups(accs: list[Acc]) -> list[list[Acc]]:
-    """Consecutive accumulators whose shared arrays fit SHARED_BUDGET (a single group: all)."""
-    groups, used = [[]], 0
+    """Consecutive accumulators in groups (a single group: all) such that the arrays all the
+    groups share -- per dtype, as many as the largest group holds of it -- fit SHARED_BUDGET."""
+    def add(counts: dict, a: Acc) -> dict:
+        counts = dict(counts)
+        for s in a.slots:
+            counts[s.dtype] = counts.get(s.dtype, 0) + 1
+        return counts
+
+    def union(x: dict, y: dict) -> dict:
+        return {d: max(x.get(d, 0), y.get(d, 0)) for d in {*x, *y}}
+
+    groups, current, shared = [[]], {}, {}
     for a in accs:
-        need = sum(dtypes.itemsize(s.dtype) for s in a.slots) * BLOCK
-        if groups[-1] and used + need > SHARED_BUDGET:
+        trial = add(current, a)
+        nbytes = sum(dtypes.itemsize(d) * k for d, k in union(shared, trial).items()) * BLOCK
+        if groups[-1] and nbytes > SHARED_BUDGET:
             groups.append([])
-            used = 0
+            trial = add({}, a)
         groups[-1].append(a)
-        used += need
+        current, shared = trial, union(shared, trial)
     return groups
 
 
