@@ -31,7 +31,9 @@ CUDA: single pass with a look-back (Merrill & Garland), after a tiny init kernel
   an H100 from n = 1 to 1e8 and 17% faster than the fixed look-back on int32 (1.73 against
   2.09 ms at 1e8).
   The CPU harness runs blocks one after another in ticket order, so there every flag a
-  block waits for is already set: the look-back runs (and is tested) without spinning.
+  block waits for is already set: the look-back runs (and is tested) without spinning, and
+  the decoupled one finds an inclusive prefix in its first window; its walk back over
+  windows of aggregates has run on a GPU only (benchmarks/gpu_scan_compaction.py).
 """
 from __future__ import annotations
 
