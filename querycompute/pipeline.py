@@ -64,6 +64,10 @@ class StagedPrepared(Prepared):
         self.staged = staged
         self.backend = backend          # the backend a join runs its other side on
         self.runtime = runtime
+        # a column operation as the first stage (its kernels read the source; runtimes with
+        # device columns copy it over once first: GpuStages.to_device)
+        self.column_op_first = type(staged.stages[0]) in (S.SortStage, S.DistinctStage, S.ScanStage,
+                                                          S.ReverseStage)
         self.passes = {}
         origins, self.compile_ms = [], 0.0
         for i, stage in enumerate(staged.stages):
@@ -159,7 +163,7 @@ class StagedPrepared(Prepared):
         rt = self.runtime
         device = getattr(rt, "device_columns", False)
         state, keep = list(cols), None
-        if device and type(self.staged.stages[0]) in (S.SortStage, S.DistinctStage, S.ScanStage, S.ReverseStage):
+        if device and self.column_op_first:
             state = rt.to_device(state)       # a column operation first: the source goes over once
         skip = -1
         for i, stage in enumerate(self.staged.stages):

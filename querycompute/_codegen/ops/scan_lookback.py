@@ -48,6 +48,12 @@ from .scan_names import NUM_BLOCKS, SH, TILE, as_i64 as _i64
 FLAG_AGG, FLAG_INCL = K.KConst(1, "uint32"), K.KConst(2, "uint32")
 # shuffles move 32- and 64-bit values: narrower ones travel as int32
 _SHUFFLE_AS = {"bool": "int32", "int8": "int32", "int16": "int32", "uint8": "int32", "uint16": "int32"}
+def _shuffle_down(v, off, dtype: str) -> K.KExpr:
+    """v of the lane `off` lanes above; narrow values travel as int32 (_SHUFFLE_AS)."""
+    wire = _SHUFFLE_AS.get(dtype)
+    return K.KCast(K.KShuffleDown(K.KCast(v, wire), off, wire), dtype) if wire else K.KShuffleDown(v, off, dtype)
+
+
 # Combines whose every grouping gives the same bits: integer wrapping add and multiply,
 # min / max and the bit operations of acc and item (and bool and / or).
 _EXACT_OPS = ("add", "mul", "min", "max", "bitand", "bitor", "bitxor", "and", "or")
@@ -116,15 +122,11 @@ class LookBack:
         end, j, f = K.KVar("window_end", "int64"), K.KVar("j", "int64"), K.KVar("flag_j", "uint32")
         off = K.KVar("offset", "int32")
         state = K.KLoad("sh_state", K.i32(0), "int32")
-        wire = _SHUFFLE_AS.get(self.dtype)
-
-        def down(x, dtype, w):
-            return K.KCast(K.KShuffleDown(K.KCast(x, w), off, w), dtype) if w else K.KShuffleDown(x, off, dtype)
         # lane l holds (fold of its segment, whether the segment starts at an inclusive prefix);
         # the lower segment's pair combined with the higher one's: the higher one alone when
         # it holds an inclusive prefix (everything before it is already in that prefix)
         tree = K.For(off, K.i32(1), K.op("<", off, K.i32(32)), K.op("<<", off, K.i32(1)), (
-            K.Declare(o, down(v, self.dtype, wire)),
+            K.Declare(o, _shuffle_down(v, off, self.dtype)),
             K.Declare(o_inc, K.KShuffleDown(inc, off, "int32")),
             K.If(K.op("==", K.op("%", LANE, K.op("*", off, K.i32(2))), K.i32(0)), (
                 K.If(K.op("!=", o_inc, K.i32(0)), (K.Assign(v, o), K.Assign(inc, K.i32(1))),
@@ -173,12 +175,9 @@ class LookBack:
         agg, v, o, carry, incl = (self.var(nm) for nm in ("agg", "v", "other", "carry", "incl"))
         g0, count, j = (K.KVar(nm, "int64") for nm in ("group_start", "count", "j"))
         off = K.KVar("offset", "int32")
-        wire = _SHUFFLE_AS.get(self.dtype)
-        shuffled = (K.KCast(K.KShuffleDown(K.KCast(v, wire), off, wire), self.dtype) if wire
-                    else K.KShuffleDown(v, off, self.dtype))
         lane = _i64(LANE)
         tree = K.For(off, K.i32(1), K.op("<", off, K.i32(32)), K.op("<<", off, K.i32(1)), (
-            K.Declare(o, shuffled),
+            K.Declare(o, _shuffle_down(v, off, self.dtype)),
             K.If(K.op("&&", K.op("==", K.op("%", LANE, K.op("*", off, K.i32(2))), K.i32(0)),
                       K.op("<", K.op("+", lane, _i64(off)), count)),
                  (K.Assign(v, self.combine(v, o)),))))
