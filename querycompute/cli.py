@@ -32,13 +32,35 @@ def count_argument(text: str) -> int:
             f"{text!r} is not a count of elements: give an integer >= 0, e.g. 1000000 or 1e6") from None
 
 
+def dtype_argument(text: str) -> str:
+    """--dtype: a name NumPy knows (whether a kernel can hold it is the query's error)."""
+    import numpy as np
+    try:
+        np.dtype(text)
+    except TypeError:
+        raise argparse.ArgumentTypeError(
+            f"unknown dtype {text!r}; use e.g. float32, float64, int32, int64, bool") from None
+    return text
+
+
+def pair_argument(text: str) -> str:
+    """--input / --field: NAME:DTYPE."""
+    name, sep, dt = text.partition(":")
+    if not sep or not name.isidentifier():
+        raise argparse.ArgumentTypeError(f"{text!r} must look like name:dtype, e.g. price:float32")
+    dtype_argument(dt)
+    return text
+
+
 def _chain_args(p: argparse.ArgumentParser, default_backend: str) -> None:
     p.add_argument("chain", help="e.g. 'select(lambda v: v*2).where(lambda v: v > 1000).sum()'")
-    p.add_argument("--dtype", default="float32", help="element dtype of a single input (default float32)")
-    p.add_argument("--input", action="append", default=[], metavar="NAME:DTYPE",
-                   help="one input of a zip; repeat for each")
-    p.add_argument("--field", action="append", default=[], metavar="NAME:DTYPE",
-                   help="one column of a table; repeat for each")
+    inputs = p.add_mutually_exclusive_group()      # one input, a zip or a table: usage error (2)
+    inputs.add_argument("--dtype", type=dtype_argument, default=None,
+                        help="element dtype of a single input (default float32)")
+    inputs.add_argument("--input", action="append", default=[], metavar="NAME:DTYPE",
+                        type=pair_argument, help="one input of a zip; repeat for each")
+    inputs.add_argument("--field", action="append", default=[], metavar="NAME:DTYPE",
+                        type=pair_argument, help="one column of a table; repeat for each")
     choices = NAMES if default_backend != "auto" else ("auto",) + NAMES
     p.add_argument("--backend", default=default_backend, choices=choices,
                    help=f"the backend to show (default {default_backend})")
@@ -49,7 +71,7 @@ def _chain_args(p: argparse.ArgumentParser, default_backend: str) -> None:
 
 def _build(args):
     from .cli_chain import chain_to_query, placeholder_source
-    src = placeholder_source(args.dtype, args.input, args.field, args.n)
+    src = placeholder_source(args.dtype or "float32", args.input, args.field, args.n)
     return chain_to_query(args.chain, src)
 
 

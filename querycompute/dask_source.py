@@ -88,17 +88,15 @@ def from_dask(arrays: tuple, columns: dict, chunks) -> DaskSource:
     elif len(arrays) == 1 and _is_dataframe(arrays[0]):
         frame = arrays[0]
         names = tuple(str(c) for c in frame.columns)
-        for nm in names:
-            if not nm.isidentifier():
-                raise TypeError(f"table column names must be identifiers, got {nm!r}")
         return DaskSource("table", (), names, frame=frame)
     else:
         names, items, kind = (), tuple(arrays), ("array" if len(arrays) == 1 else "zip")
     if not items:
         raise TypeError("qc.query needs at least one array (or named columns)")
-    for nm in names:
-        if not isinstance(nm, str) or not nm.isidentifier():
-            raise TypeError(f"table column names must be identifiers, got {nm!r}")
+    for nm in names:                   # any string (r["my col"]), as without Dask
+        if not isinstance(nm, str):
+            raise TypeError(f"table column names must be strings, got {nm!r}; name the column "
+                            f"{str(nm)!r} and read it as r[{str(nm)!r}]")
     cols = [_as_dask(a, chunks, da, nm) for a, nm in zip(items, names or [f"input {i}" for i in range(len(items))])]
     first = cols[0]
     for c, nm in zip(cols[1:], (names or [f"input {i}" for i in range(len(items))])[1:]):

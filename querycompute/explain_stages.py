@@ -227,8 +227,9 @@ def source(staged: S.StagedLowered, backend: str, runtime) -> str:
             continue
         body = ""
         if backend in GPU_DIALECTS:
-            body = "\n".join(f"{comment} {what}\n{ks.source}" for what, ks in
-                             _gpu_kernels(stage, backend, element_dtypes[i - 1] or ()))
+            with codegen_errors(backend):  # a dtype the dialect lacks: UnsupportedTypeError
+                body = "\n".join(f"{comment} {what}\n{ks.source}" for what, ks in
+                                 _gpu_kernels(stage, backend, element_dtypes[i - 1] or ()))
         elif getattr(runtime, "source", None) is not None and getattr(stage, "spec", None) is not None:
             body = runtime.source(stage.spec)
         parts.append(f"{header}\n{body or comment + ' (no generated kernel: a host-side column operation)'}")

@@ -65,15 +65,15 @@ class Grouped:
         """Per-group means: {key..., "mean": ...}."""
         return self.agg(mean=T.mean(f) if f is not None else T.mean)
 
-    def explain(self, backend: str | None = None, **named) -> str:
-        """The plan of agg(**named) (default: count) without running it."""
-        from .query_terminals import agg_specs as _agg_specs
-        return self._query.explain(backend, T.AggBundle(_agg_specs(named or {"count": T.count})))
+    def explain(self, backend: str | None = None, terminal=None, **named) -> str:
+        """The plan of agg(**named) (default: count) without running it; `terminal=` as
+        Query.explain takes it: qc.agg(...), a spec (qc.sum(f)) or a shorthand's name."""
+        return self._query.explain(backend, _bundle(terminal, named))
 
-    def source(self, backend: str = "cuda", **named) -> str:
-        """The kernel source of agg(**named) (default: count) in `backend`'s dialect."""
-        from .query_terminals import agg_specs as _agg_specs
-        return self._query.source(backend, T.AggBundle(_agg_specs(named or {"count": T.count})))
+    def source(self, backend: str = "cuda", terminal=None, **named) -> str:
+        """The kernel source of agg(**named) (default: count) in `backend`'s dialect;
+        `terminal=` as for explain()."""
+        return self._query.source(backend, _bundle(terminal, named))
 
     def where(self, *_):
         raise QueryError("where() after group_by is not supported: filter before grouping "
@@ -82,3 +82,24 @@ class Grouped:
     def select(self, *_):
         raise QueryError("group_by(...).select(...) is not offered: groups are aggregated, not "
                          "materialized; use .agg(...), .count(), .sum(f), .min(f), .max(f), .mean(f)")
+
+
+_SHORTHANDS = {"count": T.count, "sum": T.sum, "min": T.min, "max": T.max, "mean": T.mean}
+
+
+def _bundle(terminal, named: dict) -> T.AggBundle:
+    """explain()/source()'s aggregates: **named, or terminal= as Query.source takes one
+    (DESIGN.md section 3: a name, a spec or qc.agg(...)), named as the terminal names them."""
+    from .query_terminals import agg_specs as _agg_specs
+    if terminal is None:
+        return T.AggBundle(_agg_specs(named or {"count": T.count}))
+    if named:
+        raise TypeError("give the aggregates either as terminal= or as name=spec, not both")
+    if isinstance(terminal, T.AggBundle):
+        return terminal
+    if isinstance(terminal, str) and terminal in _SHORTHANDS:
+        return T.AggBundle(((terminal, _SHORTHANDS[terminal]),))
+    if isinstance(terminal, T.AggSpec):
+        return T.AggBundle(_agg_specs({terminal.kind: terminal}))
+    raise TypeError(f"a group_by's terminal is one of {', '.join(_SHORTHANDS)}, a spec such as "
+                    f"qc.sum(f) or qc.agg(...), got {terminal!r}")

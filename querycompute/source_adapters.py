@@ -287,9 +287,10 @@ def table_of(x: Any) -> Table | None:
 
 
 def dict_table(d: dict) -> Table:
-    for k in d:
-        if not isinstance(k, str) or not k.isidentifier():
-            raise TypeError(f"table column names must be identifiers, got {k!r}")
+    for k in d:                        # any string (r["my col"]), as for a DataFrame's columns
+        if not isinstance(k, str):
+            raise TypeError(f"table column names must be strings, got {k!r}; name the column "
+                            f"{str(k)!r} and read it as r[{str(k)!r}]")
     return Table(d, list(d), lambda f, k: f[k], lambda k: _array_problem(d[k]))
 
 

@@ -61,6 +61,7 @@ class _Planner:
         else:
             shape = {"array": "scalar", "zip": "tuple", "table": "record"}[source.kind]
             self.cols = Columns(shape, tuple(source.fields) if shape == "record" else (), dts)
+        self.source_cols = self.cols   # a table's skipped columns name why when a lambda reads one
         self.dts = dts
         self.n_passes = 0
 
@@ -79,7 +80,10 @@ class _Planner:
         if self.keep:
             inputs.append(InputSpec("keep", "bool"))
             lw.b.body.append(Filter(E.Load(len(c.dtypes), "bool")))
-        return element_of(c), inputs
+        element = element_of(c)
+        if c is self.source_cols and self.source.skipped:
+            element = RecordVal(element.fields, tuple(self.source.skipped.items()))
+        return element, inputs
 
     def _add(self, lowered: Lowered) -> int:
         first = len(self.bindings)

@@ -183,7 +183,7 @@ class NumpyBackend(Backend):
     def source(self, p: Pass) -> str:
         from ..errors import QueryError
         raise QueryError("the numpy backend interprets the plan with NumPy calls and generates no "
-                         "kernel source; ask for backend='cpu', 'cuda', 'opencl' or 'metal'")
+                         "kernel source; ask for backend='cpu', 'cuda', 'opencl', 'webgpu' or 'metal'")
 
     def launch_shape(self, p: Pass, n: int):
         return [{"name": p.name, "grid": "whole arrays", "block": "-"}]
