@@ -97,6 +97,9 @@ def plan_group(planner, ops: list, at: int):
     key_leaves = leaves(key)[2]
     folds = Lowering(infos, "qc_group_fold")        # the folds' combines: the stage's params
     columns, aggs, rules = [], [], []
+    # (GroupAgg, value expression) -> agg index: an aggregate asked for twice (Q1's sum and
+    # mean of one column) is computed once; both results read it (the same bits either way)
+    same: dict = {}
     slot = len(nodes)
     for name, spec in term.specs:
         if name in key_names:
@@ -109,16 +112,22 @@ def plan_group(planner, ops: list, at: int):
             if fn_slot is not None:
                 raise QueryError("group_by(...).agg(n=qc.count) counts rows; count with a predicate "
                                  "is qc.sum(lambda r: int(pred)) here")
-            aggs.append(GroupAgg("count", "int64"))
-            rules.append(("count", len(aggs) - 1, "int64"))
-            continue
-        value = element if fn_slot is None or kind == "fold" else lw.apply(fn_slot, element)
-        if not isinstance(value, Scalar):
-            what = "aggregate(func, seed)" if kind == "fold" else kind
-            raise QueryError(f"qc.{what} in group_by needs a single value per element"
-                             + ("; select the value to fold first" if kind == "fold" else
-                                f"; give it a function that picks one, e.g. qc.{kind}(lambda r: r.price)"))
-        columns.append(_column(kind, value, aggs, rules, spec, fn_slot, folds))
+            agg, rule, column = GroupAgg("count", "int64"), ("count", "int64"), None
+        else:
+            value = element if fn_slot is None or kind == "fold" else lw.apply(fn_slot, element)
+            if not isinstance(value, Scalar):
+                what = "aggregate(func, seed)" if kind == "fold" else kind
+                raise QueryError(f"qc.{what} in group_by needs a single value per element"
+                                 + ("; select the value to fold first" if kind == "fold" else
+                                    f"; give it a function that picks one, e.g. qc.{kind}(lambda r: r.price)"))
+            agg, rule, column = _column(kind, value, spec, fn_slot, folds)
+        k = same.get((agg, None if column is None else column.expr))
+        if k is None:
+            k = same[(agg, None if column is None else column.expr)] = len(aggs)
+            aggs.append(agg)
+            if column is not None:
+                columns.append(column)
+        rules.append((rule[0], k, rule[1]))
     planner.materialize_columns(lw, inputs, list(key_leaves) + columns, "key + aggregate inputs")
     keys = len(key_leaves)
     spec = GroupSpec(tuple(s.expr.dtype for s in key_leaves), tuple(aggs), tuple(folds.b.params),
@@ -136,32 +145,22 @@ def plan_group(planner, ops: list, at: int):
     return GroupResult(key_names, tuple(name for name, _ in term.specs), tuple(rules))
 
 
-def _column(kind, v: Scalar, aggs: list, rules: list, spec, fn_slot, folds: Lowering) -> Scalar:
-    """The value column of one aggregate (appending its GroupAgg and result rule)."""
+def _column(kind, v: Scalar, spec, fn_slot, folds: Lowering) -> tuple:
+    """(GroupAgg, (result kind, result dtype), value column) of one aggregate."""
     x = v.expr
     if kind in ("sum", "mean"):
         acc, res = T.sum_dtype(x.dtype) if kind == "sum" else T.mean_dtype(x.dtype)
-        aggs.append(GroupAgg("sum", acc))
-        rules.append((kind, len(aggs) - 1, res))
-        return Scalar(_cast(x, acc), None)
+        return GroupAgg("sum", acc), (kind, res), Scalar(_cast(x, acc), None)
     if kind in ("min", "max"):
         op = kind if x.dtype != "bool" else ("all" if kind == "min" else "any")
-        aggs.append(GroupAgg(op, x.dtype))
-        rules.append((kind, len(aggs) - 1, x.dtype))
-        return v
+        return GroupAgg(op, x.dtype), (kind, x.dtype), v
     if kind in ("any", "all"):
-        aggs.append(GroupAgg(kind, "bool"))
-        rules.append((kind, len(aggs) - 1, "bool"))
-        return Scalar(_truthy(v), None)
+        return GroupAgg(kind, "bool"), (kind, "bool"), Scalar(_truthy(v), None)
     if kind == "first":
-        aggs.append(GroupAgg("first", x.dtype))
-        rules.append((kind, len(aggs) - 1, x.dtype))
-        return v
+        return GroupAgg("first", x.dtype), (kind, x.dtype), v
     if kind == "fold":
         got: list = []
         finish = folds._fold(spec, fn_slot, Scalar(E.Var("x", x.dtype), None), got)
         acc = finish.result_dtype
-        aggs.append(GroupAgg("fold", acc, got[0].combine, got[0].seed))
-        rules.append(("fold", len(aggs) - 1, acc))
-        return Scalar(_cast(x, acc), None)
+        return GroupAgg("fold", acc, got[0].combine, got[0].seed), ("fold", acc), Scalar(_cast(x, acc), None)
     raise QueryError(f"qc.{kind} is not an aggregate group_by knows")

@@ -124,7 +124,9 @@ class _Fused:
         accs = "".join(f", a{k}" for k in ks)
         filtered = self.mp.prog.has_filter
         key_dtypes = self.spec.key_dtypes
-        direct = sum(np.dtype(d).itemsize for d in key_dtypes) == 1
+        # keys of 1-2 bytes index the table directly (the word is the slot: no hash, no probe)
+        key_bytes = sum(np.dtype(d).itemsize for d in key_dtypes)
+        direct = key_bytes <= 2
         L = [f"def {n}_fchunk(q, total, boff, limit, words, first, cnt{accs}, {self.args.lstrip(', ')}):",
              '    """Ranks [q * CHUNK, min(total, (q + 1) * CHUNK)) into local groups: their number,',
              '    or -1 past `limit`."""',
@@ -142,7 +144,7 @@ class _Fused:
                   "        i += 1"]
         else:
             L += ["    i = s", "    r = s"]
-        L += [f"    tbits = {8 if direct else '_table_bits(limit)'}",
+        L += [f"    tbits = {8 * key_bytes if direct else '_table_bits(limit)'}",
               "    size = 1 << tbits",
               "    mask = np.uint64(size - 1)",
               "    sh = np.uint64(64 - tbits)",
@@ -155,10 +157,11 @@ class _Fused:
               "        if keep:"]
         ind = "            "
         L += [ind + x for x in _word_lines(key_dtypes, self.elems[:self.keys])]
-        L += [ind + ("h = w" if direct else "h = (w * _GOLDEN) >> sh"),
+        L += [ind + "h = w"] if direct else [
+              ind + "h = (w * _GOLDEN) >> sh",
               ind + "while ids[h] >= 0 and slots[h] != w:",
-              ind + "    h = (h + _U1) & mask",
-              ind + "j = ids[h]",
+              ind + "    h = (h + _U1) & mask"]
+        L += [ind + "j = ids[h]",
               ind + "if j < 0:",
               ind + "    if m == limit:",
               ind + "        return -1",
