@@ -104,6 +104,9 @@ def _gpu_traffic(stage, dialect: str, element_dtypes) -> list[str]:
         head = f"stable LSD radix sort, {len(sort_op.passes(stage.spec))} passes of 8-bit digits (a stable " \
                f"scatter each; a key's first byte counted by a read, the next passes' counts added by " \
                f"the scatter before them), int32 index payload"
+    elif type(stage).__name__ == "JoinStage":
+        from querycompute.backends.gpu_join import explain_lines      # its kernels, bytes per row
+        return explain_lines(stage.key_dtypes, dialect)
     else:
         return []
     out = [head] + [f"  {name}: {b} B per element" for name, b in rows]
@@ -205,7 +208,7 @@ def explain(q, staged: S.StagedLowered, term, infos, backend: str, n: int, runti
                            f"scanned column is written, then read by the next pass)")
     if getattr(runtime, "device_columns", False):
         out.append("between stages the columns stay on the device (device columns); only the "
-                   "terminal's result is read back (a join goes through the host)")
+                   "terminal's result is read back (a join's pairs and gathers stay there too; webgpu's join runs on the host)")
     else:
         out.append("between stages the columns are host arrays, handed from stage to stage")
     return "\n".join(out)

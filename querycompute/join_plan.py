@@ -120,7 +120,10 @@ def run_join(stage: JoinStage, state: list, pair, backend: str, rt, rows: list) 
     """The join stage at run time: the other side's columns, the index pairs, the gathers."""
     left, right, li, ri = join_pairs(stage, state, pair, backend, rt, rows)
     left = rt.gather(left, li, rows)
-    right = [gather_filled(np.asarray(c), ri) for c in right]
+    if getattr(rt, "device_join", False):        # GpuStages: the gathers stay on the device
+        right = rt.gather_filled(right, ri, rows) if stage.outer else list(rt.gather(right, ri, rows))
+    else:
+        right = [gather_filled(np.asarray(c), ri) for c in right]
     return list(left) + right
 
 

@@ -206,7 +206,8 @@ class StagedPrepared(Prepared):
                 lo, hi = stage.window.bounds(params, n)
                 state = [c[lo:hi] for c in state]
             elif t is JoinStage:
-                state = [DC.to_host(c) for c in state]      # the join runs on the host
+                if not getattr(rt, "device_join", False):   # GpuStages: a device join (gpu_join.py)
+                    state = [DC.to_host(c) for c in state]  # others: the join runs on the host
                 state = run_join(stage, state, params[stage.other_at], self.backend, rt, rows)
             elif t is GroupStage:
                 p = params[stage.first:stage.first + len(stage.spec.params)]

@@ -168,6 +168,23 @@ class GpuStages(StageRuntime):
                         bits, [], n, rows, _device(list(cols)))
         return [r.view(c.dtype) for r, c in zip(raw, cols)]
 
+    # the join's pairs and gathers run on the device (gpu_join.py): pipeline.py hands it
+    # device columns (webgpu: the host reference, join_gpu.dialects_without_join)
+    @property
+    def device_join(self) -> bool:
+        from querycompute._codegen.ops.join_gpu import dialects_without_join
+        return self.dialect not in dialects_without_join
+
+    def join(self, left_keys, right_keys, outer: bool, rows: list) -> tuple:
+        """The device hash join of gpu_join.py (LINQ's order, join_plan.join_reference's pairs)."""
+        from .gpu_join import join
+        return join(self, left_keys, right_keys, outer, rows)
+
+    def gather_filled(self, cols: Sequence, idx, rows: list) -> list:
+        """[col[idx]] with idx -1 giving the dtype's fill value (left_join), on the device."""
+        from .gpu_join import gather_filled
+        return gather_filled(self, cols, idx, rows)
+
     def first_occurrence(self, spec: SortSpec, keys: Sequence[np.ndarray], rows: list) -> np.ndarray:
         bits = [_bits(key) for key in keys]
         _check_keys(spec, keys)
