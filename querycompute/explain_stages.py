@@ -8,6 +8,8 @@ where it has them; otherwise the figures below, for the algorithm DESIGN.md sect
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from querycompute._codegen import pretty
@@ -121,6 +123,11 @@ def _gpu_traffic(stage, dialect: str, element_dtypes) -> list[str]:
     return out
 
 
+def _scan_rows(stage, dialect: str) -> list:
+    from querycompute._codegen.ops import scan as scan_op
+    return scan_op.bytes_per_element(stage.spec, dialect)
+
+
 def _column_lines(stage, runtime, backend: str, element_dtypes) -> list[str]:
     if backend in GPU_DIALECTS:
         return [f"    {line}" for line in _gpu_traffic(stage, backend, element_dtypes)]
@@ -168,22 +175,22 @@ def explain(q, staged: S.StagedLowered, term, infos, backend: str, n: int, runti
             text = f"n = {infos[i][1]['n']} (read on every run: a new n never recompiles)"
         out.append(f"  {i + 1}. {op.kind:<6} {text}")
     out.append(f"  terminal: {term.name}")
-    n_stages = len(staged.stages) - (sum(S.scan_fusable(staged.stages, i) for i in range(len(staged.stages)))
-                                     if getattr(runtime, "scan_carries", None) is not None else 0)
+    fused = S.fused_scans(staged.stages, runtime)      # scan i runs with pass i + 1
+    n_stages = len(staged.stages) - len(fused)
     from .join_plan import fusable as join_fusable
     indexed = getattr(runtime, "indexed_passes", False)
     n_stages -= sum(join_fusable(staged.stages, i) for i in range(len(staged.stages))) if indexed else 0
     out.append(f"staged plan: {n_stages} stage{'s' * (n_stages != 1)} on {backend} "
                f"(selects/wheres fused into the pass at each side of a breaker)")
     element_dtypes = _element_dtypes(staged)
-    fuses_scan = getattr(runtime, "scan_carries", None) is not None
     k = 0
     for i, (stage, text) in enumerate(zip(staged.stages, staged.texts), 1):
         lowered = getattr(stage, "lowered", None)
-        if i >= 2 and fuses_scan and S.scan_fusable(staged.stages, i - 2):
+        if i - 2 in fused:
             out.append(f"    + {text}, in the same pass: its element reads the scan's running value "
                        f"(the scanned column is never stored)")
-            out += _pass_lines(lowered, backend, n)
+            fp = fused[i - 2]
+            out += _pass_lines(lowered if fp is None else replace(lowered, pass_=fp), backend, n)
             continue
         if i >= 2 and indexed and join_fusable(staged.stages, i - 2):
             out.append(f"    + {text}, in the same pass: its element reads both sides' columns through "
@@ -194,7 +201,16 @@ def explain(q, staged: S.StagedLowered, term, infos, backend: str, n: int, runti
         if indexed and join_fusable(staged.stages, i - 1):
             text = text.replace("; both sides gathered", "; handed to the pass below as index pairs")
         out.append(f"  stage {k}: {text}")
-        if fuses_scan and S.scan_fusable(staged.stages, i - 1):
+        if i - 1 in fused and fused[i - 1] is not None:       # a GPU dialect's fused kernels
+            from querycompute._codegen.ops import scan_fused
+            fp = fused[i - 1]
+            rows = scan_fused.bytes_per_element(fp, backend)
+            out.append(f"    fused with the next pass: {scan_fused.describe(fp, backend)}")
+            out += [f"      {name}: {b} B per element" for name, b in rows]
+            out.append(f"      total: {sum(b for _, b in rows)} B per element (the unfused plan: the scan's "
+                       f"{sum(b for _, b in _scan_rows(stage, backend))} B, then the pass's)")
+            continue
+        if i - 1 in fused:
             b = np.dtype(stage.spec.dtype).itemsize
             out.append(f"    fused with the next pass: the scan's chunk totals and carries (reads {b} B "
                        f"per element), then the pass below runs the running fold in its own loop")
@@ -203,9 +219,12 @@ def explain(q, staged: S.StagedLowered, term, infos, backend: str, n: int, runti
             out += _pass_lines(lowered, backend, n)
         else:
             out += _column_lines(stage, runtime, backend, element_dtypes[i - 1] or q_dtypes(q))
-            if backend in GPU_DIALECTS and S.scan_fusable(staged.stages, i - 1):
+            why = S.gpu_scan_fused(staged.stages, i - 1)[1] if backend in GPU_DIALECTS else ""
+            if backend == "webgpu" and S.plain_pass_after(staged.stages, i - 1, S.ScanStage) is not None:
+                why = "the fused kernels have no WGSL rendering (they count and rank in int64)"
+            if why:
                 out.append(f"    (on {backend} the scan and the pass after it are two stages: the "
-                           f"scanned column is written, then read by the next pass)")
+                           f"scanned column is written, then read by the next pass; not fused: {why})")
     if getattr(runtime, "device_columns", False):
         out.append("between stages the columns stay on the device (device columns); only the "
                    "terminal's result is read back (a join's pairs and gathers stay there too; webgpu's join runs on the host)")
@@ -221,12 +240,19 @@ def source(staged: S.StagedLowered, backend: str, runtime) -> str:
     be = registry.get(backend)
     element_dtypes = _element_dtypes(staged)
     comment = "#" if backend in ("numpy", "cpu") else "//"
+    fused = S.fused_scans(staged.stages, runtime) if backend in GPU_DIALECTS else {}
     for i, (stage, text) in enumerate(zip(staged.stages, staged.texts), 1):
         lowered = getattr(stage, "lowered", None)
         header = f"{comment} ---- stage {i}: {text}"
+        if i - 1 in fused:
+            parts.append(f"{header}\n{comment} (fused with stage {i + 1}: the scan runs in its kernels below)")
+            continue
         if lowered is not None:
+            p = fused[i - 2] if i - 2 in fused else lowered.pass_
+            if i - 2 in fused:
+                header += f"\n{comment} (in the last pass of the scan of stage {i - 1}: the scanned column is never stored)"
             with codegen_errors(backend):
-                parts.append(f"{header}\n{be.source(lowered.pass_)}")
+                parts.append(f"{header}\n{be.source(p)}")
             continue
         body = ""
         if backend in GPU_DIALECTS:

@@ -78,17 +78,20 @@ class StagedPrepared(Prepared):
                 origins.append(getattr(prepared, "origin", "compiled"))
                 self.compile_ms += getattr(prepared, "compile_ms", 0.0)
         # a scan and the pass after it as one pass, where the runtime computes the scan's
-        # carries (cpu: dialects/numba_scan_fused.py): scan stage index -> compiled pass
+        # carries (cpu: dialects/numba_scan_fused.py) or runs the pass in the scan's last
+        # pass (GPU dialects, `scan_fused_passes`: _codegen/ops/scan_fused.py): scan stage
+        # index -> compiled pass
         self.scan_fused = {}
-        if getattr(runtime, "scan_carries", None) is not None:
-            from querycompute._codegen.dialects.numba_scan_fused import fuse
-            for i, stage in enumerate(staged.stages):
-                if S.scan_fusable(staged.stages, i):
-                    nxt = staged.stages[i + 1].lowered
-                    prepared = prepare(replace(nxt, pass_=fuse(nxt.pass_, stage.spec)))
-                    self.scan_fused[i] = prepared
-                    origins.append(getattr(prepared, "origin", "compiled"))
-                    self.compile_ms += getattr(prepared, "compile_ms", 0.0)
+        self.scan_fused_gpu = getattr(runtime, "scan_carries", None) is None
+        for i, fp in S.fused_scans(staged.stages, runtime).items():
+            nxt = staged.stages[i + 1].lowered
+            if fp is None:
+                from querycompute._codegen.dialects.numba_scan_fused import fuse
+                fp = fuse(nxt.pass_, staged.stages[i].spec)
+            prepared = prepare(replace(nxt, pass_=fp))
+            self.scan_fused[i] = prepared
+            origins.append(getattr(prepared, "origin", "compiled"))
+            self.compile_ms += getattr(prepared, "compile_ms", 0.0)
         # a join and the pass after it as one pass reading both sides through the pairs,
         # where the runtime compiles indexed passes (cpu: dialects/numba_indexed.py): join
         # stage index -> compiled pass
@@ -175,8 +178,8 @@ class StagedPrepared(Prepared):
                 if done:
                     return got, rows
                 state, skip = list(got), i + 1
-            elif i in self.scan_fused:
-                raw = self._scan_fused(i, stage, state, params, n, rows)
+            elif i in self.scan_fused and (n > 0 or not self.scan_fused_gpu):   # GPU, n = 0: unfused
+                raw = self._scan_fused(i, stage, state, params, n, rows, device)
                 if type(self.staged.stages[i + 1]) is S.TerminalStage:
                     return raw, rows
                 state, skip = list(raw), i + 1
@@ -242,11 +245,20 @@ class StagedPrepared(Prepared):
         rows += prepared.trace_rows(row)
         return type(nxt) is not S.PassStage, raw
 
-    def _scan_fused(self, i: int, stage, state, params, n: int, rows: list):
+    def _scan_fused(self, i: int, stage, state, params, n: int, rows: list, device: bool = False):
         """Scan i and the pass after it as one pass: the runtime's carries (the scan's
-        first phase), then the fused pass computing each running value in its loop."""
+        first phase), then the fused pass computing each running value in its loop; on a
+        GPU the fused pass's kernels do the whole scan (their input: the scan's, dense)."""
         nxt = self.staged.stages[i + 1]
         sp = list(params[stage.first:stage.first + len(stage.spec.params)])
+        if self.scan_fused_gpu:
+            x = DC.contiguous(state[0], dtype=np.dtype(stage.spec.dtype))
+            p = list(params[nxt.first:nxt.first + len(nxt.lowered.bindings)]) + sp
+            prepared = self.scan_fused[i]
+            feeds = device and type(nxt) is S.PassStage       # its outputs stay on the device
+            raw, row = prepared.run_quick([x], p, n, keep=True) if feeds else prepared.run_quick([x], p, n)
+            rows += prepared.trace_rows(row)
+            return raw
         x = np.ascontiguousarray(state[0])
         carries = self.runtime.scan_carries(stage.spec, x, sp, rows)
         cs = np.empty(2 * len(carries), carries.dtype)      # [running, carry] per chunk

@@ -141,10 +141,34 @@ def scan_fusable(stages: tuple, i: int) -> bool:
     return lowered is not None and fusable(lowered.pass_)
 
 
-def plain_pass_after(stages: tuple, i: int, kind: type):
+def gpu_scan_fused(stages: tuple, i: int) -> tuple:
+    """(the pass after scan stage i fused into the scan's last pass on a GPU dialect, "") or
+    (None, why not): _codegen/ops/scan_fused.py. (None, "") where stage i is no scan or
+    the pass after it slices columns (plain_pass_after)."""
+    from querycompute._codegen.ops.scan_fused import fuse, why_not
+    lowered = plain_pass_after(stages, i, ScanStage, early_ok=True)   # the kernels read it all anyway
+    if lowered is None:
+        return None, ""
+    why = why_not(lowered.pass_, stages[i].spec)
+    return (None, why) if why else (fuse(lowered.pass_, stages[i].spec), "")
+
+
+def fused_scans(stages: tuple, runtime) -> dict:
+    """Scan stage index -> the pass after it as `runtime` fuses it: the cpu's (a runtime
+    with `scan_carries`: None, numba_scan_fused builds it) or a GPU's (`scan_fused_passes`:
+    the ScanFusedGpuPass)."""
+    if getattr(runtime, "scan_carries", None) is not None:
+        return {i: None for i in range(len(stages)) if scan_fusable(stages, i)}
+    if getattr(runtime, "scan_fused_passes", False):
+        return {i: fp for i in range(len(stages)) for fp in [gpu_scan_fused(stages, i)[0]] if fp is not None}
+    return {}
+
+
+def plain_pass_after(stages: tuple, i: int, kind: type, early_ok: bool = False):
     """The Lowered of the pass after stage i when stage i is a `kind` and that pass reads its
     columns whole, in order (no take/skip window, distinct flags, positional terminal or early
-    exit: those slice columns), so stage i may run inside it; else None."""
+    exit: those slice columns; `early_ok`: an early exit may be given up), so stage i may run
+    inside it; else None."""
     from .windows import early_exit
     if not isinstance(stages[i], kind) or i + 1 >= len(stages):
         return None
@@ -153,5 +177,5 @@ def plain_pass_after(stages: tuple, i: int, kind: type):
     if type(nxt) not in (PassStage, TerminalStage) or lowered is None:
         return None
     plain = (nxt.window is None and not nxt.keep_input and not getattr(nxt, "positional", "")
-             and nxt.range_at == (-1, -1) and early_exit(lowered) is None)
+             and nxt.range_at == (-1, -1) and (early_ok or early_exit(lowered) is None))
     return lowered if plain else None

@@ -78,6 +78,8 @@ class GpuStages(StageRuntime):
     stay on the device when the inputs are device columns (`_device`); `device_columns`
     (set by opencl_stages / cuda_stages) tells pipeline.py to leave a pass's outputs there."""
     device_columns = False
+    # a pass after a scan runs in the scan's last pass (pipeline.py, _codegen/ops/scan_fused.py)
+    scan_fused_passes = True
     # group_by tries the low-cardinality tables first (gpu_group_table.py; the sort path on overflow)
     group_tables = True
 
