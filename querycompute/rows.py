@@ -9,9 +9,9 @@ Two plans, both on the one input X read in place (any strides):
   cpu runs a generated numba kernel: rows in parallel (prange), each row's steps as inner
   loops over j (float16 and float32 sums accumulate in float64: at least NumPy's accuracy).
 - "column-tiled": `sum / min / max / mean` with no select: X.sum(axis=0), elementwise across
-  elements. numpy calls the axis=0 function; cpu splits the rows into one chunk per thread,
-  each summing its rows into a private vector of k partials read row by row (contiguous,
-  coalesced), then adds the partials -- no transpose copy.
+  elements. numpy calls the axis=0 function; cpu runs rows_columns.py: tiles of (row
+  chunk, column block), each adding its rows into a vector of partials read row by row
+  (contiguous), the partials combined in chunk order -- no transpose copy.
 The GPU dialects have no long-row kernels yet (one work-group per row with a tree, tiled
 column sums): those backends refuse with BackendUnavailableError (`auto` falls back to cpu,
 visibly). Other terminals after a row select (sum, min, ...) reduce its m results with NumPy.
@@ -96,9 +96,10 @@ class RowPlan:
         if backend != "cpu":
             self.prepare(backend)              # numpy has no source; others: not built (raises)
             raise QueryError("the numpy backend runs NumPy calls, not generated source")
-        from .rows_numba import column_source, row_source
         if self.strategy == "column-tiled":
-            return column_source(self.column_kind, self.dtype)
+            from .rows_columns import kernel_source
+            return kernel_source()
+        from .rows_numba import row_source
         return row_source(self)
 
     def finish(self, raw):
@@ -118,9 +119,9 @@ class RowPlan:
     def describe(self, backend: str = "") -> str:
         item = np.dtype(self.dtype).itemsize
         if self.strategy == "column-tiled":
-            how = ("X.%s(axis=0): rows split into one chunk per thread, each adds its rows "
-                   "into k private partials (row by row, contiguous loads), then the "
-                   "partials are combined" % self.column_kind)
+            how = ("X.%s(axis=0): tiles of (row chunk, column block), each adds its rows "
+                   "into a vector of partials (row by row, contiguous loads), then the "
+                   "partials are combined in chunk order" % self.column_kind)
         else:
             how = (f"one row per iteration (rows in parallel), {len(self.steps)} pass(es) "
                    f"over each row: " + "; ".join(f"{s.name} = {s.op}_j(...)" for s in self.steps))

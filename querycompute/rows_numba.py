@@ -5,10 +5,7 @@ independent accumulator lanes, combined pairwise, so LLVM may pack them into SIM
 without reassociating) that evaluates the step's entry expression (printed by the numba dialect's ExprPrinter, so the
 arithmetic is exactly the element kernels') and folds it into an accumulator; float16 and
 float32 sums accumulate in float64 (never less accurate than NumPy's pairwise sum).
-column-tiled: tiles of (row chunk, column block): many rows split into chunks, few rows
-into column blocks, so every thread has work; a tile adds its rows into its slice of a
-private vector of k partials (contiguous row reads), then the partials are combined in chunk
-order.
+column-tiled: rows_columns.py's kernel (the cpu backend's one column reduction).
 """
 from __future__ import annotations
 
@@ -93,85 +90,39 @@ def row_source(plan) -> str:
     sig = ", ".join(["X"] + params)
     kernel = ["@njit(parallel=True, error_model='numpy', fastmath=False)",
               f"def qc_rows({sig}):"] + body
-    return "\n".join(head) + "\n\n" + "\n\n\n".join(helper_text + ["\n".join(kernel)]) + "\n"
-
-
-def column_source(kind: str, dtype: str) -> str:
-    from .terminals import mean_dtype, sum_dtype
-    if kind in ("min", "max"):
-        acc = "np.float32" if dtype == "float16" else register_type(dtype)
-        init = _init(kind, "float32" if dtype == "float16" else dtype)
-        fold = _fold(kind, "part[c, j]", "x", "float32" if dtype == "float16" else dtype)
-        combine = _fold(kind, "res[j]", "part[c, j]", "float32" if dtype == "float16" else dtype)
-        res_init = init
-    else:
-        a, _ = mean_dtype(dtype) if kind == "mean" else sum_dtype(dtype)
-        acc = "np.float64" if D.is_float(a) else register_type(a)
-        init = f"{acc}(0)"
-        fold = "part[c, j] += x"
-        combine = "res[j] += part[c, j]"
-        res_init = init
-    return f"""import numpy as np
-from numba import njit, prange
-
-
-@njit(parallel=True, error_model='numpy', fastmath=False)
-def qc_columns(X, chunks, blocks):
-    m = X.shape[0]
-    k = X.shape[1]
-    part = np.empty((chunks, k), {acc})
-    step = (m + chunks - 1) // chunks
-    width = (k + blocks - 1) // blocks
-    for t in prange(chunks * blocks):          # (row chunk, column block) tiles
-        c = t // blocks
-        lo = (t % blocks) * width
-        hi = min(k, lo + width)
-        p = part[c]
-        for j in range(lo, hi):
-            p[j] = {init}
-        for i in range(c * step, min(m, (c + 1) * step)):
-            row = X[i]
-            for j in range(lo, hi):
-                x = row[j]
-                {fold.replace("part[c, j]", "p[j]")}
-    res = np.empty(k, {acc})
-    for j in range(k):
-        res[j] = {res_init}
-    for c in range(chunks):
-        for j in range(k):
-            {combine}
-    return res
-"""
+    # the serial flavour (small inputs: no thread-pool wake-up); prange runs as range
+    serial = ["@njit(error_model='numpy', fastmath=False)", f"def qc_rows_serial({sig}):"] + body
+    return "\n".join(head) + "\n\n" + "\n\n\n".join(
+        helper_text + ["\n".join(kernel), "\n".join(serial)]) + "\n"
 
 
 def compile_plan(plan):
-    import numba
-    if plan.strategy == "column-tiled":
-        src, name = column_source(plan.column_kind, plan.dtype), "qc_columns"
-    else:
-        src, name = row_source(plan), "qc_rows"
-    ns: dict = {}
-    exec(compile(src, f"<querycompute long rows: {name}>", "exec"), ns)
-    kernel = ns[name]
+    """A function X, *params -> the plan's result array (numba compiles each flavour on its
+    first call)."""
     if plan.strategy != "column-tiled":
-        if plan.final.dtype == "float16":
-            return lambda X, *p: kernel(X, *p).astype(np.float16)
-        return kernel
-    from .rows_run import _column
-    kind, dtype = plan.column_kind, plan.dtype
+        from .rows_columns import PARALLEL_MIN
+        ns: dict = {}
+        exec(compile(row_source(plan), "<querycompute long rows: qc_rows>", "exec"), ns)
+        parallel, serial = ns["qc_rows"], ns["qc_rows_serial"]
 
-    def columns(X):
+        def rows(X, *p):
+            out = (parallel if X.size >= PARALLEL_MIN else serial)(X, *p)
+            return out.astype(np.float16) if plan.final.dtype == "float16" else out
+        return rows
+    from .rows_run import _column
+    kind = plan.column_kind
+
+    def columns(X):                 # rows_columns.py: tiles of row chunks x column blocks
         if len(X) == 0:
-            return _column(kind, np.zeros((0, X.shape[1]), dtype))
-        tiles = numba.get_num_threads() * 4
-        chunks = max(1, min(tiles, len(X) // 64 or 1))      # row chunks when rows are many,
-        blocks = max(1, min(tiles // chunks, X.shape[1] // 1024 or 1))  # else column blocks
-        res = kernel(X, chunks, blocks)
+            return _column(kind, np.zeros((0, X.shape[1]), X.dtype))
+        from .rows_columns import reduce_columns
         from .terminals import mean_dtype, sum_dtype
+        res = reduce_columns(X, ("sum" if kind == "mean" else kind,))
+        res = res["sum" if kind == "mean" else kind]
         if kind == "mean":
-            acc, out = mean_dtype(dtype)
+            acc, out = mean_dtype(plan.dtype)
             return (res.astype(acc) / np.array(len(X), acc)).astype(out)
         if kind == "sum":
-            return res.astype(sum_dtype(dtype)[1])
-        return res.astype(dtype)
+            return res.astype(sum_dtype(plan.dtype)[1], copy=False)
+        return res.astype(plan.dtype, copy=False)
     return columns

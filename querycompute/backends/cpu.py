@@ -281,4 +281,5 @@ class CpuBackend(Backend):
 
     def prepare(self, p: Pass) -> Prepared:
         ns, key, origin, ms = _load(p)
-        return CpuPrepared(p, ns, key, origin, ms)
+        from .cpu_columns import wrap      # X.sum(axis=0) of scalarized rows: one row pass
+        return wrap(p, CpuPrepared(p, ns, key, origin, ms))

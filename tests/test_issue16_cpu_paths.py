@@ -1,0 +1,136 @@
+"""Issue 16 item 6: the cpu backend's faster paths for shaped elements, against NumPy.
+
+- scalarized X.sum(axis=0) / min / max / mean / agg (k <= 64): one row pass over the (n, k)
+  array the columns are views of (backends/cpu_columns.py -> rows_columns.py);
+- long-row column reductions (rows_columns.py) and the serial flavours of the row kernels
+  (small inputs run without a parallel launch), and the parallel flavours (same bits).
+Inputs include NaN / inf, n = 0 and 1, k = 1 and 64, four dtypes, F-ordered, strided and
+reversed arrays. Shapes are few and reused so that few kernels compile."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import querycompute as qc
+from querycompute import rows_columns
+
+N = 40_000          # above cpu_columns.MIN_VALUES for every k here
+
+
+def _data(n, k, dtype, seed=0):
+    X = np.random.default_rng(seed).uniform(-50, 50, (n, k))
+    return X.astype(dtype)
+
+
+def _want(X, kind):
+    d = X.dtype
+    if kind == "sum":
+        return X.sum(axis=0, dtype=np.float32 if d == np.float16 else None).astype(
+            np.float16 if d == np.float16 else X.sum(axis=0).dtype)
+    if kind == "mean":
+        return X.mean(axis=0, dtype=np.float32 if d.kind == "f" and d.itemsize <= 4 else None).astype(
+            X.mean(axis=0).dtype)
+    return getattr(X, kind)(axis=0)
+
+
+def _check(got, want, dtype, X=None):
+    """got == want up to the dtype's rounding; sums (X given) within eps * sum |x| per column
+    of the float64 sum (cancelling sums of +-50: NumPy's own float32 sum is that far off)."""
+    assert got.shape == want.shape and got.dtype == want.dtype, (got.dtype, want.dtype)
+    tol = {"float16": 1e-2, "float32": 1e-5}.get(np.dtype(dtype).name, 1e-12)
+    atol = tol
+    if X is not None and X.dtype.kind == "f":
+        atol = tol * np.abs(X.astype(np.float64)).sum(axis=0).reshape(got.shape) / max(1, len(X)) ** 0.5
+    g, w = got.astype(np.float64), want.astype(np.float64)
+    np.testing.assert_array_equal(np.isnan(g), np.isnan(w))
+    ok = np.isnan(w) | (g == w) | (np.abs(g - w) <= atol + tol * np.abs(w))
+    assert ok.all(), (got, want)
+
+
+def _kernel_names():
+    return [k.name for k in qc.last_trace().kernels]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int16", "uint8", "float16"])
+def test_item6_scalarized_axis0_terminals_match_numpy(dtype):
+    X = _data(N, 10, dtype)
+    q = qc.query(X).on("cpu")
+    for kind in ("sum", "min", "max", "mean") if dtype == "float32" else ():
+        _check(getattr(q, kind)(), _want(X, kind), dtype, X if kind == "sum" else None)
+    got = q.agg(s=qc.sum, lo=qc.min, hi=qc.max, n=qc.count)
+    _check(got["s"], _want(X, "sum"), dtype, X)
+    _check(got["lo"], X.min(axis=0), dtype)
+    _check(got["hi"], X.max(axis=0), dtype)
+    assert got["n"] == N
+    assert qc.last_trace().backend == "cpu"
+    if dtype != "float16":              # float16 runs the generic pass
+        assert _kernel_names()[0].startswith("qc_columns"), _kernel_names()
+
+
+@pytest.mark.parametrize("layout", ["C", "F", "strided", "reversed", "matrix"])
+def test_item6_scalarized_axis0_layouts(layout):
+    base = _data(2 * N, 20, "float32", seed=3)
+    X = {"C": base[:N, :10], "F": np.asfortranarray(base[:N, :10]), "strided": base[::2, ::2],
+         "reversed": base[::-1, :10], "matrix": base[:N, :9].reshape(N, 3, 3)}[layout]
+    q = qc.query(X).on("cpu")
+    _check(q.sum(), X.sum(axis=0), "float32", X)
+    _check(q.max(), X.max(axis=0), "float32")
+
+
+def test_item6_scalarized_axis0_special_values_and_sizes():
+    X = _data(N, 10, "float32", seed=5)
+    X[7, 2] = np.nan
+    X[100, 4] = np.inf
+    X[200, 5], X[300, 5] = np.inf, -np.inf
+    q = qc.query(X).on("cpu")
+    for kind in ("sum", "min", "max"):
+        np.testing.assert_array_equal(np.isnan(getattr(q, kind)()), np.isnan(getattr(X, kind)(axis=0)))
+        _check(getattr(q, kind)(), getattr(X, kind)(axis=0), "float32", X if kind == "sum" else None)
+    for n, k in ((0, 10), (1, 10), (N, 1), (1000, 64)):
+        Y = _data(n, k, "float32", seed=n + k)
+        _check(qc.query(Y).on("cpu").sum(), Y.sum(axis=0), "float32", Y)
+        if n:
+            _check(qc.query(Y).on("cpu").min(), Y.min(axis=0), "float32")
+
+
+def test_item6_serial_and_parallel_flavours_give_the_same_bits():
+    X = _data(3000, 70, "float32", seed=7)
+    X[5, 3] = np.nan
+    rows, width = 64, 32                         # several chunks and column blocks
+    acc = np.empty(0, np.float32)
+    serial, parallel = rows_columns.COL_SUM
+    np.testing.assert_array_equal(serial(X, acc, rows, width), parallel(X, acc, rows, width))
+    for s, p in zip(rows_columns.COL_MINMAX[0](X, rows, width, 2), rows_columns.COL_MINMAX[1](X, rows, width, 2)):
+        np.testing.assert_array_equal(s, p)
+    got = serial(X, acc, rows, width)
+    _check(got, X.sum(axis=0, dtype=np.float64).astype(np.float32), "float32", X)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int8", "float16"])
+def test_item6_long_row_columns_match_numpy(dtype):
+    X = _data(300, 1000, dtype, seed=11)
+    if dtype != "int8":
+        X[3, 4] = np.nan
+    q = qc.query(X).on("cpu")
+    for kind in ("sum", "min", "max", "mean"):
+        got, want = getattr(q, kind)(), _want(X, kind)
+        np.testing.assert_array_equal(np.isnan(got.astype(np.float64)), np.isnan(want.astype(np.float64)))
+        _check(got, want, dtype, X if kind == "sum" else None)
+    Xs = X[::-2, ::3]                                # non-contiguous rows and columns
+    _check(qc.query(Xs).on("cpu").sum(), _want(Xs, "sum"), dtype, Xs)
+
+
+def test_item6_long_row_select_small_and_large_flavours():
+    """Rows below rows_columns.PARALLEL_MIN values run the serial row kernel, larger ones
+    the parallel kernel: both equal NumPy."""
+    def lse(r):
+        return r.max() + np.log(np.exp(r - r.max()).sum())
+    for shape in ((5, 100), (4, rows_columns.PARALLEL_MIN // 4 + 1)):
+        X = _data(*shape, "float32", seed=13)
+        X[1, 7] = np.inf if shape[0] == 5 else X[1, 7]
+        got = qc.query(X).on("cpu").select(lse).to_array()
+        Xd = X.astype(np.float64)
+        m = Xd.max(axis=1, keepdims=True)
+        with np.errstate(invalid="ignore"):
+            want = m[:, 0] + np.log(np.exp(Xd - m).sum(axis=1))
+        np.testing.assert_allclose(got, want, rtol=2e-5)
