@@ -60,17 +60,24 @@ def chunk_specs(specs, where: str) -> list:
     return out
 
 
+def _empty(partial) -> bool:
+    """An empty chunk's min / max / first: None, or for shaped elements (shaped.ShapedFinish)
+    an array of Nones, one per component."""
+    return partial is None or (isinstance(partial, np.ndarray) and partial.dtype == object
+                               and all(v is None for v in partial.flat))
+
+
 def _combine_value(kind: str, a, b):
     if kind in ("min", "max", "first"):
-        if a is None:
+        if _empty(a):
             return b
-        if b is None or kind == "first":
+        if _empty(b) or kind == "first":
             return a
         return np.minimum(a, b) if kind == "min" else np.maximum(a, b)
-    if kind == "any":
-        return bool(a) or bool(b)
+    if kind == "any":                  # (per component for shaped elements)
+        return np.logical_or(a, b)
     if kind == "all":
-        return bool(a) and bool(b)
+        return np.logical_and(a, b)
     with np.errstate(over="ignore"):
         return a + b                   # sum (in its result dtype: ints wrap like NumPy), count
 
@@ -176,10 +183,10 @@ class ScalarPlan:
             elif kind == "single" and total[key + _N] > 1:
                 raise MultipleElementsError("single() found more than one element; use first() or "
                                             "take(1), or a predicate that only one element meets")
-            elif kind in ("min", "max", "first", "single") and total[key] is None:
+            elif kind in ("min", "max", "first", "single") and _empty(total[key]):
                 out[key] = T._empty(spec, None if standalone else key)
             elif kind in ("any", "all"):
-                out[key] = bool(total[key])
+                out[key] = bool(total[key]) if np.ndim(total[key]) == 0 else np.asarray(total[key], bool)
             elif kind == "count":
                 out[key] = int(total[key])
             else:

@@ -132,6 +132,11 @@ def run(q, term: Terminal, fns):
     """engine.run for a DaskSource: build the chunk graph and compute it (unless lazy)."""
     import dask
     from .dask_operators import HANDLED, first_breaker, split
+    if first_breaker(q._kinds) >= 0 and any(c.ndim > 1 for c in q._source.meta):
+        from types import SimpleNamespace
+
+        from .shaped import refuse_staged      # shaped elements: refused as without Dask
+        refuse_staged(SimpleNamespace(shapes=tuple(c.shape[1:] for c in q._source.meta)), q.nodes())
     while first_breaker(q._kinds) >= 0 and q._kinds[first_breaker(q._kinds)] in HANDLED:
         q = split(q)                   # a pipeline operator: new Dask arrays, the rest after
     src = q._source
@@ -213,7 +218,7 @@ def _to_array(q, src, backend):
     out = []
     for j, col in enumerate(cols):
         pick = dask.delayed(P.column, pure=True)
-        blocks = [da.from_delayed(pick(p, j), shape=(m,), dtype=col.dtype, meta=col)
+        blocks = [da.from_delayed(pick(p, j), shape=(m, *col.shape[1:]), dtype=col.dtype, meta=col)
                   for p, m in zip(parts, lens)]
         out.append(da.concatenate(blocks) if blocks else da.from_array(col, chunks=1))
     return P.shaped(names, out)

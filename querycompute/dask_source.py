@@ -41,7 +41,7 @@ class DaskSource(Source):
     def __init__(self, kind: str, collections: tuple, fields: tuple, frame=None):
         self.collections = collections   # aligned 1-D dask arrays (zip / table / array)
         self.frame = frame               # or a dask dataframe (table)
-        self.meta = tuple(np.empty(0, dtype=c.dtype) for c in collections) if frame is None else \
+        self.meta = tuple(np.empty((0, *c.shape[1:]), dtype=c.dtype) for c in collections) if frame is None else \
             tuple(np.empty(0, dtype=frame[f].dtype) for f in fields)
         self.compute = True              # False: terminals return Dask objects (dask_run.lazy)
         super().__init__(kind, self.meta, fields)
@@ -118,12 +118,14 @@ def _as_dask(a, chunks, da, what: str):
         if chunks is None:
             raise TypeError(f"{what}: mixing Dask and in-memory inputs needs chunks=N "
                             f"(qc.query(..., chunks=N) wraps the in-memory ones)")
-        a = _memmap_blocks(a, int(chunks), da) if _file_backed(a) else da.from_array(a, chunks=chunks)
+        a = _memmap_blocks(a, int(chunks), da) if _file_backed(a) else \
+            da.from_array(a, chunks=(chunks, *np.shape(a)[1:]))
     elif chunks is not None:
-        a = a.rechunk(chunks)
-    if a.ndim != 1:
-        raise TypeError(f"{what} has {a.ndim} dimensions; Dask inputs must be 1-D "
-                        f"(ravel it, or query one column at a time)")
+        a = a.rechunk({0: chunks})
+    if a.ndim == 0:
+        raise TypeError(f"{what} is a 0-d array; query a sequence (1-D, or (n, *s) elements)")
+    if a.ndim > 1 and any(len(c) > 1 for c in a.chunks[1:]):
+        a = a.rechunk({i: -1 for i in range(1, a.ndim)})   # (n, *s): whole elements per block
     if any(c != c for c in a.chunks[0]):
         raise ValueError(f"{what} has unknown chunk sizes (after a filter?); call "
                          f".compute_chunk_sizes() on it first")

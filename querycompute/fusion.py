@@ -278,6 +278,10 @@ class Lowering:
             aggs.append(Agg("sum", (E.Cast(cond, "int64"),), "int64"))
             return T.Finish("count", here)
         if kind in ("any", "all"):
+            if slot is None and isinstance(value, ShapedVal):   # X.any(axis=0), like sum()
+                from .shaped import ShapedFinish
+                return ShapedFinish(tuple(self._agg(spec, slot, s, aggs, need_count)
+                                          for s in value.items.flat), value.shape)
             if slot is None:
                 s = _scalar(value, None, kind) if isinstance(value, Scalar) else None
                 if s is None:
@@ -295,6 +299,9 @@ class Lowering:
             from .shaped import ShapedFinish      # elementwise across elements: X.sum(axis=0)
             return ShapedFinish(tuple(self._agg(spec, slot, s, aggs, need_count)
                                       for s in value.items.flat), value.shape)
+        if not isinstance(value, Scalar) and kind == "fold":
+            raise QueryError(f"aggregate() folds single values; the elements are {element_type(value)}: "
+                             f"select a value first, e.g. .select(lambda r: r[0]).aggregate(func, seed)")
         if not isinstance(value, Scalar):
             raise QueryError(f"{kind}() needs single-value elements; the elements are tuples or "
                              f"records: give {kind} a function that picks a value, e.g. "

@@ -87,3 +87,64 @@ def test_source_of_a_64_bit_scan_raises_unsupported_type_error(backend):
     q = qc.query(np.arange(5.0)).scan(lambda a, v: a + v, 0.0)
     with pytest.raises(UnsupportedTypeError, match=f"backend '{backend}'.*float64"):
         q.source(backend)
+
+
+def test_dask_arrays_of_shaped_elements(client):
+    # DESIGN.md section 3: an input of shape (n, *s) is n elements of shape s, and
+    # qc.query(dask_array) returns the same Query; a 2-D Dask array was refused ("Dask inputs
+    # must be 1-D"). Chunks along the second axis too, size-1 and empty chunks, on a cluster.
+    import cloudpickle
+    import dask.array as da
+    import sys
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    rng = np.random.default_rng(7)
+    V, M, x = rng.random((23, 3)), rng.random((23, 3, 3)), rng.random(23)
+    dV = da.from_array(V, chunks=((7, 1, 0, 15), (2, 1)))
+    q = qc.query(dV).on("numpy")
+    np.testing.assert_allclose(q.sum(), V.sum(axis=0))
+    np.testing.assert_allclose(q.mean(), V.mean(axis=0))
+    np.testing.assert_array_equal(q.max(), V.max(axis=0))
+    np.testing.assert_array_equal(q.first(lambda r: r[0] > 0.5), V[V[:, 0] > 0.5][0])
+    got = q.agg(s=qc.sum, n=qc.count)
+    np.testing.assert_allclose(got["s"], V.sum(axis=0))
+    assert got["n"] == 23
+    empty = qc.query(da.from_array(np.zeros((0, 3)), chunks=(2, 3))).on("numpy")
+    with pytest.raises(qc.EmptySequenceError):
+        empty.max()
+    np.testing.assert_array_equal(empty.max(default=5.0), qc.query(np.zeros((0, 3))).max(default=5.0))
+    np.testing.assert_allclose(q.sum(compute=False).compute(), V.sum(axis=0))
+    far = q.where(lambda r: r @ r > 1).to_array()
+    assert far.shape[1:] == (3,)
+    np.testing.assert_array_equal(far.compute(), V[(V * V).sum(axis=1) > 1])
+    np.testing.assert_allclose(q.select(lambda r: np.linalg.norm(r)).to_array().compute(),
+                               np.linalg.norm(V, axis=1))
+    zipped = qc.query(da.from_array(M, chunks=5), dV, da.from_array(x, chunks=6)).on("cpu")
+    np.testing.assert_allclose(zipped.select(lambda R, T, s: R @ T * s + T).to_array().compute(),
+                               np.einsum("nij,nj->ni", M, V) * x[:, None] + V)
+    np.testing.assert_allclose(qc.query(pos=dV, w=da.from_array(x, chunks=4)).on("cpu")
+                               .sum(lambda r: r.pos * r.w), (V * x[:, None]).sum(axis=0))
+    np.testing.assert_allclose(qc.query(V, chunks=5).on("numpy").sum(), V.sum(axis=0))
+    B = da.from_array(V > 0.5, chunks=(5, 3))
+    np.testing.assert_array_equal(qc.query(B).on("numpy").any(), (V > 0.5).any(axis=0))
+    np.testing.assert_array_equal(qc.query(B).on("numpy").all(), (V > 0.5).all(axis=0))
+    with pytest.raises(qc.QueryError, match="order_by.*shaped elements"):
+        q.order_by(lambda r: r[0]).to_array()
+
+
+@pytest.mark.parametrize("backend", ["numpy", "cpu"])
+def test_any_all_without_predicate_over_shaped_elements(backend):
+    # Terminals act elementwise across elements (DESIGN.md 4b): q.sum() is X.sum(axis=0), so
+    # q.any() is X.any(axis=0); it raised "any() without a predicate needs single-value elements".
+    X = np.array([[0, 2, 0], [0, 1, 3], [0, 5, 0]], dtype=np.int32)
+    q = qc.query(X).on(backend)
+    np.testing.assert_array_equal(q.any(), X.any(axis=0))
+    np.testing.assert_array_equal(q.all(), X.all(axis=0))
+    np.testing.assert_array_equal(qc.query(X[:0]).on(backend).all(), X[:0].all(axis=0))
+    assert q.any(lambda r: r[2] > 2) is True
+
+
+def test_aggregate_of_shaped_or_tuple_elements_names_aggregate():
+    # The error named "fold()" and suggested .fold(lambda r: r[0]), which does not exist.
+    for q in (qc.query(np.ones((3, 2))), qc.query(np.ones(3), np.ones(3))):
+        with pytest.raises(qc.QueryError, match=r"aggregate\(\) folds single values.*\.select\("):
+            q.on("numpy").aggregate(lambda a, v: a + v, 0.0)
