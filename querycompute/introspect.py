@@ -91,7 +91,7 @@ def explain(q, backend: str | None, terminal: Any) -> str:
         out.append(f"  source: {src.kind}({desc}), n={n}")
         if src.shapes:                 # shaped elements: the strategy (shaped.py)
             from .shaped import describe as shaped_text
-            out.append(f"  {shaped_text(src)}")
+            out.append(f"  {shaped_text(src, name, p)}")
     for i, op in enumerate(q.nodes()):
         out.append(f"  {i + 1}. {op.kind:<6} {infos[i][0].text}  -> {lowered.steps[i][2]}")
     fn_texts = [infos[len(q._ops) + j][0].text for j in range(len(term.fns))]
@@ -140,6 +140,7 @@ def _kernel_traffic(p, backend: str, n: int) -> tuple[list[str], int, int]:
         params[ks.window[1]] = n
     dtypes = [s.dtype for s in p.program.inputs]
     item = {f"in_{s.name}": np.dtype(s.dtype).itemsize for s in p.program.inputs}
+    item.update({b: m * item[f"in_{p.program.inputs[k].name}"] for b, k, m in ks.elements})   # whole elements
     rows = launch_traffic(ks, n, dtypes, params)
     lines = [f"kernel traffic at n={n} ({dialect} kernels; outputs at most):"]
     lines += [f"  {r.name}: reads {r.read} B, writes {r.written} B" for r in rows]

@@ -81,16 +81,16 @@ class RowPlan:
         if backend == "cpu":
             from .rows_run import NumbaRows
             return NumbaRows(self)
-        if backend in ("opencl", "cuda"):          # backends/gpu_rows.py, _codegen/ops/rows_gpu.py
+        if backend in ("opencl", "cuda", "webgpu"):    # backends/gpu_rows.py, _codegen/ops/rows_gpu.py
             from .backends.gpu_rows import prepare
             return prepare(self, backend)
         raise BackendUnavailableError(
-            f"long rows (elements of {self.k} values) run on the numpy, cpu, opencl and cuda "
-            f"backends; the {backend} long-row kernels are not built yet")
+            f"long rows (elements of {self.k} values) run on the numpy, cpu, opencl, cuda and "
+            f"webgpu backends; the {backend} long-row kernels are not built yet")
 
     def source(self, backend: str) -> str:
         """The generated kernel's source (the cpu backend's numba module)."""
-        if backend in ("opencl", "cuda", "metal"):
+        if backend in ("opencl", "cuda", "metal", "webgpu"):
             from .backends.gpu_rows import render
             return render(self, backend).source
         if backend != "cpu":
@@ -125,7 +125,7 @@ class RowPlan:
         else:
             how = (f"one row per iteration (rows in parallel), {len(self.steps)} pass(es) "
                    f"over each row: " + "; ".join(f"{s.name} = {s.op}_j(...)" for s in self.steps))
-        if backend in ("opencl", "cuda", "metal"):
+        if backend in ("opencl", "cuda", "metal", "webgpu"):
             from .backends.gpu_rows import describe
             how = describe(self)
         return (f"long rows: elements of {self.k} x {self.dtype} ({self.k * item} B/element, "

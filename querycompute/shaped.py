@@ -101,8 +101,9 @@ def initial_element(source, dts: tuple):
             k += 1
             continue
         arr = np.empty(s, object)
-        for idx in np.ndindex(s):
-            inputs.append(InputSpec(f"{base}_{'_'.join(map(str, idx))}", dts[k]))
+        m = math.prod(s)
+        for j, idx in enumerate(np.ndindex(s)):      # (element: the GPU may read it whole)
+            inputs.append(InputSpec(f"{base}_{'_'.join(map(str, idx))}", dts[k], (base, j, m)))
             arr[idx] = Scalar(E.Load(k, dts[k]), None)
             k += 1
         values.append(ShapedVal(arr))
@@ -157,15 +158,39 @@ class ShapedFinish:
         return np.array([finish(p, raw, spec, key) for p in self.parts]).reshape(self.shape)
 
 
-def describe(source) -> str:
-    """explain()'s line for shaped inputs: the strategy and the bytes each element reads."""
+def describe(source, backend: str = "", p=None) -> str:
+    """explain()'s line for shaped inputs: the strategy and the bytes each element reads. On
+    a GPU dialect (`p`: the pass), how its kernels read each array (_codegen/elements.py):
+    whole elements with aligned wide loads when the array's elements are C-contiguous, else
+    gathered, one strided load per component."""
     parts = []
-    arrays = source._items if source.kind != "table" else source._items
-    for a, s in zip(arrays, source.shapes):
+    for a, s in zip(source._items, source.shapes):
         if s:
             nbytes = math.prod(s) * a.dtype.itemsize
             layout = "contiguous" if a[0:1].flags.c_contiguous else "strided/F-ordered"
             parts.append(f"{a.dtype}{list(s)} ({nbytes} B/element, {math.prod(s)} scalar "
                          f"columns, {layout})")
-    return ("shaped elements: " + "; ".join(parts) + " -- strategy: scalarized, one element "
-            "per thread in registers, each component read as a strided column")
+    text = "shaped elements: " + "; ".join(parts)
+    from ._codegen import gpu
+    if p is None or backend not in gpu.DIALECTS:
+        return text + (" -- strategy: scalarized, one element per thread in registers, each "
+                       "component read as a strided column")
+    from ._codegen import elements
+    from .backends.gpu_elements import whole
+    ks = gpu.render(p, backend)
+    wide = gpu.printer(backend).VECTOR_LOADS
+    cols = columns(source)
+    arrays = elements.arrays(p.program)
+    comps = {a.first + j for a in arrays for j in range(a.m)}
+    # one contiguity decision for every input (gpu_launch.LaunchLoop): whole elements only
+    # when every array is element-contiguous and every other column unit-strided
+    odd = [a.name for a in arrays if whole(cols[a.first:a.first + a.m]) is None]
+    odd += [s.name for k, s in enumerate(p.program.inputs) if k not in comps and k < len(cols)
+            and not (cols[k].flags.c_contiguous or len(cols[k]) <= 1)]
+    if odd:
+        how = ("gathered: one strided scalar load per component of every element (the strided "
+               f"variant: {', '.join(odd)} not C-contiguous)")
+    else:
+        how = "; ".join(f"{a.name}: {a.nbytes} B/element, whole elements, "
+                        f"{elements.strategy(a, ks.elems_per_thread, wide)}" for a in arrays) or "scalarized columns"
+    return text + f" -- {backend} strategy: {how}"

@@ -268,7 +268,7 @@ def test_item7_guide_section_runs(tmp_path):
     text = (pathlib.Path(__file__).parent.parent / "docs" / "guide.md").read_text()
     start = text.index("## Shaped elements")
     blocks = re.findall(r"```python\n(.*?)```", text[start:text.index("\n## ", start + 3)], re.S)
-    assert len(blocks) == 2
+    assert len(blocks) == 3           # rigid transform, long rows, the GPU strategy in explain()
     for i, code in enumerate(blocks):
         path = tmp_path / f"shaped_{i}.py"
         path.write_text(code)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from . import elements
 from .dialects.c_family import CFamily
 from .dialects.cuda import Cuda
 from .dialects.metal import Metal
@@ -58,11 +59,13 @@ def render(p: Pass, dialect: str) -> KernelSet:
     low = op.lower_gpu(p, pr)
     kernels, shape = low.kernels, op.SHAPE
     kernels = list(kernels)
+    arrays = elements.arrays(prog)       # whole shaped elements in the contiguous variant
     if pr.VECTOR_LOADS:
-        kernels = [vectorize(k) for k in kernels]
+        kernels = [vectorize(k, arrays) for k in kernels]
     if shape in OCCUPANCY:       # not the strided variants: their index math spills in 32 registers
         strided = {s.name for s in low.specs if s.variant == "strided"}
-        kernels = [k if k.name in strided else replace(k, min_blocks=OCCUPANCY[shape]) for k in kernels]
+        blocks = elements.min_blocks(arrays, low.elems_per_thread, OCCUPANCY[shape]) if pr.VECTOR_LOADS else OCCUPANCY[shape]
+        kernels = [k if k.name in strided else replace(k, min_blocks=blocks) for k in kernels]
     header = (f"// querycompute pass {p.name}: {shape}, {len(kernels)} kernels, {dialect}\n"
               f"// compile options: {' '.join(pr.OPTIONS) or '(none)'}"
               + (f" ({pr.OPTIONS_WHY})" if pr.OPTIONS_WHY else ""))
@@ -77,4 +80,4 @@ def render(p: Pass, dialect: str) -> KernelSet:
     return KernelSet(dialect=dialect, pass_name=p.name, shape=shape, source=source, options=pr.OPTIONS,
                      kernels=specs, outputs=low.outputs, scratch=low.scratch,
                      result_slots=low.result_slots, elems_per_thread=low.elems_per_thread,
-                     window=p.window_params)
+                     window=p.window_params, elements=tuple((a.buffer, a.first, a.m) for a in arrays))

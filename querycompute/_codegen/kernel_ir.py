@@ -170,12 +170,16 @@ class VecLoad:
     base .. base + count - 1 of argument buffer `buffer` read as one wide (count * itemsize
     bytes, at most 16) load. The launch plan guarantees what it needs: the buffer is
     unit-strided and 16-byte aligned (launch.plan's "contiguous" variant) and `base` is a
-    multiple of `count`. Storage conversions (float16, bool) are the printer's job."""
+    multiple of `count`. Storage conversions (float16, bool) are the printer's job.
+    `width` (a whole shaped-element run, _codegen/elements.py): the count * itemsize bytes
+    are read as several loads of `width` bytes (a power of two, <= 16, > itemsize), `base`
+    a multiple of width / itemsize; 0: one load of count * itemsize bytes."""
     name: str
     buffer: str
     base: "KExpr"
     dtype: str
     count: int
+    width: int = 0
 
 
 @dataclass(frozen=True)

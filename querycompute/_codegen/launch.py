@@ -8,7 +8,9 @@ harness) must not invent shapes of their own: they allocate what `output_sizes` 
 order of `KernelSpec.args`:
 
     kind        what to bind (C type in the signature)
-    "input"     input buffer `index` (p.program.inputs[index]); elements of `dtype`
+    "input"     input buffer `index` (p.program.inputs[index]); elements of `dtype`; in the
+                contiguous variant an argument named in `KernelSet.elements` takes the whole
+                array of shaped elements whose component 0 input `index` is
     "stride"    int64 scalar: element stride of input `index` (strided variant only; may be
                 negative; the pointer bound to the "input" arg points at element 0)
     "param"     scalar p.program.params[index] of `dtype`
@@ -148,6 +150,9 @@ class KernelSet:
     elems_per_thread: int = 1
     schedule: tuple["Step", ...] = ()           # multi-pass shapes (sort, topk): see `Step`
     window: tuple[int, int] | None = None       # compact with a ToArray window: params of lo, hi
+    # whole shaped elements (_codegen/elements.py): (buffer, first input, m) per array the
+    # contiguous variant binds once, at its first component's input, whole (n * m scalars)
+    elements: tuple[tuple[str, int, int], ...] = ()
 
     def kernel(self, name: str) -> KernelSpec:
         for k in self.kernels:

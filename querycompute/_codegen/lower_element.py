@@ -5,7 +5,7 @@ keyword or with the kernels' own locals, which never contain an underscore after
 input buffers `in_<name>`, their strides `s_<name>`, their loaded values `x_<name>`,
 parameters `p_<name>`, program locals `v_<name>`, outputs `out<k>`; `i` is the element index;
 a thread's run of elements read by one wide load (lower_vector.py) `r_<name>`, the loaded
-words `w_<name>`.
+words `w_<name>`; an array of shaped elements read whole (elements.py) `in_<array>`.
 """
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import re
 from dataclasses import fields, replace
 
 from . import dtypes as D
+from . import elements
 from . import expr as E
 from . import kernel_ir as K
 from .errors import InvalidName
@@ -31,9 +32,13 @@ def check_name(name: str, what: str) -> str:
 
 
 def input_args(prog: ElementProgram, strided: bool) -> list[KernelArg]:
-    """Input buffers (and their element strides in the strided variant), then parameters."""
-    args = [KernelArg(f"in_{check_name(s.name, 'input')}", "input", s.dtype, k)
-            for k, s in enumerate(prog.inputs)]
+    """Input buffers (and their element strides in the strided variant), then parameters.
+    The contiguous variant binds an array of shaped elements once, as its component 0's input
+    (elements.py: the launch loop passes the whole array there)."""
+    whole = {} if strided else elements.components(prog)
+    args = [KernelArg(whole[k][0].buffer if k in whole else f"in_{check_name(s.name, 'input')}",
+                      "input", s.dtype, k)
+            for k, s in enumerate(prog.inputs) if k not in whole or whole[k][1] == 0]
     if strided:
         args += [KernelArg(f"s_{s.name}", "stride", "int64", k) for k, s in enumerate(prog.inputs)]
     args += [KernelArg(f"p_{check_name(s.name, 'parameter')}", "param", s.dtype, k)
@@ -81,13 +86,19 @@ def element(prog: ElementProgram, strided: bool, consumed) -> list:
     loop over elements with no barrier inside. Each input is loaded just before its first
     use; inputs and locals nothing reads are left out."""
     stmts, loaded = [], set()
+    whole = {} if strided else elements.components(prog)
 
     def load_inputs(exprs):
         for k in sorted(set().union(*(_names(e, E.Load) for e in exprs)) - loaded):
             spec = prog.inputs[k]
             where = K.op("*", INDEX, K.KVar(f"s_{spec.name}", "int64")) if strided else INDEX
+            buffer = f"in_{spec.name}"
+            if k in whole:           # component j of a whole element: i * m + j of its array
+                arr, j = whole[k]
+                buffer, where = arr.buffer, K.op("*", INDEX, K.i64(arr.m))
+                where = K.op("+", where, K.i64(j)) if j else where
             stmts.append(K.Declare(K.KVar(f"x_{spec.name}", spec.dtype),
-                                   K.KLoad(f"in_{spec.name}", where, spec.dtype)))
+                                   K.KLoad(buffer, where, spec.dtype)))
             loaded.add(k)
 
     for s in _live(prog, consumed):

@@ -32,12 +32,19 @@ allocations (16-byte aligned), and the run's first element is a multiple of ept,
 store is aligned as the loads are; the tail stores element by element. Every element's
 value is the same expression as before, so the stored bits are the same.
 
+Whole shaped elements (elements.py) go the same way: the run's ept elements of an array of
+m-scalar elements are ept*m consecutive scalars from element base on, read as one VecLoad of
+ept*m scalars in loads of `elements.load_width` bytes each (PTX: several `ld.global.nc.v4`),
+and component j of the run's element k is register k*m + j (the unrolled loop makes it a
+constant). A run whose alignment allows no load wider than a scalar keeps its scalar loads.
+
 Only dialects whose printer spells `VecLoad` and `VecStore` (`VECTOR_LOADS`) get the rewrite.
 """
 from __future__ import annotations
 
 from dataclasses import fields, is_dataclass, replace
 
+from . import elements
 from . import expr as E
 from . import kernel_ir as K
 from .lower_element import BASE, INDEX
@@ -45,23 +52,24 @@ from .lower_element import BASE, INDEX
 N = K.KVar("n", "int64")
 
 
-def vectorize(kernel: K.Kernel) -> K.Kernel:
-    """`kernel` with each of its run loops split into a wide-access full run and a tail."""
+def vectorize(kernel: K.Kernel, arrays=()) -> K.Kernel:
+    """`kernel` with each of its run loops split into a wide-access full run and a tail.
+    `arrays`: the pass's elements.ElementArray list (whole shaped elements)."""
     outputs = {a.name: a.dtype for a in kernel.args if a.kind == "output"}
-    return replace(kernel, body=_stmts(kernel.body, outputs))
+    return replace(kernel, body=_stmts(kernel.body, outputs, {a.buffer: a for a in arrays}))
 
 
-def _stmts(body, outputs) -> tuple:
-    return tuple(_stmt(s, outputs) for s in body)
+def _stmts(body, outputs, arrays) -> tuple:
+    return tuple(_stmt(s, outputs, arrays) for s in body)
 
 
-def _stmt(s, outputs):
+def _stmt(s, outputs, arrays):
     if isinstance(s, K.For):
         if s.run:
-            return _split(s, outputs)
-        return replace(s, body=_stmts(s.body, outputs))
+            return _split(s, outputs, arrays)
+        return replace(s, body=_stmts(s.body, outputs, arrays))
     if isinstance(s, K.If):
-        return replace(s, then=_stmts(s.then, outputs), orelse=_stmts(s.orelse, outputs))
+        return replace(s, then=_stmts(s.then, outputs, arrays), orelse=_stmts(s.orelse, outputs, arrays))
     return s
 
 
@@ -81,17 +89,46 @@ def _dense_stores(body, outputs) -> list[K.Store]:
             and not s.volatile and s.buffer not in read]
 
 
-def _split(loop: K.For, outputs) -> K.Stmt:
+def _element_runs(body, arrays: dict, ept: int, k: K.KVar) -> tuple[list, dict]:
+    """(VecLoads of whole-element runs, id of each component load they replace -> its
+    register) for the element arrays this run reads (elements.py)."""
+    runs, regs = {}, {}
+    for s in body:
+        if not (isinstance(s, K.Declare) and isinstance(s.init, K.KLoad) and s.init.buffer in arrays):
+            continue
+        a = arrays[s.init.buffer]
+        width = elements.load_width(a, ept)
+        if not width:
+            continue
+        j = _component_index(s.init.index)
+        run = runs.setdefault(a.buffer, K.VecLoad(f"r_{a.name}", a.buffer, K.op("*", BASE, K.i64(a.m)),
+                                                  a.dtype, ept * a.m, width))
+        at = K.op("*", k, K.i32(a.m)) if ept > 1 else K.i32(0)
+        regs[id(s)] = K.KLocal(run.name, K.op("+", at, K.i32(j)) if j else at, s.var.dtype)
+    return list(runs.values()), regs
+
+
+def _component_index(index: K.KExpr) -> int:
+    """j of a whole-element load's index `i * m + j` (or `i * m` for j = 0: lower_element)."""
+    return index.b.value if isinstance(index, K.KOp) and index.op == "+" else 0
+
+
+def _split(loop: K.For, outputs, element_arrays) -> K.Stmt:
     declare_i, bound_check, *body = loop.body
-    loads, stores = _contiguous_loads(body), _dense_stores(body, outputs)
-    if not loads and not stores:
-        return loop
     ept, k = loop.run, loop.var
+    # a run of one element gains nothing from a "wide" load of one scalar
+    loads = _contiguous_loads(body) if ept > 1 else []
+    stores = _dense_stores(body, outputs) if ept > 1 else []
+    runs, regs = _element_runs(body, element_arrays, ept, k)
+    if not loads and not stores and not runs:
+        return loop
     arrays = {id(s): K.VecLoad("r_" + s.var.name[2:], s.init.buffer, BASE, s.var.dtype, ept) for s in loads}
     staged = {id(s): K.LocalArray("o_" + s.buffer, outputs[s.buffer], ept) for s in stores}
     fast_body = []
     for s in body:
-        if id(s) in arrays:
+        if id(s) in regs:
+            s = K.Declare(s.var, regs[id(s)])
+        elif id(s) in arrays:
             s = K.Declare(s.var, K.KLocal(arrays[id(s)].name, k, s.var.dtype))
         elif id(s) in staged:
             s = K.SetLocal(staged[id(s)].name, k, s.value)
@@ -101,11 +138,11 @@ def _split(loop: K.For, outputs) -> K.Stmt:
     wide_stores = tuple(K.VecStore(a.name, s.buffer, BASE, a.dtype, ept)
                         for s in stores for a in (staged[id(s)],))
     whole_run = K.op("<=", K.op("+", BASE, K.i64(ept)), N)
-    what = " and ".join(w for w, have in (("input in one wide load", loads), ("output in one wide store", stores))
-                        if have)
+    what = " and ".join(w for w, have in (("input in one wide load", loads), ("output in one wide store", stores),
+                                          ("shaped element array in aligned wide loads", runs)) if have)
     return K.If(whole_run,
                 (K.Comment(f"A whole run of {ept}: each {what}, no bounds checks."),
-                 *arrays.values(), *staged.values(), full, *wide_stores),
+                 *runs, *arrays.values(), *staged.values(), full, *wide_stores),
                 (K.Comment("The run that crosses n: element by element."), replace(loop, run=0)))
 
 

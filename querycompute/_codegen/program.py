@@ -28,9 +28,12 @@ AGG_OPS = ("sum", "min", "max", "count", "any", "all", "first", "fold")
 @dataclass(frozen=True)
 class InputSpec:
     """One input buffer: `name` is a valid C identifier; elements of `dtype` (strided or not,
-    decided at launch)."""
+    decided at launch). `element`: (array name, j, m) when this input is component j of an
+    array of shaped elements of m scalars each (shaped.py's columns X[:, j]); the GPU kernels
+    may then read the whole element from the array's own buffer (_codegen/elements.py)."""
     name: str
     dtype: str
+    element: tuple = ()
 
 
 @dataclass(frozen=True)

@@ -53,10 +53,11 @@ class LaunchTraffic:
 def launch_traffic(ks: KernelSet, n: int, input_dtypes, params=()) -> list[LaunchTraffic]:
     """Bytes read and written by each launch of the contiguous plan for n elements."""
     sizes = {}
+    whole = {buffer: m for buffer, _, m in ks.elements}     # arrays of shaped elements: m per element
     for spec in ks.kernels:
         for a in spec.args:
             if a.kind == "input":
-                sizes[a.name] = n * D.itemsize(input_dtypes[a.index])
+                sizes[a.name] = n * whole.get(a.name, 1) * D.itemsize(input_dtypes[a.index])
     for b, count in zip(ks.outputs, output_sizes(ks, n, params)):   # a window needs its params
         sizes[b.name] = count * D.itemsize(b.dtype)
     for b in ks.scratch:

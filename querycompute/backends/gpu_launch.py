@@ -40,7 +40,7 @@ from querycompute._codegen import launch as L
 from querycompute._codegen.ops import reduce as reduce_op
 
 from .base import KernelRun, Prepared
-from . import gpu_staging
+from . import gpu_elements, gpu_staging
 
 
 def strided_span(x: np.ndarray, max_step: float) -> tuple[np.ndarray, int]:
@@ -268,20 +268,20 @@ class LaunchLoop:
         """-> (raw results as backends/base.py describes them, the launches, their tokens)."""
         rt = self.rt
         used = self.used
-        # an input no kernel reads is neither viewed nor copied: a 1-element stand-in is bound
-        views = [rt.view(x) if used is None or k in used else (None, 1) for k, x in enumerate(inputs)]
-        strides = tuple(step for _, step in views)
         if n == 0 and self.ks.shape != "reduce":      # a ToArray pass: nothing to launch
             return self._empty(inputs), (), ()
         # a streamed chunk (streaming.py) copies its inputs into two alternating buffers
         staging = self._staging if gpu_staging.active() else None
         fill = staging.input_buffer if staging is not None else self.input_buffer
-        in_bufs = [(fill(k, host) if len(host) else self.input_buffer(k, host)) if host is not None
-                   else self.buffer(f"unused{k}", 1, inputs[k].dtype)
-                   for k, (host, _) in enumerate(views)]
-        # the variant follows the used inputs only (an unused strided column changes nothing)
-        contiguous = all(step == 1 and rt.vector_aligned(b)
-                         for k, ((host, step), b) in enumerate(zip(views, in_bufs)) if host is not None)
+        # arrays of shaped elements read whole when element-contiguous (gpu_elements.py)
+        whole = gpu_elements.whole_arrays(self.ks, inputs) if self.ks.elements else None
+        views, in_bufs, contiguous = self._bind_inputs(inputs, used, fill, whole)
+        if whole and not contiguous:          # (an unaligned whole array: every column gathered)
+            views, in_bufs, contiguous = self._bind_inputs(inputs, used, fill, None)
+        # columns not of whole elements (even unit-strided ones, n = 1) take the strided variant:
+        # the contiguous one reads an array's component 0 buffer as the whole array
+        contiguous = contiguous and (whole is not None or not self.ks.elements)
+        strides = tuple(step for _, step in views)
         shape = self.call_shape(n, contiguous, params)
         launches = shape.launches
         if not launches:
@@ -307,6 +307,25 @@ class LaunchLoop:
         if staging is not None:          # the next chunk's copy runs during these kernels
             staging.prefetch(inputs, used)
         return self._results(shape, inputs), launches, tokens
+
+    def _bind_inputs(self, inputs, used, fill, whole) -> tuple[list, list, bool]:
+        """(views, buffers, contiguous) of the inputs; `whole`: first input -> (span, m) of the
+        element arrays read whole (their other components are not bound: stand-ins)."""
+        rt = self.rt
+        # an input no kernel reads is neither viewed nor copied: a 1-element stand-in is bound
+        parts = {k0 + j for k0, (_, m) in (whole or {}).items() for j in range(m)}
+        views = [rt.view(x) if (used is None or k in used) and k not in parts else (None, 1)
+                 for k, x in enumerate(inputs)]
+        for k0, (span, m) in (whole or {}).items():
+            if used is None or k0 in used:
+                views[k0] = (span, 1)
+        in_bufs = [(fill(k, host) if len(host) else self.input_buffer(k, host)) if host is not None
+                   else self.buffer(f"unused{k}", 1, inputs[k].dtype)
+                   for k, (host, _) in enumerate(views)]
+        # the variant follows the used inputs only (an unused strided column changes nothing)
+        contiguous = all(step == 1 and rt.vector_aligned(b)
+                         for k, ((host, step), b) in enumerate(zip(views, in_bufs)) if host is not None)
+        return views, in_bufs, contiguous
 
     def _empty(self, inputs) -> tuple:
         outs = self.ks.outputs

@@ -1,6 +1,7 @@
 """Long rows (rows.py) on the GPU backends: the kernel sets of _codegen/ops/rows_gpu.py run
 through the backend's GpuStages (gpu_stages.py: its compile + disk-cache path and the shared
-launch loop). X goes in as its flat C-ordered buffer (a strided X is copied contiguous first:
+launch loop; webgpu: webgpu_stages.WebGPUStages, the same kernels printed as WGSL). X goes in
+as its flat C-ordered buffer (a strided X is copied contiguous first:
 the kernels index (i, j) as i * k + j). Results come back as host arrays; the mean's
 division and the final dtype casts follow rows_run._column, so every backend agrees."""
 from __future__ import annotations
@@ -29,7 +30,7 @@ def describe(plan) -> str:
 
 
 class GpuRows(Prepared):
-    """A long-row plan on a GpuStages runtime (opencl, cuda, or the CPU harness in tests)."""
+    """A long-row plan on a GpuStages runtime (opencl, cuda, webgpu, or the CPU harness in tests)."""
 
     def __init__(self, plan, stages):
         self.plan, self.stages = plan, stages
@@ -86,7 +87,7 @@ def _param_dtypes(plan):
 
 
 def render(plan, dialect: str):
-    """The plan's KernelSet in `dialect` (cuda, opencl, metal); needs no device."""
+    """The plan's KernelSet in `dialect` (cuda, opencl, metal, webgpu); needs no device."""
     if plan.strategy == "column-tiled":
         return rows_gpu.render_columns(plan.column_kind, plan.dtype, dialect, "qc_cols")
     dts = tuple(_param_dtypes(plan))

@@ -7,7 +7,8 @@ cast, which NVRTC turns into one `ld.global.nc.v4.u32` / `.v2.u64`; each element
 taken out of its word by a shift and a reinterpretation of its bits (BITCAST for floats,
 C conversions for integers, the float16 / bool storage conversions as for scalar loads).
 OpenCL overrides `vec_load` with its typed vloadN / vload_halfN, which need only element
-alignment.
+alignment. A run of whole shaped elements (VecLoad.width) is several such loads, `width`
+bytes each at consecutive offsets (words w_<name>_0, w_<name>_1, ...), into one array.
 
 kernel_ir.VecStore is the mirror image: each register value of the thread-local array goes
 to its storage bits (BITCAST, the float16 conversion `half_to_bits`, C conversions), the bits
@@ -38,26 +39,35 @@ class VectorLoads:
         """IEEE half bits (an unsigned short) of a float value, rounded to nearest even."""
         raise NotImplementedError(f"{self.name}: no float16 conversion to bits")
 
-    def _words(self, s) -> tuple[int, str, int, int]:
-        """(element size, word vector type, bytes per word, words) of a run of s.count
-        elements of s.dtype."""
+    def _words(self, s, count: int = 0) -> tuple[int, str, int, int]:
+        """(element size, word vector type, bytes per word, words) of a load of `count`
+        (default s.count) elements of s.dtype."""
         size = D.itemsize(s.dtype)
-        nbytes = size * s.count
+        nbytes = size * (count or s.count)
         wtype = self.WORDS64 if size == 8 else self.WORDS[nbytes]
         wbytes = 8 if size == 8 else min(4, nbytes)
         return size, wtype, wbytes, nbytes // wbytes
 
+    @staticmethod
+    def load_chunks(s: K.VecLoad) -> tuple[int, int]:
+        """(loads, elements per load) of a VecLoad: one load, or count * itemsize / width."""
+        per = s.width // D.itemsize(s.dtype) if s.width else s.count
+        return s.count // per, per
+
     def vec_load(self, s: K.VecLoad, pad: str) -> list[str]:
-        size, wtype, wbytes, words = self._words(s)
-        w = "w_" + s.name[2:]
-        ptr = f"{s.buffer} + {self.kcode(s.base).text}"
-        lanes = []
-        for k in range(s.count):
-            word = w if words == 1 else f"{w}.{_COMPONENTS[k * size // wbytes]}"
-            shift = (k * size % wbytes) * 8
-            lanes.append(self._from_bits(f"({word} >> {shift})" if shift else word, s.dtype, size < wbytes))
-        return [f"{pad}const {wtype} {w} = {self.WIDE_LOAD.format(t=wtype, p=ptr)};",
-                f"{pad}{self.t(s.dtype)} {s.name}[{s.count}] = {{{', '.join(lanes)}}};"]
+        loads, per = self.load_chunks(s)
+        size, wtype, wbytes, words = self._words(s, per)
+        base = self.kcode(s.base).text
+        lines, lanes = [], []
+        for q in range(loads):
+            w = "w_" + s.name[2:] + (f"_{q}" if loads > 1 else "")
+            ptr = f"{s.buffer} + {base}" + (f" + {q * per}" if q else "")
+            lines.append(f"{pad}const {wtype} {w} = {self.WIDE_LOAD.format(t=wtype, p=ptr)};")
+            for k in range(per):
+                word = w if words == 1 else f"{w}.{_COMPONENTS[k * size // wbytes]}"
+                shift = (k * size % wbytes) * 8
+                lanes.append(self._from_bits(f"({word} >> {shift})" if shift else word, s.dtype, size < wbytes))
+        return lines + [f"{pad}{self.t(s.dtype)} {s.name}[{s.count}] = {{{', '.join(lanes)}}};"]
 
     def _from_bits(self, bits: str, dtype: str, narrow: bool) -> str:
         """The register value of `dtype` whose storage bits are the low bits of `bits` (an

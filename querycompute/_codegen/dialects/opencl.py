@@ -34,16 +34,19 @@ class OpenCL(CFamily):
     def vec_load(self, s, pad):
         """A thread's run as one vloadN (vload_halfN for float16, which converts too); the
         lanes are the vector's components .s0 .. .sf."""
-        w = "w_" + s.name[2:]
+        loads, per = self.load_chunks(s)       # a whole-element run: vloadN(q, ptr) each
         ptr = f"{s.buffer} + {self.kcode(s.base).text}"
-        if s.dtype == "float16":
-            decl = f"const float{s.count} {w} = vload_half{s.count}(0, {ptr});"
-        else:
-            decl = f"const {self.storage(s.dtype)}{s.count} {w} = vload{s.count}(0, {ptr});"
-        lanes = [f"{w}.s{k:x}" for k in range(s.count)]
+        decls, lanes = [], []
+        for q in range(loads):
+            w = "w_" + s.name[2:] + (f"_{q}" if loads > 1 else "")
+            if s.dtype == "float16":
+                decls.append(f"{pad}const float{per} {w} = vload_half{per}({q}, {ptr});")
+            else:
+                decls.append(f"{pad}const {self.storage(s.dtype)}{per} {w} = vload{per}({q}, {ptr});")
+            lanes += [f"{w}.s{k:x}" for k in range(per)]
         if s.dtype == "bool":
             lanes = [f"({lane} != 0)" for lane in lanes]
-        return [pad + decl, f"{pad}{self.t(s.dtype)} {s.name}[{s.count}] = {{{', '.join(lanes)}}};"]
+        return decls + [f"{pad}{self.t(s.dtype)} {s.name}[{s.count}] = {{{', '.join(lanes)}}};"]
 
     def vec_store(self, s, pad):
         """A thread's run as one vstoreN (vstore_halfN_rte for float16, which rounds to

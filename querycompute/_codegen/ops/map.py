@@ -19,6 +19,7 @@ Result decoding: none; the outputs are the results (n elements each).
 from __future__ import annotations
 
 from .. import kernel_ir as K
+from ..elements import run_elements
 from ..launch import BufferSpec, KernelArg, KernelSpec
 from ..lower_element import (INDEX, check_name, declare_base, element, elems_per_thread, input_args,
                              per_thread_loop, rename, variant)
@@ -42,7 +43,7 @@ def lower_gpu(p: Pass, pr) -> GpuKernels:
     """The contiguous and strided variants of the map kernel (`pr`, the dialect printer,
     is not needed: the map has no dialect-dependent choice)."""
     prog = p.program
-    ept = elems_per_thread([s.dtype for s in prog.inputs] + list(prog.output_dtypes))
+    ept = run_elements(elems_per_thread([s.dtype for s in prog.inputs] + list(prog.output_dtypes)), prog)
     name = check_name(p.name, "pass")
     outs = output_args(p)
     kernels, specs = [], []

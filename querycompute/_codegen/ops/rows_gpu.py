@@ -30,6 +30,7 @@ from types import SimpleNamespace
 from .. import dtypes as D
 from .. import expr as E
 from .. import kernel_ir as K
+from ..errors import UnsupportedType
 from ..launch import BLOCK, BufferSpec, KernelArg, KernelSet, KernelSpec
 from ..lower_block import LID, Acc, block_reduce
 from ..lower_element import rename
@@ -72,6 +73,20 @@ def _acc(var: K.KVar, op: str) -> Acc:
     return Acc((var,), (K.KConst(identity(op, var.dtype), var.dtype),), lambda src: [_fold(var, op, src[0])])
 
 
+def check_values(dialect: str, named) -> None:
+    """Refuse, naming the value, a 64-bit value (`named`: (dtype, what) pairs) in a dialect
+    whose 64-bit types are index types only (WGSL: int64 prints as i32, float64 not at all):
+    never a silently truncated sum."""
+    from ..gpu import printer          # gpu imports ops: import it late
+    pr = printer(dialect)
+    if getattr(pr, "check_pass", None) is None:      # (dialects with 64-bit values)
+        return
+    for dtype, what in named:
+        if D.bits(dtype) == 64:
+            raise UnsupportedType(dtype, pr.name, f"long rows: {what} is {dtype} and WGSL has no 64-bit "
+                                  f"types (only the cpu, opencl and cuda kernels hold it)")
+
+
 def _kernel_set(kernels: list, specs: list, dialect: str, name: str, shape: str, outputs, scratch) -> KernelSet:
     from ..gpu import printer          # gpu imports ops: import it late
     pr = printer(dialect)
@@ -86,6 +101,10 @@ def render_rows(steps, final: E.Expr, dtype: str, params: tuple, param_dtypes: t
                 name: str = "qc_rows") -> KernelSet:
     """One work-group per row: inputs [X flat], params [k, *params], n = rows, output 0 the
     final value per row (final.dtype)."""
+    check_values(dialect, [(dtype, "the input"), (final.dtype, "the row's result")]
+                 + [(d, f"captured value {p!r}") for p, d in zip(params, param_dtypes)]
+                 + [(d, f"row step {st.name} ({st.op} of {st.dtype})")
+                    for st in steps for d in (st.dtype, acc_dtype(st.op, st.dtype))])
     X = KernelArg("X", "input", dtype, 0)
     k = KernelArg("k", "param", I64, 0)
     ps = [KernelArg(f"p_{p}", "param", d, i + 1) for i, (p, d) in enumerate(zip(params, param_dtypes))]
@@ -139,6 +158,7 @@ def render_columns(kind: str, dtype: str, dialect: str, name: str = "qc_cols") -
     n = k columns, output 0 (column_acc dtype) one value per column."""
     op = "sum" if kind == "mean" else kind
     acc_t = column_acc(kind, dtype)
+    check_values(dialect, [(dtype, "the input"), (acc_t, f"X.{kind}(axis=0)'s accumulator (NumPy's for {dtype})")])
     X = KernelArg("X", "input", dtype, 0)
     m = KernelArg("m", "param", I64, 0)
     chunks = KernelArg("chunks", "param", I64, 1)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from ... import dtypes as D
 from ... import expr as E
 from ... import kernel_ir as K
+from ...elements import run_elements
 from ...launch import BLOCK, BufferSpec, KernelArg, KernelSpec, ResultSlot
 from ...lower_block import LID, Acc, block_reduce, fold_from, shared_name
 from ...lower_element import (BASE, INDEX, check_name, element, elems_per_thread, grid_stride_runs, input_args,
@@ -118,7 +119,7 @@ def _write(pairs, at) -> K.If:
 def lower_gpu(p: Pass, pr) -> GpuKernels:
     """The two-stage reduction for the dialect printer `pr`: its shuffles (when it has them)
     and whether a thread folds its runs apart (dialects that often run on CPU devices)."""
-    ept = elems_per_thread([s.dtype for s in p.program.inputs])
+    ept = run_elements(elems_per_thread([s.dtype for s in p.program.inputs]), p.program)
     kernels, specs, outputs, scratch, slots = lower_reduce(
         p, ept, pr.SHUFFLE_TYPES if pr.SHUFFLE_DOWN else (), pr.FOLD_RUNS_APART,
         getattr(pr, "TWO_WORD_SUMS", False))
