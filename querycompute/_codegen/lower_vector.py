@@ -103,8 +103,9 @@ def _element_runs(body, arrays: dict, ept: int, k: K.KVar) -> tuple[list, dict]:
         j = _component_index(s.init.index)
         run = runs.setdefault(a.buffer, K.VecLoad(f"r_{a.name}", a.buffer, K.op("*", BASE, K.i64(a.m)),
                                                   a.dtype, ept * a.m, width))
-        at = K.op("*", k, K.i32(a.m)) if ept > 1 else K.i32(0)
-        regs[id(s)] = K.KLocal(run.name, K.op("+", at, K.i32(j)) if j else at, s.var.dtype)
+        at = K.op("*", k, K.i32(a.m))                      # element k of the run, component j
+        at = (K.op("+", at, K.i32(j)) if j else at) if ept > 1 else K.i32(j)
+        regs[id(s)] = K.KLocal(run.name, at, s.var.dtype)
     return list(runs.values()), regs
 
 
