@@ -4,7 +4,7 @@ join_plan.join_reference exactly (LINQ's order: left order, then right order amo
 row's matches; left_join: an unmatched left row once, with right index -1).
 
     1. both sides' keys hashed (qc_join_hash: order bits in the common type, packed into one
-       64-bit word, times GOLDEN); host key columns (the other query's) go to the device once;
+       32-bit word when they fit, else 64-bit, times an odd constant); host key columns (the other query's) go to the device once;
     2. the build side: inner joins build on the smaller side (ties: the right), left_join
        always on the right (its unmatched left rows then come straight from the probe's
        counts); its h sorted by the radix sort with the row as payload (GpuStages.sort) and
@@ -34,7 +34,10 @@ from . import device_columns as DC
 
 _ACC, _ITEM = E.Var("acc", "int64"), E.Var("item", "int64")
 OFFSETS = ScanSpec("int64", E.Binary("add", _ACC, _ITEM, "int64"), E.Const(0, "int64"), (), "qc_join_offsets")
-BUILD_SORT = SortSpec(("uint64",), (False,), "qc_join_build")
+
+
+def build_sort(hash_dtype: str) -> SortSpec:
+    return SortSpec((hash_dtype,), (False,), "qc_join_build")
 
 
 def by_left_sort(index_dtype: str) -> SortSpec:
@@ -70,6 +73,7 @@ def join(stages, left_keys, right_keys, outer: bool, rows: list) -> tuple:
         left_keys, right_keys = stages.to_device(left_keys), stages.to_device(right_keys)
     common = common_dtypes(left_keys, right_keys)
     idx = index_dtype(max(nl, nr))
+    hd = J.hash_dtype(common)
     build_right = outer or nr <= nl
 
     def hashed(keys):
@@ -82,21 +86,21 @@ def join(stages, left_keys, right_keys, outer: bool, rows: list) -> tuple:
     if not build_right:
         hb, hp = hp, hb
     m, p = len(hb), len(hp)
-    perm = stages.sort(BUILD_SORT, [hb], None, rows)
+    perm = stages.sort(build_sort(hd), [hb], None, rows)
     hs = stages.gather([hb], perm, rows)[0]
-    tbits = max(1, math.ceil(math.log2(m)))           # ~1 build row per bucket
-    shift = 64 - tbits
-    probe_sets = lambda: J.render_probe(stages.dialect, idx)  # noqa: E731  (one program)
-    starts = stages._run(("join_starts", idx), lambda: probe_sets()["starts"],
+    tbits = min(max(1, math.ceil(math.log2(m))), J.HASH_BITS[hd] - 1)     # ~1 build row per bucket
+    shift = J.HASH_BITS[hd] - tbits
+    probe_sets = lambda: J.render_probe(stages.dialect, idx, hd)  # noqa: E731  (one program)
+    starts = stages._run(("join_starts", idx, hd), lambda: probe_sets()["starts"],
                          [hs], [m, shift], (1 << tbits) + 1, rows, keep)[0]
-    cnt, lo = stages._run(("join_count", idx), lambda: probe_sets()["count"],
+    cnt, lo = stages._run(("join_count", idx, hd), lambda: probe_sets()["count"],
                           [hp, hs, starts], [shift, int(outer)], p, rows, keep)
     incl = stages.scan(OFFSETS, cnt, (), rows)
     total = int(DC.to_host(incl[p - 1:p])[0])          # the pairs' count sizes the pairs
     if total == 0:
         empty = np.zeros(0, np.int64)
         return empty, empty.copy()
-    probe, build = stages._run(("join_pairs", idx), lambda: probe_sets()["pairs"],
+    probe, build = stages._run(("join_pairs", idx, hd), lambda: probe_sets()["pairs"],
                                [incl, cnt, lo, DC.contiguous(perm, dtype=idx)], [p], total, rows, keep)
     if build_right:
         li, ri = probe, build

@@ -1,17 +1,18 @@
 """GPU kernels of the hash join (backends/gpu_join.py runs them): kernel IR for CUDA C,
-OpenCL C and MSL. WGSL has none: the join's words and hashes are 64-bit integers, which WGSL
-lacks (webgpu joins on the host reference; `dialects_without_join`).
+OpenCL C and MSL. WGSL has none: the join's counts and offsets (and wide keys' hashes) are
+64-bit integers, which WGSL lacks (webgpu joins on the host reference; `dialects_without_join`).
 
 Equality is that of join_plan.join_reference: the order bits (order_keys.py, spelled by
 sort_ir.order_bits) of both sides' keys in their common type; all NaNs one value,
 -0.0 == 0.0. Several key columns are one word: each key's order bits in its width, the first
 key highest, packed into 64 bits (only when their widths add up to <= 64).
 
-    hash     (one thread per row, both sides): word -> h = word * GOLDEN (mod 2**64). An odd
+    hash     (one thread per row, both sides): word -> h = word * GOLDEN (mod 2**w). An odd
              multiplier is a bijection: equal h <=> equal word, and h's top bits are a
-             Fibonacci hash of the word.
+             Fibonacci hash of the word. w = 32 when the keys' bits fit 32 (`hash_dtype`:
+             the build side's sort then takes 4 radix passes, not 8), else 64.
     (build)  the build side's h sorted by the radix sort (ops/sort.py, a stable LSD sort of
-             the 64-bit h with the row as payload) and gathered (ops/gather.py): a CSR table
+             h with the row as payload) and gathered (ops/gather.py): a CSR table
              whose bucket b (the top `tbits` bits of h, 2**tbits >= rows) is one contiguous
              range, holding equal words next to each other, each run in row order.
     starts   (one thread per bucket, 2**tbits + 1): starts[b] = the first sorted row whose
@@ -31,6 +32,13 @@ key highest, packed into 64 bits (only when their widths add up to <= 64).
     gather_filled  out[i] = idx[i] < 0 ? fill : col[idx[i]] (left_join's right columns:
              NaN / 0 / False where a left row has no match).
 Every step is integer work without atomics: the pairs are the same on every run and grid.
+
+Why the build side is sorted by the whole hash, not by its bucket bits only (a counting
+scatter by bucket, rows in row order inside a bucket, would take fewer radix passes): then
+a bucket mixes words, a probe row's matches are not one run, and the pair writer would
+walk the bucket to find a row's j-th match (a key every row shares: m steps per pair).
+Sorted by h, equal words are adjacent (h is a bijection of the word) and stay in row order
+(the sort is stable), so a row's matches are the run [lo, lo + cnt): O(log) per pair.
 """
 from __future__ import annotations
 
@@ -44,15 +52,17 @@ from . import sort_ir as S
 from .sort import kernel_set
 from .sort_ir import I64, SLOT, TILE
 
-__all__ = ["GOLDEN", "device_keys", "render_hash", "render_starts", "render_count", "render_pairs",
+__all__ = ["GOLDEN", "device_keys", "hash_dtype", "render_hash", "render_starts", "render_count", "render_pairs",
            "render_gather_filled", "render_probe", "bytes_per_row", "dialects_without_join"]
 
-GOLDEN = 0x9E3779B97F4A7C15          # 2**64 / golden ratio, odd: h = word * GOLDEN is a bijection
-U64 = "uint64"
+U64, U32 = "uint64", "uint32"
+# 2**w / golden ratio, odd: h = word * GOLDEN is a bijection of w-bit words
+GOLDEN = {U64: 0x9E3779B97F4A7C15, U32: 0x9E3779B9}
+HASH_BITS = {U64: 64, U32: 32}
 N = K.KVar("n", I64)
 SEARCH_STEPS = 64                    # binary searches over < 2**63 rows end well before
 
-dialects_without_join = {"webgpu": "WGSL has no 64-bit integers (the join's words and hashes)"}
+dialects_without_join = {"webgpu": "WGSL has no 64-bit integers (the join's counts, offsets and wide hashes)"}
 
 
 def device_keys(own: tuple[str, ...], common: tuple[str, ...]) -> str | None:
@@ -66,6 +76,11 @@ def device_keys(own: tuple[str, ...], common: tuple[str, ...]) -> str | None:
         if o != c and (D.is_float(c) or D.is_float(o)):
             return f"a {o} key compared as {c} (a float conversion)"
     return None
+
+
+def hash_dtype(common: tuple[str, ...]) -> str:
+    """The hash's unsigned type: uint32 when the keys' order bits fit 32 bits together."""
+    return U32 if sum(S.bits_width(c) for c in common) <= 32 else U64
 
 
 def _rows(body_of) -> K.For:
@@ -94,8 +109,8 @@ def _set(kernel: K.Kernel, dialect: str, outputs, name: str) -> KernelSet:
 
 
 # ---- hash ---------------------------------------------------------------------------------------
-def _word(own: tuple[str, ...], common: tuple[str, ...], i) -> tuple[list, K.KExpr]:
-    """The 64-bit word of row i: each key's order bits in its common type, first key highest."""
+def _word(own: tuple[str, ...], common: tuple[str, ...], i, hd: str) -> tuple[list, K.KExpr]:
+    """The word (`hd`) of row i: each key's order bits in its common type, first key highest."""
     stmts, word = [], None
     for j, (o, c) in enumerate(zip(own, common)):
         raw = K.KLoad(f"key{j}", i, order_keys.bits_dtype(o))
@@ -104,46 +119,48 @@ def _word(own: tuple[str, ...], common: tuple[str, ...], i) -> tuple[list, K.KEx
             raw = K.KCast(K.KCast(val, c), order_keys.bits_dtype(c))
         bits, t = S.order_bits(c, False, raw, f"t{j}")
         stmts += bits
-        t64 = K.KCast(t, U64)
-        word = t64 if word is None else K.op("|", K.op("<<", word, K.KConst(S.bits_width(c), U64)), t64)
+        tw = K.KCast(t, hd)
+        word = tw if word is None else K.op("|", K.op("<<", word, K.KConst(S.bits_width(c), hd)), tw)
     return stmts, word
 
 
 def render_hash(own: tuple[str, ...], common: tuple[str, ...], dialect: str, name: str) -> KernelSet:
     """h[i] = word(i) * GOLDEN for key columns of dtypes `own` (bound as their bits dtypes,
-    inputs 0..), compared as `common`; output 0: h (uint64, n)."""
+    inputs 0..), compared as `common`; output 0: h (n, of hash_dtype(common))."""
     why = device_keys(own, common)
     if why:
         raise ValueError(f"{name}: {why}: the join runs the host reference for these keys")
 
+    hd = hash_dtype(common)
+
     def body(i):
-        stmts, word = _word(own, common, i)
-        return [*stmts, K.Store("h", i, K.op("*", word, K.KConst(GOLDEN, U64)))]
+        stmts, word = _word(own, common, i, hd)
+        return [*stmts, K.Store("h", i, K.op("*", word, K.KConst(GOLDEN[hd], hd)))]
     args = (*[KernelArg(f"key{j}", "input", order_keys.bits_dtype(o), j) for j, o in enumerate(own)],
-            KernelArg("n", "n", I64), KernelArg("h", "output", U64, 0))
+            KernelArg("n", "n", I64), KernelArg("h", "output", hd, 0))
     k = K.Kernel(name, args, (), (_rows(body),),
-                 doc=f"{name}: h = (the keys' order bits packed into a 64-bit word) * GOLDEN.")
-    return _set(k, dialect, [BufferSpec("h", U64, "n")], name)
+                 doc=f"{name}: h = (the keys' order bits packed into a {HASH_BITS[hd]}-bit word) * GOLDEN.")
+    return _set(k, dialect, [BufferSpec("h", hd, "n")], name)
 
 
 # ---- the bucket table ----------------------------------------------------------------------------
-def render_starts(dialect: str) -> KernelSet:
+def render_starts(dialect: str, hd: str = U64) -> KernelSet:
     """The starts kernel's set (`_starts_kernel`)."""
-    return _set(_starts_kernel(), dialect, [BufferSpec("starts", I64, "n")], "qc_join_starts")
+    return _set(_starts_kernel(hd), dialect, [BufferSpec("starts", I64, "n")], "qc_join_starts")
 
 
-def _starts_kernel(name: str = "qc_join_starts") -> K.Kernel:
+def _starts_kernel(hd: str, name: str = "qc_join_starts") -> K.Kernel:
     """n = buckets + 1 threads; input 0: the build side's h sorted (m rows); params m, shift
-    (64 - tbits); output 0: starts (int64, n): starts[b] = first sorted row with
+    (hash bits - tbits); output 0: starts (int64, n): starts[b] = first sorted row with
     h >> shift >= b, starts[buckets] = m."""
     m, shift = K.KVar("m", I64), K.KVar("shift", I64)
 
     def body(i):
-        target = K.op("<<", K.KCast(i, U64), K.KCast(shift, U64))
-        stmts, at = _search("at", "hs", U64, K.i64(0), m, target, upper=False)
+        target = K.op("<<", K.KCast(i, hd), K.KCast(shift, hd))
+        stmts, at = _search("at", "hs", hd, K.i64(0), m, target, upper=False)
         last = K.op("==", i, K.op("-", N, K.i64(1)))
         return [K.If(last, (K.Store("starts", i, m),), (*stmts, K.Store("starts", i, at)))]
-    args = (KernelArg("hs", "input", U64, 0), KernelArg("m", "param", I64, 0),
+    args = (KernelArg("hs", "input", hd, 0), KernelArg("m", "param", I64, 0),
             KernelArg("shift", "param", I64, 1), KernelArg("n", "n", I64),
             KernelArg("starts", "output", I64, 0))
     return K.Kernel(name, args, (), (_rows(body),),
@@ -151,31 +168,31 @@ def _starts_kernel(name: str = "qc_join_starts") -> K.Kernel:
 
 
 # ---- probe: count ----------------------------------------------------------------------------------
-def render_count(dialect: str) -> KernelSet:
+def render_count(dialect: str, hd: str = U64) -> KernelSet:
     """The count kernel's set (`_count_kernel`)."""
-    return _set(_count_kernel(), dialect, [BufferSpec("cnt", I64, "n"), BufferSpec("lo", I64, "n")], "qc_join_count")
+    return _set(_count_kernel(hd), dialect, [BufferSpec("cnt", I64, "n"), BufferSpec("lo", I64, "n")], "qc_join_count")
 
 
-def _count_kernel(name: str = "qc_join_count") -> K.Kernel:
+def _count_kernel(hd: str, name: str = "qc_join_count") -> K.Kernel:
     """n = probe rows; inputs: the probe side's h, the build side's sorted h, starts; params
     shift, outer (0 / 1); outputs: cnt (int64: matches, left_join max(1, matches)) and lo
     (int64: the first matching sorted build row, -1 when none)."""
     shift, outer = K.KVar("shift", I64), K.KVar("outer", I64)
-    h, b, c = K.KVar("hv", U64), K.KVar("b", I64), K.KVar("c", I64)
+    h, b, c = K.KVar("hv", hd), K.KVar("b", I64), K.KVar("c", I64)
 
     def body(i):
-        first, lb = _search("lb", "hs", U64, K.KLoad("starts", b, I64),
+        first, lb = _search("lb", "hs", hd, K.KLoad("starts", b, I64),
                             K.KLoad("starts", K.op("+", b, K.i64(1)), I64), h, upper=False)
-        run, ub = _search("ub", "hs", U64, lb, K.KLoad("starts", K.op("+", b, K.i64(1)), I64), h, upper=True)
+        run, ub = _search("ub", "hs", hd, lb, K.KLoad("starts", K.op("+", b, K.i64(1)), I64), h, upper=True)
         one = K.op("&&", K.op("!=", outer, K.i64(0)), K.op("==", c, K.i64(0)))
-        return [K.Declare(h, K.KLoad("hp", i, U64)),
-                K.Declare(b, K.KCast(K.op(">>", h, K.KCast(shift, U64)), I64)),
+        return [K.Declare(h, K.KLoad("hp", i, hd)),
+                K.Declare(b, K.KCast(K.op(">>", h, K.KCast(shift, hd)), I64)),
                 K.Comment("the run of equal h in the bucket: equal words, in build row order"),
                 *first, *run,
                 K.Declare(c, K.op("-", ub, lb)),
                 K.Store("cnt", i, K.KSelect(one, K.i64(1), c, I64)),
                 K.Store("lo", i, K.KSelect(K.op(">", c, K.i64(0)), lb, K.i64(-1), I64))]
-    args = (KernelArg("hp", "input", U64, 0), KernelArg("hs", "input", U64, 1),
+    args = (KernelArg("hp", "input", hd, 0), KernelArg("hs", "input", hd, 1),
             KernelArg("starts", "input", I64, 2), KernelArg("shift", "param", I64, 0),
             KernelArg("outer", "param", I64, 1), KernelArg("n", "n", I64),
             KernelArg("cnt", "output", I64, 0), KernelArg("lo", "output", I64, 1))
@@ -213,14 +230,15 @@ def _pairs_kernel(index_dtype: str, name: str = "qc_join_pairs") -> K.Kernel:
                     doc=f"{name}: pair k's probe row (a binary search of the offsets) and build row.")
 
 
-def render_probe(dialect: str, index_dtype: str) -> dict[str, KernelSet]:
-    """{"starts", "count", "pairs"}: their kernel sets, each holding all three kernels' source
-    (one program: a driver that compiles per source builds the probe once), launching its own."""
-    sets = {"starts": render_starts(dialect), "count": render_count(dialect),
+def render_probe(dialect: str, index_dtype: str, hd: str = U64) -> dict[str, KernelSet]:
+    """{"starts", "count", "pairs"}: their kernel sets for hashes of type `hd`, each holding
+    all three kernels' source (one program: a driver that compiles per source builds the
+    probe once), launching its own."""
+    sets = {"starts": render_starts(dialect, hd), "count": render_count(dialect, hd),
             "pairs": render_pairs(dialect, index_dtype)}
     from ..gpu import printer
-    header = f"// querycompute column operation qc_join probe: starts, count, pairs ({index_dtype}), {dialect}"
-    source = printer(dialect).render([_starts_kernel(), _count_kernel(), _pairs_kernel(index_dtype)], header)
+    header = f"// querycompute column operation qc_join probe: starts, count ({hd}), pairs ({index_dtype}), {dialect}"
+    source = printer(dialect).render([_starts_kernel(hd), _count_kernel(hd), _pairs_kernel(index_dtype)], header)
     return {k: replace(ks, source=source) for k, ks in sets.items()}
 
 
@@ -258,20 +276,22 @@ def render_gather_filled(dtypes: tuple[str, ...], dialect: str, index_dtype: str
 def bytes_per_row(key_dtypes: tuple[str, ...], index_dtype: str = "int32") -> list[tuple[str, str]]:
     """(step, bytes read + written) of the join's kernels, per row of the side (or per output
     pair) it runs over; the build side's radix sort and gather are ops/sort.py's and
-    ops/gather.py's figures for a uint64 key."""
+    ops/gather.py's figures for the hash's type."""
     from . import gather as gather_op
     from . import sort as sort_op
     from ..stage_specs import SortSpec
     idx = 4 if index_dtype == "int32" else 8
     keys = sum(S.bits_width(d) // 8 for d in key_dtypes)
-    sort = sum(b for _, b in sort_op.bytes_per_element(SortSpec((U64,), (False,), "qc_join_build"), index_dtype))
+    hd = hash_dtype(tuple(key_dtypes))
+    h = HASH_BITS[hd] // 8
+    sort = sum(b for _, b in sort_op.bytes_per_element(SortSpec((hd,), (False,), "qc_join_build"), index_dtype))
     by_left = sum(b for _, b in sort_op.bytes_per_element(SortSpec((index_dtype,), (False,), "qc_join_by_left"),
                                                           index_dtype))
-    return [("qc_join_hash (per row of each side)", f"{keys + 8}"),
+    return [(f"qc_join_hash (per row of each side; {HASH_BITS[hd]}-bit h)", f"{keys + h}"),
             ("qc_join_build sort + gather of h (per build row)",
-             f"{sort + gather_op.gather_bytes_per_element((U64,), index_dtype)}"),
-            ("qc_join_starts (per bucket, ~1 per build row)", "16"),
-            ("qc_join_count (per probe row; + ~2 bucket reads of 8 B)", "40"),
+             f"{sort + gather_op.gather_bytes_per_element((hd,), index_dtype)}"),
+            ("qc_join_starts (per bucket, ~1 per build row)", f"{8 + h}"),
+            (f"qc_join_count (per probe row; + ~2 bucket reads of {h} B)", f"{h + 16 + 16}"),
             ("offsets scan (per probe row)", "16"),
             ("qc_join_pairs (per pair; + the binary search's reads)", f"{24 + idx + 2 * idx}"),
             ("built on the left: qc_join_by_left sort + gather of the pairs (per pair)",
