@@ -134,3 +134,33 @@ def test_item6_long_row_select_small_and_large_flavours():
         with np.errstate(invalid="ignore"):
             want = m[:, 0] + np.log(np.exp(Xd - m).sum(axis=1))
         np.testing.assert_allclose(got, want, rtol=2e-5)
+
+
+def test_item6_row_exp_is_correctly_rounded():
+    """Long-row kernels compute float32 exp with the branch-free _exp32 helper: each value is
+    the correctly rounded exp (so within NumPy's own float32 error), with NaN / inf / 0."""
+    v = np.concatenate([np.linspace(-110, 95, 3000), [np.nan, np.inf, -np.inf, 0.0, -0.0, 88.72,
+                                                      88.73, -103.9, 1e-30]]).astype(np.float32)
+    X = np.full((len(v), 70), -np.inf, np.float32)      # exp(-inf) = 0: the row max is exp(v)
+    X[:, 5] = v
+    got = qc.query(X).on("cpu").select(lambda r: np.exp(r).max()).to_array()
+    with np.errstate(over="ignore"):
+        exact = np.exp(v.astype(np.float64)).astype(np.float32)
+        mine = np.exp(v)
+    np.testing.assert_array_equal(got, exact)
+    fin = np.isfinite(exact) & (exact > 0)
+    ulp = np.abs(got[fin].view(np.int32).astype(np.int64) - mine[fin].view(np.int32))
+    assert ulp.max() <= 2
+
+
+@pytest.mark.parametrize("dtype", ["float64", "int16"])
+def test_item6_row_min_max_steps(dtype):
+    X = _data(50, 300, dtype, seed=17)
+    if dtype == "float64":
+        X[3, 10] = np.nan
+        X[4, :] = -0.0
+        X[5, 7] = -np.inf
+    got = qc.query(X).on("cpu").select(lambda r: r.max() - r.min()).to_array()
+    with np.errstate(invalid="ignore"):
+        want = X.max(axis=1) - X.min(axis=1)
+    np.testing.assert_array_equal(got, want)
