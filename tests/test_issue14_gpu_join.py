@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from compile_checks import ARCHS, metal_compiles, ptx_of
 
 import querycompute as qc
@@ -138,6 +140,46 @@ def test_item2_join_where_group_by_on_opencl_stays_on_the_device(outer):
     # back: the groups, and 8-byte counts (2 compactions' survivors, the pairs, the groups)
     result = sum(np.asarray(v).nbytes for v in got.values())
     assert moved["to_host_bytes"] <= result + 4 * 8, (moved, result)
+
+
+@pytest.mark.skipif(not qc.backends()["opencl"]["available"], reason="no OpenCL device")
+def test_item2_join_where_sum_and_to_array_on_opencl_read_back_only_the_result():
+    from querycompute.backends.device_columns import TRANSFERS
+    orders, items = orders_items()
+
+    def joined(backend):
+        return qc.query(items).on(backend).join(qc.query(orders), lambda i: i.okey, lambda o: o.okey,
+                                                lambda i, o: {"qty": i.qty, "prio": o.prio}).where(lambda r: r.prio > 1)
+    for run in (lambda q: q.sum(lambda r: r.qty), lambda q: q.select(lambda r: r.qty * 2).to_array()):
+        want = run(joined("numpy"))
+        run(joined("opencl"))
+        before = dict(TRANSFERS)
+        got = run(joined("opencl"))
+        moved = {k: TRANSFERS[k] - before[k] for k in TRANSFERS}
+        assert np.array_equal(got, want)           # whole numbers: the sum is exact in any order
+        assert all(r.dialect == "opencl" for r in qc.last_trace().kernels)
+        assert moved["to_host_bytes"] <= np.asarray(got).nbytes + 3 * 8, moved
+
+
+def test_item3_opencl_gather_filled_gives_left_joins_fill_values(gpu):
+    from querycompute.join_plan import gather_filled
+    rng = np.random.default_rng(5)
+    cols = [rng.random(50).astype(np.float32), rng.random(50) < 0.5, rng.integers(-9, 9, 50),
+            rng.random(50).astype(np.float16)]
+    idx = rng.integers(-1, 50, BIG)
+    got = gpu.gather_filled(cols, idx, [])
+    for g, c in zip(got, cols):
+        w = gather_filled(c, idx)
+        assert g.dtype == c.dtype and g.tobytes() == w.tobytes(), c.dtype     # NaN bits too
+
+
+@settings(max_examples=25, deadline=None)
+@given(nl=st.integers(0, 2 * TILE + 40), nr=st.integers(0, 300), distinct=st.integers(1, 60),
+       seed=st.integers(0, 2 ** 16), outer=st.booleans())
+def test_item3_opencl_pairs_property(gpu, nl, nr, distinct, seed, outer):
+    rng = np.random.default_rng(seed)
+    check(gpu, [keys_of(rng, "int32", nl, distinct)], [keys_of(rng, "int32", nr, distinct)], outer)
+    check(gpu, [keys_of(rng, "int32", nr, distinct)], [keys_of(rng, "int32", nl, distinct)], outer)
 
 
 def test_item2_explain_lists_the_join_kernels_and_bytes_per_row():
