@@ -34,9 +34,11 @@ from numba import njit, prange
 SUM_BLOCK = 512              # rows summed into a block vector before joining the tile's partials
 ROWS_PER_TILE = 1 << 17      # values per tile (row chunk x column block), about 512 KiB of float32
 COLUMN_BLOCK = 4096          # columns per tile: a block's partials stay in L1/L2
-# Below this many values the serial flavour runs: waking the thread pool costs more than the
-# second core gives back (one core already reads ~25 GB/s here; see docs/performance.md).
-PARALLEL_MIN = 1 << 22
+# Below this many values the serial flavour runs: a column reduction is memory-bound and one
+# core already reads ~25-40 GB/s on the development machine, so waking the thread pool (tens
+# of microseconds idle, milliseconds on loaded cores) pays only for very large arrays
+# (docs/performance.md, Shaped elements).
+PARALLEL_MIN = 1 << 24
 
 
 def _col_sum(X, acc_like, rows, width):

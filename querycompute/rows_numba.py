@@ -11,7 +11,7 @@ bits). Float min / max steps fold integer order keys plus a NaN flag (vectorised
 fast-math flag, _minmax_step); prod / and / or keep 8 independent accumulator lanes, combined
 pairwise. exp of float32 values goes through `_exp32` (vectorisable, correctly rounded).
 Each plan has a parallel kernel (rows in prange) and a serial one for inputs below
-rows_columns.PARALLEL_MIN values.
+ROWS_PARALLEL_MIN values.
 column-tiled: rows_columns.py's kernel (the cpu backend's one column reduction).
 """
 from __future__ import annotations
@@ -24,6 +24,9 @@ from querycompute._codegen.dialects.numba_py_helpers import helper_source
 from querycompute._codegen.dialects.numba_py_runtime import order_key
 
 LANES = 8          # accumulators per row step (as benchmarks/peer_numba_lanes.py)
+# Inputs of this many values and more run the parallel kernel (rows in prange): a row step
+# may be compute-bound (exp: ~1 ns per value on one core), unlike rows_columns' sums.
+ROWS_PARALLEL_MIN = 1 << 20
 _FLOAT_ACC = {"float16": "np.float64", "float32": "np.float64", "float64": "np.float64"}
 
 
@@ -174,14 +177,13 @@ def compile_plan(plan):
     """A function X, *params -> the plan's result array (numba compiles each flavour on its
     first call)."""
     if plan.strategy != "column-tiled":
-        from .rows_columns import PARALLEL_MIN
         from querycompute._codegen.dialects.numba_py_runtime import namespace
         ns = namespace()                    # numpy, math, njit, the bit-cast intrinsics
         exec(compile(row_source(plan), "<querycompute long rows: qc_rows>", "exec"), ns)
         parallel, serial = ns["qc_rows"], ns["qc_rows_serial"]
 
         def rows(X, *p):
-            out = (parallel if X.size >= PARALLEL_MIN else serial)(X, *p)
+            out = (parallel if X.size >= ROWS_PARALLEL_MIN else serial)(X, *p)
             return out.astype(np.float16) if plan.final.dtype == "float16" else out
         return rows
     from .rows_run import _column

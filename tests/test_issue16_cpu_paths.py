@@ -13,6 +13,7 @@ import pytest
 
 import querycompute as qc
 from querycompute import rows_columns
+from querycompute.rows_numba import ROWS_PARALLEL_MIN
 
 N = 40_000          # above cpu_columns.MIN_VALUES for every k here
 
@@ -121,11 +122,11 @@ def test_item6_long_row_columns_match_numpy(dtype):
 
 
 def test_item6_long_row_select_small_and_large_flavours():
-    """Rows below rows_columns.PARALLEL_MIN values run the serial row kernel, larger ones
+    """Rows below rows_numba.ROWS_PARALLEL_MIN values run the serial row kernel, larger ones
     the parallel kernel: both equal NumPy."""
     def lse(r):
         return r.max() + np.log(np.exp(r - r.max()).sum())
-    for shape in ((5, 100), (4, rows_columns.PARALLEL_MIN // 4 + 1)):
+    for shape in ((5, 100), (4, ROWS_PARALLEL_MIN // 4 + 1)):
         X = _data(*shape, "float32", seed=13)
         X[1, 7] = np.inf if shape[0] == 5 else X[1, 7]
         got = qc.query(X).on("cpu").select(lse).to_array()
