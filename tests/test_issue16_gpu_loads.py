@@ -103,6 +103,21 @@ def test_item4_narrow_wide_and_unaligned_elements_through_the_harness():
     np.testing.assert_allclose(got, X[np.linalg.norm(X, axis=1) > 2].sum(axis=0), rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.skipif("webgpu" not in GPU, reason="no webgpu adapter")
+def test_item4_webgpu_binds_a_whole_array_once(kernels_answer):
+    """40 values per element: the gathered variant would bind 41 storage buffers (lavapipe
+    allows 32), the whole-element one binds 2, so a C-contiguous array runs; an F-ordered one
+    is refused when it runs, with the way out named."""
+    X = np.random.default_rng(4).standard_normal((100, 40)).astype(np.float32)
+    got, names = result(qc.query(X).select(lambda r: r.sum()), "webgpu")
+    np.testing.assert_allclose(got, X.sum(axis=1), rtol=1e-5, atol=1e-5)
+    assert names == ["qc_to_array_map"], names
+    from querycompute.backends.webgpu_device import open_device
+    if int(open_device().limits.get("max-storage-buffers-per-shader-stage", 64)) < 41:
+        with pytest.raises(qc.QueryError, match="storage buffers.*C-contiguous"):
+            qc.query(np.asfortranarray(X)).select(lambda r: r.sum()).on("webgpu").to_array()
+
+
 def test_item4_whole_arrays_only_from_element_contiguous_views(data):
     R = data[0]
     cols = lambda A: [A[(slice(None),) + idx] for idx in np.ndindex(A.shape[1:])]   # noqa: E731

@@ -78,6 +78,15 @@ class _Kernel:
         self.written = b""                  # uniform bytes last written
 
 
+class _Refused:
+    """A kernel this adapter can't bind (too many storage buffers): refused when the launch
+    loop first binds it, so a kernel set whose other variant fits still runs (a C-contiguous
+    array of shaped elements is one buffer in the contiguous variant, m in the gathered one)."""
+
+    def __init__(self, spec: L.KernelSpec, why: str):
+        self.spec, self.why = spec, why
+
+
 class WebGPURuntime(DeviceRuntime):
     def __init__(self, dev: WebGPUDevice, module, ks: L.KernelSet):
         self.dev, self.module, self.ks = dev, module, ks
@@ -138,10 +147,11 @@ class WebGPURuntime(DeviceRuntime):
                                 "buffer": {"type": "storage" if writable else "read-only-storage"}})
         most = int(self.dev.limits.get("max-storage-buffers-per-shader-stage", len(entries)))
         if len(entries) > most:     # wgpu's own error names neither the pass nor a way out
-            raise QueryError(
+            return _Refused(spec, (
                 f"webgpu: kernel {spec.name} binds {len(entries)} storage buffers; this adapter allows "
-                f"{most} per shader stage (a shaped element binds one buffer per component, so "
-                f"elements of many values exceed it); use the cpu / opencl / cuda backend")
+                f"{most} per shader stage (a shaped element that is not C-contiguous binds one buffer "
+                f"per component, so elements of many values exceed it); pass C-contiguous arrays "
+                f"(np.ascontiguousarray) or use the cpu / opencl / cuda backend"))
         entries.append({"binding": self.uniforms[spec.name], "visibility": stage, "buffer": {"type": "uniform"}})
         layout = device.create_bind_group_layout(entries=entries)
         pipeline = device.create_compute_pipeline(
@@ -155,6 +165,8 @@ class WebGPURuntime(DeviceRuntime):
         return _Kernel(spec, pipeline, layout, uniform, members)
 
     def set_args(self, kernel, args) -> None:
+        if isinstance(kernel, _Refused):        # (the launch loop binds a kernel before launching it)
+            raise QueryError(kernel.why)
         for pos, value in enumerate(args):
             self.set_arg(kernel, pos, value)
 
