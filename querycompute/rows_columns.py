@@ -159,13 +159,13 @@ def sum_acc(dtype: str) -> str:
     return sum_dtype(dtype)[0]
 
 
-def reduce_columns(X: np.ndarray, ops) -> dict:
+def reduce_columns(X: np.ndarray, ops, parallel: bool | None = None) -> dict:
     """{op: vector of k} for op in ops ('sum', 'min', 'max') over X's rows (m >= 1 for min /
     max). Sums come back in the accumulator dtype (sum_acc), min / max in X's dtype, with
-    NaN where a column holds one."""
+    NaN where a column holds one. `parallel`: the flavour (default: by PARALLEL_MIN)."""
     m, k = X.shape
     rows, width = tiles(m, k)
-    par = _parallel(m, k)
+    par = int(_parallel(m, k) if parallel is None else parallel)
     out = {}
     if "sum" in ops:
         out["sum"] = COL_SUM[par](X, np.empty(0, sum_acc(X.dtype.name)), rows, width)

@@ -280,6 +280,5 @@ class CpuBackend(Backend):
         return [{"name": f"{p.name}_{kind}", "grid": (chunks,), "block": (numba_py.CHUNK,)}]
 
     def prepare(self, p: Pass) -> Prepared:
-        ns, key, origin, ms = _load(p)
         from .cpu_columns import wrap      # X.sum(axis=0) of scalarized rows: one row pass
-        return wrap(p, CpuPrepared(p, ns, key, origin, ms))
+        return wrap(p, lambda: CpuPrepared(p, *_load(p)))

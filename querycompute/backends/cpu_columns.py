@@ -88,22 +88,30 @@ def as_rows(inputs) -> np.ndarray | None:
     return np.lib.stride_tricks.as_strided(first, (len(first), k), (stride, step), writeable=False)
 
 
-def wrap(p: Pass, generic: Prepared) -> Prepared:
-    """`generic` itself, or a ColumnsPrepared around it when p is a column reduction."""
+def wrap(p: Pass, generic) -> Prepared:
+    """`generic()` (the pass compiled as usual), or a ColumnsPrepared that compiles it only
+    when a call needs it (a small or non-row-major input): the first `qc.query(X).sum()`
+    compiles (or loads from numba's disk cache) just the column kernel."""
     aggs = column_aggs(p)
-    return generic if aggs is None else ColumnsPrepared(p, generic, aggs)
+    return generic() if aggs is None else ColumnsPrepared(p, generic, aggs)
 
 
 class ColumnsPrepared(Prepared):
     """Runs rows_columns' kernel when the inputs allow it, else the generic pass."""
+    origin = "compiled"
 
-    def __init__(self, p: Pass, generic: Prepared, aggs: tuple):
-        self.generic = generic
-        self.origin, self.compile_ms = generic.origin, generic.compile_ms
+    def __init__(self, p: Pass, generic, aggs: tuple):
+        self._generic, self._make_generic = None, generic
         self.aggs = aggs
         self.ops = tuple(sorted({op for op, _ in aggs if op != "count"}))
         self.types = tuple(np.dtype(a.dtype).type for a in p.terminal.aggs)
         self._known: set = set()
+
+    @property
+    def generic(self) -> Prepared:
+        if self._generic is None:
+            self._generic = self._make_generic()
+        return self._generic
 
     def run_quick(self, inputs, params, n):
         if n * len(inputs) < MIN_VALUES:
@@ -112,12 +120,19 @@ class ColumnsPrepared(Prepared):
         if X is None:
             return self.generic.run_quick(inputs, params, n)
         from ..rows_columns import _parallel, reduce_columns, tiles
-        t0 = time.perf_counter()
-        vecs = reduce_columns(X, self.ops)
+        from . import cpu                 # its launch rules: one parallel launch at a time,
+        t0 = time.perf_counter()          # none in a child forked after the pool started
+        par = bool(_parallel(*X.shape)) and cpu._parallel["allowed"]
+        if par:
+            with cpu._PARALLEL_LOCK:
+                cpu._parallel["started"] = True
+                vecs = reduce_columns(X, self.ops, True)
+        else:
+            vecs = reduce_columns(X, self.ops, False)
         result = [n if op == "count" else t(vecs[op][j])
                   for (op, j), t in zip(self.aggs, self.types)]
         ms = (time.perf_counter() - t0) * 1e3
-        flavour = ("parallel" if _parallel(*X.shape) else "serial", X.dtype.name, X.strides[1] == X.itemsize)
+        flavour = ("parallel" if par else "serial", X.dtype.name, X.strides[1] == X.itemsize)
         first = flavour not in self._known
         self._known.add(flavour)
         rows, width = tiles(*X.shape)
