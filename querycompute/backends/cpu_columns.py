@@ -31,10 +31,10 @@ _DTYPES = ("float32", "float64", "int8", "int16", "int32", "int64",
 
 def column_aggs(p: Pass):
     """((op, input index or -1), ...) per aggregate when pass p only reduces loaded columns
-    of one dtype; else None."""
+    (two or more) of one dtype; else None."""
     prog = p.program
-    if not isinstance(p.terminal, Reduce) or prog.has_filter or prog.params or not prog.inputs:
-        return None
+    if not isinstance(p.terminal, Reduce) or prog.has_filter or prog.params or len(prog.inputs) < 2:
+        return None                       # (one input: a 1-D sum, the generic pass's case)
     dtypes = {s.dtype for s in prog.inputs}
     if len(dtypes) != 1 or dtypes.pop() not in _DTYPES or p.stage_op != "reduce":
         return None
