@@ -276,11 +276,6 @@ class LaunchLoop:
         # arrays of shaped elements read whole when element-contiguous (gpu_elements.py)
         whole = gpu_elements.whole_arrays(self.ks, inputs) if self.ks.elements else None
         views, in_bufs, contiguous = self._bind_inputs(inputs, used, fill, whole)
-        if whole and not contiguous:          # (an unaligned whole array: every column gathered)
-            views, in_bufs, contiguous = self._bind_inputs(inputs, used, fill, None)
-        # columns not of whole elements (even unit-strided ones, n = 1) take the strided variant:
-        # the contiguous one reads an array's component 0 buffer as the whole array
-        contiguous = contiguous and (whole is not None or not self.ks.elements)
         strides = tuple(step for _, step in views)
         shape = self.call_shape(n, contiguous, params)
         launches = shape.launches
@@ -316,6 +311,8 @@ class LaunchLoop:
         parts = {k0 + j for k0, (_, m) in (whole or {}).items() for j in range(m)}
         views = [rt.view(x) if (used is None or k in used) and k not in parts else (None, 1)
                  for k, x in enumerate(inputs)]
+        if whole and any(host is not None and step != 1 for host, step in views):
+            return self._bind_inputs(inputs, used, fill, None)     # a gathered column: all gathered
         for k0, (span, m) in (whole or {}).items():
             if used is None or k0 in used:
                 views[k0] = (span, 1)
@@ -325,7 +322,11 @@ class LaunchLoop:
         # the variant follows the used inputs only (an unused strided column changes nothing)
         contiguous = all(step == 1 and rt.vector_aligned(b)
                          for k, ((host, step), b) in enumerate(zip(views, in_bufs)) if host is not None)
-        return views, in_bufs, contiguous
+        if whole and not contiguous:          # an unaligned whole array: every column gathered
+            return self._bind_inputs(inputs, used, fill, None)
+        # columns not of whole elements (even unit-strided ones, n = 1) take the strided variant:
+        # the contiguous one reads an array's component 0 buffer as the whole array
+        return views, in_bufs, contiguous and (whole is not None or not self.ks.elements)
 
     def _empty(self, inputs) -> tuple:
         outs = self.ks.outputs
