@@ -68,14 +68,14 @@ class ChunkTask:
 
     def query(self, items: tuple):
         from .query import Query
-        return Query(Source(self.kind, tuple(items), self.fields), self.ops, self.backend,
-                     self.kinds, self.codes)
+        if len(items) == 1 and hasattr(items[0], "columns") and self.kind == "table":
+            src = _frame_source(items[0], self.fields)    # a dataframe partition (or its meta)
+        else:
+            src = Source(self.kind, tuple(items), self.fields)
+        return Query(src, self.ops, self.backend, self.kinds, self.codes)
 
     def __call__(self, *items):
         _serial_in_worker()
-        if len(items) == 1 and hasattr(items[0], "columns") and self.kind == "table":
-            frame = items[0]                      # a dataframe partition: its columns
-            items = tuple(np.asarray(frame[f].to_numpy()) for f in self.fields)
         q = self.query(items)
         out = engine.run(q, self.term, None, tiered=False) if self.term is not None else {}
         _note(engine.last_trace())
@@ -84,6 +84,15 @@ class ChunkTask:
             _note(engine.last_trace())
             out[key] = rule.partial(values)
         return out
+
+
+def _frame_source(frame, fields: tuple) -> Source:
+    """A pandas partition read as qc.query(partition) reads it: its unreadable columns (and
+    a column holding nulls in this partition) skipped, with the reason a lambda reading one
+    is told; the engine reads only the columns the lambdas read (column_use.py)."""
+    from .source_adapters import table_of
+    table = table_of(frame)
+    return Source("table", (frame,), tuple(f for f in fields if f not in table.skipped), table=table)
 
 
 _TO_ARRAY = Terminal("to_array")
@@ -195,7 +204,7 @@ def _meta_run(q, src, backend, term: Terminal):
 
 
 def _meta_items(src) -> tuple:
-    return src.meta
+    return src.meta if src.frame is None else (src.frame._meta,)   # a frame: its empty pandas meta
 
 
 def _tasks(src, task) -> list:

@@ -36,15 +36,27 @@ def wants_dask(arrays: tuple, columns: dict) -> bool:
 class DaskSource(Source):
     """A Source whose columns are Dask collections with aligned blocks.
     `blocks()` -> one tuple of delayed per-chunk inputs per chunk, in order."""
-    __slots__ = ("collections", "frame", "meta", "compute")
+    __slots__ = ("collections", "frame", "meta", "compute", "frame_skipped")
 
     def __init__(self, kind: str, collections: tuple, fields: tuple, frame=None):
         self.collections = collections   # aligned 1-D dask arrays (zip / table / array)
         self.frame = frame               # or a dask dataframe (table)
-        self.meta = tuple(np.empty((0, *c.shape[1:]), dtype=c.dtype) for c in collections) if frame is None else \
-            tuple(np.empty(0, dtype=frame[f].dtype) for f in fields)
+        self.frame_skipped = {}          # its columns a kernel can't read (strings...): why
+        if frame is None:
+            self.meta = tuple(np.empty((0, *c.shape[1:]), dtype=c.dtype) for c in collections)
+        else:                            # the pandas meta read as qc.query(pandas_frame) reads it
+            from .source_adapters import table_of
+            from .sources import _as_1d
+            table = table_of(frame._meta)
+            fields = tuple(f for f in fields if f in table.fields)
+            self.frame_skipped = table.skipped
+            self.meta = tuple(_as_1d(table.column(f), f"column {f!r}") for f in fields)
         self.compute = True              # False: terminals return Dask objects (dask_run.lazy)
         super().__init__(kind, self.meta, fields)
+
+    @property
+    def skipped(self) -> dict:
+        return self.frame_skipped
 
     def columns(self) -> tuple:
         return self.meta

@@ -123,7 +123,8 @@ class Source:
             cols = tuple(_as_1d(a, str(nm)) for a, nm in zip(self._items, names))
         if len({len(c) for c in cols}) > 1:
             lens = ", ".join(f"{nm}={len(c)}" for nm, c in zip(self.fields or range(len(cols)), cols))
-            raise ValueError(f"zipped inputs must have equal lengths, got {lens}")
+            what = "table columns" if self.kind == "table" else "zipped inputs"
+            raise ValueError(f"{what} must have equal lengths, got {lens}")
         return cols
 
     def length(self, cols: tuple) -> int:

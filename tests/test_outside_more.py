@@ -26,6 +26,8 @@ def test_dict_table_column_names_that_are_not_identifiers(backend):
     assert qc.query(**{"my col": a}).on(backend).to_list()[1] == {"my col": 1.0}
     with pytest.raises(TypeError, match="column names must be strings"):
         qc.query({0: a})
+    with pytest.raises(ValueError, match=r"table columns must have equal lengths, got a=5, b=3"):
+        qc.query({"a": a, "b": a[:3]}).on(backend).sum(lambda r: r.a)    # was "zipped inputs"
 
 
 def test_staged_plan_reading_an_unreadable_column_says_why():
@@ -148,3 +150,26 @@ def test_aggregate_of_shaped_or_tuple_elements_names_aggregate():
     for q in (qc.query(np.ones((3, 2))), qc.query(np.ones(3), np.ones(3))):
         with pytest.raises(qc.QueryError, match=r"aggregate\(\) folds single values.*\.select\("):
             q.on("numpy").aggregate(lambda a, v: a + v, 0.0)
+
+
+def test_dask_dataframe_with_a_string_column(client):
+    # DESIGN.md section 3: only the columns the lambdas read are converted, so an unused
+    # string column is no obstacle; with qc.query(dask_dataframe) every terminal raised
+    # numpy's "Cannot interpret '<StringDtype...>' as a data type".
+    import dask.dataframe as dd
+    x = np.random.default_rng(3).random(40) * 100
+    pdf = pd.DataFrame({"a": x, "k": (x // 30).astype(np.int64), "s": ["z"] * 40,
+                        "n": pd.array([1, None] + [2] * 38, dtype="Int64")})
+    ddf = dd.from_pandas(pdf, npartitions=4)
+    q = qc.query(ddf[ddf.a > 50]).on("numpy")
+    m = x > 50
+    assert q.sum(lambda r: r.a) == pytest.approx(x[m].sum())
+    np.testing.assert_array_equal(q.select(lambda r: r.a * 2).to_array().compute(), x[m] * 2)
+    got = q.group_by(lambda r: r.k).agg(n=qc.count)
+    want = pdf[m].groupby("k").size()
+    np.testing.assert_array_equal(got["key"], want.index)
+    np.testing.assert_array_equal(got["n"], want.values)
+    with pytest.raises(qc.QueryError, match="column 's' can't be read by a kernel"):
+        q.count(lambda r: r.s == 1)
+    with pytest.raises(qc.QueryError, match="column 'n' can't be read by a kernel: it holds 1 null"):
+        qc.query(ddf).on("numpy").sum(lambda r: r.n)
