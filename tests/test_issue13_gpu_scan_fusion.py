@@ -244,3 +244,24 @@ def test_item3_explain_and_source_show_the_fused_stage():
         assert "_fused_scatter" in text
         src = explain_stages.source(staged, dialect, rt)
         assert "_fused_scatter" in src and "_fused_count" in src or "_fused_lookback_count" in src
+
+
+@pytest.mark.skipif(not OPENCL, reason="no OpenCL device")
+def test_item1_captured_values_of_scan_and_where_are_parameters():
+    """The scan's captured values follow the pass's in the fused kernel's parameters (as
+    scan_<name>): both change between calls without a recompile, results as plain Python."""
+    x = _data("int32", 20_000)
+    mask, lim = 1023, 500
+    q = qc.query(x).on("opencl").scan(lambda a, v: (a + v) & mask, 0).where(lambda v: v > lim)
+    for mask, lim in ((1023, 500), (255, 100)):
+        acc, s = 0, []
+        for v in x.tolist():
+            acc = (acc + v) & mask
+            s.append(acc)
+        s = np.array(s, dtype=np.int32)
+        assert q.count() == int((s > lim).sum())
+        _check(q.to_array(), s[s > lim], (mask, lim))
+        runs = qc.last_trace().kernels
+        assert any("_fused_scatter" in r.name for r in runs)
+        if (mask, lim) == (255, 100):
+            assert all(r.cache == "memory" for r in runs), [(r.name, r.cache) for r in runs]

@@ -30,7 +30,9 @@ What is not fused (`why_not` says which and why): a reduce whose result depends 
 order it combines in (float sums, float min / max, whose -0.0 / 0.0 pick depends on the
 tree, and folds: the unfused reduce combines in its own grouping, and the fused result must
 be the same bits), a map, a windowed compaction, and a pass reading more than the scanned
-column. The fused pass is `ScanFusedGpuPass`: the pass with the scan's params appended (as
+column. webgpu keeps two stages (backends/webgpu_stages.py): its runtime runs a pass whose
+columns exceed one storage binding in windows (webgpu_windows.py), and each window of a
+fused pass would restart the scan. The fused pass is `ScanFusedGpuPass`: the pass with the scan's params appended (as
 `scan_<name>`) and `scan` set; its input 0 is the scan's INPUT column (contiguous, of the
 scan's dtype). n == 0 runs the unfused plan (an empty scan launches nothing).
 
@@ -303,7 +305,7 @@ def lower(fp: ScanFusedGpuPass, dialect: str, pr, group: int = scan_op.LOOKBACK)
 def render(fp: ScanFusedGpuPass, dialect: str, group: int = scan_op.LOOKBACK) -> KernelSet:
     """Every kernel of the fused pass in `dialect` ("cuda", "opencl" or "metal"); `group`
     (CUDA) as scan.render's. Raises codegen.errors.UnsupportedType where the dialect can't
-    hold a dtype, ValueError on webgpu (module doc of backends/gpu_stages.py)."""
+    hold a dtype, ValueError on webgpu (module doc)."""
     from ..gpu import printer          # gpu imports ops: import it late
     from ..traffic import touched
     if dialect not in scan_op.ALGORITHM or dialect == "webgpu":
