@@ -42,11 +42,12 @@ PARALLEL_MIN = 1 << 24
 
 
 def _col_sum(X, acc_like, rows, width):
-    """X's column sums (k,), accumulated in acc_like's dtype."""
+    """X's column sums (k,), accumulated in acc_like's dtype (m >= 1)."""
     m, k = X.shape
     chunks = (m + rows - 1) // rows
     blocks = (k + width - 1) // width
-    part = np.zeros((chunks, k), acc_like.dtype)
+    part = np.empty((chunks, k), acc_like.dtype)
+    zero = np.zeros(1, acc_like.dtype)[0]
     for t in prange(chunks * blocks):
         c = t // blocks
         lo = (t % blocks) * width
@@ -54,9 +55,12 @@ def _col_sum(X, acc_like, rows, width):
         p = part[c, lo:hi]
         b = np.empty(hi - lo, acc_like.dtype)
         r1 = min(m, (c + 1) * rows)
+        first = X[c * rows, lo:hi]
+        for j in range(hi - lo):     # 0 + x: no zeroing pass, and -0.0 sums to +0.0 (np.sum)
+            p[j] = zero + first[j]
         for r0 in range(c * rows, r1, SUM_BLOCK):
             if r0 == c * rows:       # the first block straight into the tile's partials
-                for i in range(r0, min(r1, r0 + SUM_BLOCK)):
+                for i in range(r0 + 1, min(r1, r0 + SUM_BLOCK)):
                     row = X[i, lo:hi]
                     for j in range(hi - lo):
                         p[j] += row[j]
@@ -160,8 +164,8 @@ def sum_acc(dtype: str) -> str:
 
 
 def reduce_columns(X: np.ndarray, ops, parallel: bool | None = None) -> dict:
-    """{op: vector of k} for op in ops ('sum', 'min', 'max') over X's rows (m >= 1 for min /
-    max). Sums come back in the accumulator dtype (sum_acc), min / max in X's dtype, with
+    """{op: vector of k} for op in ops ('sum', 'min', 'max') over X's rows (m >= 1).
+    Sums come back in the accumulator dtype (sum_acc), min / max in X's dtype, with
     NaN where a column holds one. `parallel`: the flavour (default: by PARALLEL_MIN)."""
     m, k = X.shape
     rows, width = tiles(m, k)
