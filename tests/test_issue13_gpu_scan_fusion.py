@@ -265,3 +265,13 @@ def test_item1_captured_values_of_scan_and_where_are_parameters():
         assert any("_fused_scatter" in r.name for r in runs)
         if (mask, lim) == (255, 100):
             assert all(r.cache == "memory" for r in runs), [(r.name, r.cache) for r in runs]
+
+
+def test_item1_metal_captured_float_narrowed_in_the_fused_pass():
+    """A captured Python float (float64) cast to float32 becomes a float32 parameter on Metal
+    (narrow_params, as for any pass): the fused pass compiles and equals the unfused plan."""
+    x = (np.random.default_rng(2).random(9000) - 0.45).astype(np.float32)
+    lim = 12.5
+    q = qc.query(x).scan(lambda a, v: a + v, 0).where(lambda v: v > lim).select(lambda v: v * lim)
+    got, want = _harness_run(q, "to_array", "metal"), _harness_run(q, "to_array", "metal", fused=False)
+    assert got.dtype == np.float32 and len(got) and np.array_equal(got, want)

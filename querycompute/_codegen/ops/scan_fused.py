@@ -50,6 +50,7 @@ from .. import kernel_ir as K
 from ..launch import BLOCK, BufferSpec, KernelArg, KernelSet, KernelSpec
 from ..lower_block import LID, Acc, block_inclusive_scan, block_reduce
 from ..lower_element import INDEX, check_name, element, input_args, rename
+from ..narrow_params import narrow_params
 from ..program import ParamSpec, Pass, Reduce, ToArray
 from ..stage_specs import ScanSpec
 from . import compact_gpu
@@ -312,6 +313,8 @@ def render(fp: ScanFusedGpuPass, dialect: str, group: int = scan_op.LOOKBACK) ->
         raise ValueError(f"no fused scan pass in {dialect!r} (cuda, opencl and metal have one)")
     check_name(fp.name, "pass")
     pr = printer(dialect)
+    if pr.UNSUPPORTED:
+        fp = narrow_params(fp)    # Metal: a captured float64 cast on the host, as gpu.render does
     prog = fp.program
     for d in [s.dtype for s in prog.inputs] + [s.dtype for s in prog.params] + list(prog.output_dtypes):
         pr.check(d)
