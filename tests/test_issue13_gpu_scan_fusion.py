@@ -244,6 +244,10 @@ def test_item3_explain_and_source_show_the_fused_stage():
         assert "_fused_scatter" in text
         src = explain_stages.source(staged, dialect, rt)
         assert "_fused_scatter" in src and "_fused_count" in src or "_fused_lookback_count" in src
+    if qc.backends()["webgpu"]["available"]:          # webgpu: two stages, and why
+        qw = qc.query(_data("float32", 100)).scan(lambda a, v: a + v, 1).where(lambda v: v > K)
+        text = qw.explain(backend="webgpu", terminal="count")
+        assert "staged plan: 2 stages on webgpu" in text and "not fused: no WGSL rendering yet" in text
 
 
 @pytest.mark.skipif(not OPENCL, reason="no OpenCL device")

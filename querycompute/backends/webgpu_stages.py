@@ -33,9 +33,10 @@ def _wide(dtypes) -> bool:
 class WebGPUStages(GpuStages):
     """GpuStages for WGSL; operations on 64-bit values go to the numpy reference (module doc)."""
     group_tables = False     # the low-cardinality tables count in int64 (gpu_group_table.py): the sort path
-    # a scan and the pass after it stay two stages on webgpu: a pass whose columns exceed one
-    # storage binding runs in windows (webgpu_windows.py), and each window of a fused pass
-    # (ops/scan_fused.py) would restart the scan; 64-bit scans run on the numpy reference
+    # a scan and the pass after it stay two stages on webgpu (ops/scan_fused.py has no WGSL
+    # rendering yet): a pass whose columns exceed one storage binding runs in windows
+    # (webgpu_windows.py), which would restart a fused scan, and 64-bit scans run on the
+    # numpy reference; fusing needs that choice per call
     scan_fused_passes = False
 
     def sort(self, spec, keys, k, rows):

@@ -30,9 +30,10 @@ What is not fused (`why_not` says which and why): a reduce whose result depends 
 order it combines in (float sums, float min / max, whose -0.0 / 0.0 pick depends on the
 tree, and folds: the unfused reduce combines in its own grouping, and the fused result must
 be the same bits), a map, a windowed compaction, and a pass reading more than the scanned
-column. webgpu keeps two stages (backends/webgpu_stages.py): its runtime runs a pass whose
-columns exceed one storage binding in windows (webgpu_windows.py), and each window of a
-fused pass would restart the scan. The fused pass is `ScanFusedGpuPass`: the pass with the scan's params appended (as
+column. webgpu keeps two stages (no WGSL rendering yet, backends/webgpu_stages.py): its
+runtime runs a pass whose columns exceed one storage binding in windows (webgpu_windows.py),
+which would restart a fused scan, and its 64-bit scans on the numpy reference, so fusing
+there needs a per-call choice. The fused pass is `ScanFusedGpuPass`: the pass with the scan's params appended (as
 `scan_<name>`) and `scan` set; its input 0 is the scan's INPUT column (contiguous, of the
 scan's dtype). n == 0 runs the unfused plan (an empty scan launches nothing).
 
