@@ -9,8 +9,9 @@ from . import cache            # qc.cache: the compiled-kernel cache (touches no
 from .backends.registry import backends
 from .compiled import CompiledQuery
 from .engine import last_trace, set_memo_size
-from .errors import (BackendUnavailableError, CompileError, EmptySequenceError, MultipleElementsError,
-                     QueryError, UnsupportedLambdaError)
+from .errors import (BackendUnavailableError, CapturedValueOverflowError, CompileError, ElementIndexError,
+                     EmptySequenceError, MultipleElementsError, QueryError, UnsupportedLambdaError,
+                     UnsupportedTypeError)
 from .log import ConfigWarning, FallbackWarning
 from .query import Query, query, range
 from .grouped import Grouped
@@ -24,5 +25,5 @@ __version__ = "0.1.0"
 # qc.sum, qc.range, ... (tests/test_issue17_conventions.py checks).
 __all__ = ["query", "Query", "Grouped", "CompiledQuery",
            "backends", "last_trace", "set_memo_size", "cache", "QueryError", "UnsupportedLambdaError", "EmptySequenceError",
-           "MultipleElementsError",
+           "MultipleElementsError", "ElementIndexError", "UnsupportedTypeError", "CapturedValueOverflowError",
            "BackendUnavailableError", "CompileError", "FallbackWarning", "ConfigWarning", "__version__"]
