@@ -220,10 +220,9 @@ def explain(q, staged: S.StagedLowered, term, infos, backend: str, n: int, runti
         else:
             out += _column_lines(stage, runtime, backend, element_dtypes[i - 1] or q_dtypes(q))
             why = S.gpu_scan_fused(staged.stages, i - 1)[1] if backend in GPU_DIALECTS else ""
-            if backend == "webgpu" and S.plain_pass_after(staged.stages, i - 1, S.ScanStage) is not None:
-                why = ("no WGSL rendering yet: webgpu runs a large pass in storage-binding windows "
-                       "(webgpu_windows.py), which would restart a fused scan, and its 64-bit scans on "
-                       "the numpy reference; fusing needs that choice per call")
+            if backend == "webgpu" and S.plain_pass_after(staged.stages, i - 1, S.ScanStage) is not None \
+                    and not why:
+                why = "a 64-bit scan runs on the numpy reference on webgpu"
             if why:
                 out.append(f"    (on {backend} the scan and the pass after it are two stages: the "
                            f"scanned column is written, then read by the next pass; not fused: {why})")

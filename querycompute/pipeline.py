@@ -178,7 +178,7 @@ class StagedPrepared(Prepared):
                 if done:
                     return got, rows
                 state, skip = list(got), i + 1
-            elif i in self.scan_fused and (n > 0 or not self.scan_fused_gpu):   # GPU, n = 0: unfused
+            elif i in self.scan_fused and self._fuse_scan_now(n):
                 raw = self._scan_fused(i, stage, state, params, n, rows, device)
                 if type(self.staged.stages[i + 1]) is S.TerminalStage:
                     return raw, rows
@@ -244,6 +244,15 @@ class StagedPrepared(Prepared):
         raw, row = prepared.run_quick(inputs, p, m)
         rows += prepared.trace_rows(row)
         return type(nxt) is not S.PassStage, raw
+
+    def _fuse_scan_now(self, n: int) -> bool:
+        """On a GPU: not for n = 0 (an empty scan launches nothing), nor where the runtime
+        would split the fused pass into windows (webgpu's storage bindings:
+        `scan_fusion_fits`); the two stages run then."""
+        if not self.scan_fused_gpu:
+            return True
+        fits = getattr(self.runtime, "scan_fusion_fits", None)
+        return n > 0 and (fits is None or fits(n))
 
     def _scan_fused(self, i: int, stage, state, params, n: int, rows: list, device: bool = False):
         """Scan i and the pass after it as one pass: the runtime's carries (the scan's

@@ -160,7 +160,9 @@ def fused_scans(stages: tuple, runtime) -> dict:
     if getattr(runtime, "scan_carries", None) is not None:
         return {i: None for i in range(len(stages)) if scan_fusable(stages, i)}
     if getattr(runtime, "scan_fused_passes", False):
-        return {i: fp for i in range(len(stages)) for fp in [gpu_scan_fused(stages, i)[0]] if fp is not None}
+        here = getattr(runtime, "fuses_scan", lambda spec: True)     # webgpu: not its 64-bit scans
+        return {i: fp for i in range(len(stages)) for fp in [gpu_scan_fused(stages, i)[0]]
+                if fp is not None and here(stages[i].spec)}
     return {}
 
 

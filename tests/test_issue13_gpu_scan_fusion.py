@@ -244,10 +244,46 @@ def test_item3_explain_and_source_show_the_fused_stage():
         assert "_fused_scatter" in text
         src = explain_stages.source(staged, dialect, rt)
         assert "_fused_scatter" in src and "_fused_count" in src or "_fused_lookback_count" in src
-    if qc.backends()["webgpu"]["available"]:          # webgpu: two stages, and why
+    if qc.backends()["webgpu"]["available"]:          # webgpu: fused too (WGSL)
         qw = qc.query(_data("float32", 100)).scan(lambda a, v: a + v, 1).where(lambda v: v > K)
         text = qw.explain(backend="webgpu", terminal="count")
-        assert "staged plan: 2 stages on webgpu" in text and "not fused: no WGSL rendering yet" in text
+        assert "staged plan: 1 stage on webgpu" in text and "_fused_reduce" in text
+
+
+WEBGPU = qc.backends()["webgpu"]["available"]
+
+
+@pytest.mark.skipif(not WEBGPU, reason="no WebGPU adapter")
+@pytest.mark.parametrize("dt", ["int32", "float32"])
+def test_item1_scan_where_fused_on_webgpu(dt):
+    """WGSL (lavapipe here): count / first (the fused reduce) and to_array with a select
+    after the where, every size; equal to plain Python (int32) or to the unfused plan's
+    bits (float32: the scan alone, then the pass in NumPy)."""
+    for n in _sizes(dt, "webgpu"):
+        x = _data(dt, n)
+        scanned = qc.query(x).on("webgpu").scan(lambda a, v: a + v, 1).to_array() if dt == "float32" \
+            else _python_scan(x)
+        for name, q, term in _queries(x, ("count", "select_after_to_array", "first")):
+            got = _run(q.on("webgpu"), term)
+            names = [r.name for r in qc.last_trace().kernels]
+            assert not n or any("_fused_" in k for k in names), names
+            _check(got, _expected(x, scanned, name), (dt, n, name))
+
+
+@pytest.mark.skipif(not WEBGPU, reason="no WebGPU adapter")
+def test_item1_webgpu_two_stages_beyond_one_binding(monkeypatch):
+    """Where the fused pass would need more than one storage binding (webgpu runs such a pass
+    in windows, which would restart the scan), the scan and the pass run as two stages."""
+    from querycompute.backends import webgpu_windows
+    x = _data("int32", 30_000)
+    s = _python_scan(x)
+    q = qc.query(x).on("webgpu").scan(lambda a, v: a + v, 1).where(lambda v: v > K)
+    assert q.count() == int((s > K).sum())
+    # 1 MiB: the scan's column fits one binding, the pass runs in windows (30,000 x 64 B)
+    monkeypatch.setattr(webgpu_windows, "TEST_BINDING_LIMIT", 1 << 20)
+    assert q.count() == int((s > K).sum())
+    names = [r.name for r in qc.last_trace().kernels]
+    assert not any("_fused_" in k for k in names) and "qc_scan0_scan_downsweep" in names, names
 
 
 @pytest.mark.skipif(not OPENCL, reason="no OpenCL device")

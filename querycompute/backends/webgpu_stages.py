@@ -33,11 +33,21 @@ def _wide(dtypes) -> bool:
 class WebGPUStages(GpuStages):
     """GpuStages for WGSL; operations on 64-bit values go to the numpy reference (module doc)."""
     group_tables = False     # the low-cardinality tables count in int64 (gpu_group_table.py): the sort path
-    # a scan and the pass after it stay two stages on webgpu (ops/scan_fused.py has no WGSL
-    # rendering yet): a pass whose columns exceed one storage binding runs in windows
-    # (webgpu_windows.py), which would restart a fused scan, and 64-bit scans run on the
-    # numpy reference; fusing needs that choice per call
-    scan_fused_passes = False
+    dev = None               # the WebGPU device (webgpu_stages sets it)
+
+    def fuses_scan(self, spec) -> bool:
+        """A pass after a scan runs in the scan's last pass (ops/scan_fused.py) unless the
+        scan is a 64-bit one (those run on the numpy reference, module doc)."""
+        return not _wide([spec.dtype] + [p.dtype for p in spec.params])
+
+    def scan_fusion_fits(self, n: int) -> bool:
+        """Whether a fused scan pass of n elements runs in one storage binding: a pass that
+        needs more runs in windows (webgpu_windows.py), which would restart the scan, so
+        the scan and the pass run as two stages then (the bound WebGPUPrepared.run_quick
+        windows beyond)."""
+        from .webgpu import MAX_GATHER_STEP
+        from .webgpu_windows import binding_limit
+        return self.dev is not None and n * 8 * MAX_GATHER_STEP <= binding_limit(self.dev)
 
     def sort(self, spec, keys, k, rows):
         if _wide(spec.key_dtypes):
@@ -82,4 +92,6 @@ def webgpu_stages(dev=None) -> WebGPUStages:
         module, origin = cached_module(dev, ks.source, [k.name for k in ks.kernels])
         return WebGPURuntime(dev, module, ks), origin, (time.perf_counter() - t0) * 1e3
 
-    return WebGPUStages("webgpu", build)
+    stages = WebGPUStages("webgpu", build)
+    stages.dev = dev
+    return stages

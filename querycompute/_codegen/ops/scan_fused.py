@@ -30,10 +30,12 @@ What is not fused (`why_not` says which and why): a reduce whose result depends 
 order it combines in (float sums, float min / max, whose -0.0 / 0.0 pick depends on the
 tree, and folds: the unfused reduce combines in its own grouping, and the fused result must
 be the same bits), a map, a windowed compaction, and a pass reading more than the scanned
-column. webgpu keeps two stages (no WGSL rendering yet, backends/webgpu_stages.py): its
-runtime runs a pass whose columns exceed one storage binding in windows (webgpu_windows.py),
-which would restart a fused scan, and its 64-bit scans on the numpy reference, so fusing
-there needs a per-call choice. The fused pass is `ScanFusedGpuPass`: the pass with the scan's params appended (as
+column. WGSL (webgpu) gets the same kernels: its 64-bit counts are i32 there, 64-bit sums
+of narrow integers two u32 words (reduce/two_words.py), and the count scan's arrays are
+renamed (WGSL declares each buffer and workgroup array once per kernel set); webgpu's
+runtime keeps two stages for its 64-bit scans (the numpy reference) and where the fused
+pass would not fit one storage binding (webgpu_stages.py: its passes then run in windows,
+which would restart the scan). The fused pass is `ScanFusedGpuPass`: the pass with the scan's params appended (as
 `scan_<name>`) and `scan` set; its input 0 is the scan's INPUT column (contiguous, of the
 scan's dtype). n == 0 runs the unfused plan (an empty scan launches nothing).
 
@@ -43,7 +45,7 @@ reduce-then-scan reduce 2S (the unfused plan: 3S scan + S pass), look-back reduc
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, is_dataclass, replace
 
 from .. import dtypes as D
 from .. import expr as E
@@ -97,7 +99,6 @@ def why_not(p: Pass, spec: ScanSpec) -> str:
 def _rename_params(e: E.Expr, names: dict) -> E.Expr:
     if isinstance(e, E.Param):
         return E.Param(names[e.name], e.dtype)
-    from dataclasses import fields
     kids = {f.name: _rename_params(getattr(e, f.name), names)
             for f in fields(e) if isinstance(getattr(e, f.name), E.Expr)}
     return replace(e, **kids) if kids else e
@@ -188,7 +189,8 @@ def _reduce(lo: _Fused, pr) -> tuple:
     """The reduce tail: accumulate survivors, block tree, one partial per tile; and the
     reduce op's finalize -> (finalize kernel, its spec, outputs, result slots, partial buffers)."""
     fp = lo.fp
-    built = [make_acc(j, a, fp.program) for j, a in enumerate(fp.terminal.aggs)]
+    two_words = getattr(pr, "TWO_WORD_SUMS", False)    # WGSL: 64-bit sums in two u32 words
+    built = [make_acc(j, a, fp.program, "", two_words) for j, a in enumerate(fp.terminal.aggs)]
     accs = [b[0] for b in built]
     slots = [s for a in accs for s in a.slots]
     dtypes = [d for b in built for d in b[2]]
@@ -204,7 +206,8 @@ def _reduce(lo: _Fused, pr) -> tuple:
     lo.tail, lo.mode = (tuple(lo.pass_params()) + tuple(parts), shared, stmts), "reduce"
     plain = Pass(replace(fp.program, params=fp.program.params[:len(fp.program.params) - len(fp.scan.params)]),
                  fp.terminal, fp.name)
-    kernels, specs, outputs, _, result_slots = lower_reduce(plain, lo.ept, pr.SHUFFLE_TYPES if pr.SHUFFLE_DOWN else ())
+    kernels, specs, outputs, _, result_slots = lower_reduce(plain, lo.ept, pr.SHUFFLE_TYPES if pr.SHUFFLE_DOWN else (),
+                                                            False, two_words)
     per_tile = lambda a: replace(a, rule="tiles") if a.kind == "value" else a  # noqa: E731
     final = replace(kernels[-1], args=tuple(per_tile(a) for a in kernels[-1].args))
     final_spec = replace(specs[-1], args=final.args)
@@ -256,6 +259,29 @@ def _scatter_kernel(lo: _Fused, outs: tuple) -> K.Kernel:
                     doc=f"{lo.fp.name}: the tile's scan again from its carry; survivors ranked and written in order.")
 
 
+def _rename_buffers(node, names: dict):
+    """Kernel IR `node` with the buffers and shared arrays (loads, stores, atomics,
+    arguments, declarations) of `names` renamed."""
+    if isinstance(node, tuple):
+        return tuple(_rename_buffers(x, names) for x in node)
+    if isinstance(node, KernelArg):
+        return replace(node, name=names.get(node.name, node.name)) if node.is_buffer else node
+    if isinstance(node, K.SharedArray):
+        return replace(node, name=names.get(node.name, node.name))
+    if not is_dataclass(node) or isinstance(node, (type, E.Expr)):
+        return node
+    changes = {}
+    for f in fields(node):
+        v = getattr(node, f.name)
+        if f.name == "buffer" and isinstance(v, str):
+            new = names.get(v, v)
+        else:
+            new = _rename_buffers(v, names)
+        if new is not v:
+            changes[f.name] = new
+    return replace(node, **changes) if changes else node
+
+
 def lower(fp: ScanFusedGpuPass, dialect: str, pr, group: int = scan_op.LOOKBACK):
     """-> (kernels, specs, outputs, scratch, result slots, ept, shape)."""
     runs = scan_op.RUNS["cpu" if pr.FOLD_RUNS_APART else "gpu"]
@@ -294,9 +320,12 @@ def lower(fp: ScanFusedGpuPass, dialect: str, pr, group: int = scan_op.LOOKBACK)
         specs[-1] = final_spec
         return kernels, specs, outputs, tuple(scratch), slots, lo.ept, shape
     counts = compact_gpu._counts_scan(fp.name, dialect, "reduce_then_scan")
-    add(counts.partials(), counts.grid, "partials")
-    add(counts.blocks(), "one", "scan")
-    add(counts.downsweep_kernel(), counts.grid, "downsweep")
+    # the count scan's arrays under names of their own: WGSL declares a buffer or workgroup
+    # array once per kernel set, of one dtype, and the value scan's have the same names
+    own = {"block_aggs": "count_aggs", "block_carry": "count_carry", scan_op.SH: "sh_count_scan"}
+    add(_rename_buffers(counts.partials(), own), counts.grid, "partials")
+    add(_rename_buffers(counts.blocks(), own), "one", "scan")
+    add(_rename_buffers(counts.downsweep_kernel(), own), counts.grid, "downsweep")
     add(_scatter_kernel(lo, outs), "tiles", "scatter")
     scratch += [BufferSpec("block_counts", "int64", TILES), BufferSpec("block_incl", "int64", TILES),
                 BufferSpec("count_aggs", "int64", counts.grid), BufferSpec("count_carry", "int64", counts.grid),
@@ -305,20 +334,23 @@ def lower(fp: ScanFusedGpuPass, dialect: str, pr, group: int = scan_op.LOOKBACK)
 
 
 def render(fp: ScanFusedGpuPass, dialect: str, group: int = scan_op.LOOKBACK) -> KernelSet:
-    """Every kernel of the fused pass in `dialect` ("cuda", "opencl" or "metal"); `group`
-    (CUDA) as scan.render's. Raises codegen.errors.UnsupportedType where the dialect can't
-    hold a dtype, ValueError on webgpu (module doc)."""
+    """Every kernel of the fused pass in `dialect` ("cuda", "opencl", "metal" or "webgpu");
+    `group` (CUDA) as scan.render's. Raises codegen.errors.UnsupportedType where the dialect
+    can't hold a dtype (WGSL: any 64-bit value)."""
     from ..gpu import printer          # gpu imports ops: import it late
     from ..traffic import touched
-    if dialect not in scan_op.ALGORITHM or dialect == "webgpu":
-        raise ValueError(f"no fused scan pass in {dialect!r} (cuda, opencl and metal have one)")
+    if dialect not in scan_op.ALGORITHM:
+        raise ValueError(f"no fused scan pass in {dialect!r} (cuda, opencl, metal and webgpu have one)")
     check_name(fp.name, "pass")
     pr = printer(dialect)
-    if pr.UNSUPPORTED:
-        fp = narrow_params(fp)    # Metal: a captured float64 cast on the host, as gpu.render does
+    check_pass = getattr(pr, "check_pass", None)      # WGSL: no 64-bit values
+    if pr.UNSUPPORTED or check_pass is not None:
+        fp = narrow_params(fp)    # a captured 64-bit value cast on the host, as gpu.render does
     prog = fp.program
     for d in [s.dtype for s in prog.inputs] + [s.dtype for s in prog.params] + list(prog.output_dtypes):
         pr.check(d)
+    if check_pass is not None:
+        check_pass(fp)
     kernels, specs, outputs, scratch, slots, ept, shape = lower(fp, dialect, pr, group)
     header = (f"// querycompute pass {fp.name}: {describe(fp, dialect)}\n"
               f"// compile options: {' '.join(pr.OPTIONS) or '(none)'}"
