@@ -132,11 +132,52 @@ def leaves(v) -> tuple[str, tuple, tuple]:
         return "scalar", (), (v,)
     if isinstance(v, TupleVal):
         if not all(isinstance(i, Scalar) for i in v.items):
-            raise QueryError("nested tuples/records can't be stored as columns; flatten them in select")
+            return _parts("tuple", tuple(range(len(v.items))), v.items)
         return "tuple", (), v.items
     if not all(isinstance(i, Scalar) for _, i in v.fields):
-        raise QueryError("nested tuples/records can't be stored as columns; flatten them in select")
+        return _parts("record", tuple(k for k, _ in v.fields), tuple(i for _, i in v.fields))
     return "record", tuple(k for k, _ in v.fields), tuple(i for _, i in v.fields)
+
+
+def _parts(kind: str, names: tuple, items: tuple) -> tuple[str, tuple, tuple]:
+    """A tuple / record with shaped items (a zip or table with (n, *s) inputs): shape
+    "parts", fields (kind, ((name, item shape or ()), ...)), the items' scalars in order (a
+    shaped one's in C order); join_parts puts them together again."""
+    spec, flat = [], []
+    for name, item in zip(names, items):
+        if isinstance(item, ShapedVal):
+            spec.append((name, tuple(item.shape)))
+            flat += list(item.items.flat)
+        elif isinstance(item, Scalar):
+            spec.append((name, ()))
+            flat.append(item)
+        else:
+            raise QueryError("nested tuples/records can't be stored as columns; flatten them in select")
+    return "parts", (kind, tuple(spec)), tuple(flat)
+
+
+def join_parts(values, fields: tuple, columns: bool = True, to_list: bool = False):
+    """The inverse of _parts: one value per leaf (output columns, or first()'s scalars) -> the
+    tuple / dict of items, a shaped item as an (m, *s) array (shaped.stack) or an s array."""
+    import math
+
+    import numpy as np
+
+    from .shaped import stack
+    kind, spec = fields
+    out, i = [], 0
+    for _, shape in spec:
+        k = math.prod(shape) if shape else 1
+        part = values[i:i + k]
+        i += k
+        if not shape:
+            out.append(part[0])
+        else:
+            out.append(stack(part, shape) if columns else np.array(part).reshape(shape))
+    if to_list:                        # rows of Python values (a shaped item as nested lists)
+        rows = zip(*[a.tolist() for a in out])
+        return [dict(zip([n for n, _ in spec], r)) for r in rows] if kind == "record" else list(rows)
+    return dict(zip([n for n, _ in spec], out)) if kind == "record" else tuple(out)
 
 
 def element_type(v) -> str:

@@ -129,6 +129,9 @@ class _Planner:
         element, inputs = self._start(lw)
         element = lw.chain(element, tuple((self.nodes[s].kind, s) for s in ops))
         shape, fields, items = leaves(element)
+        if shape == "parts":               # (the staged operators read scalar columns)
+            raise QueryError("a pipeline operator over tuples / records with shaped items is not "
+                             "supported yet; select scalar values first")
         if cast is not None:
             items = (Scalar(E.Cast(items[0].expr, cast) if items[0].expr.dtype != cast else items[0].expr, None),)
         keys = keys_fn(lw, element)

@@ -146,6 +146,9 @@ def finish(f: Finish, raw: list, spec: AggSpec, key: str | None) -> Any:
             return values[0]
         if f.shape == "shaped":             # fields: the element shape
             return np.array(values).reshape(f.fields)
+        if f.shape == "parts":              # a tuple / record with shaped items
+            from .fusion import join_parts
+            return join_parts(values, f.fields, columns=False)
         if f.shape == "record":
             return dict(zip(f.fields, values))
         return tuple(values)

@@ -173,3 +173,26 @@ def test_dask_dataframe_with_a_string_column(client):
         q.count(lambda r: r.s == 1)
     with pytest.raises(qc.QueryError, match="column 'n' can't be read by a kernel: it holds 1 null"):
         qc.query(ddf).on("numpy").sum(lambda r: r.n)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "cpu"])
+def test_zips_and_tables_with_shaped_items_come_back_whole(backend):
+    # The guide: shaped inputs work "zipped with 1-D inputs, and as table columns", and
+    # where() keeps whole elements; to_array / to_list / first of such a zip or table raised
+    # "nested tuples/records can't be stored as columns".
+    rng = np.random.default_rng(2)
+    P, w, M = rng.random((12, 3)), rng.random(12), rng.random((12, 2, 2))
+    m = w > 0.5
+    got = qc.query(P, w, M).on(backend).where(lambda p, s, mm: s > 0.5).to_array()
+    assert [g.shape for g in got] == [(m.sum(), 3), (m.sum(),), (m.sum(), 2, 2)]
+    for g, want in zip(got, (P[m], w[m], M[m])):
+        np.testing.assert_array_equal(g, want)
+    q = qc.query(pos=P, w=w).on(backend)
+    np.testing.assert_array_equal(q.where(lambda r: r.w > 0.5).to_array()["pos"], P[m])
+    first = q.first(lambda r: r.w > 0.5)
+    np.testing.assert_array_equal(first["pos"], P[m][0])
+    assert first["w"] == w[m][0]
+    assert q.where(lambda r: r.w > 0.5).to_list()[0] == {"pos": P[m][0].tolist(), "w": w[m][0]}
+    assert qc.query(P, w).on(backend).where(lambda p, s: s > 5).to_array()[0].shape == (0, 3)
+    with pytest.raises(qc.QueryError, match="shaped items is not supported yet"):
+        qc.query(w).on(backend).select(lambda v: (np.array([v, v]), v)).order_by(lambda a, b: b).to_list()
