@@ -220,13 +220,14 @@ def test_item2_fused_kernels_compile_nvrtc_and_metal(dt, tmp_path):
     Metal compile check of the MSL (float32 there: Metal has no float64)."""
     x = _data(dt, 8)
     q = qc.query(x).scan(lambda a, v: a + v, 1).where(lambda v: v > K)
-    for term in ("count", "to_array"):
+    for term in ("count", "first", "to_array"):
         ks = scan_fused.render(_fused(q, term), "cuda")
         for arch in ARCHS:
             ptx_of(ks, arch)
     xm = _data("float32" if dt == "float64" else dt, 8)
     qm = qc.query(xm).scan(lambda a, v: a + v, 1).where(lambda v: v > K).select(lambda v: v * 2)
-    metal_compiles(scan_fused.render(_fused(qm, "to_array"), "metal").source, tmp_path)
+    for term in ("first", "to_array"):
+        metal_compiles(scan_fused.render(_fused(qm, term), "metal").source, tmp_path, f"fused_{term}")
 
 
 def test_item3_explain_and_source_show_the_fused_stage():
