@@ -251,7 +251,8 @@ def source(staged: S.StagedLowered, backend: str, runtime) -> str:
         if lowered is not None:
             p = fused[i - 2] if i - 2 in fused else lowered.pass_
             if i - 2 in fused:
-                header += f"\n{comment} (in the last pass of the scan of stage {i - 1}: the scanned column is never stored)"
+                header += (f"\n{comment} (in the last pass of the scan of stage {i - 1}: the scanned column "
+                           f"is never stored)")
             with codegen_errors(backend):
                 parts.append(f"{header}\n{be.source(p)}")
             continue

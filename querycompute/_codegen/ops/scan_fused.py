@@ -35,7 +35,9 @@ of narrow integers two u32 words (reduce/two_words.py), and the count scan's arr
 renamed (WGSL declares each buffer and workgroup array once per kernel set); webgpu's
 runtime keeps two stages for its 64-bit scans (the numpy reference) and where the fused
 pass would not fit one storage binding (webgpu_stages.py: its passes then run in windows,
-which would restart the scan). The fused pass is `ScanFusedGpuPass`: the pass with the scan's params appended (as
+which would restart the scan).
+
+The fused pass is `ScanFusedGpuPass`: the pass with the scan's params appended (as
 `scan_<name>`) and `scan` set; its input 0 is the scan's INPUT column (contiguous, of the
 scan's dtype). n == 0 runs the unfused plan (an empty scan launches nothing).
 
