@@ -68,6 +68,12 @@ def plan_join(planner, ops: list, at: int) -> None:
     _, n_elem, key_cols, _ = planner.materialize(ops, key_leaves)
     this = planner.cols
     other, other_key = planner.infos[at + 1][1]["other"]
+    other._source.columns()            # (finds its element shapes: shaped ones can't be joined)
+    if getattr(other._source, "shapes", None):
+        from types import SimpleNamespace
+
+        from .shaped import refuse_staged
+        refuse_staged(other._source, (), SimpleNamespace(name=nodes[at].kind))
     shape, fields, cols = columns_of(other.on("numpy").take(0).to_array())
     _, _, key_cols_other = columns_of(other.select(other_key).on("numpy").take(0).to_array())
     other_cols = Columns(shape, fields, tuple(str(c.dtype) for c in cols))

@@ -196,3 +196,14 @@ def test_zips_and_tables_with_shaped_items_come_back_whole(backend):
     assert qc.query(P, w).on(backend).where(lambda p, s: s > 5).to_array()[0].shape == (0, 3)
     with pytest.raises(qc.QueryError, match="shaped items is not supported yet"):
         qc.query(w).on(backend).select(lambda v: (np.array([v, v]), v)).order_by(lambda a, b: b).to_list()
+
+
+def test_join_with_a_shaped_other_side_names_join():
+    # The refusal named "take(...)", an operator the user never wrote (the join's probe of
+    # the other side's columns).
+    V = np.arange(12.0).reshape(4, 3)
+    q = qc.query(np.arange(3.0)).on("numpy")
+    with pytest.raises(qc.QueryError, match=r"^join\(\.\.\.\) on a query over shaped elements"):
+        q.join(qc.query(V), lambda a: a, lambda b: b[0], lambda a, b: a).to_list()
+    with pytest.raises(qc.QueryError, match=r"^left_join\(\.\.\.\) on a query over shaped"):
+        q.left_join(qc.query(V), lambda a: a, lambda b: b[0], lambda a, b: a).to_list()
