@@ -11,7 +11,7 @@ bits). Float min / max steps fold integer order keys plus a NaN flag (vectorised
 fast-math flag, _minmax_step); prod / and / or keep 8 independent accumulator lanes, combined
 pairwise. exp of float32 values goes through `_exp32` (vectorisable, correctly rounded).
 Each plan has a parallel kernel (rows in prange) and a serial one for inputs below
-ROWS_PARALLEL_MIN values.
+parallel_min(plan) values.
 column-tiled: rows_columns.py's kernel (the cpu backend's one column reduction).
 """
 from __future__ import annotations
@@ -24,8 +24,9 @@ from querycompute._codegen.dialects.numba_py_helpers import helper_source
 from querycompute._codegen.dialects.numba_py_runtime import order_key
 
 LANES = 8          # accumulators per row step (as benchmarks/peer_numba_lanes.py)
-# Inputs of this many values and more run the parallel kernel (rows in prange): a row step
-# may be compute-bound (exp: ~1 ns per value on one core), unlike rows_columns' sums.
+# Inputs of this many values and more run the parallel kernel (rows in prange) when a row
+# step calls a function (exp: ~1 ns per value on one core); plain sums, min and max are
+# memory-bound like rows_columns' column sums and use its threshold (parallel_min).
 ROWS_PARALLEL_MIN = 1 << 20
 _FLOAT_ACC = {"float16": "np.float64", "float32": "np.float64", "float64": "np.float64"}
 
@@ -173,6 +174,17 @@ def row_source(plan) -> str:
         helper_text + funcs + ["\n".join(kernel), "\n".join(serial)]) + "\n"
 
 
+def parallel_min(plan) -> int:
+    """Values from which a row plan runs in parallel: ROWS_PARALLEL_MIN when a step calls a
+    function (exp, log ...: compute-bound), else rows_columns.PARALLEL_MIN (a plain sum / min
+    / max streams memory, which one core already saturates here)."""
+    from querycompute._codegen import expr as E
+
+    from .rows_columns import PARALLEL_MIN
+    heavy = any(isinstance(n, E.Call) for st in plan.steps for n in E.walk(st.entry))
+    return ROWS_PARALLEL_MIN if heavy else PARALLEL_MIN
+
+
 def compile_plan(plan):
     """A function X, *params -> the plan's result array (numba compiles each flavour on its
     first call)."""
@@ -181,9 +193,10 @@ def compile_plan(plan):
         ns = namespace()                    # numpy, math, njit, the bit-cast intrinsics
         exec(compile(row_source(plan), "<querycompute long rows: qc_rows>", "exec"), ns)
         parallel, serial = ns["qc_rows"], ns["qc_rows_serial"]
+        least = parallel_min(plan)
 
         def rows(X, *p):
-            out = (parallel if X.size >= ROWS_PARALLEL_MIN else serial)(X, *p)
+            out = (parallel if X.size >= least else serial)(X, *p)
             return out.astype(np.float16) if plan.final.dtype == "float16" else out
         return rows
     from .rows_run import _column
