@@ -207,3 +207,20 @@ def test_join_with_a_shaped_other_side_names_join():
         q.join(qc.query(V), lambda a: a, lambda b: b[0], lambda a, b: a).to_list()
     with pytest.raises(qc.QueryError, match=r"^left_join\(\.\.\.\) on a query over shaped"):
         q.left_join(qc.query(V), lambda a: a, lambda b: b[0], lambda a, b: a).to_list()
+
+
+def test_nested_lists_are_shaped_elements_like_the_array_they_make():
+    # DESIGN.md section 3: anything np.asarray accepts is converted once, and an input of
+    # shape (n, *s) is n elements of shape s; a list of lists (or a 2-D memoryview) was
+    # refused with "queries read 1-D arrays".
+    L = [[1.0, 2.0], [3.0, 4.0], [5.0, 7.0]]
+    X = np.asarray(L)
+    q = qc.query(L).on("numpy")
+    np.testing.assert_array_equal(q.sum(), X.sum(axis=0))
+    np.testing.assert_array_equal(q.select(lambda r: r @ r).to_array(), (X * X).sum(axis=1))
+    np.testing.assert_array_equal(qc.query(L, [1.0, 2.0, 3.0]).on("numpy")
+                                  .select(lambda r, s: r * s).to_array(), X * [[1.0], [2.0], [3.0]])
+    np.testing.assert_array_equal(qc.query(memoryview(X)).on("numpy").max(), X.max(axis=0))
+    np.testing.assert_array_equal(qc.query(pos=L, w=[1, 2, 3]).on("numpy")
+                                  .where(lambda r: r.w > 1).to_array()["pos"], X[1:])
+    assert qc.query([1, 2, 3]).on("numpy").sum() == 6 and qc.query([]).on("numpy").count() == 0
