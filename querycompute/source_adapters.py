@@ -269,6 +269,8 @@ def table_of(x: Any) -> Table | None:
     if _is(x, "polars", "DataFrame"):
         return Table(x, list(x.columns), lambda f, k: f.get_column(k),
                      lambda k: _polars_problem(x.get_column(k)))
+    if _is(x, "pyarrow", "RecordBatchReader"):     # an Arrow stream: read once, here
+        x = x.read_all()
     if _is(x, "pyarrow", "Table", "RecordBatch"):
         return Table(x, list(x.schema.names), lambda f, k: f.column(k),
                      lambda k: _arrow_problem(x.column(k)))

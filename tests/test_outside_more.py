@@ -224,3 +224,14 @@ def test_nested_lists_are_shaped_elements_like_the_array_they_make():
     np.testing.assert_array_equal(qc.query(pos=L, w=[1, 2, 3]).on("numpy")
                                   .where(lambda r: r.w > 1).to_array()["pos"], X[1:])
     assert qc.query([1, 2, 3]).on("numpy").sum() == 6 and qc.query([]).on("numpy").count() == 0
+
+
+def test_pyarrow_record_batch_reader_is_a_table():
+    # DESIGN.md section 3: anything exporting __arrow_c_stream__ is a table; a pyarrow
+    # RecordBatchReader was read as one column of Arrow type struct<...> (TypeError).
+    pa = pytest.importorskip("pyarrow")
+    batches = [pa.record_batch([pa.array([1.0, 2.0]), pa.array([3, 4])], names=["x", "k"]),
+               pa.record_batch([pa.array([5.0]), pa.array([6])], names=["x", "k"])]
+    q = qc.query(pa.RecordBatchReader.from_batches(batches[0].schema, batches)).on("numpy")
+    assert q.sum(lambda r: r.x * r.k) == 1 * 3 + 2 * 4 + 5 * 6
+    assert q.where(lambda r: r.k > 3).to_list() == [{"x": 2.0, "k": 4}, {"x": 5.0, "k": 6}]
