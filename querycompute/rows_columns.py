@@ -15,13 +15,14 @@ result's bits depend only on the input.
 Accuracy: sums accumulate in NumPy's sum dtype (float16 in float32 -- the caller converts --,
 float32 / float64 in themselves, ints in int64 / uint64, wrapping as NumPy does). NumPy's own
 axis=0 sum adds the rows one by one (m - 1 rounding steps per column); here the rows of a tile
-are added in blocks of SUM_BLOCK, each block into a zeroed vector that is then added to the
-tile's partials, so the error grows with SUM_BLOCK + m / SUM_BLOCK instead of m: never less
-accurate than NumPy (for m <= SUM_BLOCK the adds are NumPy's, in NumPy's order), and float32
+are added in blocks of SUM_BLOCK (the first straight into the partials, starting from 0 + x
+so that -0.0 sums to +0.0 as np.sum; each later one into a zeroed block vector then added to
+the partials), so the error grows with SUM_BLOCK + m / SUM_BLOCK instead of m: never less
+accurate than NumPy (a tile's first SUM_BLOCK rows are added in NumPy's order), and float32
 keeps 16 SIMD lanes instead of 8 (a float64 accumulator would also cost a conversion pass
-over the k results). min / max compare-and-select per lane, with a NaN
-flag per column (a NaN anywhere makes that column NaN, as np.min / np.max); which zero of
--0.0 / +0.0 a tie keeps is the first one seen, as np.minimum.reduce along axis 0.
+over the k results). min / max compare-and-select per lane, with a NaN flag per column (a
+NaN anywhere makes that column NaN, as np.min / np.max); a tie between -0.0 and +0.0 keeps
+the first one seen (NumPy does not say which).
 
 The kernels are static numba functions (compiled once per dtype, cached on disk by numba);
 `reduce_columns` picks the tiles, calls one, and returns the per-op vectors.
