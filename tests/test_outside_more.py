@@ -235,3 +235,16 @@ def test_pyarrow_record_batch_reader_is_a_table():
     q = qc.query(pa.RecordBatchReader.from_batches(batches[0].schema, batches)).on("numpy")
     assert q.sum(lambda r: r.x * r.k) == 1 * 3 + 2 * 4 + 5 * 6
     assert q.where(lambda r: r.k > 3).to_list() == [{"x": 2.0, "k": 4}, {"x": 5.0, "k": 6}]
+
+
+def test_cli_chain_takes_numpy_functions_and_builtins(capsys):
+    # DESIGN.md section 3: select(np.sqrt), select(abs), sum(np.square) are supported; in
+    # the CLI's query text they were refused ("np.square is not a lambda ...").
+    from querycompute.cli import main
+    assert main(["source", "select(np.sqrt).where(np.isfinite).sum(np.square)", "--backend", "opencl"]) == 0
+    x = np.zeros(3, np.float32)
+    want = qc.query(x).select(np.sqrt).where(np.isfinite).source("opencl", terminal=qc.sum(np.square))
+    assert capsys.readouterr().out.strip() == want.strip()
+    assert _cli_exit(["source", "select(abs).max()", "--backend", "cuda"], capsys)[0] == 0
+    code, err = _cli_exit(["source", "select(print).sum()"], capsys)
+    assert code == 1 and "can't be used as a query function" in err

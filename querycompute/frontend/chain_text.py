@@ -79,12 +79,27 @@ def _arg(node: ast.expr, text: str):
     spec = _agg_spec(node, text)
     if spec is not None:
         return spec
+    known = _known_function(node)
+    if known is not None:              # select(np.sqrt), sum(np.square), select(abs)
+        from .known_callables import function_source
+        return function_source(known)
     try:
         return ast.literal_eval(node)
     except ValueError:
         raise UnsupportedLambdaError(
             f"{ast.unparse(node)} is not a lambda, an aggregate (qc.sum, qc.max(lambda v: ...)) "
             f"or a constant; query text is never executed", _where(node), "argument") from None
+
+
+def _known_function(node: ast.expr):
+    """The function a name in query text refers to: np.* / numpy.* / math.* or a builtin
+    (looked up by name, nothing evaluated); known_callables decides whether it is supported."""
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+            and node.value.id in TEXT_MODULES:
+        return getattr(TEXT_MODULES[node.value.id], node.attr, None)
+    if isinstance(node, ast.Name) and node.id not in ("True", "False", "None"):
+        return getattr(builtins, node.id, None)
+    return None
 
 
 def _agg_spec(node: ast.expr, text: str):
