@@ -147,7 +147,7 @@ COL_SUM = flavours(_col_sum)
 COL_MINMAX = flavours(_col_minmax)
 
 
-def _parallel(m: int, k: int) -> int:
+def wants_parallel(m: int, k: int) -> int:
     """1 when the work pays for waking numba's thread pool, else 0 (serial flavour)."""
     return int(m * k >= PARALLEL_MIN)
 
@@ -173,7 +173,7 @@ def reduce_columns(X: np.ndarray, ops, parallel: bool | None = None) -> dict:
     NaN where a column holds one. `parallel`: the flavour (default: by PARALLEL_MIN)."""
     m, k = X.shape
     rows, width = tiles(m, k)
-    par = int(_parallel(m, k) if parallel is None else parallel)
+    par = int(wants_parallel(m, k) if parallel is None else parallel)
     out = {}
     if "sum" in ops:
         out["sum"] = COL_SUM[par](X, np.empty(0, sum_acc(X.dtype.name)), rows, width)

@@ -188,6 +188,7 @@ def parallel_min(plan) -> int:
 def compile_plan(plan):
     """A function X, *params -> the plan's result array (numba compiles each flavour on its
     first call)."""
+    from .backends.cpu_columns import launch
     if plan.strategy != "column-tiled":
         from querycompute._codegen.dialects.numba_py_runtime import namespace
         ns = namespace()                    # numpy, math, njit, the bit-cast intrinsics
@@ -196,7 +197,7 @@ def compile_plan(plan):
         least = parallel_min(plan)
 
         def rows(X, *p):
-            out = (parallel if X.size >= least else serial)(X, *p)
+            _, out = launch(X.size >= least, lambda par: (parallel if par else serial)(X, *p))
             return out.astype(np.float16) if plan.final.dtype == "float16" else out
         return rows
     from .rows_run import _column
@@ -205,10 +206,11 @@ def compile_plan(plan):
     def columns(X):                 # rows_columns.py: tiles of row chunks x column blocks
         if len(X) == 0:
             return _column(kind, np.zeros((0, X.shape[1]), X.dtype))
-        from .rows_columns import reduce_columns
+        from .rows_columns import reduce_columns, wants_parallel
         from .terminals import mean_dtype, sum_dtype
-        res = reduce_columns(X, ("sum" if kind == "mean" else kind,))
-        res = res["sum" if kind == "mean" else kind]
+        op = "sum" if kind == "mean" else kind
+        _, res = launch(bool(wants_parallel(*X.shape)), lambda par: reduce_columns(X, (op,), par))
+        res = res[op]
         if kind == "mean":
             acc, out = mean_dtype(plan.dtype)
             return (res.astype(acc) / np.array(len(X), acc)).astype(out)

@@ -63,6 +63,18 @@ def column_aggs(p: Pass):
     return tuple(out)
 
 
+def launch(parallel: bool, run):
+    """(flavour run, run(flavour)) under the cpu backend's launch rules (backends/cpu.py): one
+    parallel launch at a time, none in a child forked after the thread pool started (the
+    serial flavour computes the same bits). Shared with the long-row kernels (rows_numba)."""
+    from . import cpu
+    if parallel and cpu._parallel["allowed"]:
+        with cpu._PARALLEL_LOCK:
+            cpu._parallel["started"] = True
+            return True, run(True)
+    return False, run(False)
+
+
 def _unlet(v, lets: dict):
     while isinstance(v, E.Var) and v.name in lets:
         v = lets[v.name]
@@ -119,16 +131,9 @@ class ColumnsPrepared(Prepared):
         X = as_rows(inputs)
         if X is None:
             return self.generic.run_quick(inputs, params, n)
-        from ..rows_columns import _parallel, reduce_columns, tiles
-        from . import cpu                 # its launch rules: one parallel launch at a time,
-        t0 = time.perf_counter()          # none in a child forked after the pool started
-        par = bool(_parallel(*X.shape)) and cpu._parallel["allowed"]
-        if par:
-            with cpu._PARALLEL_LOCK:
-                cpu._parallel["started"] = True
-                vecs = reduce_columns(X, self.ops, True)
-        else:
-            vecs = reduce_columns(X, self.ops, False)
+        from ..rows_columns import reduce_columns, tiles, wants_parallel
+        t0 = time.perf_counter()
+        par, vecs = launch(bool(wants_parallel(*X.shape)), lambda p: reduce_columns(X, self.ops, p))
         result = [n if op == "count" else t(vecs[op][j])
                   for (op, j), t in zip(self.aggs, self.types)]
         ms = (time.perf_counter() - t0) * 1e3
