@@ -63,6 +63,8 @@ def placeholder_source(dtype: str, inputs: list[str], fields: list[str], n: int)
 
 def _spec(arg) -> T.AggSpec:
     """An ("agg_spec", kind, fn-or-None) tuple from the parser -> AggSpec."""
+    if isinstance(arg, tuple) and len(arg) == 3 and arg[0] == "agg_spec" and arg[1] == "fold":
+        return T.aggregate(*arg[2])                   # (func, seed)
     if isinstance(arg, tuple) and len(arg) == 3 and arg[0] == "agg_spec" and arg[1] in T.AGG_SPEC_KINDS:
         return T.AggSpec(arg[1], arg[2])
     raise QueryError(f"agg(...) takes qc.sum / qc.min / qc.max / qc.mean / qc.count specs, got {arg!r}")

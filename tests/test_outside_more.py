@@ -248,3 +248,9 @@ def test_cli_chain_takes_numpy_functions_and_builtins(capsys):
     assert _cli_exit(["source", "select(abs).max()", "--backend", "cuda"], capsys)[0] == 0
     code, err = _cli_exit(["source", "select(print).sum()"], capsys)
     assert code == 1 and "can't be used as a query function" in err
+    # qc.aggregate(func, seed) is an agg spec (DESIGN.md section 3); query text refused it
+    assert main(["source", "agg(n=qc.count, g=qc.aggregate(lambda a, v: a * v, 1))", "--dtype",
+                 "int32", "--backend", "opencl"]) == 0
+    want = qc.query(np.zeros(3, np.int32)).source(
+        "opencl", terminal=qc.agg(n=qc.count, g=qc.aggregate(lambda a, v: a * v, 1)))
+    assert capsys.readouterr().out.strip() == want.strip()
