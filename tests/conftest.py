@@ -45,6 +45,17 @@ def ocl():
     return b
 
 
+@pytest.fixture(scope="module")
+def gpu():
+    """GpuStages over the opencl device (the column operations' kernels, driven directly);
+    skips without a device."""
+    from querycompute.backends.gpu_stages import opencl_stages
+    try:
+        return opencl_stages()
+    except RuntimeError as exc:
+        pytest.skip(f"no OpenCL device: {exc}")
+
+
 @pytest.fixture
 def private_cache(monkeypatch, tmp_path):
     """The process-wide disk cache, pointed at an empty directory for one test."""

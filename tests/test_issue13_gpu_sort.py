@@ -44,15 +44,6 @@ def column(rng, dtype: str, n: int, distinct_values: int | None = None) -> np.nd
     return rng.integers(info.min, info.max, n, dtype=dtype, endpoint=True)
 
 
-@pytest.fixture(scope="module")
-def gpu():
-    from querycompute.backends.gpu_stages import opencl_stages
-    try:
-        return opencl_stages()
-    except RuntimeError as exc:
-        pytest.skip(f"no OpenCL device: {exc}")
-
-
 def check_sort(stages, spec, keys, k=None):
     rows = []
     got = stages.sort(spec, keys, k, rows)

@@ -55,15 +55,6 @@ def cases(stages, spec, seed: int, fallback: bool = True) -> None:
             assert ran(rows, "_group_downsweep") == (groups > table_op.MAX_GROUPS)
 
 
-@pytest.fixture(scope="module")
-def gpu():
-    from querycompute.backends.gpu_stages import opencl_stages
-    try:
-        return opencl_stages()
-    except RuntimeError as exc:
-        pytest.skip(f"no OpenCL device: {exc}")
-
-
 def test_item2_opencl_group_tables(gpu):
     cases(gpu, SPEC, 1)
 

@@ -58,15 +58,6 @@ def cases(rng, dtypes_l, dtypes_r):
     yield side(dtypes_l, 10), side(dtypes_r, 0)
 
 
-@pytest.fixture(scope="module")
-def gpu():
-    from querycompute.backends.gpu_stages import opencl_stages
-    try:
-        return opencl_stages()
-    except RuntimeError as exc:
-        pytest.skip(f"no OpenCL device: {exc}")
-
-
 # ---- OpenCL on pocl ---------------------------------------------------------------------------------
 # one hash program per side's dtypes (pocl builds slowly): int64 keys run in the query below
 @pytest.mark.parametrize("dtypes", [(("int32",), ("int32",)), (("uint8",), ("int16",)),
