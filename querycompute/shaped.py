@@ -155,7 +155,10 @@ class ShapedFinish:
 
     def finish(self, raw, spec, key):
         from .terminals import finish
-        return np.array([finish(p, raw, spec, key) for p in self.parts]).reshape(self.shape)
+        values = [finish(p, raw, spec, key) for p in self.parts]
+        if getattr(spec, "default", 0) is None and all(v is None for v in values):
+            return None                # min/max/mean/first of nothing with default=None: None
+        return np.array(values).reshape(self.shape)
 
 
 def describe(source, backend: str = "", p=None) -> str:

@@ -254,3 +254,16 @@ def test_cli_chain_takes_numpy_functions_and_builtins(capsys):
     want = qc.query(np.zeros(3, np.int32)).source(
         "opencl", terminal=qc.agg(n=qc.count, g=qc.aggregate(lambda a, v: a * v, 1)))
     assert capsys.readouterr().out.strip() == want.strip()
+
+
+@pytest.mark.parametrize("backend", ["numpy", "cpu"])
+def test_shaped_terminals_of_nothing_with_default_none_give_none(backend):
+    # DESIGN.md section 3: min/max/mean/first of an empty sequence give `default`; over
+    # shaped elements default=None came back as an array of None objects (dtype object).
+    # A value default still fills the element shape, as X.max(axis=0, initial=...) would.
+    X = np.ones((5, 3), np.float32)
+    q = qc.query(X).on(backend).where(lambda r: r.sum() > 100)
+    assert q.max(default=None) is None and q.min(default=None) is None
+    assert q.mean(default=None) is None and q.first(default=None) is None
+    np.testing.assert_array_equal(q.min(default=0.0), np.zeros(3))
+    np.testing.assert_array_equal(qc.query(X).on(backend).max(default=None), X.max(axis=0))
