@@ -101,7 +101,11 @@ def lower(source: Source, dts: tuple, ops: tuple, term, infos: list) -> Lowered:
     lw = Lowering(infos, f"qc_{term.name}")   # kernel names: qc_sum_reduce_partials, ...
     element, inputs = initial_element(source, dts, lw)
     element = lw.chain(element, tuple((op.kind, i) for i, op in enumerate(ops)))
-    return lw.terminal(inputs, element, term, len(ops))
+    lowered = lw.terminal(inputs, element, term, len(ops))
+    if lowered.shape == "shaped":      # the final (m, *s) array: one block (shaped.py)
+        from .shaped import as_block
+        lowered = as_block(lowered)
+    return lowered
 
 
 def param_values(lowered: Lowered, infos: list, source: Source) -> list:

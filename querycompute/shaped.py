@@ -6,8 +6,10 @@ shape (n, a, b) becomes a*b columns X[:, i, j] (C order over the element). These
 views -- no copy, whatever the array's order or strides -- and every kernel already reads
 strided 1-D inputs, so one thread handles one element and holds it in registers (seed 001's
 register storage). The lambda sees a `frontend.shaped.ShapedVal` over those columns' loads;
-a select that returns one stores several output columns, and `to_array()` stacks them back
-into an (m, *s) array; terminals reduce each column (sum() is X.sum(axis=0)).
+a select that returns one stores several output columns, and `to_array()` gives them as one
+(m, *s) array: the cpu backend writes them as the columns of one (m, k) array in place
+(as_block marks the final pass; `stack` then hands it out without a copy), other backends'
+columns are stacked; terminals reduce each column (sum() is X.sum(axis=0)).
 
 Elements larger than MAX_SCALARS scalars are not scalarized (a program unrolled over
 thousands of columns would compile for minutes): rows (1-D elements) are read as the 2-D
@@ -17,6 +19,7 @@ refused with an error naming the limit.
 from __future__ import annotations
 
 import math
+import sys
 
 import numpy as np
 
@@ -133,9 +136,54 @@ def refuse_staged(source, ops=(), term=None) -> None:
         f"works on the scalars. (where / select / first / count / sum ... work on shaped elements.)")
 
 
+def as_block(lowered):
+    """The final pass of a query whose result is an (m, *s) array, its ToArray marked with
+    the element size k (ToArray.element) when the k outputs share one dtype: a backend may
+    then write them as the columns of one (m, k) array, which `stack` hands out as it is.
+    (Only here, plan.lower's to_array / to_list: staged plans and other consumers of a
+    pass's outputs keep separate columns.)"""
+    from dataclasses import replace
+
+    from querycompute._codegen.program import ToArray
+    p = lowered.pass_
+    if not isinstance(p.terminal, ToArray) or len(set(p.program.output_dtypes)) != 1:
+        return lowered
+    terminal = replace(p.terminal, element=len(p.program.outputs))
+    return replace(lowered, pass_=replace(p, terminal=terminal))
+
+
+def _block(arrays, m: int):
+    """The (m, k) C-contiguous array whose columns are exactly `arrays` (in order, viewed in
+    their dtype: float16 results are uint16 bits in the cpu kernel), when nothing but these
+    columns holds it; else None. The reference count makes handing it out safe: a backend
+    that returned views of a user's (m, k) input (an identity select) would pass the layout
+    test, but the input is held by its query too, so the result is a copy as NumPy's is."""
+    a0 = arrays[0]
+    base, k = a0.base, len(arrays)
+    if type(base) is not np.ndarray or base.shape != (m, k) or not base.flags.c_contiguous:
+        return None
+    dt, size = a0.dtype, a0.dtype.itemsize
+    if base.dtype.itemsize != size:
+        return None
+    start = base.__array_interface__["data"][0]
+    for j, a in enumerate(arrays):
+        if a.base is not base or a.dtype != dt:
+            return None
+        if m and (a.strides != (k * size,) or a.__array_interface__["data"][0] != start + j * size):
+            return None
+    if sys.getrefcount(base) != k + 2:      # the k columns, `base` and the call's argument
+        return None
+    return base if base.dtype == dt else base.view(dt)
+
+
 def stack(arrays, shape: tuple) -> np.ndarray:
-    """The output columns of a shaped select as one (m, *shape) array."""
+    """The output columns of a shaped select as one (m, *shape) array: the one array they
+    are the columns of when the backend wrote them in place (ToArray.element, `_block`), with
+    no copy; else a new array they are copied into."""
     m = len(arrays[0]) if arrays else 0
+    block = _block(arrays, m) if arrays else None
+    if block is not None:
+        return block if block.shape[1:] == tuple(shape) else block.reshape((m,) + tuple(shape))
     out = np.empty((m,) + tuple(shape), np.result_type(*arrays))
     flat = out.reshape(m, math.prod(shape))
     for j, a in enumerate(arrays):

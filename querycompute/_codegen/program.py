@@ -85,8 +85,14 @@ class ToArray:
     stored, the one of rank r at index r - lo: the results are the
     max(0, min(count, hi) - lo) survivors of the window. A skip/take after a filter thus
     costs the filter's work plus the window, never the whole compaction: backends skip
-    the element work of blocks / chunks whose survivors all lie outside the window."""
+    the element work of blocks / chunks whose survivors all lie outside the window.
+
+    `element` > 0: the outputs, all of one dtype, are the `element` components (C order) of
+    one shaped element, and this pass's result is the query's final (m, *s) array; a backend
+    may store them as the columns of one (m, element) array (the cpu backend does, so the
+    result needs no stacking copy). Backends that ignore it store separate columns."""
     window: Optional[tuple[str, str]] = None
+    element: int = 0
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,10 @@ class Launch:
         self.grid = (1,) if not parallel and SERIAL_MAX <= numba_py.CHUNK else None
         self.name = f"{name}_{kind}"
         self.storage = tuple(np.dtype(numba_py.storage_dtype(d)) for d in p.program.output_dtypes)
+        # a shaped result (ToArray.element = k): the outputs are the columns of one (n, k)
+        # array, so the result needs no stacking copy (shaped.stack). numba compiles the
+        # strided column views as its 'A' layout: one more specialisation, cached as any.
+        self.element = getattr(p.terminal, "element", 0)
         if isinstance(p.terminal, Reduce):
             self.entry = ns[f"{name}_{kind}"]
             self.call, self.dispatchers = self._reduce, (self.entry,)
@@ -64,8 +68,16 @@ class Launch:
     def _reduce(self, n, inputs, params):
         return self.entry(n, *inputs, *params)
 
+    def _outputs(self, n) -> tuple:
+        """n fresh elements per output: separate arrays, or the columns of one (n, k) array."""
+        k = self.element
+        if not k:
+            return tuple([np.empty(n, dt) for dt in self.storage])
+        block = np.empty((n, k), self.storage[0])
+        return tuple([block[:, j] for j in range(k)])
+
     def _dense(self, n, inputs, params):
-        outs = tuple([np.empty(n, dt) for dt in self.storage])
+        outs = self._outputs(n)
         self.entry(n, *outs, *inputs, *params)
         return outs
 
@@ -78,7 +90,7 @@ class Launch:
             if lo < 0 or hi < lo:
                 raise ValueError(f"{self.name}: compaction window [{lo}, {hi}) needs 0 <= lo <= hi")
             total = compact_op.window_total(total, lo, hi)
-        outs = tuple([np.empty(total, dt) for dt in self.storage])
+        outs = self._outputs(total)
         if self.sparse is not None and self.window is None and total * compact_op.SPARSE < n:
             self.sparse(n, offsets, bits, *outs, *inputs, *params)
         else:

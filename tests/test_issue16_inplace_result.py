@@ -1,0 +1,143 @@
+"""Issue 16 item 6: the cpu backend writes a shaped select's result in place.
+
+A select that returns an (n, *s) element stores its k components as the columns of one
+(m, k) array (ToArray.element, backends/cpu_launch.py), for the dense map and the compaction
+(where) alike, and shaped.stack hands that array out reshaped, without the stacking copy.
+Results are checked against the numpy backend (the oracle) and plain NumPy; the no-copy
+claim against the kernel's own output columns (np.shares_memory).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import querycompute as qc
+from querycompute import engine
+from querycompute.backends import registry
+from querycompute.shaped import stack
+
+# 0, 1, a few serial chunks' worth, and a parallel run whose last chunk is ragged
+# (cpu_launch.SERIAL_MAX = 32768, numba_py.CHUNK = 65536)
+SIZES = (0, 1, 1000, 70001)
+TOL = {"float16": 2e-2, "float32": 1e-5, "float64": 1e-12}
+
+
+def rigid(R, x, T):
+    return R @ x + T
+
+
+def rigid_where(R, x, T):
+    return x[0] > 0
+
+
+def flip(R, x, T):
+    return R.T * 2
+
+
+def inputs(n: int, dtype: str, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    if dtype.startswith("int"):
+        R, x, T = (rng.integers(-50, 50, s).astype(dtype) for s in ((n, 3, 3), (n, 3), (n, 3)))
+    else:
+        R, x, T = (rng.standard_normal(s).astype(dtype) for s in ((n, 3, 3), (n, 3), (n, 3)))
+    return R, x, T
+
+
+def np_rigid(R, x, T):
+    return (R @ x[:, :, None])[:, :, 0] + T
+
+
+def one_allocation(out: np.ndarray) -> bool:
+    """C-contiguous, and either owning its data or a plain view (reshape / dtype view) of
+    one array that owns exactly those bytes."""
+    owner = out if out.base is None else out.base
+    return out.flags.c_contiguous and owner.base is None and owner.nbytes == out.nbytes
+
+
+def check(got, want_backend, want_numpy, dtype):
+    assert got.shape == want_numpy.shape and got.dtype == want_numpy.dtype
+    assert one_allocation(got)
+    if dtype.startswith("int"):
+        np.testing.assert_array_equal(got, want_numpy)
+        np.testing.assert_array_equal(got, want_backend)
+    else:
+        np.testing.assert_allclose(got.astype(np.float64), want_numpy.astype(np.float64),
+                                   rtol=TOL[dtype], atol=TOL[dtype])
+        np.testing.assert_allclose(got.astype(np.float64), want_backend.astype(np.float64),
+                                   rtol=TOL[dtype], atol=TOL[dtype])
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64", "int32"])
+def test_item6_select_in_place_matches_numpy(dtype):
+    sizes = SIZES if dtype == "float32" else SIZES[:3]     # (the parallel flavour: once)
+    for n in sizes:
+        R, x, T = inputs(n, dtype)
+        q = qc.query(R, x, T).select(rigid)
+        got = q.on("cpu").to_array()
+        check(got, q.on("numpy").to_array(), np_rigid(R, x, T), dtype)
+
+
+def test_item6_where_select_in_place_matches_numpy():
+    for n in SIZES:
+        R, x, T = inputs(n, "float32", seed=1)
+        q = qc.query(R, x, T).where(rigid_where).select(rigid)
+        keep = x[:, 0] > 0
+        got = q.on("cpu").to_array()
+        check(got, q.on("numpy").to_array(), np_rigid(R[keep], x[keep], T[keep]), "float32")
+        # few survivors: the compaction's sparse writer fills the block too
+        x[:, 0] = -1
+        x[:: 97, 0] = 1
+        keep = x[:, 0] > 0
+        got = q.on("cpu").to_array()
+        check(got, q.on("numpy").to_array(), np_rigid(R[keep], x[keep], T[keep]), "float32")
+
+
+def test_item6_matrix_results_f_ordered_inputs_and_to_list():
+    for n in SIZES:
+        R, x, T = inputs(n, "float32", seed=2)
+        R = np.asfortranarray(R)                     # F-ordered input, C-ordered result
+        q = qc.query(R, x, T).select(flip).on("cpu")
+        got = q.to_array()
+        assert got.shape == (n, 3, 3) and one_allocation(got)
+        np.testing.assert_array_equal(got, np.transpose(R, (0, 2, 1)) * np.float32(2))
+        assert q.to_list() == (np.transpose(R, (0, 2, 1)) * np.float32(2)).tolist()
+        w = qc.query(R, x, T).where(rigid_where).select(flip).on("cpu").to_array()
+        keep = x[:, 0] > 0
+        np.testing.assert_array_equal(w, np.transpose(R[keep], (0, 2, 1)) * np.float32(2))
+        assert one_allocation(w)
+    R, x, T = inputs(50, "float64")
+    q = qc.query(R, x, T).select(rigid)
+    assert q.on("cpu").to_list() == q.on("numpy").to_list() == q.on("numpy").to_array().tolist()
+
+
+@pytest.mark.parametrize("where", [False, True])
+def test_item6_result_is_the_kernels_own_output_block(where):
+    """The pass is marked (ToArray.element = 9), and the array to_array returns shares
+    memory with every column the cpu kernel wrote: no stacking copy."""
+    R, x, T = inputs(70001, "float32", seed=3)
+    q = qc.query(R, x, T)
+    q = (q.where(rigid_where) if where else q).select(flip)
+    lowered, term, cols, _ = q.lowered("to_array")
+    assert lowered.pass_.terminal.element == 9
+    prepared = registry.get("cpu").prepare(lowered.pass_)
+    raw, _ = prepared.run_quick(cols, (), len(R))
+    out = engine.assemble(lowered, raw, term)
+    assert len(raw) == 9 and all(np.shares_memory(out, c) for c in raw)
+    assert out.flags.c_contiguous and out.base is not None and out.base.base is None
+    keep = x[:, 0] > 0 if where else slice(None)
+    np.testing.assert_array_equal(out, np.transpose(R[keep], (0, 2, 1)) * np.float32(2))
+
+
+def test_item6_stack_never_hands_out_an_array_someone_else_holds():
+    """Columns of a caller's (m, k) array (what a backend returning views of its input would
+    give) are copied, as NumPy's result would be; separate columns are stacked."""
+    X = np.arange(12.0).reshape(4, 3)
+    out = stack(tuple(X[:, j] for j in range(3)), (3,))
+    np.testing.assert_array_equal(out, X)
+    assert not np.shares_memory(out, X)
+    parts = (np.arange(4.0), np.arange(4.0) + 1)
+    np.testing.assert_array_equal(stack(parts, (2,)), np.stack(parts, axis=1))
+    for backend in ("numpy", "cpu"):
+        got = qc.query(X).select(lambda r: r).on(backend).to_array()
+        np.testing.assert_array_equal(got, X)
+        assert not np.shares_memory(got, X)
