@@ -4,7 +4,9 @@ A select that returns an (n, *s) element stores its k components as the columns 
 (m, k) array (ToArray.element, backends/cpu_launch.py), for the dense map and the compaction
 (where) alike, and shaped.stack hands that array out reshaped, without the stacking copy.
 Results are checked against the numpy backend (the oracle) and plain NumPy; the no-copy
-claim against the kernel's own output columns (np.shares_memory).
+claim against the kernel's own output columns (np.shares_memory). The same item's second
+half: the cpu module reads each array of shaped elements whole, as one (n, m) view
+(backends/cpu_elements.py) or, for unevenly spaced components, one copy.
 """
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import pytest
 import querycompute as qc
 from querycompute import engine
 from querycompute.backends import registry
+from querycompute.backends.cpu_elements import as_2d
 from querycompute.shaped import stack
 
 # 0, 1, a few serial chunks' worth, and a parallel run whose last chunk is ragged
@@ -141,3 +144,43 @@ def test_item6_stack_never_hands_out_an_array_someone_else_holds():
         got = qc.query(X).select(lambda r: r).on(backend).to_array()
         np.testing.assert_array_equal(got, X)
         assert not np.shares_memory(got, X)
+
+
+def test_item6_cpu_module_reads_contiguous_arrays_whole():
+    """Item 6's second half: the cpu module takes each array of shaped elements as one
+    (n, m) argument (numba_py.whole_arrays), so the loop holds 3 base pointers, not 15."""
+    R, x, T = inputs(10, "float32")
+    src = qc.query(R, x, T).select(rigid).source("cpu")
+    assert "def qc_to_array_serial(n, out0, out1, out2, in_in0, in_in1, in_in2):" in src
+    assert "in_in0[i, 8]" in src and "in_in0_2_2" not in src
+
+
+def test_item6_as_2d_views_evenly_spaced_components_and_copies_the_rest():
+    X = np.arange(60.0, dtype=np.float32).reshape(10, 2, 3)
+    F = np.asfortranarray(X)
+    V = np.arange(30, dtype=np.int64).reshape(10, 3)
+    cases = [(X, True), (X[::2], True), (X[::-1], True), (V, True), (np.asfortranarray(V), True),
+             (V[:, ::-1], True), (F, False), (X.transpose(0, 2, 1), False), (X[:0], False),
+             (X[:1], True)]
+    for A, view in cases:
+        cols = [A[(slice(None),) + idx] for idx in np.ndindex(A.shape[1:])]
+        got = as_2d(cols)
+        np.testing.assert_array_equal(got, A.reshape(len(A), int(np.prod(A.shape[1:]))))
+        assert np.shares_memory(got, A) == view, (A.shape, A.strides)
+    parts = [np.arange(5.0), np.arange(5.0) * 2]           # columns of two arrays: a copy
+    np.testing.assert_array_equal(as_2d(parts), np.stack(parts, axis=1))
+
+
+def test_item6_strided_f_ordered_and_reversed_inputs_match_numpy():
+    R, x, T = inputs(2001, "float32", seed=4)
+    layouts = [(R[::2], x[::2], T[::2]),                            # sliced along n: views
+               (R[:1000], np.ascontiguousarray(x[:1000, ::-1])[:, ::-1],  # reversed components
+                np.asfortranarray(T[:1000])),                      # F-ordered vectors: views
+               (np.asfortranarray(R[:1000]), x[:1000], T[:1000])]   # F-ordered 3x3: one copy
+    for R_, x_, T_ in layouts:
+        for where in (False, True):
+            q = qc.query(R_, x_, T_)
+            q = (q.where(rigid_where) if where else q).select(rigid)
+            keep = x_[:, 0] > 0 if where else slice(None)
+            got = q.on("cpu").to_array()
+            check(got, q.on("numpy").to_array(), np_rigid(R_[keep], x_[keep], T_[keep]), "float32")

@@ -28,6 +28,7 @@ from ..cache import disk_cache, dump_source
 from ..errors import CompileError
 from ..locks import KeyedLocks
 from .base import Backend, KernelRun, Prepared
+from .cpu_elements import bind
 from .cpu_launch import SERIAL_MAX, Launch, agg_converters
 from .cpu_module import cache_key, module_source, numba_options
 
@@ -124,6 +125,9 @@ def _compile_serial(p: Pass, ns: dict) -> None:
     """Compile the serial entry points for contiguous arrays by running them on n = 0."""
     prog = p.program
     inputs = [np.empty(0, numba_py.storage_dtype(s.dtype)) for s in prog.inputs]
+    arrays = numba_py.whole_arrays(p)
+    if arrays:                        # shaped elements read whole (cpu_elements.py)
+        inputs = bind(arrays, inputs)
     params = [np.dtype(_param_type(s.dtype)).type(0) for s in prog.params]
     Launch(p, ns, False)(0, inputs, params)
 
@@ -148,6 +152,7 @@ class CpuPrepared(Prepared):
         self._launches = (Launch(p, ns, False), Launch(p, ns, True))
         prog = p.program
         self._f16_inputs = tuple(k for k, s in enumerate(prog.inputs) if s.dtype == "float16")
+        self._whole = numba_py.whole_arrays(p)      # arrays of shaped elements read whole
         # the scalar type each param must arrive as (float16 params travel as float32)
         self._param_types = tuple(np.dtype(_param_type(s.dtype)).type for s in prog.params)
         self._f16_outputs = tuple(k for k, d in enumerate(prog.output_dtypes) if d == "float16")
@@ -161,6 +166,8 @@ class CpuPrepared(Prepared):
             inputs = list(inputs)
             for k in self._f16_inputs:
                 inputs[k] = np.asarray(inputs[k]).view(np.uint16)
+        if self._whole:           # each array's component columns as one (n, m) argument
+            inputs = bind(self._whole, inputs)
         if params and tuple(map(type, params)) != self._param_types:
             # a Python number would make numba compile a float64/int64 variant
             params = [pt(v) for pt, v in zip(self._param_types, params)]

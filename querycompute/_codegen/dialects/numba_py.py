@@ -17,7 +17,8 @@ math, numba's njit/prange, two bit-cast intrinsics). It defines, in this order:
                        filling bits (uint64, (n + 63) // 64: the keep flags), then
                        <name>_write_serial(n, offsets, out0.., ...) with outputs of offsets[-1]
                        (or <name>_write_sparse_serial(n, offsets, bits, out0.., ...))
-Output arrays hold `storage_dtype` elements (float16 as its uint16 bits); so do inputs.
+Output arrays hold `storage_dtype` elements (float16 as its uint16 bits); so do inputs. A map
+or compaction takes each array of shaped elements as one (n, m) input (`whole_arrays`).
 Chunks are CHUNK elements whatever the thread count, and partials are combined in chunk
 order, so a result's bits depend only on the input. Float sums vectorise because only the
 chunk function carries numba's `reassoc` flag (and only its accumulating adds are float
@@ -44,13 +45,27 @@ def storage_dtype(dtype: str) -> str:
 def render(p: Pass, cache: bool = False) -> str:
     """The module source for pass `p`; `cache=True` switches numba's on-disk cache on for
     every function (for a module imported from a file, as the cpu backend does)."""
-    return _ModulePrinter(p, cache).render()
+    return _ModulePrinter(p, cache, whole_arrays(p)).render()
+
+
+def whole_arrays(p: Pass) -> tuple:
+    """The arrays of shaped elements (_codegen/elements.py) that `render`'s module takes
+    whole, each as ONE 2-D argument `in_<array>` of shape (n, m) (any strides) read as
+    in_<array>[i, j], in place of its m component columns: one base pointer and two strides
+    instead of m of each (the rigid transform's 15 columns spilled registers: 5.4 -> 3.1 ms a
+    core). Only map and compaction passes; reductions, passes read through a join's indexes
+    and the scan / group_by modules take the columns. The cpu backend binds the arrays
+    (backends/cpu_elements.py)."""
+    if type(p) is not Pass or p.stage_op == "reduce":
+        return ()
+    from ..elements import arrays
+    return arrays(p.program)
 
 
 class _ModulePrinter:
     input_loads: dict = {}            # input number -> the text standing for its load
 
-    def __init__(self, p: Pass, cache: bool):
+    def __init__(self, p: Pass, cache: bool, arrays: tuple = ()):
         if not p.name.isidentifier():
             raise ValueError(f"Pass.name {p.name!r} is not a valid identifier")
         self.p = p
@@ -63,7 +78,11 @@ class _ModulePrinter:
         self.jits = {"scalar": jit_decorator(cache), "serial": jit_decorator(cache),
                      "chunk": jit_decorator(cache, fastmath='{"reassoc"}'),
                      "parallel": jit_decorator(cache, parallel=True)}
-        ins = [f"in_{s.name}" for s in self.prog.inputs]
+        # input k -> (element array, component j) for the arrays taken whole (whole_arrays)
+        self.components = {a.first + j: (a, j) for a in arrays for j in range(a.m)}
+        firsts = {a.first: a for a in arrays}
+        ins = [f"in_{firsts[k].name}" if k in firsts else f"in_{s.name}"
+               for k, s in enumerate(self.prog.inputs) if k in firsts or k not in self.components]
         # inputs then params: every kernel function takes them after its own arguments
         self.args = ", ".join(ins + [f"p_{s.name}" for s in self.prog.params])
 
@@ -106,7 +125,11 @@ class _ModulePrinter:
             if k in self.input_loads:       # a value the module computes (numba_scan_fused)
                 return self.input_loads[k]
             spec = prog.inputs[k]
-            text = self.gathers.get(k, f"in_{spec.name}[i]")
+            if k in self.components:        # component j of an array taken whole
+                arr, j = self.components[k]
+                text = f"in_{arr.name}[i, {j}]"
+            else:
+                text = self.gathers.get(k, f"in_{spec.name}[i]")
             if spec.dtype == "float16":
                 self.helpers.add(("f16_decode", None))
                 return f"_f16_decode({text})"

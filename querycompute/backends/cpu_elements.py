@@ -1,0 +1,58 @@
+"""The cpu backend's arrays of shaped elements read whole (dialects/numba_py.whole_arrays).
+
+A shaped input X of shape (n, *s) reaches a pass as its m component columns X[:, j]
+(shaped.py). The numba module of a map or compaction pass takes each such array as one
+(n, m) argument instead, read as in_X[i, j]: one base pointer and two strides in the loop
+rather than m of each (with the rigid transform's 15 columns the loop spilled registers).
+`bind` turns a call's columns into those arguments:
+
+* components evenly spaced in memory (column j starts j * step bytes after column 0, every
+  column with the same stride: C-ordered elements, vectors of any order, slices along n,
+  reversed components) -> a strided (n, m) view of the same memory, no copy. numba compiles
+  a C-contiguous view as its 'C' layout and any other as 'A' (one more specialisation,
+  cached like the rest);
+* otherwise (F-ordered or transposed matrix elements, columns of different arrays) -> one
+  C-ordered (n, m) copy made with np.stack; the kernel then reads it as the first case.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+
+def _address(a: np.ndarray) -> int:
+    return a.__array_interface__["data"][0]
+
+
+def as_2d(cols) -> np.ndarray:
+    """The (n, m) array whose [i, j] is cols[j][i]: a view when the columns are evenly spaced
+    components of one array, else a C-ordered copy."""
+    c0 = cols[0]
+    n, m = len(c0), len(cols)
+    if all(type(c) is np.ndarray and c.ndim == 1 and c.dtype == c0.dtype and len(c) == n for c in cols):
+        if n == 0:
+            return np.empty((0, m), c0.dtype)
+        base = _address(c0)
+        step = _address(cols[1]) - base if m > 1 else c0.itemsize
+        stride = c0.strides[0]
+        if all(_address(c) == base + j * step and (n == 1 or c.strides[0] == stride)
+               for j, c in enumerate(cols)):
+            return as_strided(c0, shape=(n, m), strides=(stride, step),
+                              writeable=c0.flags.writeable)
+    return np.stack(cols, axis=1)
+
+
+def bind(arrays, inputs) -> list:
+    """A call's inputs (one column per program input) -> the module's arguments: each of
+    `arrays` (ElementArray: inputs first .. first + m - 1) as one (n, m) array."""
+    firsts = {a.first: a.m for a in arrays}
+    out, k = [], 0
+    while k < len(inputs):
+        m = firsts.get(k)
+        if m is None:
+            out.append(inputs[k])
+            k += 1
+        else:
+            out.append(as_2d(inputs[k:k + m]))
+            k += m
+    return out
