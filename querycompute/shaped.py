@@ -223,6 +223,15 @@ def describe(source, backend: str = "", p=None) -> str:
                          f"columns, {layout})")
     text = "shaped elements: " + "; ".join(parts)
     from ._codegen import gpu
+    if p is not None and backend == "cpu":
+        from ._codegen.dialects.numba_py import whole_arrays
+        if whole_arrays(p):            # a map / compaction (backends/cpu_elements.py)
+            out = (", the result written in place as one (m, k) array"
+                   if getattr(p.terminal, "element", 0) else "")
+            return text + (" -- cpu strategy: scalarized, one element per loop iteration in "
+                           "registers, each array read whole as one (n, m) array (a view; a "
+                           "copy where the components are not evenly spaced: F-ordered or "
+                           f"transposed matrices){out}")
     if p is None or backend not in gpu.DIALECTS:
         return text + (" -- strategy: scalarized, one element per thread in registers, each "
                        "component read as a strided column")

@@ -153,6 +153,9 @@ def test_item6_cpu_module_reads_contiguous_arrays_whole():
     src = qc.query(R, x, T).select(rigid).source("cpu")
     assert "def qc_to_array_serial(n, out0, out1, out2, in_in0, in_in1, in_in2):" in src
     assert "in_in0[i, 8]" in src and "in_in0_2_2" not in src
+    text = qc.query(R, x, T).select(rigid).on("cpu").explain()
+    assert "each array read whole as one (n, m) array" in text
+    assert "the result written in place as one (m, k) array" in text
 
 
 def test_item6_as_2d_views_evenly_spaced_components_and_copies_the_rest():
