@@ -102,15 +102,19 @@ class Metal(CFamily):
                 "static inline float qc_expm1(float x) {\n"
                 "    float u = exp(x);\n"
                 "    if (u == 1.0f) return x;\n"
+                "    if (isinf(u)) return u;   // inf / log(inf) would be NaN\n"
                 "    float um1 = u - 1.0f;\n"
-                "    return um1 == -1.0f ? -1.0f : um1 * x / log(u);\n"
+                "    // x / log(u) first: um1 * x overflows from x = 88 (expm1(88.72) is finite)\n"
+                "    return um1 == -1.0f ? -1.0f : um1 * (x / log(u));\n"
                 "}")
 
     def define_qc_log1p(self):
         return ("// log(1 + x) without cancellation near 0 (Metal has no log1p)\n"
                 "static inline float qc_log1p(float x) {\n"
                 "    float u = 1.0f + x;\n"
-                "    return u == 1.0f ? x : log(u) * x / (u - 1.0f);\n"
+                "    if (u == INFINITY) return u;   // inf / inf would be NaN\n"
+                "    // x / (u - 1) first: log(u) * x overflows near FLT_MAX\n"
+                "    return u == 1.0f ? x : log(u) * (x / (u - 1.0f));\n"
                 "}")
 
     def define_qc_hypot(self):
@@ -118,6 +122,7 @@ class Metal(CFamily):
                 "static inline float qc_hypot(float a, float b) {\n"
                 "    a = fabs(a); b = fabs(b);\n"
                 "    if (isinf(a) || isinf(b)) return INFINITY;\n"
+                "    if (isnan(a) || isnan(b)) return NAN;   // Metal's max(0, NaN) is 0\n"
                 "    float m = max(a, b), r = min(a, b) / m;\n"
                 "    return m == 0.0f ? 0.0f : m * sqrt(1.0f + r * r);\n"
                 "}")

@@ -62,7 +62,7 @@ class Wgsl(WgslKernelPrinter, CFamily):
             "arccosh": "acosh", "arctanh": "atanh", "rint": "round", "fabs": "abs"}
     HELPER_MATH = ("expm1", "log1p", "hypot", "atan2", "copysign", "log10", "pow", "tanh",
                    "sin", "cos", "tan", "exp", "log",   # wgsl_helpers defines them,
-                   "sinh", "arcsinh", "arccosh", "arctanh", "arctan", "arcsin", "arccos")  # and wgsl_math_helpers
+                   "sinh", "cosh", "log2", "arcsinh", "arccosh", "arctanh", "arctan", "arcsin", "arccos")  # and wgsl_math_helpers
 
     # ---- types and the pass check ----------------------------------------------------------
     def storage(self, dtype: str) -> str:
@@ -184,7 +184,7 @@ class Wgsl(WgslKernelPrinter, CFamily):
             return S.call(o, a, b)                     # exact on integers
         if o in ("pow", "hypot", "atan2", "copysign"):
             return self.f16(S.call(self.math(o, d), a, b), d)
-        if D.is_float(d) and o in ("mul", "add", "sub"):
+        if D.is_float(d) and o in ("mul", "add", "sub", "truediv"):
             folded = self._unfoldable(e, a, b, d)
             if folded is not None:
                 return folded
@@ -202,9 +202,12 @@ class Wgsl(WgslKernelPrinter, CFamily):
         """x * 0, 0 * x, x + 0, 0 + x and x - (-0) spelled so that a driver treating WGSL float
         arithmetic as inexact (lavapipe's NIR folds x * 0 to 0 and x + 0 to x) still gives
         IEEE's answer: x * ±0 is NaN for NaN and inf, else a zero with the sign of the product;
-        x + 0 is x except that -0 + 0 is +0. None when no operand is a zero constant."""
+        x + 0 is x except that -0 + 0 is +0; x / ±0 (lavapipe folds x / 0.0 to 0) is ±inf, NaN
+        for NaN and 0. None when no operand is a zero constant."""
         def zero(node):
             return isinstance(node, E.Const) and float(node.value) == 0.0
+        if e.op == "truediv":
+            return self.f16(S.call(self.need("qc_div_zero"), a, b), d) if zero(e.b) else None
         x, z = (a, e.b) if zero(e.b) else (b, e.a) if zero(e.a) and e.op != "sub" else (None, None)
         if x is None:
             return None

@@ -86,18 +86,38 @@ let ax = abs(x);
 let ay = abs(y);
 if (qc_isnan(x) || qc_isnan(y) || qc_isinf(x) || ay == 0.0f) { return qc_f32_bits(0x7FC00000u); }
 if (qc_isinf(y) || ax < ay) { return x; }
-let fx = frexp(ax);
-let fy = frexp(ay);
-var mx = u32(ldexp(fx.fract, 24));
-let my = u32(ldexp(fy.fract, 24));
-for (var e = fx.exp - fy.exp; e > 0; e--) {
+var mx = qc_mant24(x);
+var my = qc_mant24(y);
+let ey = qc_exp24(y);
+for (var e = qc_exp24(x) - ey; e > 0; e--) {
     if (mx >= my) { mx -= my; }
     mx <<= 1u;
 }
 if (mx >= my) { mx -= my; }
-return qc_copysign(ldexp(f32(mx), fy.exp - 24), x);""",
-                   "C's fmod, exact: shift-and-subtract on the 24-bit mantissas (at most 277 steps).\n"
-                   "WGSL's % on floats is a - b * trunc(a / b), which rounds"),
+if (mx == 0u) { return qc_copysign(0.0f, x); }
+let s = countLeadingZeros(mx) - 8u;                // the exact result mx * 2^(ey - 150), normalised
+let er = ey - i32(s);
+mx <<= s;
+var b = (u32(max(er, 1)) << 23u) | (mx & 0x7FFFFFu);
+if (er < 1) { b = mx >> u32(1 - er); }             // subnormal: exact (a multiple of 2^-149)
+return bitcast<f32>(b | (bitcast<u32>(x) & 0x80000000u));""",
+                   "C's fmod, exact: shift-and-subtract on the 24-bit mantissas (at most 277 steps), the\n"
+                   "result built from its bits. WGSL's % on floats is a - b * trunc(a / b), which rounds;\n"
+                   "frexp / ldexp lose subnormals on some drivers (lavapipe: fmod(1, 1e-45) was 2.9e-42)"),
+    "qc_mant24": _fn("qc_mant24(x: f32) -> u32", """
+let b = bitcast<u32>(x) & 0x7FFFFFFFu;
+if (b < 0x800000u) { return b << (countLeadingZeros(b) - 8u); }
+return (b & 0x7FFFFFu) | 0x800000u;""",
+                     "|x| = qc_mant24(x) * 2^(qc_exp24(x) - 150) for finite x != 0, the mantissa in [2^23, 2^24)\n"
+                     "(subnormals normalised), read from the bits"),
+    "qc_exp24": _fn("qc_exp24(x: f32) -> i32", """
+let b = bitcast<u32>(x) & 0x7FFFFFFFu;
+if (b < 0x800000u) { return 9 - i32(countLeadingZeros(b)); }
+return i32(b >> 23u);""", "the exponent that goes with qc_mant24"),
+    "qc_div_zero": _fn("qc_div_zero(a: f32, b: f32) -> f32", """
+let r = bitcast<f32>(((bitcast<u32>(a) ^ bitcast<u32>(b)) & 0x80000000u) | 0x7F800000u);
+return select(r, qc_f32_bits(0x7FC00000u), qc_isnan(a) || a == 0.0f);""",
+                        "a / b for b = +-0, from the bits: lavapipe folds a / 0.0 to 0 when it sees the zero"),
     "qc_exp": _fn("qc_exp(x: f32) -> f32", """
 if (qc_isnan(x)) { return x; }
 if (x > 88.72284f) { return bitcast<f32>(0x7F800000u); }
@@ -110,8 +130,7 @@ let ki = i32(k);
 return ldexp(ldexp(p, ki / 2), ki - ki / 2);""",
                   "e^x to about 1 ulp: 2^k * e^r, |r| <= ln2 / 2, by its series (WGSL allows exp an error\n"
                   "of 3 + 2|x| ulp; lavapipe's is 50 ulp off at x = 66); two ldexp steps reach subnormals"),
-    "qc_log": _fn("qc_log(x: f32) -> f32", """
-if (!(x > 0.0f) || x > 3.4028235e38f) { return log(x); }      // NaN, <= 0, inf: the driver's
+    "qc_log_parts": _fn("qc_log_parts(x: f32) -> vec2<f32>", """
 // x = m * 2^e from the bits (frexp loses subnormals on some drivers: lavapipe's)
 let b = bitcast<u32>(x);
 var mant = b & 0x7FFFFFu;
@@ -127,10 +146,21 @@ let s = (m - 1.0f) / (m + 1.0f);
 let s2 = s * s;
 let lm = 2.0f * s * (1.0f + s2 * (0.33333333333f + s2 * (0.2f + s2 * (0.14285714286f + s2 * (0.11111111111f
          + s2 * 0.09090909091f)))));
-let fe = f32(e);
-return fe * 0.693145751953125f + (lm + fe * 1.4286068203094172e-06f);""",
-                  "ln x to about 1 ulp: e ln 2 + 2 atanh((m - 1) / (m + 1)) (WGSL's log has an absolute\n"
-                  "error bound: lavapipe's is 964 ulp off at 0.9992)"),
+return vec2<f32>(f32(e), lm);""",
+                        "(e, ln m) with x = m 2^e, m in [sqrt(1/2), sqrt(2)], for finite x > 0: ln m =\n"
+                        "2 atanh((m - 1) / (m + 1)) by its series, to about 1 ulp"),
+    "qc_log": _fn("qc_log(x: f32) -> f32", """
+if (!(x > 0.0f) || x > 3.4028235e38f) { return log(x); }      // NaN, <= 0, inf: the driver's
+let p = qc_log_parts(x);
+return p.x * 0.693145751953125f + (p.y + p.x * 1.4286068203094172e-06f);""",
+                  "ln x to about 1 ulp: e ln 2 + ln m (WGSL's log has an absolute error bound: lavapipe's\n"
+                  "is 964 ulp off at 0.9992)"),
+    "qc_log2": _fn("qc_log2(x: f32) -> f32", """
+if (!(x > 0.0f) || x > 3.4028235e38f) { return log2(x); }     // NaN, <= 0, inf: the driver's
+let p = qc_log_parts(x);
+return p.x + p.y * 1.4426950408889634f;""",
+                   "log2 x = e + ln m / ln 2, exact at powers of two (lavapipe's log2 was 575 ulp off at\n"
+                   "0.998 and gave -127 for 1e-45, not -149)"),
     "qc_expm1": _fn("qc_expm1(x: f32) -> f32", """
 let u = qc_exp(x);
 if (u == 1.0f) { return x; }
@@ -297,7 +327,8 @@ return r;""", "C's pow: WGSL's pow is exp2(y * log2(x)), undefined for x < 0, an
 _DEPS = {"qc_hypot": ("qc_isinf", "qc_isnan", "qc_f32_bits"),
          "qc_atan2": ("qc_isnan", "qc_isinf", "qc_copysign", "qc_f32_bits", "qc_atan_core"),
          "qc_pow": ("qc_isnan", "qc_f32_bits", "qc_exp", "qc_log"),
-         "qc_fmod": ("qc_isnan", "qc_isinf", "qc_f32_bits", "qc_copysign"),
+         "qc_fmod": ("qc_isnan", "qc_isinf", "qc_f32_bits", "qc_copysign", "qc_mant24", "qc_exp24"),
+         "qc_div_zero": ("qc_isnan", "qc_f32_bits"), "qc_log2": ("qc_log_parts",), "qc_log": ("qc_log_parts",),
          "qc_tanh": ("qc_copysign", "qc_exp"), "qc_log10": ("qc_log",), "qc_exp": ("qc_isnan",),
          "qc_expm1": ("qc_exp", "qc_log"), "qc_log1p": ("qc_log",), "qc_reduce_pio2": ("qc_mul_wide",),
          "qc_sin": ("qc_reduce_pio2", "qc_isnan"), "qc_cos": ("qc_reduce_pio2", "qc_isnan"),
@@ -326,8 +357,9 @@ def _floordiv(p, name, kind, d):
     if D.is_float(d):
         p.need("qc_copysign")
         p.need("qc_fmod")
+        p.need("qc_div_zero")
         body = """
-if (b == 0.0f) { return a / b; }
+if (b == 0.0f) { return qc_div_zero(a, b); }
 let md = qc_fmod(a, b);
 var div = (a - md) / b;
 if (md != 0.0f && ((b < 0.0f) != (md < 0.0f))) { div -= 1.0f; }

@@ -6,6 +6,8 @@ does and computes through the accurate exp / expm1 / log / log1p helpers of wgsl
 
   sinh x  = sign(x) (t + t / (t + 1)) / 2 with t = expm1|x|   (|x| < 22; beyond, e^|x|/2
             as (e^(|x|/2) / 2) e^(|x|/2), finite up to 89.4 where e^|x| is not)
+  cosh x  = (t + 1 / t) / 2 with t = e^|x|, beyond 22 as sinh   (lavapipe's cosh overflowed
+            from 88.73 and was 6 ulp off at 11.09)
   asinh x = sign(x) log1p(a + a^2 / (1 + sqrt(1 + a^2)))      (a = |x|; beyond 1e18,
             log a + ln 2, which is exact to rounding there)
   acosh x = log1p(t + sqrt(2t + t^2)), t = x - 1             (beyond 1e18, log x + ln 2)
@@ -33,6 +35,15 @@ if (a < 22.0f) {
     r = (0.5f * h) * h;
 }
 return qc_copysign(r, x);""", "sinh without cancellation near 0 (module docstring)"),
+    "qc_cosh": _fn("qc_cosh(x: f32) -> f32", """
+if (qc_isnan(x)) { return x; }
+let a = abs(x);
+if (a < 22.0f) {
+    let t = qc_exp(a);
+    return 0.5f * (t + 1.0f / t);
+}
+let h = qc_exp(0.5f * a);
+return (0.5f * h) * h;""", "cosh without overflow below 89.4 (module docstring)"),
     "qc_arcsinh": _fn("qc_arcsinh(x: f32) -> f32", """
 if (qc_isnan(x)) { return x; }
 let a = abs(x);
@@ -78,7 +89,7 @@ return qc_atan2(x, sqrt((1.0f - x) * (1.0f + x)));""", "asin through atan2 (modu
 if (qc_isnan(x) || abs(x) > 1.0f) { return qc_f32_bits(0x7FC00000u); }
 return qc_atan2(sqrt((1.0f - x) * (1.0f + x)), x);""", "acos through atan2 (module docstring)"),
 }
-DEPS = {"qc_sinh": ("qc_isnan", "qc_expm1", "qc_exp", "qc_copysign"),
+DEPS = {"qc_sinh": ("qc_isnan", "qc_expm1", "qc_exp", "qc_copysign"), "qc_cosh": ("qc_isnan", "qc_exp"),
         "qc_arcsinh": ("qc_isnan", "qc_log", "qc_log1p", "qc_copysign"),
         "qc_arccosh": ("qc_isnan", "qc_f32_bits", "qc_log", "qc_log1p"),
         "qc_arctanh": ("qc_isnan", "qc_f32_bits", "qc_log1p", "qc_copysign"),
