@@ -140,7 +140,7 @@ def check_everywhere(cols: dict[str, np.ndarray], exprs: list[str], spelled=None
 
 FLOATS = ["float16", "float32", "float64"]
 EXACT_UNARY = ["-v", "abs(v)", "np.sqrt(v)", "np.floor(v)", "np.trunc(v)", "np.rint(v)", "np.sign(v)",
-               "v / 0.0", "v / -0.0", "v // 0.0", "v % 0.0", "v // 2.5", "v % -1.5", "np.copysign(1.0, v)",
+               "v / 0.0", "v / -0.0", "0.0 / v", "0.0 - v", "v // 0.0", "v % 0.0", "v // 2.5", "v % -1.5", "np.copysign(1.0, v)",
                "np.minimum(v, -0.0)", "np.maximum(0.0, v)", "np.isfinite(v)", "v != v",
                "(v if v > 1 else -v)", "v ** 0.5", "v * 0.0", "not v", "np.int32(v)", "np.uint8(v)",
                # 64-bit results (not on webgpu; Metal: float16 / float32 in, float64 out refused)
@@ -168,7 +168,7 @@ def per_float_dtype(templates: list[str]) -> tuple[list[str], list[str]]:
 
 def test_float_special_values_one_at_a_time():
     """Signs of zero, NaN, inf, subnormals, ties of rint, division by +-0 (webgpu's driver
-    folded `v / 0.0` to 0), // and % by zero, casts of NaN / inf / huge values (the guide's
+    folded `v / 0.0` and `0.0 / v` to 0, and `0.0 - v` to -v), // and % by zero, casts of NaN / inf / huge values (the guide's
     x86-64 rule); math functions: exp / cosh next to overflow (webgpu's cosh(89) was inf), log
     of negatives, zero and subnormals (webgpu's log2(1e-45) was -127), sin / cos of 1e22,
     expm1 / log1p of inf and of the largest float (Metal's prelude helpers gave NaN)."""

@@ -202,20 +202,38 @@ class Wgsl(WgslKernelPrinter, CFamily):
         """x * 0, 0 * x, x + 0, 0 + x and x - (-0) spelled so that a driver treating WGSL float
         arithmetic as inexact (lavapipe's NIR folds x * 0 to 0 and x + 0 to x) still gives
         IEEE's answer: x * ±0 is NaN for NaN and inf, else a zero with the sign of the product;
-        x + 0 is x except that -0 + 0 is +0; x / ±0 (lavapipe folds x / 0.0 to 0) is ±inf, NaN
-        for NaN and 0. None when no operand is a zero constant."""
+        x + 0 is x except that -0 + 0 is +0; 0 - x is -x except that 0 - 0 is +0 (lavapipe
+        gave -0); x / ±0 (lavapipe folds x / 0.0 to 0) is ±inf, and 0 / x (folded to 0 too) a
+        zero with the quotient's sign, both NaN for NaN and 0. None when no operand is a zero
+        constant."""
         def zero(node):
             return isinstance(node, E.Const) and float(node.value) == 0.0
+
+        def negative(node):
+            return math.copysign(1.0, float(node.value)) < 0
+
+        def nan():
+            return f"{self.need('qc_f32_bits')}(0x7FC00000u)"
         if e.op == "truediv":
-            return self.f16(S.call(self.need("qc_div_zero"), a, b), d) if zero(e.b) else None
+            if zero(e.b):
+                return self.f16(S.call(self.need("qc_div_zero"), a, b), d)
+            if not zero(e.a):
+                return None
+            sign = f"(bitcast<u32>({b.text}) & 0x80000000u)" + (" ^ 0x80000000u" if negative(e.a) else "")
+            bad = f"{self.need('qc_isnan')}({b.text}) || {b.text} == 0.0f"
+            return self.f16(Code(f"select(bitcast<f32>({sign}), {nan()}, {bad})"), d)
+        if e.op == "sub" and zero(e.a) and not zero(e.b):
+            if negative(e.a):
+                return None                            # -0 - x is -x for every x
+            return self.f16(Code(f"select(-({b.text}), 0.0f, bitcast<u32>({b.text}) == 0u)"), d)
         x, z = (a, e.b) if zero(e.b) else (b, e.a) if zero(e.a) and e.op != "sub" else (None, None)
         if x is None:
             return None
-        neg_zero = math.copysign(1.0, float(z.value)) < 0
+        neg_zero = negative(z)
         if e.op == "mul":
             bad = f"{self.need('qc_isnan')}({x.text}) || {self.need('qc_isinf')}({x.text})"
             sign = f"(bitcast<u32>({x.text}) & 0x80000000u)" + (" ^ 0x80000000u" if neg_zero else "")
-            code = f"select(bitcast<f32>({sign}), {self.need('qc_f32_bits')}(0x7FC00000u), {bad})"
+            code = f"select(bitcast<f32>({sign}), {nan()}, {bad})"
         elif (e.op == "add") != neg_zero:              # x + 0 or x - (-0): -0 becomes +0
             code = f"select({x.text}, 0.0f, bitcast<u32>({x.text}) == 0x80000000u)"
         else:                                          # x - 0 and x + (-0) are x itself
