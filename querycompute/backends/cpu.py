@@ -13,6 +13,7 @@ Prepared.origin and each trace row say which happened.
 """
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
@@ -39,6 +40,32 @@ _PARALLEL_LOCK = threading.Lock()
 # parent started numba's thread pool (GNU OpenMP aborts the child: after_fork.py). The serial
 # entry points compute the same chunks in the same order, so results keep their bits.
 _parallel = {"allowed": True, "started": False}
+
+
+def start_pool() -> None:
+    """Called (under _PARALLEL_LOCK) before every parallel launch; the first call starts
+    numba's thread pool. Its GNU OpenMP threads spin after each parallel loop by default, and
+    on shared cores (another pool spinning too: OpenBLAS behind NumPy, DuckDB, polars) that
+    spinning stalls the next loop by a scheduler time slice: a 1 ms kernel then takes ~8 ms
+    (docs/configuration.md). So unless the user chose a policy (OMP_WAIT_POLICY or
+    GOMP_SPINCOUNT in the environment), the pool starts with OMP_WAIT_POLICY=passive, which
+    OpenMP reads once, when it loads; the variable is removed again right after, so child
+    processes and the user's environment never see it."""
+    if _parallel["started"]:
+        return
+    _parallel["started"] = True
+    try:
+        from numba.np.ufunc.parallel import _launch_threads
+    except ImportError:                 # another numba layout: it starts the pool itself
+        return
+    if "OMP_WAIT_POLICY" in os.environ or "GOMP_SPINCOUNT" in os.environ:
+        _launch_threads()
+        return
+    os.environ["OMP_WAIT_POLICY"] = "passive"
+    try:
+        _launch_threads()
+    finally:
+        os.environ.pop("OMP_WAIT_POLICY", None)
 
 
 def _after_fork() -> None:
@@ -175,7 +202,7 @@ class CpuPrepared(Prepared):
         convs = self._convs
         if launch.parallel:
             with _PARALLEL_LOCK:
-                _parallel["started"] = True
+                start_pool()
                 raw = launch.call(n, inputs, params)
         elif convs is not None:   # the common small reduce, without the extra call level
             raw = launch.entry(n, *inputs, *params)

@@ -70,7 +70,7 @@ def launch(parallel: bool, run):
     from . import cpu
     if parallel and cpu._parallel["allowed"]:
         with cpu._PARALLEL_LOCK:
-            cpu._parallel["started"] = True
+            cpu.start_pool()
             return True, run(True)
     return False, run(False)
 

@@ -91,7 +91,7 @@ class CpuStages(StageRuntime):
         fn = f"{base}_{'parallel' if parallel else 'serial'}"
         if parallel:
             with _cpu._PARALLEL_LOCK:
-                _cpu._parallel["started"] = True
+                _cpu.start_pool()
                 out, cache, compile_ms, ms = mod.call(fn, *args)
         else:
             out, cache, compile_ms, ms = mod.call(fn, *args)
