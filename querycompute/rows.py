@@ -12,9 +12,10 @@ Two plans, both on the one input X read in place (any strides):
   elements. numpy calls the axis=0 function; cpu runs rows_columns.py: tiles of (row
   chunk, column block), each adding its rows into a vector of partials read row by row
   (contiguous), the partials combined in chunk order -- no transpose copy.
-The GPU dialects have no long-row kernels yet (one work-group per row with a tree, tiled
-column sums): those backends refuse with BackendUnavailableError (`auto` falls back to cpu,
-visibly). Other terminals after a row select (sum, min, ...) reduce its m results with NumPy.
+opencl, cuda and webgpu run the GPU kernels of backends/gpu_rows.py (_codegen/ops/rows_gpu.py:
+one work-group per row with a tree, column sums tiled so loads stay coalesced); a backend
+without long-row kernels refuses with BackendUnavailableError. Other terminals after a row
+select (sum, min, ...) reduce its m results with NumPy.
 """
 from __future__ import annotations
 

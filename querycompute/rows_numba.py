@@ -188,7 +188,7 @@ def parallel_min(plan) -> int:
 def compile_plan(plan):
     """A function X, *params -> the plan's result array (numba compiles each flavour on its
     first call)."""
-    from .backends.cpu_columns import launch
+    from .backends.cpu import launch
     if plan.strategy != "column-tiled":
         from querycompute._codegen.dialects.numba_py_runtime import namespace
         ns = namespace()                    # numpy, math, njit, the bit-cast intrinsics

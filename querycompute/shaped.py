@@ -152,6 +152,32 @@ def as_block(lowered):
     return replace(lowered, pass_=replace(p, terminal=terminal))
 
 
+def address(a: np.ndarray) -> int:
+    """The address of a's first element."""
+    return a.__array_interface__["data"][0]
+
+
+def component_view(cols) -> np.ndarray | None:
+    """The (n, m) view whose [i, j] is cols[j][i], no copy, when the 1-D columns are evenly
+    spaced components of one array (how a shaped input's columns X[:, j] arrive): one dtype
+    and length, column j starting j * step bytes after column 0, one stride for all (any for
+    n = 1); else None. The one test behind every whole-array read of the backends:
+    cpu_elements (a map's (n, m) argument), cpu_columns (row-major column sums) and
+    gpu_elements (the C-contiguous span a kernel reads with wide loads)."""
+    c0 = cols[0]
+    n, m = len(c0), len(cols)
+    if not all(isinstance(c, np.ndarray) and c.ndim == 1 and c.dtype == c0.dtype and len(c) == n for c in cols):
+        return None
+    item = c0.itemsize
+    stride, step = (m * item, item)
+    if n:
+        base = address(c0)
+        stride, step = c0.strides[0], (address(cols[1]) - base if m > 1 else item)
+        if any(address(c) != base + j * step or (n > 1 and c.strides[0] != stride) for j, c in enumerate(cols)):
+            return None
+    return np.lib.stride_tricks.as_strided(c0, (n, m), (stride, step), writeable=c0.flags.writeable)
+
+
 def _block(arrays, m: int):
     """The (m, k) C-contiguous array whose columns are exactly `arrays` (in order, viewed in
     their dtype: float16 results are uint16 bits in the cpu kernel), when nothing but these
@@ -165,11 +191,11 @@ def _block(arrays, m: int):
     dt, size = a0.dtype, a0.dtype.itemsize
     if base.dtype.itemsize != size:
         return None
-    start = base.__array_interface__["data"][0]
+    start = address(base)
     for j, a in enumerate(arrays):
         if a.base is not base or a.dtype != dt:
             return None
-        if m and (a.strides != (k * size,) or a.__array_interface__["data"][0] != start + j * size):
+        if m and (a.strides != (k * size,) or address(a) != start + j * size):
             return None
     if sys.getrefcount(base) > k + 2:       # the k columns, `base` and the call's argument
         return None

@@ -154,26 +154,28 @@ def from_args(args: tuple, named: dict) -> Source:
         if table is not None:
             return _table_source(table)
         return Source("array", (_shaped_host(x, "the input"),))
-    return Source("zip", tuple(_shaped_host(a, f"input {i}") for i, a in enumerate(args)))
+    return Source("zip", tuple(_shaped_host(a, "input {}", i) for i, a in enumerate(args)))
 
 
-def _shaped_host(x, what: str):
+def _shaped_host(x, what: str, key=None):
     """A host input that is no ndarray but reads as one of 2+ dimensions (a list of lists, a
     2-D memoryview, a CPU tensor): converted once, here, so that it is n elements of shape s
-    (shaped.py) as the ndarray np.asarray makes of it is. Everything else as it is."""
+    (shaped.py) as the ndarray np.asarray makes of it is. Everything else as it is. `what`
+    names it in an error (formatted with `key` only then: this runs on every query call)."""
     if isinstance(x, np.ndarray) or is_device_array(x):
         return x
     if isinstance(x, (list, tuple)):
         nested = len(x) > 0 and isinstance(x[0], (list, tuple, np.ndarray))
     else:
         nested = isinstance(getattr(x, "ndim", None), int) and x.ndim >= 2 and device_array(x) is None
-    return host_array(x, what) if nested else x
+    return host_array(x, what.format(key)) if nested else x
 
 
 def _dict_source(d: dict) -> Source:
     """A dict / keyword table: its arrays as they are when all are plain 1-D columns (the
     warm path), else a Table (converted columns, unreadable ones skipped)."""
-    d = {k: _shaped_host(a, f"column {k!r}") for k, a in d.items()}
+    if not all(type(a) is np.ndarray for a in d.values()):     # (the warm path: all are)
+        d = {k: _shaped_host(a, "column {!r}", k) for k, a in d.items()}
     if any(isinstance(a, np.ndarray) and a.ndim >= 2 for a in d.values()):
         return Source("table", tuple(d.values()), tuple(d))     # shaped columns (shaped.py)
     table = dict_table(d)

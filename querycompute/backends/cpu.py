@@ -68,6 +68,19 @@ def start_pool() -> None:
         os.environ.pop("OMP_WAIT_POLICY", None)
 
 
+def launch(parallel: bool, run):
+    """(the flavour that ran, run(flavour)): `run(True)` (the parallel entry point) when
+    `parallel` is asked and allowed, under the launch rules -- one parallel launch at a time,
+    the pool started (start_pool), none in a child forked after the pool started -- else
+    `run(False)` (the serial entry point: same chunks, same order, same bits). CpuPrepared's
+    own launch below is this, inlined on the warm path."""
+    if parallel and _parallel["allowed"]:
+        with _PARALLEL_LOCK:
+            start_pool()
+            return True, run(True)
+    return False, run(False)
+
+
 def _after_fork() -> None:
     global _PARALLEL_LOCK
     if _parallel["started"]:

@@ -22,7 +22,9 @@ from querycompute._codegen import expr as E
 from querycompute._codegen.program import Pass, Reduce
 
 from ..rows_columns import sum_acc
+from ..shaped import component_view
 from .base import KernelRun, Prepared
+from .cpu import launch
 
 MIN_VALUES = 1 << 15          # n * k below which the generic pass runs
 _DTYPES = ("float32", "float64", "int8", "int16", "int32", "int64",
@@ -63,18 +65,6 @@ def column_aggs(p: Pass):
     return tuple(out)
 
 
-def launch(parallel: bool, run):
-    """(flavour run, run(flavour)) under the cpu backend's launch rules (backends/cpu.py): one
-    parallel launch at a time, none in a child forked after the thread pool started (the
-    serial flavour computes the same bits). Shared with the long-row kernels (rows_numba)."""
-    from . import cpu
-    if parallel and cpu._parallel["allowed"]:
-        with cpu._PARALLEL_LOCK:
-            cpu.start_pool()
-            return True, run(True)
-    return False, run(False)
-
-
 def _unlet(v, lets: dict):
     while isinstance(v, E.Var) and v.name in lets:
         v = lets[v.name]
@@ -82,22 +72,18 @@ def _unlet(v, lets: dict):
 
 
 def as_rows(inputs) -> np.ndarray | None:
-    """The (n, k) array whose columns the 1-D `inputs` are, or None when they are not views
-    of one row-major array (column j at j column steps from column 0, one row stride larger
-    than a row's span): then the generic pass runs (an F-ordered X's columns are contiguous
-    already, and the generic pass reads them as such)."""
-    first = inputs[0]
-    if not all(isinstance(a, np.ndarray) for a in inputs):
+    """The (n, k) array whose columns the 1-D `inputs` are (shaped.component_view, read-only),
+    or None when they are not views of one row-major array (column j at j column steps from
+    column 0, one row stride at least a row's span): then the generic pass runs (an F-ordered
+    X's columns are contiguous already, and the generic pass reads them as such)."""
+    view = component_view(inputs)
+    if view is None:
         return None
-    stride, k = first.strides[0], len(inputs)
-    base = first.ctypes.data
-    step = inputs[1].ctypes.data - base if k > 1 else first.itemsize
-    if step <= 0 or stride < k * step:
+    stride, step = view.strides
+    if step <= 0 or stride < len(inputs) * step:
         return None
-    for j, a in enumerate(inputs):
-        if a.dtype != first.dtype or a.strides[0] != stride or a.ctypes.data != base + j * step:
-            return None
-    return np.lib.stride_tricks.as_strided(first, (len(first), k), (stride, step), writeable=False)
+    view.flags.writeable = False
+    return view
 
 
 def wrap(p: Pass, generic) -> Prepared:

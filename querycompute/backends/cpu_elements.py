@@ -17,29 +17,15 @@ rather than m of each (with the rigid transform's 15 columns the loop spilled re
 from __future__ import annotations
 
 import numpy as np
-from numpy.lib.stride_tricks import as_strided
 
-
-def _address(a: np.ndarray) -> int:
-    return a.__array_interface__["data"][0]
+from ..shaped import component_view
 
 
 def as_2d(cols) -> np.ndarray:
     """The (n, m) array whose [i, j] is cols[j][i]: a view when the columns are evenly spaced
-    components of one array, else a C-ordered copy."""
-    c0 = cols[0]
-    n, m = len(c0), len(cols)
-    if all(type(c) is np.ndarray and c.ndim == 1 and c.dtype == c0.dtype and len(c) == n for c in cols):
-        if n == 0:
-            return np.empty((0, m), c0.dtype)
-        base = _address(c0)
-        step = _address(cols[1]) - base if m > 1 else c0.itemsize
-        stride = c0.strides[0]
-        if all(_address(c) == base + j * step and (n == 1 or c.strides[0] == stride)
-               for j, c in enumerate(cols)):
-            return as_strided(c0, shape=(n, m), strides=(stride, step),
-                              writeable=c0.flags.writeable)
-    return np.stack(cols, axis=1)
+    components of one array (shaped.component_view), else a C-ordered copy."""
+    view = component_view(cols)
+    return view if view is not None else np.stack(cols, axis=1)
 
 
 def bind(arrays, inputs) -> list:

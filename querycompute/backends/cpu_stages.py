@@ -87,14 +87,9 @@ class CpuStages(StageRuntime):
     def _run(self, mod, base: str, n: int, rows: list, prefix: str, *args):
         """Entry point `base`_serial or `base`_parallel (as the cpu backend picks) -> result;
         its trace row is named prefix + the entry point."""
-        parallel = n >= SERIAL_MAX and _cpu._parallel["allowed"]
+        parallel, (out, cache, compile_ms, ms) = _cpu.launch(
+            n >= SERIAL_MAX, lambda par: mod.call(f"{base}_{'parallel' if par else 'serial'}", *args))
         fn = f"{base}_{'parallel' if parallel else 'serial'}"
-        if parallel:
-            with _cpu._PARALLEL_LOCK:
-                _cpu.start_pool()
-                out, cache, compile_ms, ms = mod.call(fn, *args)
-        else:
-            out, cache, compile_ms, ms = mod.call(fn, *args)
         grid = (max(1, -(-n // CHUNK)),) if parallel else (1,)
         rows.append(KernelRun(prefix + fn, "numba", grid, (CHUNK,), cache, compile_ms, ms))
         return out

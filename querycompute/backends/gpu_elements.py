@@ -13,24 +13,21 @@ from __future__ import annotations
 
 import numpy as np
 
-
-def _address(a: np.ndarray) -> int:
-    return a.__array_interface__["data"][0]
+from ..shaped import component_view
 
 
 def whole(cols) -> np.ndarray | None:
     """The 1-D span of n * m scalars whose element i, component j is cols[j][i], when the
-    columns are the components of C-contiguous elements of one array; else None."""
-    c0 = cols[0]
-    m, n = len(cols), len(c0)
-    if not all(isinstance(c, np.ndarray) and c.ndim == 1 and c.dtype == c0.dtype and len(c) == n for c in cols):
+    columns are the components of C-contiguous elements of one array (shaped.component_view
+    with a step of one scalar and a stride of m); else None."""
+    view = component_view(cols)
+    if view is None:
         return None
-    item = c0.itemsize
-    if n > 1 and any(c.strides[0] != m * item for c in cols):
+    n, m = view.shape
+    item = view.itemsize
+    if view.strides[1] != item or (n > 1 and view.strides[0] != m * item):
         return None
-    if n and any(_address(c) != _address(c0) + j * item for j, c in enumerate(cols)):
-        return None
-    return np.lib.stride_tricks.as_strided(c0, shape=(n * m,), strides=(item,), writeable=False)
+    return np.lib.stride_tricks.as_strided(view, shape=(n * m,), strides=(item,), writeable=False)
 
 
 def whole_arrays(ks, inputs) -> dict[int, np.ndarray] | None:
