@@ -126,26 +126,32 @@ def _load_new(p: Pass) -> tuple[dict, Any, str, float]:
     src = module_source(p)
     key = cache_key(src)
     t0 = time.perf_counter()
-    path = disk_cache.load_module(key)
-    if path is not None:
-        return _import(p, src, key, path, False, t0)
+    loaded = _import(p, src, key, None, t0)
+    if loaded is not None:
+        return loaded
     before = disk_cache.stamp(key)
     with disk_cache.compile_lock(key):
         published = disk_cache.stamp(key) not in (None, before)     # while we waited
-        path = disk_cache.load_module(key) if published else None
-        if path is not None:                      # sealed by the process we waited for
-            return _import(p, src, key, path, False, t0)
+        loaded = _import(p, src, key, None, t0) if published else None
+        if loaded is not None:                    # sealed by the process we waited for
+            return loaded
         dump_source(p.name, "numba", src)
         path = disk_cache.store_module(key, source_suffix=".py", kernel_names=[p.name],
                                        dtypes=[s.dtype for s in p.program.inputs])
-        return _import(p, src, key, path, True, t0)
+        return _import(p, src, key, path, t0)
 
 
-def _import(p: Pass, src: str, key, path, fresh: bool, t0: float) -> tuple[dict, Any, str, float]:
-    """Import the module at `path`; a `fresh` one has its serial entry compiled now (so
-    errors surface here, with the source) and is sealed into the cache entry."""
+def _import(p: Pass, src: str, key, path, t0: float) -> tuple[dict, Any, str, float] | None:
+    """Import the module at `path`, just stored: its serial entry is compiled now (so errors
+    surface here, with the source) and it is sealed into the cache entry. With `path` None,
+    the module of the disk entry instead: None on a miss (no entry, a damaged one, or one
+    removed since it was found)."""
+    fresh = path is not None
     try:
-        ns = disk_cache.import_module(path, key).__dict__
+        module = disk_cache.import_module(path, key) if fresh else disk_cache.import_entry(key)
+        if module is None:
+            return None
+        ns = module.__dict__
         if fresh:
             _compile_serial(p, ns)
     except Exception as exc:  # numba typing/lowering errors: show the source we generated

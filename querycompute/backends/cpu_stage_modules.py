@@ -80,16 +80,17 @@ def _load_new(name: str, source: str) -> StageModule:
     stores it) a new entry; numba compiles each entry point on its first call."""
     key = cache_key(source)
     t0 = time.perf_counter()
-    path = disk_cache.load_module(key)
+    module = disk_cache.import_entry(key)         # None also when a prune removed it since
     origin = "disk"
-    if path is None:
+    if module is None:
         before = disk_cache.stamp(key)
         with disk_cache.compile_lock(key):
             published = disk_cache.stamp(key) not in (None, before)
-            path = disk_cache.load_module(key) if published else None
-            if path is None:
+            module = disk_cache.import_entry(key) if published else None
+            if module is None:
                 dump_source(name, "numba", source)
                 path = disk_cache.store_module(key, source_suffix=".py", kernel_names=[name])
+                module = disk_cache.import_module(path, key)
                 origin = "compiled"
-    ns = disk_cache.import_module(path, key).__dict__
+    ns = module.__dict__
     return StageModule(name, source, ns, key, origin, (time.perf_counter() - t0) * 1e3)

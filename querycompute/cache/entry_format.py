@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import stat
 import struct
 import tempfile
 from pathlib import Path
@@ -27,6 +28,11 @@ HEADER_SIZE = _HEADER.size
 
 BINARY_FILE = "kernel.bin"
 META_FILE = "meta.json"
+
+# Bounds on what reading one entry file may take (read_entry_file): metadata is a few KB,
+# a module's source tens of KB, a CUBIN or one numba cache file a few MB.
+META_MAX_BYTES = 4 << 20
+FILE_MAX_BYTES = 1 << 30
 
 
 class DamagedEntry(Exception):
@@ -69,12 +75,41 @@ def encode_meta(meta: dict) -> bytes:
     return (json.dumps(meta, sort_keys=True, indent=2) + "\n").encode("utf-8")
 
 
+def read_entry_file(path: Path, limit: int) -> bytes:
+    """The bytes of one entry file, read so that no file found on disk can hang or flood the
+    reader: anything but a regular file (a symbolic link, a directory, a FIFO, a device) and
+    a file over `limit` bytes is DamagedEntry, checked before opening (a FIFO or device is
+    never opened), opened without following links and without blocking, at most `limit`
+    bytes read. A missing file raises FileNotFoundError (the caller knows whether that is
+    damage or an entry not written yet or removed since); other OSErrors pass through."""
+    try:
+        before = os.lstat(path)
+    except NotADirectoryError:
+        raise FileNotFoundError(f"no file at {path}") from None
+    if not stat.S_ISREG(before.st_mode):
+        raise DamagedEntry(f"{path.name} is not a regular file")
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0)
+    fd = os.open(path, flags | getattr(os, "O_BINARY", 0))
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(fd)             # the file opened is the one checked (not swapped since)
+        if not stat.S_ISREG(st.st_mode) or (st.st_dev, st.st_ino) != (before.st_dev,
+                                                                       before.st_ino):
+            raise DamagedEntry(f"{path.name} changed while it was opened")
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise DamagedEntry(f"{path.name} is larger than {limit} bytes")
+    return data
+
+
 def decode_meta(key_digest: str, data: bytes) -> dict:
-    """Parsed metadata, or DamagedEntry when it is not this key's metadata."""
+    """Parsed metadata, or DamagedEntry when it is not this key's metadata (not JSON, nested
+    too deep for the parser, not an object, or a field the cache relies on of the wrong type)."""
     try:
         meta = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
         raise DamagedEntry(f"metadata is not valid JSON ({exc})") from None
+    except RecursionError:
+        raise DamagedEntry("metadata is JSON nested too deep to parse") from None
     if not isinstance(meta, dict):
         raise DamagedEntry("metadata is not a JSON object")
     if meta.get("format") != FORMAT_VERSION or meta.get("key") != key_digest:
@@ -83,6 +118,13 @@ def decode_meta(key_digest: str, data: bytes) -> dict:
                         ("backend", str), ("hit_count", int)):
         if not isinstance(meta.get(field), kind):
             raise DamagedEntry(f"metadata field {field!r} is missing or not a {kind.__name__}")
+    for field, kind in (("payload_sha256", str), ("sealed_files", dict), ("sizes", dict),
+                        ("compile_ms", (int, float))):
+        if field in meta and not isinstance(meta[field], kind):
+            raise DamagedEntry(f"metadata field {field!r} has the wrong type")
+    sealed = meta.get("sealed_files", {})
+    if not all(isinstance(k, str) and isinstance(v, str) for k, v in sealed.items()):
+        raise DamagedEntry("metadata field 'sealed_files' is not a map of names to hashes")
     return meta
 
 

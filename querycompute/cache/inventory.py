@@ -11,7 +11,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .entry_format import META_FILE, DamagedEntry, decode_meta
+from .entry_format import (FILE_MAX_BYTES, META_FILE, META_MAX_BYTES, DamagedEntry,
+                           decode_meta, read_entry_file)
 
 _KEY_NAME = re.compile(r"[0-9a-f]{64}")
 
@@ -45,8 +46,9 @@ class CacheEntry:
     def source(self) -> str:
         """The generated source stored with the entry ("" if it can no longer be read)."""
         try:
-            return self.source_path.read_text(encoding="utf-8", errors="replace")
-        except OSError:
+            data = read_entry_file(self.source_path, FILE_MAX_BYTES)
+            return data.decode("utf-8", errors="replace")
+        except (OSError, DamagedEntry):
             return ""
 
     def as_dict(self) -> dict:
@@ -113,7 +115,7 @@ def scan(entries_root: Path) -> tuple[list[CacheEntry], list[Path]]:
             continue                          # temp and trash names, stray files
         path = Path(child.path)
         try:
-            meta = decode_meta(child.name, (path / META_FILE).read_bytes())
+            meta = decode_meta(child.name, read_entry_file(path / META_FILE, META_MAX_BYTES))
             entries.append(_entry_from_meta(path, meta))
         except (OSError, DamagedEntry, ValueError, TypeError):
             broken.append(path)

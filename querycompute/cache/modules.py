@@ -8,14 +8,17 @@ imported while it hashes to the key's source. DiskCache inherits these methods.
 from __future__ import annotations
 
 import atexit
+import os
 import shutil
+import stat
 import sys
 import tempfile
 import types
 from pathlib import Path
 
-from .entry_format import (META_FILE, DamagedEntry, decode_meta, encode_meta,
-                           source_file_name, write_atomic)
+from .entry_format import (FILE_MAX_BYTES, META_FILE, META_MAX_BYTES, DamagedEntry,
+                           decode_meta, encode_meta, read_entry_file, source_file_name,
+                           write_atomic)
 from .keys import CacheKey, sha256_hex
 
 # Where numba's cache=True puts its files for a module: beside it, in __pycache__.
@@ -23,24 +26,35 @@ NUMBA_DIR = "__pycache__"
 
 
 def same_bytes(path: Path, data: bytes) -> bool:
+    """Whether `path` is a regular file holding exactly `data` (never blocks on a FIFO)."""
     try:
-        return path.read_bytes() == data
-    except OSError:
+        return read_entry_file(path, len(data)) == data
+    except (OSError, DamagedEntry):
         return False
 
 
 def _remove_files(directory: Path, keep: set) -> None:
-    """Delete the files of `directory` not named in `keep` (best effort)."""
+    """Delete what `directory` holds besides the regular files named in `keep` (best
+    effort): files, and directories, links or FIFOs squatting on a file's name, which numba
+    could neither read nor replace. A `directory` that is not a directory is removed."""
     try:
+        if not stat.S_ISDIR(os.lstat(directory).st_mode):
+            directory.unlink()
+            return
         paths = list(directory.iterdir())
     except OSError:
         return
     for path in paths:
-        if path.name not in keep and not path.name.endswith(".tmp"):
-            try:
+        if path.name.endswith(".tmp"):
+            continue
+        try:
+            mode = os.lstat(path).st_mode
+            if stat.S_ISDIR(mode):
+                shutil.rmtree(path)
+            elif path.name not in keep or not stat.S_ISREG(mode):
                 path.unlink()
-            except OSError:
-                pass
+        except OSError:
+            pass
 
 
 class ModuleEntries:
@@ -61,11 +75,17 @@ class ModuleEntries:
             return None
         try:
             for name, digest in sealed.items():
-                path = entry / NUMBA_DIR / name
-                if Path(name).name != name or not path.is_file():
-                    raise DamagedEntry(f"numba cache file {name} is missing")
-                if sha256_hex(path.read_bytes()) != digest:
+                if Path(name).name != name:
+                    raise DamagedEntry("metadata seals a numba cache file outside the entry")
+                try:
+                    data = read_entry_file(entry / NUMBA_DIR / name, FILE_MAX_BYTES)
+                except DamagedEntry as exc:
+                    raise DamagedEntry(f"numba cache file {exc}") from None
+                if sha256_hex(data) != digest:
                     raise DamagedEntry(f"numba cache file {name} was altered")
+        except FileNotFoundError:
+            self._missing(key, "a numba cache file")
+            return None
         except DamagedEntry as exc:
             self._damaged(key, str(exc))
             return None
@@ -117,13 +137,16 @@ class ModuleEntries:
             return
         entry = self.entry_dir(key)
         try:
-            meta = decode_meta(key.digest, (entry / META_FILE).read_bytes())
+            meta = decode_meta(key.digest, read_entry_file(entry / META_FILE, META_MAX_BYTES))
             sealed = {}
             cache_dir = entry / NUMBA_DIR
-            if cache_dir.is_dir():
-                for path in sorted(cache_dir.iterdir()):
-                    if path.is_file() and not path.name.endswith(".tmp"):
-                        sealed[path.name] = sha256_hex(path.read_bytes())
+            for path in sorted(cache_dir.iterdir()) if cache_dir.is_dir() else ():
+                if path.name.endswith(".tmp") or ".tmp." in path.name:    # ours, numba's
+                    continue
+                try:
+                    sealed[path.name] = sha256_hex(read_entry_file(path, FILE_MAX_BYTES))
+                except (FileNotFoundError, DamagedEntry):
+                    continue              # not a file numba wrote; load_module removes it
             if not sealed:
                 # Nothing to seal: numba did not cache (or a racing store_module removed its
                 # files). Left unsealed, the entry stays a miss and the next process compiles
@@ -137,6 +160,8 @@ class ModuleEntries:
                 # entry point of the module, and the entry's cost is all of its compiles
                 meta["compile_ms"] = round(float(meta.get("compile_ms") or 0) + compile_ms, 3)
             write_atomic(entry / META_FILE, encode_meta(meta))
+        except FileNotFoundError:
+            return      # the entry was removed since (a prune in another process): a miss
         except (OSError, DamagedEntry) as exc:
             self._warn_once(f"seal:{key.digest}",
                             f"querycompute: could not seal kernel cache entry {key.digest[:16]} "
@@ -148,10 +173,38 @@ class ModuleEntries:
         ones executed (no second read, no bytecode cache), under the file's name so numba
         finds the file to cache beside and tracebacks show its lines."""
         path = Path(path)
-        source = path.read_bytes()
+        source = read_entry_file(path, FILE_MAX_BYTES)
         if sha256_hex(source) != key.source_sha256:
             raise RuntimeError(f"querycompute: refusing to import {path}: its contents do not "
                                f"match the generated source for key {key.digest[:16]}")
+        return self._exec_module(path, key, source)
+
+    def import_entry(self, key: CacheKey):
+        """`load_module` and `import_module` as one step: the module of `key`'s entry, or
+        None on a miss, which includes an entry that changed or was removed (a `cache prune`
+        in another process) between the lookup and the import."""
+        path = self.load_module(key)
+        if path is None:
+            return None
+        try:
+            source = read_entry_file(path, FILE_MAX_BYTES)
+            if sha256_hex(source) != key.source_sha256:
+                raise DamagedEntry("the module file changed after it was checked")
+            return self._exec_module(path, key, source)
+        except DamagedEntry as exc:
+            self._damaged(key, str(exc))
+            return None
+        except (OSError, RuntimeError) as exc:
+            # numba's decorator also reads the file (and fails without it: RuntimeError)
+            if os.path.lexists(path):
+                if isinstance(exc, RuntimeError):
+                    raise
+                self._damaged(key, f"the module file is unreadable ({exc})")
+            else:
+                self._count("misses")             # removed since load_module found it
+            return None
+
+    def _exec_module(self, path: Path, key: CacheKey, source: bytes):
         name = f"querycompute_kernels_{key.digest[:16]}"
         loaded = sys.modules.get(name)
         if loaded is not None and getattr(loaded, "__file__", None) == str(path):
@@ -164,6 +217,7 @@ class ModuleEntries:
         except BaseException:
             sys.modules.pop(name, None)
             raise
+        _guard_numba_caches(module, self, key)
         return module
 
     def _private_directory(self) -> Path:
@@ -172,3 +226,43 @@ class ModuleEntries:
                 self._private_dir = Path(tempfile.mkdtemp(prefix="querycompute-kernels-"))
                 atexit.register(shutil.rmtree, self._private_dir, True)
             return self._private_dir
+
+
+class _GuardedNumbaCache:
+    """numba's cache of one function of an entry's module (`Dispatcher._cache`), made so that
+    nothing on disk fails a query: a cache file numba cannot read (a directory in its place,
+    permissions) is a damaged entry, i.e. a warning and a compile; a save that fails (a full
+    or read-only disk, the entry removed by a prune in another process) is a warning and the
+    code stays in memory (numba adds it to the dispatcher before saving)."""
+
+    def __init__(self, inner, store, key: CacheKey):
+        self._inner, self._store, self._key = inner, store, key
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
+
+    def load_overload(self, sig, target_context):
+        try:
+            return self._inner.load_overload(sig, target_context)
+        except OSError as exc:
+            self._store._damaged(self._key, f"a numba cache file is unreadable ({exc})")
+            return None
+
+    def save_overload(self, sig, data) -> None:
+        try:
+            self._inner.save_overload(sig, data)
+        except OSError as exc:
+            self._store._write_failed(self._key, exc)
+
+
+def _guard_numba_caches(module: types.ModuleType, store, key: CacheKey) -> None:
+    """Wrap the cache of every numba function `module` defines in a _GuardedNumbaCache."""
+    dispatcher = sys.modules.get("numba.core.dispatcher")
+    if dispatcher is None:
+        return                  # numba is not imported: the module defines no numba function
+    namespace = vars(module)
+    for obj in list(namespace.values()):
+        if (isinstance(obj, dispatcher.Dispatcher)
+                and getattr(obj.py_func, "__globals__", None) is namespace
+                and not isinstance(obj._cache, _GuardedNumbaCache)):
+            obj._cache = _GuardedNumbaCache(obj._cache, store, key)

@@ -15,6 +15,7 @@ Robustness rules (issue 6, point 4), all implemented here:
 from __future__ import annotations
 
 import errno
+import os
 import threading
 import time
 from contextlib import contextmanager
@@ -24,8 +25,9 @@ from typing import Any, Iterator
 
 from ..log import warn
 from . import settings
-from .entry_format import (BINARY_FILE, META_FILE, DamagedEntry, decode_meta, encode_meta,
-                           pack_binary, source_file_name, unpack_binary, write_atomic)
+from .entry_format import (BINARY_FILE, FILE_MAX_BYTES, META_FILE, META_MAX_BYTES, DamagedEntry,
+                           decode_meta, encode_meta, pack_binary, read_entry_file,
+                           source_file_name, unpack_binary, write_atomic)
 from .keys import FORMAT_VERSION, CacheKey, make_key, sha256_hex
 from .modules import ModuleEntries, same_bytes
 
@@ -181,6 +183,15 @@ class DiskCache(ModuleEntries):
                         f"querycompute: kernel cache entry {key.digest[:16]} ({key.backend}) is "
                         f"damaged: {why}; recompiling and rewriting it ({self.entry_dir(key)})")
 
+    def _missing(self, key: CacheKey, what: str) -> None:
+        """A file of `key`'s entry is missing: damage while the entry's metadata is still
+        there; otherwise the whole entry was removed after it was looked up (`cache prune`
+        or `clear` in another process), which is a plain miss."""
+        if os.path.lexists(self.entry_dir(key) / META_FILE):
+            self._damaged(key, f"{what} is missing")
+        else:
+            self._count("misses")
+
     # ----- reading ---------------------------------------------------------------------
     def load(self, key: CacheKey) -> bytes | None:
         """The payload stored for `key`, or None on a miss. A damaged entry is a miss (with
@@ -190,13 +201,13 @@ class DiskCache(ModuleEntries):
             return None
         entry = self.entry_dir(key)
         try:
-            try:
-                data = (entry / BINARY_FILE).read_bytes()
-            except FileNotFoundError:
-                raise DamagedEntry("the binary file is missing") from None
+            data = read_entry_file(entry / BINARY_FILE, FILE_MAX_BYTES)
             payload = unpack_binary(key.digest, data)
             if sha256_hex(payload) != meta.get("payload_sha256"):
                 raise DamagedEntry("binary and metadata disagree on the payload hash")
+        except FileNotFoundError:
+            self._missing(key, "the binary file")
+            return None
         except DamagedEntry as exc:
             self._damaged(key, str(exc))
             return None
@@ -214,9 +225,12 @@ class DiskCache(ModuleEntries):
             return None
         entry = self.entry_dir(key)
         try:
-            raw = (entry / META_FILE).read_bytes()
-        except (FileNotFoundError, NotADirectoryError):
+            raw = read_entry_file(entry / META_FILE, META_MAX_BYTES)
+        except FileNotFoundError:
             self._count("misses")             # cold, or another process is still writing
+            return None
+        except DamagedEntry as exc:           # a directory, FIFO, link... in its place
+            self._damaged(key, f"the metadata: {exc}")
             return None
         except OSError as exc:
             self._damaged(key, f"the metadata is unreadable ({exc})")
@@ -230,12 +244,12 @@ class DiskCache(ModuleEntries):
                 raise DamagedEntry("metadata names a foreign source file")
             if meta["source_sha256"] != key.source_sha256:
                 raise DamagedEntry("metadata records another source")
-            try:
-                source = (entry / meta["source_file"]).read_bytes()
-            except FileNotFoundError:
-                raise DamagedEntry("the source file is missing") from None
+            source = read_entry_file(entry / meta["source_file"], FILE_MAX_BYTES)
             if sha256_hex(source) != key.source_sha256:
                 raise DamagedEntry("the source file was altered")
+        except FileNotFoundError:
+            self._missing(key, "the source file")
+            return None
         except (DamagedEntry, ValueError) as exc:
             self._damaged(key, str(exc))
             return None
@@ -373,18 +387,25 @@ class DiskCache(ModuleEntries):
             write_atomic(entry / META_FILE, encode_meta(meta))
             return True
         except OSError as exc:
-            if exc.errno in _UNWRITABLE:
-                self._unwritable_reason = f"{exc.strerror or exc} ({exc.filename or self.path})"
-                self._warn_once("unwritable",
-                                f"querycompute: cannot write the kernel cache at {self.path}: "
-                                f"{self._unwritable_reason}. Compiled kernels are kept in memory "
-                                f"only for this process; set QUERYCOMPUTE_CACHE_DIR to a writable "
-                                f"directory, or QUERYCOMPUTE_CACHE=0 to turn the disk cache off.")
-            else:       # e.g. `cache clear` removed the directory under us: skip this entry
-                self._warn_once(f"write:{key.digest}",
-                                f"querycompute: could not write kernel cache entry "
-                                f"{key.digest[:16]} ({exc}); it will be compiled again next time.")
+            self._write_failed(key, exc)
             return False
+
+    def _write_failed(self, key: CacheKey, exc: OSError) -> None:
+        """A write into `key`'s entry failed (ours, or numba's cache files: modules.py).
+        A directory that will not take writes turns writing off for the process, with one
+        warning; anything else (the entry removed under us) skips this entry. Never raises:
+        the caller keeps its kernel in memory."""
+        if exc.errno in _UNWRITABLE:
+            self._unwritable_reason = f"{exc.strerror or exc} ({exc.filename or self.path})"
+            self._warn_once("unwritable",
+                            f"querycompute: cannot write the kernel cache at {self.path}: "
+                            f"{self._unwritable_reason}. Compiled kernels are kept in memory "
+                            f"only for this process; set QUERYCOMPUTE_CACHE_DIR to a writable "
+                            f"directory, or QUERYCOMPUTE_CACHE=0 to turn the disk cache off.")
+        else:       # e.g. `cache clear` removed the directory under us: skip this entry
+            self._warn_once(f"write:{key.digest}",
+                            f"querycompute: could not write kernel cache entry "
+                            f"{key.digest[:16]} ({exc}); it will be compiled again next time.")
 
     def _make_dirs(self, entry: Path) -> None:
         # Every level we create is 0700: kernels and query text are the user's business.
