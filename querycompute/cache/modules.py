@@ -73,6 +73,9 @@ class ModuleEntries:
         if not isinstance(sealed, dict):
             self._count("misses")        # compiled but not sealed yet: in progress or crashed
             return None
+        if self._untrusted_entry(key, entry / meta["source_file"], entry / NUMBA_DIR,
+                                 *(entry / NUMBA_DIR / Path(name).name for name in sealed)):
+            return None
         try:
             for name, digest in sealed.items():
                 if Path(name).name != name:

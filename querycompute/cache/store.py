@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from ..log import warn
-from . import settings
+from . import settings, trust
 from .entry_format import (BINARY_FILE, FILE_MAX_BYTES, META_FILE, META_MAX_BYTES, DamagedEntry,
                            decode_meta, encode_meta, pack_binary, read_entry_file,
                            source_file_name, unpack_binary, write_atomic)
@@ -127,7 +127,20 @@ class DiskCache(ModuleEntries):
                              else bool(self._enabled_arg))
             self._unwritable_reason: str | None = None
             self._warned: set[str] = set()
+            # DESIGN.md section 6, "Trust": kernels are loaded only where nobody else can write
+            self._untrusted: str | None = None
+            if self._enabled:
+                self._untrusted = trust.untrusted_reason(self._root)
+                self._enabled = self._untrusted is None
             self._configured = True
+            untrusted = self._untrusted
+        if untrusted:
+            self._warn_once("untrusted",
+                            f"querycompute: the kernel cache directory {self._root} is not safe "
+                            f"to load kernels from: {untrusted}. Anyone who can write there can "
+                            f"plant code this process would run, so the disk cache is off for "
+                            f"this process (kernels are compiled and kept in memory). Fix: "
+                            f"{trust.fix_hint(self._root)}.")
 
     @property
     def path(self) -> Path:
@@ -140,6 +153,13 @@ class DiskCache(ModuleEntries):
         """False when QUERYCOMPUTE_CACHE=0: nothing is read from or written to disk."""
         self._configure()
         return self._enabled
+
+    @property
+    def untrusted_reason(self) -> str | None:
+        """Why the disk cache is off for this process although QUERYCOMPUTE_CACHE is on: the
+        directory is not safe to load kernels from (trust.py). None when it is."""
+        self._configure()
+        return self._untrusted
 
     @property
     def writable(self) -> bool:
@@ -183,6 +203,22 @@ class DiskCache(ModuleEntries):
                         f"querycompute: kernel cache entry {key.digest[:16]} ({key.backend}) is "
                         f"damaged: {why}; recompiling and rewriting it ({self.entry_dir(key)})")
 
+    def _untrusted_entry(self, key: CacheKey, *paths: Path) -> bool:
+        """True (a miss, with one warning per entry) when one of `paths` of `key`'s entry is
+        owned by another user or is a directory others can write (trust.entry_problem): it is
+        not read, the kernel is compiled and the entry rewritten."""
+        for path in paths:
+            problem = trust.entry_problem(path)
+            if problem:
+                self._count("damaged")
+                self._count("misses")
+                self._warn_once(f"damaged:{key.digest}",
+                                f"querycompute: kernel cache entry {key.digest[:16]} "
+                                f"({key.backend}) is not loaded: {problem}; recompiling and "
+                                f"rewriting it")
+                return True
+        return False
+
     def _missing(self, key: CacheKey, what: str) -> None:
         """A file of `key`'s entry is missing: damage while the entry's metadata is still
         there; otherwise the whole entry was removed after it was looked up (`cache prune`
@@ -200,6 +236,8 @@ class DiskCache(ModuleEntries):
         if meta is None:
             return None
         entry = self.entry_dir(key)
+        if self._untrusted_entry(key, entry / BINARY_FILE):
+            return None
         try:
             data = read_entry_file(entry / BINARY_FILE, FILE_MAX_BYTES)
             payload = unpack_binary(key.digest, data)
@@ -224,6 +262,8 @@ class DiskCache(ModuleEntries):
             self._count("misses")
             return None
         entry = self.entry_dir(key)
+        if self._untrusted_entry(key, self.entries_root, entry, entry / META_FILE):
+            return None
         try:
             raw = read_entry_file(entry / META_FILE, META_MAX_BYTES)
         except FileNotFoundError:
