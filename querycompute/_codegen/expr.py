@@ -40,20 +40,23 @@ UNARY_OPS = ("neg", "invert", "not", "abs")
 #                   on equal operands (0.0 and -0.0) float32/64 return b, float16 returns a
 #   and or          logical, operands and result bool (no short circuit needed: pure exprs)
 #   hypot atan2 copysign  floats only (float16 computed in float32)
+#   fmod            floats only: C's fmod (np.fmod), exact: the sign of a, x fmod 0 -> nan
+#                   (the frontend builds integer np.fmod from `mod`)
 BINARY_OPS = ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow",
               "bitand", "bitor", "bitxor", "lshift", "rshift", "min", "max",
-              "and", "or", "hypot", "atan2", "copysign")
+              "and", "or", "hypot", "atan2", "copysign", "fmod")
 
 # Comparisons: operands share one dtype, result is bool. Any comparison with NaN is false,
 # except `ne`, which is true.
 COMPARE_OPS = ("lt", "le", "gt", "ge", "eq", "ne")
 
 # Elementwise functions of one float argument (operand dtype == result dtype, a float type;
-# float16 is computed in float32 and rounded). `rint` rounds half to even.
+# float16 is computed in float32 and rounded). `rint` rounds half to even. exp2 and cbrt are
+# math functions like exp (the dialect's ulp), exact at powers of two / cubes of them.
 FLOAT_FUNCS = ("sqrt", "exp", "log", "log2", "log10", "sin", "cos", "tan",
                "arcsin", "arccos", "arctan", "sinh", "cosh", "tanh",
                "arcsinh", "arccosh", "arctanh", "expm1", "log1p",
-               "floor", "ceil", "trunc", "rint")
+               "floor", "ceil", "trunc", "rint", "exp2", "cbrt")
 # Predicates on a float argument, result bool.
 FLOAT_PREDICATES = ("isnan", "isinf", "isfinite")
 

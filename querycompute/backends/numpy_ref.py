@@ -26,7 +26,7 @@ _BINARY = {
     "bitand": np.bitwise_and, "bitor": np.bitwise_or, "bitxor": np.bitwise_xor,
     "lshift": np.left_shift, "rshift": np.right_shift, "min": np.minimum, "max": np.maximum,
     "and": np.logical_and, "or": np.logical_or, "hypot": np.hypot, "atan2": np.arctan2,
-    "copysign": np.copysign,
+    "copysign": np.copysign, "fmod": np.fmod,
 }
 _COMPARE = {"lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
             "eq": np.equal, "ne": np.not_equal}

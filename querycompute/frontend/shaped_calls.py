@@ -16,7 +16,7 @@ import numpy as np
 
 from querycompute._codegen.expr import Binary, Call, Cast, Compare, Const, Where
 from .shaped import ShapedVal, build, cast, concrete, elementwise, index_key, to_array, wrap
-from .translate_calls import call_handler
+from .translate_calls import KEYWORDS, astype, bind, call_handler, clip, real_imag
 from .translate_ops import binary, fail, to_dtype, truthy
 from .values import Scalar, TupleVal
 
@@ -257,6 +257,8 @@ def call(tr, node: ast.Call):
         base = tr.value(f.value)           # a method call on a value: r.sum(), (r * 2).max()
         if isinstance(base, ShapedVal):
             return _method(tr, node, base, f.attr, at)
+        if isinstance(base, Scalar):
+            return _scalar_method(tr, node, base, f.attr, at)
         return NOT_SHAPED
     obj = tr._callee(f)
     if obj in FUNCS if _hashable(obj) else False:
@@ -291,15 +293,67 @@ def call(tr, node: ast.Call):
     if obj is np.transpose:
         return ShapedVal(to_array(tr.value(node.args[0]), at).T)
     handler = call_handler(obj)
-    if handler is None or node.keywords:
+    if handler is None or (node.keywords and not (_hashable(obj) and obj in KEYWORDS)):
         return NOT_SHAPED
-    args = [tr.value(a) for a in node.args]
+    nodes = bind(obj, list(node.args), {k.arg: k.value for k in node.keywords}, at)
+    args = [_argument(tr, n, obj) for n in nodes]
     if any(isinstance(a, ShapedVal) for a in args):
         if obj in SCALAR_ONLY or getattr(obj, "__module__", None) == "math":
             fail(at, f"{ast.unparse(f)}() works on scalars; on a shaped element use the NumPy "
                      f"function (np.sqrt, np.maximum, r.max(), ...)", "call")
-        return elementwise(lambda *xs: handler(list(xs), at), args, at, ast.unparse(f))
-    return handler([tr.check_scalar(a, n, "a function argument") for a, n in zip(args, node.args)], at)
+        given = [k for k, a in enumerate(args) if a is not None]
+
+        def apply(*xs):
+            full = [None] * len(args)
+            for k, x in zip(given, xs):
+                full[k] = x
+            return handler(full, at)
+        return elementwise(apply, [args[k] for k in given], at, ast.unparse(f))
+    return handler([a if a is None else tr.check_scalar(a, n, "a function argument")
+                    for a, n in zip(args, nodes)], at)
+
+
+def _argument(tr, n, obj):
+    """An argument's value; None for a None literal of a function that takes keywords
+    (np.clip(v, None, 5))."""
+    if n is None or (isinstance(n, ast.Constant) and n.value is None and obj in KEYWORDS):
+        return None
+    return tr.value(n)
+
+
+SCALAR_METHODS = "astype(dtype) clip(lo, hi) conj() conjugate(); attributes .real .imag"
+
+
+def _scalar_method(tr, node: ast.Call, x: Scalar, name: str, at: str):
+    """Methods of a NumPy scalar: v.astype(t), v.clip(lo, hi), v.conj() / v.conjugate()."""
+    args = list(node.args)
+    if name == "astype":
+        _kw(tr, node, (), name)
+        if len(args) != 1:
+            fail(at, f"astype() takes one dtype argument here, got {len(args)}", name)
+        return astype(x, _dtype_arg(tr, args[0], at), at)
+    if name == "clip":
+        kw = _kw(tr, node, ("min", "max"), name)
+        if len(args) > 2:
+            fail(at, f"clip() takes at most 2 arguments (min, max), got {len(args)}", name)
+        nodes = args + [None] * (2 - len(args))
+        for k, key in enumerate(("min", "max")):
+            if key in kw:
+                if nodes[k] is not None:
+                    fail(at, f"clip() got {key!r} twice", name)
+                nodes[k] = kw[key]
+        bounds = [_argument(tr, n, np.clip) for n in nodes]
+        return clip([x] + [b if b is None else tr.check_scalar(b, n, "a clip bound")
+                           for b, n in zip(bounds, nodes)], at)
+    if name in ("conj", "conjugate"):
+        _kw(tr, node, (), name)
+        if args:
+            fail(at, f"{name}() takes no arguments", name)
+        if x.weak:
+            return real_imag("real", x, at)        # Python's (2.5).conjugate() is 2.5
+        return call_handler(np.conjugate)([x], at)
+    fail(at, f"method .{name}() of a scalar is not supported; scalar methods: {SCALAR_METHODS}",
+         name)
 
 
 def _literal(tr, node, at: str) -> np.ndarray:

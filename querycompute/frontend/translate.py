@@ -18,7 +18,7 @@ from querycompute._codegen import dtypes
 from querycompute._codegen.expr import Const, Param
 from ..errors import UnsupportedTypeError
 from .capture import LambdaSource
-from .translate_calls import MODULE_CONSTANTS, SUPPORTED, call_handler
+from .translate_calls import MODULE_CONSTANTS, SUPPORTED, call_handler, real_imag
 from .translate_ops import binary, const, fail, logical, logical_not, select, truthy, unary
 from .values import RecordVal, Scalar, TupleVal, Value
 from . import shaped as S
@@ -158,6 +158,8 @@ class _Translator:
             return self._field(v, node.attr, node)
         if isinstance(v, S.ShapedVal):
             return S.attribute(v, node.attr, self.at(node))
+        if isinstance(v, Scalar) and node.attr in ("real", "imag"):
+            return real_imag(node.attr, v, self.at(node))
         fail(self.at(node), f"attribute .{node.attr} is only supported on records (r.price); "
                             f"this is a {_kind(v)}", "attribute")
 

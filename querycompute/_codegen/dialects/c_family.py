@@ -186,7 +186,7 @@ class CFamily(KernelPrinter, VectorLoads):
             return S.binary(a, _C_BINOPS[o], b)
         if o in ("min", "max", "floordiv", "mod", "lshift", "rshift") or (o == "pow" and not D.is_float(d)):
             return S.call(self.need(f"qc_{o}_{d}"), a, b)
-        if o in ("pow", "hypot", "atan2", "copysign"):
+        if o in ("pow", "hypot", "atan2", "copysign", "fmod"):
             return self.f16(S.call(self.math(o, d), a, b), d)
         if D.is_float(d):
             return self.f16(S.binary(a, _C_BINOPS[o], b), d)

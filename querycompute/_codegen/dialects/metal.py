@@ -48,7 +48,7 @@ class Metal(CFamily):
     OPTIONS_WHY = ("no fast math, no FMA contraction: MTLCompileOptions.mathMode = .safe, "
                    "mathFloatingPointFunctions = .precise")
     UNROLL = ""
-    MISSING_MATH = ("expm1", "log1p", "hypot")   # not in the Metal standard library: prelude helpers
+    MISSING_MATH = ("expm1", "log1p", "hypot", "cbrt")   # not in the Metal standard library: prelude helpers
     # the launch plan's block size (launch.BLOCK) as the pipeline's limit: the compiler may
     # then use more registers per thread than for the default 1024
     KERNEL_HEAD = "[[max_total_threads_per_threadgroup({block})]]\nkernel void {name}"
@@ -115,6 +115,18 @@ class Metal(CFamily):
                 "    if (u == INFINITY) return u;   // inf / inf would be NaN\n"
                 "    // x / (u - 1) first: log(u) * x overflows near FLT_MAX\n"
                 "    return u == 1.0f ? x : log(u) * (x / (u - 1.0f));\n"
+                "}")
+
+    def define_qc_cbrt(self):
+        return ("// cube root (Metal has no cbrt), about 1 ulp: 2^(log2|x| / 3), then two Newton\n"
+                "// steps y += (a / y^2 - y) / 3; zeros, NaN and infinities as C's cbrt\n"
+                "static inline float qc_cbrt(float x) {\n"
+                "    if (x == 0.0f || isnan(x) || isinf(x)) return x;\n"
+                "    float a = fabs(x);\n"
+                "    float y = exp2(log2(a) * 0.33333334f);\n"
+                "    y = y + (a / (y * y) - y) * 0.33333334f;\n"
+                "    y = y + (a / (y * y) - y) * 0.33333334f;\n"
+                "    return copysign(y, x);\n"
                 "}")
 
     def define_qc_hypot(self):

@@ -154,6 +154,9 @@ class ExprPrinter:
             return f"{a} if {a} {cmp} {b} else {b}"
         if op in ("lshift", "rshift"):
             return self._shift(op, a, b, d)
+        if op == "fmod":                   # float16: in float32 (exact), like NumPy's half loop
+            t = "float32" if d == "float16" else d
+            return self._round(d, f"{self._helper('fmod', t)}({a}, {b})")
         if op in _FLOAT_BINARY_FUNCS:
             return self._round(d, f"{_FLOAT_BINARY_FUNCS[op]}({a}, {b})")
         if d == "bool" and op in ("bitand", "bitor", "bitxor", "and", "or"):

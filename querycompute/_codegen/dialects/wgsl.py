@@ -60,7 +60,7 @@ class Wgsl(WgslKernelPrinter, CFamily):
     OPTIONS_WHY = ""
     MATH = {"arcsin": "asin", "arccos": "acos", "arctan": "atan", "arcsinh": "asinh",
             "arccosh": "acosh", "arctanh": "atanh", "rint": "round", "fabs": "abs"}
-    HELPER_MATH = ("expm1", "log1p", "hypot", "atan2", "copysign", "log10", "pow", "tanh",
+    HELPER_MATH = ("expm1", "log1p", "hypot", "atan2", "copysign", "log10", "pow", "tanh", "fmod", "exp2", "cbrt",
                    "sin", "cos", "tan", "exp", "log",   # wgsl_helpers defines them,
                    "sinh", "cosh", "log2", "arcsinh", "arccosh", "arctanh", "arctan", "arcsin", "arccos")  # and wgsl_math_helpers
 
@@ -182,7 +182,7 @@ class Wgsl(WgslKernelPrinter, CFamily):
             return self.f16(out, d) if D.is_float(d) else self.wrap(out, d)
         if o in ("min", "max"):
             return S.call(o, a, b)                     # exact on integers
-        if o in ("pow", "hypot", "atan2", "copysign"):
+        if o in ("pow", "hypot", "atan2", "copysign", "fmod"):
             return self.f16(S.call(self.math(o, d), a, b), d)
         if D.is_float(d) and o in ("mul", "add", "sub", "truediv"):
             folded = self._unfoldable(e, a, b, d)

@@ -88,6 +88,25 @@ return qc_atan2(x, sqrt((1.0f - x) * (1.0f + x)));""", "asin through atan2 (modu
     "qc_arccos": _fn("qc_arccos(x: f32) -> f32", """
 if (qc_isnan(x) || abs(x) > 1.0f) { return qc_f32_bits(0x7FC00000u); }
 return qc_atan2(sqrt((1.0f - x) * (1.0f + x)), x);""", "acos through atan2 (module docstring)"),
+    "qc_exp2": _fn("qc_exp2(x: f32) -> f32", """
+if (qc_isnan(x)) { return x; }
+if (x >= 128.0f) { return bitcast<f32>(0x7F800000u); }
+if (x < -150.0f) { return 0.0f; }
+let k = round(x);
+let p = qc_exp((x - k) * 0.6931471805599453f);     // x - k is exact, |x - k| <= 1/2
+let ki = i32(k);
+return ldexp(ldexp(p, ki / 2), ki - ki / 2);""",
+                   "2^x to about 1 ulp: 2^k * e^(r ln 2) with k = round(x) (exact at integers, subnormals\n"
+                   "by two ldexp steps); WGSL's exp2 has exp's loose bound"),
+    "qc_cbrt": _fn("qc_cbrt(x: f32) -> f32", """
+if (x == 0.0f || qc_isnan(x) || qc_isinf(x)) { return x; }
+let a = bitcast<f32>(bitcast<u32>(x) & 0x7FFFFFFFu);
+var y = exp2(qc_log2(a) * 0.33333334f);
+y = y + (a / (y * y) - y) * 0.33333334f;
+y = y + (a / (y * y) - y) * 0.33333334f;
+return qc_copysign(y, x);""",
+                   "cube root (WGSL has none), about 1 ulp: 2^(log2|x| / 3), then two Newton steps\n"
+                   "y += (a / y^2 - y) / 3; zeros, NaN and infinities as C's cbrt; the sign of x"),
 }
 DEPS = {"qc_sinh": ("qc_isnan", "qc_expm1", "qc_exp", "qc_copysign"), "qc_cosh": ("qc_isnan", "qc_exp"),
         "qc_arcsinh": ("qc_isnan", "qc_log", "qc_log1p", "qc_copysign"),
@@ -95,4 +114,5 @@ DEPS = {"qc_sinh": ("qc_isnan", "qc_expm1", "qc_exp", "qc_copysign"), "qc_cosh":
         "qc_arctanh": ("qc_isnan", "qc_f32_bits", "qc_log1p", "qc_copysign"),
         "qc_atan_core": ("qc_copysign",), "qc_arctan": ("qc_isnan", "qc_atan_core"),
         "qc_arcsin": ("qc_isnan", "qc_f32_bits", "qc_atan2"),
-        "qc_arccos": ("qc_isnan", "qc_f32_bits", "qc_atan2")}
+        "qc_arccos": ("qc_isnan", "qc_f32_bits", "qc_atan2"),
+        "qc_exp2": ("qc_isnan", "qc_exp"), "qc_cbrt": ("qc_isnan", "qc_isinf", "qc_log2", "qc_copysign")}
