@@ -20,6 +20,7 @@ from .entry_format import (FILE_MAX_BYTES, META_FILE, META_MAX_BYTES, DamagedEnt
                            decode_meta, encode_meta, read_entry_file, source_file_name,
                            write_atomic)
 from .keys import CacheKey, sha256_hex
+from .numba_files import entry_cache
 
 # Where numba's cache=True puts its files for a module: beside it, in __pycache__.
 NUMBA_DIR = "__pycache__"
@@ -268,4 +269,5 @@ def _guard_numba_caches(module: types.ModuleType, store, key: CacheKey) -> None:
         if (isinstance(obj, dispatcher.Dispatcher)
                 and getattr(obj.py_func, "__globals__", None) is namespace
                 and not isinstance(obj._cache, _GuardedNumbaCache)):
-            obj._cache = _GuardedNumbaCache(obj._cache, store, key)
+            # numba's files only ever beside the module, where load_module verified them
+            obj._cache = _GuardedNumbaCache(entry_cache(obj), store, key)
