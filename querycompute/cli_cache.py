@@ -88,8 +88,16 @@ def _print_json(document) -> None:
     print(json.dumps(document, sort_keys=True, indent=2))
 
 
+def printable(text: str, keep: str = "") -> str:
+    """`text` (taken from a cache entry's files, which anyone who wrote them chose) safe to
+    print on a terminal: control characters (escape sequences, carriage returns, bidi
+    overrides) are shown as Python escapes (\\x1b, \\u202e) instead of being sent; the
+    characters in `keep` (e.g. newlines of a source) pass."""
+    return "".join(c if c in keep or c.isprintable() else ascii(c)[1:-1] for c in str(text))
+
+
 def _short(text: str, width: int) -> str:
-    text = " ".join(text.split())
+    text = printable(" ".join(text.split()))
     return text if len(text) <= width else text[:width - 3] + "..."
 
 
@@ -107,8 +115,9 @@ def _list(args) -> int:
         what = ", ".join(e.kernel_names) or "-"
         if e.query:
             what += f"  {e.query}"
-        print(f"{e.key[:16]}  {e.backend:8} {format_size(e.size_bytes):>9} {e.hit_count:>5}  "
-              f"{e.last_used[:19].replace('T', ' '):19}  {_short(what, 60)}")
+        print(f"{e.key[:16]}  {printable(e.backend):8} {format_size(e.size_bytes):>9} "
+              f"{e.hit_count:>5}  {printable(e.last_used[:19].replace('T', ' ')):19}  "
+              f"{_short(what, 60)}")
     total = sum(e.size_bytes for e in found)
     print(f"{entries_text(len(found))}, {format_size(total)} in {cache.path}")
     return 0
@@ -133,8 +142,9 @@ def _show(args) -> int:
             ("size", format_size(entry.size_bytes)), ("path", str(entry.path))]
     rows += [(name, json.dumps(value)) for name, value in sorted(entry.extra.items())]
     for name, value in rows:
-        print(f"{name + ':':11}{value}")
+        print(f"{name + ':':11}{printable(value)}")
     print(f"--- source: {entry.source_path} ---")
+    source = printable(source, keep="\n\t")
     print(source, end="" if source.endswith("\n") else "\n")
     return 0
 
@@ -144,7 +154,9 @@ def _stats(args) -> int:
     if args.json:
         _print_json(s.as_dict())
         return 0
-    state = "on" if s.disk_enabled else "off (QUERYCOMPUTE_CACHE=0)"
+    untrusted = cache.disk.untrusted_reason
+    state = ("on" if s.disk_enabled else f"off: {printable(untrusted)}" if untrusted
+             else "off (QUERYCOMPUTE_CACHE=0)")
     print(f"path:      {s.path}")
     print(f"disk:      {state}")
     print(f"entries:   {s.entries} ({format_size(s.bytes)})")
@@ -157,12 +169,18 @@ def _stats(args) -> int:
 
 
 def _removal_report(args, verb: str, removal) -> int:
+    """What was removed; entries that could not be (a read-only cache) are an error: exit 1."""
     if args.json:
         _print_json({"path": str(cache.path), "removed_entries": removal.entries,
-                     "removed_bytes": removal.bytes})
+                     "removed_bytes": removal.bytes, "failed_entries": removal.failed,
+                     "error": removal.error})
     else:
         print(f"{verb} {entries_text(removal.entries)} ({format_size(removal.bytes)}) "
               f"from {cache.path}")
+    if removal.failed:
+        print(f"querycompute cache: could not remove {entries_text(removal.failed)}: "
+              f"{removal.error}", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -175,7 +193,8 @@ def _clear(args) -> int:
                          "would_remove_bytes": total, "keys": [e.key for e in found]})
             return 0
         for e in found:
-            print(f"would remove {e.key[:16]}  {e.backend:8} {format_size(e.size_bytes):>9}  "
+            print(f"would remove {e.key[:16]}  {printable(e.backend):8} "
+                  f"{format_size(e.size_bytes):>9}  "
                   f"{_short(e.query or ', '.join(e.kernel_names) or '-', 60)}")
         print(f"would remove {entries_text(len(found))} ({format_size(total)}) from {cache.path} "
               f"(dry run: nothing removed)")

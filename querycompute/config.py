@@ -18,6 +18,7 @@ import os
 from dataclasses import dataclass
 from typing import Callable
 
+from .cache.sizes import parse_size
 from .log import ConfigWarning, warn
 
 ON_WORDS = ("1", "true", "yes", "on")
@@ -64,6 +65,12 @@ VARIABLES = {v.name: v for v in (
     Variable("QUERYCOMPUTE_CACHE_DIR", None, "a directory path (created when missing)",
              "where the kernel cache lives (default: the platform's user cache directory + "
              "/querycompute)"),
+    Variable("QUERYCOMPUTE_CACHE_MAX_SIZE", None, "a size: bytes, or with a unit (500MB, 2GB, "
+             "512MiB)", "the disk cache's cap: after a save that takes it over, the least "
+             "recently used entries are removed (default: no cap)", parse_size),
+    Variable("QUERYCOMPUTE_CACHE_LOCK_STALL", 60, "an integer >= 1: seconds",
+             "how long a process waiting for another's compile lock lets the holder use no CPU "
+             "(stopped, hung) before compiling without the lock", lambda t: parse_count(t, 1)),
     Variable("QUERYCOMPUTE_DUMP_SOURCE", False, "1/0, true/false, yes/no, on/off",
              "1 logs each kernel's source when it is compiled (logger querycompute.source; "
              "printed on stderr when logging is not configured)", parse_switch),

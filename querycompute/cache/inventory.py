@@ -3,6 +3,7 @@
 cache without any backend installed."""
 from __future__ import annotations
 
+import errno
 import os
 import re
 import shutil
@@ -15,6 +16,8 @@ from .entry_format import (FILE_MAX_BYTES, META_FILE, META_MAX_BYTES, DamagedEnt
                            decode_meta, read_entry_file)
 
 _KEY_NAME = re.compile(r"[0-9a-f]{64}")
+# A rename that fails with these removes nothing anywhere in the cache (read-only, no permission)
+_CANNOT_REMOVE = {errno.EACCES, errno.EPERM, errno.EROFS}
 
 
 @dataclass(frozen=True)
@@ -67,9 +70,12 @@ class CacheEntry:
 
 @dataclass(frozen=True)
 class Removal:
-    """What clear() or prune() removed."""
+    """What clear() or prune() removed, and what it could not remove (`failed` entries; `error`
+    says why, e.g. a read-only cache directory)."""
     entries: int
     bytes: int
+    failed: int = 0
+    error: str = ""
 
 
 def directory_size(path: Path) -> int:
@@ -137,9 +143,13 @@ def remove_entry(entries_root: Path, path: Path) -> int | None:
             os.rename(path, trash)
         except FileNotFoundError:
             return 0                              # another process removed it first
-        except OSError:
+        except OSError as exc:
+            if exc.errno in _CANNOT_REMOVE:
+                raise                             # read-only: nothing removed (the caller says so)
             trash = path                          # e.g. Windows with a file open: delete in place
         shutil.rmtree(trash, ignore_errors=True)
+        if os.path.lexists(trash):
+            raise OSError(errno.EACCES, "could not delete every file of the entry", str(path))
         return size
 
 
@@ -197,9 +207,35 @@ def clear(entries_root: Path, backend: str | None = None) -> Removal:
     doomed = [e.path for e in entries if backend is None or e.backend == backend]
     if backend is None:
         doomed += broken
-    sizes = [remove_entry(entries_root, p) for p in doomed]
-    removed = [size for size in sizes if size is not None]       # None: being compiled
-    return Removal(len(removed), sum(removed))
+    tally = _Tally()
+    for path in doomed:
+        tally.remove(entries_root, path)
+    return tally.removal()
+
+
+class _Tally:
+    """What clear/prune removed, and what they could not (with the first reason)."""
+
+    def __init__(self) -> None:
+        self.entries = self.bytes = self.failed = 0
+        self.error = ""
+
+    def remove(self, entries_root: Path, path: Path) -> bool:
+        """remove_entry, counted; True when the entry is gone."""
+        try:
+            size = remove_entry(entries_root, path)
+        except OSError as exc:
+            self.failed += 1
+            self.error = self.error or f"{exc.strerror or exc} ({exc.filename or path})"
+            return False
+        if size is None:                          # being compiled right now: left alone
+            return False
+        self.entries += 1
+        self.bytes += size
+        return True
+
+    def removal(self) -> Removal:
+        return Removal(self.entries, self.bytes, self.failed, self.error)
 
 
 def prune(entries_root: Path, max_bytes: int) -> Removal:
@@ -210,19 +246,13 @@ def prune(entries_root: Path, max_bytes: int) -> Removal:
                          f"(the CLI accepts sizes like '500MB')")
     sweep_leftovers(entries_root)
     entries, broken = scan(entries_root)
-    removed = freed = 0
+    tally = _Tally()
     for path in broken:
-        size = remove_entry(entries_root, path)
-        if size is not None:                      # None: being compiled right now
-            freed += size
-            removed += 1
+        tally.remove(entries_root, path)
     total = sum(e.size_bytes for e in entries)
     for entry in sorted(entries, key=lambda e: (e.last_used, e.key)):
         if total <= max_bytes:
             break
-        size = remove_entry(entries_root, entry.path)
-        if size is not None:
+        if tally.remove(entries_root, entry.path):
             total -= entry.size_bytes
-            freed += size
-            removed += 1
-    return Removal(removed, freed)
+    return tally.removal()

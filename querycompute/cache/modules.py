@@ -164,6 +164,7 @@ class ModuleEntries:
                 # entry point of the module, and the entry's cost is all of its compiles
                 meta["compile_ms"] = round(float(meta.get("compile_ms") or 0) + compile_ms, 3)
             write_atomic(entry / META_FILE, encode_meta(meta))
+            self.enforce_max_size()
         except FileNotFoundError:
             return      # the entry was removed since (a prune in another process): a miss
         except (OSError, DamagedEntry) as exc:

@@ -16,12 +16,18 @@ from ..log import emit_source
 CACHE_SWITCH = "QUERYCOMPUTE_CACHE"          # "0" keeps compiled kernels in memory only
 CACHE_DIR_VAR = "QUERYCOMPUTE_CACHE_DIR"     # overrides the platform's user cache directory
 DUMP_SOURCE_VAR = "QUERYCOMPUTE_DUMP_SOURCE"  # "1" prints each kernel's source when compiled
+MAX_SIZE_VAR = "QUERYCOMPUTE_CACHE_MAX_SIZE"  # "2GB": prune least recently used after a save
 
 
 def disk_cache_enabled() -> bool:
     """False when QUERYCOMPUTE_CACHE=0 (or false/no/off): compiled kernels stay in memory.
     A value that is not a switch (QUERYCOMPUTE_CACHE=banana) is warned about (config.py)."""
     return config.get(CACHE_SWITCH)
+
+
+def max_size() -> int | None:
+    """The disk cache's cap in bytes (QUERYCOMPUTE_CACHE_MAX_SIZE, e.g. 500MB); None: no cap."""
+    return config.get(MAX_SIZE_VAR)
 
 
 def dump_source_enabled() -> bool:

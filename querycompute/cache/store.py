@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from ..log import warn
-from . import settings, trust
+from . import lock_wait, settings, trust
 from .entry_format import (BINARY_FILE, FILE_MAX_BYTES, META_FILE, META_MAX_BYTES, DamagedEntry,
                            decode_meta, encode_meta, pack_binary, read_entry_file,
                            source_file_name, unpack_binary, write_atomic)
@@ -315,7 +315,8 @@ class DiskCache(ModuleEntries):
         at once would each compile it; with this lock (a file `locks/<key>.lock` beside `v1/`)
         one compiles and the others wait, then load what it stored. Without a writable disk
         cache there is nothing to share and nothing is locked; a lock that cannot be taken
-        (an odd filesystem, a holder stuck for ten minutes) is skipped with a warning: the
+        (an odd filesystem, a holder that uses no CPU for QUERYCOMPUTE_CACHE_LOCK_STALL
+        seconds or holds it for ten minutes: lock_wait.py) is skipped with a warning: the
         caller compiles itself, which is slower but never wrong (writes are atomic)."""
         lock = None
         if self.writable:
@@ -323,9 +324,10 @@ class DiskCache(ModuleEntries):
             try:
                 locks = self.path / "locks"       # beside v1/, so entry listings never see them
                 self._make_dirs(locks)
-                lock = FileLock(str(locks / f"{key.digest}.lock"), timeout=600)
-                lock.acquire()
-            except (OSError, Timeout) as exc:
+                path = locks / f"{key.digest}.lock"
+                lock = lock_wait.acquire(FileLock(str(path)), path,
+                                         f"kernel cache entry {key.digest[:16]}", timeout_s=600)
+            except (OSError, Timeout, lock_wait.LockAbandoned) as exc:
                 lock = None
                 self._warn_once(f"lock:{key.digest}",
                                 f"querycompute: could not take the compile lock for kernel cache "
@@ -394,7 +396,8 @@ class DiskCache(ModuleEntries):
                               compile_ms, extra)
         meta["payload_sha256"] = sha256_hex(payload)
         meta["sizes"] = {"binary": len(payload), "source": len(key.source.encode("utf-8"))}
-        self._publish(key, [(BINARY_FILE, pack_binary(key.digest, payload))], meta)
+        if self._publish(key, [(BINARY_FILE, pack_binary(key.digest, payload))], meta):
+            self.enforce_max_size()
 
     def _new_meta(self, key, kind, source_suffix, kernel_names, query, dtypes, compile_ms,
                   extra) -> dict:
@@ -429,6 +432,16 @@ class DiskCache(ModuleEntries):
         except OSError as exc:
             self._write_failed(key, exc)
             return False
+
+    def enforce_max_size(self) -> None:
+        """After a save: with QUERYCOMPUTE_CACHE_MAX_SIZE set and the cache over it, remove the
+        least recently used entries (inventory.prune, as `querycompute cache prune`; an entry
+        being compiled, this one included, is left alone)."""
+        limit = settings.max_size()
+        if limit is None or not self.writable:
+            return
+        from . import inventory                   # loads with the first save over a cap
+        inventory.prune(self.entries_root, limit)
 
     def _write_failed(self, key: CacheKey, exc: OSError) -> None:
         """A write into `key`'s entry failed (ours, or numba's cache files: modules.py).

@@ -57,10 +57,8 @@ def untrusted_reason(root: str | os.PathLike) -> str | None:
         for depth, path in enumerate((chain, *chain.parents)):
             try:
                 st = os.stat(path) if follow else os.lstat(path)
-            except FileNotFoundError:
-                continue
-            except OSError as exc:
-                return f"{path} cannot be checked ({exc.strerror or exc})"
+            except OSError:
+                continue       # missing, or not reachable: then nothing can be read from it
             problem = _owner_problem(path, st, uid)
             if problem is None and follow and stat.S_ISDIR(st.st_mode):
                 problem = _writable_problem(path, st)
