@@ -375,10 +375,11 @@ def _np_where(args, at):
 
 
 def clip(args, at):
-    """np.clip(x, lo, hi) (a None bound: no bound) as np.minimum(np.maximum(x, lo), hi) in the
-    dtype NumPy's clip loop picks; that is NumPy's clip bit for bit, NaN (in x or a bound)
-    propagating. A Python int bound outside an integer dtype's range clips nothing, as in
-    NumPy 2."""
+    """np.clip(x, lo, hi) in the dtype NumPy's clip loop picks: NaN (in x or a bound)
+    propagates, and on a tie (0.0 against -0.0) x is kept, as NumPy's scalar clip loop does
+    (its vector loop may return the bound there). With one bound None, NumPy computes
+    np.minimum / np.maximum, and so does this. A Python int bound outside an integer dtype's
+    range clips nothing, as in NumPy 2."""
     _arity("np.clip", args, 3, at)
     x, lo, hi = args
     if lo is not None and hi is not None:
@@ -389,6 +390,12 @@ def clip(args, at):
                      f"{describe(hi)}: {e}", "np.clip")
         x = Scalar(to_dtype(x, t, at))
         lo, hi = (_bound(s, t, keep, at) for s, keep in ((lo, "low"), (hi, "high")))
+        if dtypes.is_float(t):
+            e = x.expr
+            for bound, keep in ((lo, "ge"), (hi, "le")):      # x kept unless beyond the bound
+                e = Where(Binary("or", Compare(keep, e, bound.expr), Call("isnan", e, "bool"), "bool"),
+                          e, bound.expr, t)
+            return Scalar(e)
     for bound, op in ((lo, "max"), (hi, "min")):
         if bound is not None:
             x = binary(op, x, bound, at, numpy_call=True)
