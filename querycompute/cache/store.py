@@ -216,6 +216,13 @@ class DiskCache(ModuleEntries):
                                 f"querycompute: kernel cache entry {key.digest[:16]} "
                                 f"({key.backend}) is not loaded: {problem}; recompiling and "
                                 f"rewriting it")
+                if path != self.entries_root and self.writable:
+                    # away with it, so the rewrite makes the entry's directory ours too
+                    from . import inventory
+                    try:
+                        inventory.remove_entry(self.entries_root, self.entry_dir(key))
+                    except OSError:
+                        pass                      # the rewrite then fails and says so
                 return True
         return False
 
