@@ -27,7 +27,7 @@ from querycompute.errors import UnsupportedLambdaError
 EXACT = ["np.fix(v)", "np.signbit(v)", "np.reciprocal(v)", "np.fmod(v, 2.5)", "np.fmod(v, -0.0)",
          "np.clip(v, -1.5, 100.0)", "np.clip(v, None, 0.0)", "v.clip(min=-0.0)", "v.clip(-1.0, 1.0)",
          "np.clip(v, a_min=0.5, a_max=2.5)", "np.nan_to_num(v)",
-         "np.nan_to_num(v, nan=-1.0, posinf=2.0, neginf=-2.0)", "np.nan_to_num(v, copy=False, neginf=0.0)",
+         "np.nan_to_num(v, nan=-1.0, posinf=2.0, neginf=-2.0)", "np.nan_to_num(v, copy=True, neginf=0.0)",
          "np.deg2rad(v)", "np.rad2deg(v)", "np.radians(v)", "np.degrees(v)",
          "np.where(v > 1, v, -v)", "np.where(v, v, 0.5)", "v.astype(np.int32)", "v.astype('uint8')",
          "v.astype(bool)", "v.astype(np.float16)", "np.conj(v)", "np.conjugate(v)", "np.real(v)",
@@ -128,7 +128,8 @@ def test_refusals_say_what_to_do():
              "lambda v: v.round()": "scalar methods: astype",
              "lambda v: np.clip(v, 1, 2, 3, 4)": "at most 3 arguments",
              "lambda v: v.clip(0, max=1, min=2)": "'min' twice",
-             "lambda v: v.astype(np.complex64)": "not a kernel element type"}
+             "lambda v: v.astype(np.complex64)": "not a kernel element type",
+             "lambda v: np.nan_to_num(v, copy=False)": "only with copy=True"}
     fns = load_lambdas(list(cases))
     x = np.arange(4, dtype=np.int8)
     for f, (text, words) in zip(fns, cases.items()):

@@ -426,9 +426,9 @@ def nan_to_num(args, at):
     dtype; other dtypes are returned as they are."""
     _arity("np.nan_to_num", args, 5, at)
     x, copy, nan, posinf, neginf = args
-    if copy is not None and not isinstance(copy.expr, Const):
-        fail(at, "np.nan_to_num's copy= must be a constant (it changes nothing in a kernel)",
-             "np.nan_to_num")
+    if copy is not None and not (isinstance(copy.expr, Const) and copy.expr.value):
+        fail(at, "np.nan_to_num(v, copy=...) is supported only with copy=True (the default): "
+                 "on a NumPy scalar NumPy raises ValueError for copy=False", "np.nan_to_num")
     t = WEAK_DTYPE[x.weak] if x.weak else x.dtype
     e = to_dtype(x, t, at)
     if not dtypes.is_float(t):

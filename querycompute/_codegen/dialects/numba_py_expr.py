@@ -221,6 +221,10 @@ class ExprPrinter:
             # meets, so np.log2 on float32 and float64 in one function fails to compile;
             # math.log2 is the same libm function for a float64
             return self._round(d, f"math.log2({x})")
+        if fn in ("exp2", "cbrt"):
+            # the same one-type declaration (llvm.exp2 / cbrt): always in float64, then rounded
+            # (a math function: within its ulp of NumPy's float32 loop, usually closer)
+            return self._round(d, f"np.{fn}(np.float64({x}))")
         if fn in E.FLOAT_FUNCS:
             return self._round(d, f"np.{fn}({x})")
         raise ValueError(f"unknown function {fn!r}; expected one of "
