@@ -13,8 +13,9 @@ How a launch maps onto WebGPU:
     hold i32 on the device (the WGSL dialect has no 64-bit type): `read` widens them, and
     INT32_MAX, the "no index" of `first`, becomes INT64_MAX again;
   * arguments: buffers are bound by the binding numbers of dialects.wgsl_kernel_print
-    (`binding_layout`); scalars, with the logical grid size, go in the kernel's uniform
-    buffer, rewritten only when they change; the bind group is rebuilt only when a buffer
+    (`binding_layout`); scalars, with the logical grid size, go in the kernel's scalar
+    buffer (read-only storage, not uniform: lavapipe specialises shaders on uniform values
+    and then folds float arithmetic with them inexactly), rewritten only when they change; the bind group is rebuilt only when a buffer
     changed;
   * dispatch: grids above the adapter's workgroups-per-dimension limit (65,535) are
     dispatched in 2-D, the kernels number blocks x + y * width and skip the padding;
@@ -145,14 +146,16 @@ class WebGPURuntime(DeviceRuntime):
                 binding, _, writable = self.buffers[a.name]
                 entries.append({"binding": binding, "visibility": stage,
                                 "buffer": {"type": "storage" if writable else "read-only-storage"}})
-        most = int(self.dev.limits.get("max-storage-buffers-per-shader-stage", len(entries)))
-        if len(entries) > most:     # wgpu's own error names neither the pass nor a way out
+        most = int(self.dev.limits.get("max-storage-buffers-per-shader-stage", len(entries) + 1))
+        if len(entries) + 1 > most:     # wgpu's own error names neither the pass nor a way out
             return _Refused(spec, (
-                f"webgpu: kernel {spec.name} binds {len(entries)} storage buffers; this adapter allows "
+                f"webgpu: kernel {spec.name} binds {len(entries) + 1} storage buffers (its scalars' "
+                f"one included); this adapter allows "
                 f"{most} per shader stage (a shaped element that is not C-contiguous binds one buffer "
                 f"per component, so elements of many values exceed it); pass C-contiguous arrays "
                 f"(np.ascontiguousarray) or use the cpu / opencl / cuda backend"))
-        entries.append({"binding": self.uniforms[spec.name], "visibility": stage, "buffer": {"type": "uniform"}})
+        entries.append({"binding": self.uniforms[spec.name], "visibility": stage,
+                        "buffer": {"type": "read-only-storage"}})
         layout = device.create_bind_group_layout(entries=entries)
         pipeline = device.create_compute_pipeline(
             layout=device.create_pipeline_layout(bind_group_layouts=[layout]),
@@ -161,7 +164,7 @@ class WebGPURuntime(DeviceRuntime):
                    for pos, a in enumerate(spec.args) if a.kind in SCALAR_KINDS}
         usage = wgpu.BufferUsage
         uniform = device.create_buffer(size=max(16, math.ceil(4 * (len(members) + 1) / 16) * 16),
-                                       usage=usage.UNIFORM | usage.COPY_DST)
+                                       usage=usage.STORAGE | usage.COPY_DST)
         return _Kernel(spec, pipeline, layout, uniform, members)
 
     def set_args(self, kernel, args) -> None:

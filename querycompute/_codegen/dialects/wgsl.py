@@ -35,7 +35,7 @@ from . import c_syntax as S
 from . import wgsl_helpers
 from .c_family import CFamily
 from .c_syntax import Code
-from .wgsl_kernel_print import WgslKernelPrinter, ident
+from .wgsl_kernel_print import WgslKernelPrinter, ident, select
 
 _BINOPS = {"add": "+", "sub": "-", "mul": "*", "truediv": "/",
            "bitand": "&", "bitor": "|", "bitxor": "^", "and": "&&", "or": "||"}
@@ -56,6 +56,9 @@ class Wgsl(WgslKernelPrinter, CFamily):
     SHUFFLE_DOWN = ""        # subgroups are optional in WebGPU: shared-memory trees everywhere
     FOLD_RUNS_APART = True   # lavapipe (CI) runs WGSL on the CPU, like pocl
     TWO_WORD_SUMS = True     # NumPy's int64 / uint64 sums (and float64 means) of narrow integers
+    # a reduction's stage 2 binds every partial and result: split by aggregate into kernels of at
+    # most 16 (stage 1 binds the partials alone; lavapipe allows 32 storage buffers a kernel)
+    FINALIZE_BUFFERS = 16
     OPTIONS: tuple[str, ...] = ()
     OPTIONS_WHY = ""
     MATH = {"arcsin": "asin", "arccos": "acos", "arctan": "atan", "arcsinh": "asinh",
@@ -138,7 +141,7 @@ class Wgsl(WgslKernelPrinter, CFamily):
                 return S.unary("!", S.binary(a, "==", b))
             return S.binary(a, _CMP[e.op], b)
         if isinstance(e, E.Where):
-            return S.call("select", self.code(e.b), self.code(e.a), self.code(e.cond))
+            return select(self.code(e.b), self.code(e.a), self.code(e.cond))
         if isinstance(e, E.Var):
             return Code(ident(e.name))
         return super().code(e)
@@ -195,7 +198,11 @@ class Wgsl(WgslKernelPrinter, CFamily):
             nan = f"{self.need('qc_f32_bits')}(0x7FC00000u)"
             return self.f16(Code(f"select(0.0f, {nan}, {bad})"), d)
         if D.is_float(d):
-            return self.f16(S.binary(a, _BINOPS[o], b), d)
+            # float32 results through qc_exact, which no compiler sees through: lavapipe's NIR
+            # treats WGSL arithmetic as inexact and rewrote (a - b) + b to a, b + 3 + 3 to b + 6
+            # (float16 results are rounded by a helper already)
+            out = S.binary(a, _BINOPS[o], b)
+            return self.f16(S.call(self.need("qc_exact"), out) if d == "float32" else out, d)
         return self.wrap(S.binary(a, _BINOPS[o], b), d)   # i32 / u32 arithmetic wraps in WGSL
 
     def _unfoldable(self, e: E.Binary, a: Code, b: Code, d: str):

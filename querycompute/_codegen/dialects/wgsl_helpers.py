@@ -114,6 +114,11 @@ return (b & 0x7FFFFFu) | 0x800000u;""",
 let b = bitcast<u32>(x) & 0x7FFFFFFFu;
 if (b < 0x800000u) { return 9 - i32(countLeadingZeros(b)); }
 return i32(b >> 23u);""", "the exponent that goes with qc_mant24"),
+    "qc_exact": _fn("qc_exact(x: f32) -> f32", "return bitcast<f32>(bitcast<u32>(x) | qc_zero);",
+                    "x itself, its bits or-ed with qc_zero: 0, but unknown to the compiler (wgsl_kernel_print),\n"
+                    "so a driver that treats WGSL arithmetic as inexact cannot rewrite the operation that\n"
+                    "made x together with the one that uses it (lavapipe computed (a - b) + b as a and\n"
+                    "b + 3.0 + 3.0 as b + 6.0)"),
     "qc_div_zero": _fn("qc_div_zero(a: f32, b: f32) -> f32", """
 let r = bitcast<f32>(((bitcast<u32>(a) ^ bitcast<u32>(b)) & 0x80000000u) | 0x7F800000u);
 return select(r, qc_f32_bits(0x7FC00000u), qc_isnan(a) || a == 0.0f);""",
@@ -355,7 +360,6 @@ def _minmax(p, name, kind, d):
 def _floordiv(p, name, kind, d):
     t = p.t(d)
     if D.is_float(d):
-        p.need("qc_copysign")
         p.need("qc_fmod")
         p.need("qc_div_zero")
         body = """
@@ -363,7 +367,8 @@ if (b == 0.0f) { return qc_div_zero(a, b); }
 let md = qc_fmod(a, b);
 var div = (a - md) / b;
 if (md != 0.0f && ((b < 0.0f) != (md < 0.0f))) { div -= 1.0f; }
-if (div == 0.0f) { return qc_copysign(0.0f, a / b); }
+// a zero takes the sign of a / b from the bits: a / b folds to +0 where a is the literal 0.0
+if (div == 0.0f) { return bitcast<f32>((bitcast<u32>(a) ^ bitcast<u32>(b)) & 0x80000000u); }
 let fl = floor(div);
 return select(fl, fl + 1.0f, div - fl > 0.5f);"""
         return _fn(f"{name}(a: f32, b: f32) -> f32", body,

@@ -7,8 +7,16 @@ disk cache, `.source()` and every pipeline):
     and the next reads are one variable); `binding_layout` is the one definition of the
     numbers, shared with the runtime (backends/webgpu.py);
   * each kernel's scalar arguments (n, strides, parameters, values) and its logical grid
-    size `qc_grid` live in one uniform struct per kernel (`<kernel>_a`), read into `let`s
-    at the top of the entry point; every member is 4 bytes (int64 indexes are i32);
+    size `qc_grid` live in one struct per kernel (`<kernel>_a`), read into `let`s at the
+    top of the entry point; every member is 4 bytes (int64 indexes are i32). The struct is a
+    read-only *storage* buffer, not a uniform: lavapipe specialises a shader on the values
+    of uniforms that steer its control flow, then folds float arithmetic with them
+    inexactly (a captured 0.0 times inf gave 0); a storage value no compiler can see;
+  * `qc_zero` (module-scope, private) is 0, derived from `qc_grid` at the top of every
+    entry point so that no compiler knows it: the float32 result of each `+ - * /` of the
+    lambdas is spelled `qc_exact(a + b)` (wgsl_helpers), its bits or-ed with it, so a driver
+    that treats WGSL arithmetic as inexact cannot rewrite two operations together (lavapipe
+    computed `(a - b) + b` as `a`, `b + 3.0 + 3.0` as `b + 6.0`, `3.0 - (b + 3.0)` as `-b`);
   * workgroup arrays are module-scope `var<workgroup>` (one per name: kernels that use the
     same name use the same declaration);
   * entry points are `@compute @workgroup_size(BLOCK)`; the grid may be dispatched in 2-D
@@ -51,13 +59,14 @@ def ident(name: str) -> str:
     """A kernel IR name as a WGSL identifier (reserved words get a trailing underscore)."""
     return name + "_" if name in RESERVED else name
 _UPDATES = ("+", "-", "*", ">>", "<<")
+_ANGLES = ("<", "<=", ">", ">=", "<<", ">>")
 _FLOAT_UPDATES = {"add": "+", "sub": "-", "mul": "*"}
 
 
 def binding_layout(kernels) -> tuple[dict, dict]:
-    """({buffer name: (binding, dtype, writable)}, {kernel name: binding of its uniform
+    """({buffer name: (binding, dtype, writable)}, {kernel name: binding of its scalar
     struct}) for kernels with `.name` and `.args` (kernel_ir.Kernel or launch.KernelSpec):
-    buffers first, in order of first appearance, then one uniform per kernel."""
+    buffers first, in order of first appearance, then one scalar struct per kernel."""
     buffers: dict[str, tuple[int, str, bool]] = {}
     for k in kernels:
         for a in k.args:
@@ -75,8 +84,15 @@ def binding_layout(kernels) -> tuple[dict, dict]:
     return buffers, uniforms
 
 
+def select(f: Code, t: Code, cond: Code) -> Code:
+    """WGSL's `select(f, t, cond)`, a comparison argument parenthesised: WGSL reads
+    `x < 3.0f, x > 1.0f` in an argument list as a template list (naga does), so
+    `select(false, x < 3.0f, x > 1.0f)` would not compile."""
+    return S.call("select", *(Code(f"({a.text})") if a.op in _ANGLES else a for a in (f, t, cond)))
+
+
 def scalar_member_type(p, a) -> str:
-    """WGSL type of a scalar argument in its kernel's uniform struct."""
+    """WGSL type of a scalar argument in its kernel's scalar struct."""
     if a.kind != "param":
         return "i32"
     return p.SCALAR_TYPES.get(a.dtype) or p.t(a.dtype)
@@ -97,7 +113,7 @@ class WgslKernelPrinter:
                 b = self._shift_count(e.b)
             return S.binary(a, e.op, b)
         if isinstance(e, K.KSelect):
-            return S.call("select", self._conv(e.b, e.dtype), self._conv(e.a, e.dtype), self.kcode(e.cond))
+            return select(self._conv(e.b, e.dtype), self._conv(e.a, e.dtype), self.kcode(e.cond))
         if isinstance(e, K.KCast):
             return self._conv(e.x, e.dtype)
         if isinstance(e, K.KThread):
@@ -235,6 +251,7 @@ class WgslKernelPrinter:
                   "        @builtin(num_workgroups) qc_nwg: vec3<u32>) {",
                   "    let group = i32(qc_wg.x + qc_wg.y * qc_nwg.x);",
                   f"    if (group >= {uni}.qc_grid) {{ return; }}   // padding of a 2-D dispatch",
+                  f"    qc_zero = u32({uni}.qc_grid) >> 31u;   // 0 (the grid is positive), unknown to the compiler",
                   "    let lid = i32(qc_local.x);",
                   f"    let block_size = {BLOCK}i;",
                   f"    let num_groups = {uni}.qc_grid;"]
@@ -260,8 +277,8 @@ class WgslKernelPrinter:
         for k in kernels:
             members = [f"    {ident(a.name)}: {scalar_member_type(self, a)}," for a in k.args if a.kind in SCALAR_KINDS]
             out.append(f"struct {k.name}_args {{\n" + "\n".join(members + ["    qc_grid: i32,"]) + "\n}")
-            out.append(f"@group(0) @binding({uniforms[k.name]}) var<uniform> {k.name}_a: {k.name}_args;")
-        return out
+            out.append(f"@group(0) @binding({uniforms[k.name]}) var<storage, read> {k.name}_a: {k.name}_args;")
+        return out + ["var<private> qc_zero: u32;"]
 
     def render(self, kernels: list[K.Kernel], header: str) -> str:
         self._said = set()

@@ -122,19 +122,23 @@ def lower_gpu(p: Pass, pr) -> GpuKernels:
     ept = run_elements(elems_per_thread([s.dtype for s in p.program.inputs]), p.program)
     kernels, specs, outputs, scratch, slots = lower_reduce(
         p, ept, pr.SHUFFLE_TYPES if pr.SHUFFLE_DOWN else (), pr.FOLD_RUNS_APART,
-        getattr(pr, "TWO_WORD_SUMS", False))
+        getattr(pr, "TWO_WORD_SUMS", False), getattr(pr, "FINALIZE_BUFFERS", None))
     return GpuKernels(ept, kernels, specs, outputs, scratch, slots)
 
 
 def lower_reduce(p: Pass, ept: int, shuffle_types: tuple[str, ...], fold_runs_apart: bool = False,
-                 two_word_sums: bool = False):
+                 two_word_sums: bool = False, finalize_buffers: int | None = None):
     """-> (kernels, kernel specs, outputs, scratch, result slots) of the two-stage reduction;
     stage 1 threads take runs of `ept` consecutive elements. With `fold_runs_apart`, each
     run is folded into fresh accumulators (acc<j>) that then fold into the thread's
     (thread_acc<j>): the runs' chains of combines are independent, so a CPU device overlaps
     consecutive runs instead of waiting on one chain through all of a thread's elements.
     Either way the order of combines depends only on n. A pass with a fold takes the
-    order-keeping shape (ordered_partials, ordered_finalize)."""
+    order-keeping shape (ordered_partials, ordered_finalize). With `finalize_buffers`
+    (webgpu: a device binds a limited number of storage buffers per kernel), stage 2 is
+    split by aggregate into several one-block kernels (`<pass>_reduce_finalize`,
+    `..._finalize1`, ...) that each bind at most that many partial and result buffers, or
+    one aggregate's: each aggregate's result is folded exactly as in one kernel."""
     prog = p.program
     name = check_name(p.name, "pass")
     acc = lambda j, a, nm="": make_acc(j, a, prog, nm, two_word_sums)  # noqa: E731
@@ -151,16 +155,15 @@ def lower_reduce(p: Pass, ept: int, shuffle_types: tuple[str, ...], fold_runs_ap
     partial_args = tuple(KernelArg(nm, "scratch", d, scratch=nm) for nm, d in zip(partial_names, buf_dtypes))
     scratch = tuple(BufferSpec(nm, d, "blocks") for nm, d in zip(partial_names, buf_dtypes))
     outputs = tuple(BufferSpec(f"res{k}", r.dtype, "one") for k, r in enumerate(result_slots))
-    out_pairs = list(zip([o.name for o in outputs], [s for s, r in zip(slots, slot_results) if r is not None]))
     consumed = [v for a in p.terminal.aggs for v in a.values]
     stage1_args = lambda strided: tuple(input_args(prog, strided)) + (KernelArg("n", "n", "int64"),) + partial_args  # noqa: E731
     # a fold's combine may read captured values (aggregate(lambda a, v: min(max(a, v), cap)));
     # the finalize kernel combines partials with it, so it takes the parameters too
     reads_params = any(isinstance(n, E.Param) for a in p.terminal.aggs if a.combine is not None
                        for n in E.walk(a.combine))
-    final_args = partial_args + (KernelArg("num_partials", "value", "int64"),) + tuple(
-        KernelArg(o.name, "output", o.dtype, k) for k, o in enumerate(outputs)) + tuple(
-        a for a in input_args(prog, False) if reads_params and a.kind == "param")
+    param_args = tuple(a for a in input_args(prog, False) if reads_params and a.kind == "param")
+    out_index = {o.name: k for k, o in enumerate(outputs)}
+    out_of_slot = dict(zip((s.name for s, r in zip(slots, slot_results) if r is not None), (o.name for o in outputs)))
 
     kernels, specs = [], []
     ordered = any(a.op == "fold" for a in p.terminal.aggs)
@@ -184,17 +187,40 @@ def lower_reduce(p: Pass, ept: int, shuffle_types: tuple[str, ...], fold_runs_ap
 
     partial_dtype = {s.name: d for s, d in zip(slots, buf_dtypes)}
     read = lambda s, j: K.KLoad(f"part_{s.name}", j, partial_dtype[s.name])  # noqa: E731
-    if ordered:
-        shared, stmts = ordered_finalize(p.terminal.aggs, accs, read,
-                                         lambda a, acc, item: fold_combine(a, prog, acc, item))
-    else:
-        shared, stmts = _finalize(accs, read, use_shuffles)
-    stmts.append(_write(out_pairs, K.i32(0)))
-    fname = f"{name}_reduce_finalize"
-    kernels.append(K.Kernel(fname, final_args, tuple(shared), tuple(stmts),
-                            doc=f"Stage 2 of {name}: one block folds the per-block partials into the results."))
-    specs.append(KernelSpec(fname, final_args, "one", "any", "finalize"))
+    for g, js in enumerate(_finalize_groups(accs, out_of_slot, finalize_buffers)):
+        g_accs = [accs[j] for j in js]
+        g_slots = [s for a in g_accs for s in a.slots]
+        g_outs = [(out_of_slot[s.name], s) for s in g_slots if s.name in out_of_slot]
+        final_args = tuple(KernelArg(f"part_{s.name}", "scratch", partial_dtype[s.name], scratch=f"part_{s.name}")
+                           for s in g_slots) + (KernelArg("num_partials", "value", "int64"),) + tuple(
+            KernelArg(o, "output", outputs[out_index[o]].dtype, out_index[o]) for o, _ in g_outs) + param_args
+        if ordered:
+            shared, stmts = ordered_finalize([p.terminal.aggs[j] for j in js], g_accs, read,
+                                             lambda a, acc, item: fold_combine(a, prog, acc, item))
+        else:
+            shared, stmts = _finalize(g_accs, read, use_shuffles)
+        stmts.append(_write(g_outs, K.i32(0)))
+        fname = f"{name}_reduce_finalize" + (str(g) if g else "")
+        kernels.append(K.Kernel(fname, final_args, tuple(shared), tuple(stmts),
+                                doc=f"Stage 2 of {name}: one block folds the per-block partials into the results."))
+        specs.append(KernelSpec(fname, final_args, "one", "any", "finalize"))
     return kernels, specs, outputs, scratch, result_slots
+
+
+def _finalize_groups(accs, out_of_slot: dict, limit: int | None) -> list[list[int]]:
+    """Consecutive runs of aggregate indexes whose partial and result buffers stay within
+    `limit` (all of them in one run when there is no limit; an aggregate alone may exceed it)."""
+    if limit is None:
+        return [list(range(len(accs)))]
+    groups, cur, used = [], [], 0
+    for j, a in enumerate(accs):
+        need = sum(1 + (s.name in out_of_slot) for s in a.slots)
+        if cur and used + need > limit:
+            groups.append(cur)
+            cur, used = [], 0
+        cur.append(j)
+        used += need
+    return groups + [cur]
 
 
 def _partials(p: Pass, accs, contribs, body, ept: int, use_shuffles: bool, fold_runs_apart: bool,
