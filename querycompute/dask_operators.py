@@ -221,7 +221,7 @@ def _scan(group, blocks, names, prefix, src, backend, cols) -> tuple:
     from . import terminals as T
     from .query import Query
     meta_q = Query(P._meta_source(src), prefix._ops, prefix._backend, prefix._kinds, prefix._codes)
-    rule = P.FoldRule(meta_q, T.AggSpec("fold", arg.fn, seed=arg.seed), src)
+    rule = P.FoldRule(meta_q, T.AggSpec("fold", arg.fn, seed=arg.seed, associative=arg.associative), src)
     partials = [dask.delayed(rule.partial, pure=True)(b) for b in blocks]
     # planned, checked and typed in the client on the empty meta chunk (its backend compiles)
     meta = LocalRun(group, "array", (), backend)(np.empty(0, dtype=cols[0].dtype))
@@ -240,8 +240,8 @@ def _scan_chunk(local, rule, block, carry, dtype):
         value = np.asarray(rule.finish(carry, _SEEDED(seed), "scan"))
         # a Python seed stays a Python scalar (NumPy's weak promotion, as in chunk 0)
         seed = value.item() if isinstance(seed, (bool, int, float)) else value.astype(type(seed))[()]
-    op = ScanArg(local.ops[0].fn, seed)
-    code = (local.codes[0][0], type(seed), repr(seed))
+    op = ScanArg(local.ops[0].fn, seed, local.ops[0].associative)
+    code = (local.codes[0][0], type(seed), repr(seed), op.associative)
     return local.run(local.query(block, (op,), "c", (code,))).astype(dtype, copy=False)
 
 

@@ -24,7 +24,8 @@ from dataclasses import replace
 import numpy as np
 
 from . import terminals as T
-from .errors import MultipleElementsError, QueryError
+from .errors import FoldOrderError, MultipleElementsError, QueryError
+from .fold_order import message
 from .graph import Terminal
 
 _SUM, _N = "__qc_sum", "__qc_n"        # a mean's two partial columns: key + suffix
@@ -103,6 +104,8 @@ class FoldRule:
         self.index = next(i for i, f in enumerate(lowered.finishes) if f.kind == "fold")
         self.finish_rule = lowered.finishes[self.index]
         self.agg = lowered.pass_.terminal.aggs[self.finish_rule.agg]
+        if self.agg.in_order:          # chunk partials of it cannot be combined
+            raise FoldOrderError(message(self.agg.combine, "Dask chunks"))
         self.names = tuple(ps.name for ps in lowered.pass_.program.params)
         self.params = tuple(param_values(lowered, infos, src))
 

@@ -68,7 +68,7 @@ def ship(fn):
         text = f"lambda {', '.join(src.params)}: {ast.unparse(src.body)}"
         return Shipped(text, env)
     if type(fn) is ScanArg:
-        return ScanArg(ship(fn.fn), fn.seed)
+        return ScanArg(ship(fn.fn), fn.seed, fn.associative)
     if type(fn) is JoinArg:
         return JoinArg(fn.other, ship(fn.key))
     return fn                       # None, Count, text, LambdaSource, a known callable

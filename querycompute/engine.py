@@ -33,7 +33,8 @@ from .cache import disk_cache
 from .column_use import narrowed
 from .compiled import Compiled, Unusable
 from .dask_source import DaskSource
-from .errors import BackendUnavailableError, QueryError, codegen_errors
+from .errors import BackendUnavailableError, FoldOrderError, QueryError, codegen_errors
+from .fold_order import refuse_parallel
 from .graph import Terminal, slot_functions
 from .locks import KeyedLocks
 from .log import logger
@@ -64,9 +65,9 @@ _last = _LastCall()
 
 
 def _after_fork() -> None:
-    """In a forked child: GPU entries can't launch; compiles that were in flight in the
-    parent's background thread never finish here (their entries stay on the numpy tier and
-    leave the memo, so the next new Query compiles again); locks start afresh."""
+    """In a forked child: GPU entries can't launch; compiles the parent's background thread
+    had not finished are submitted again in the child by their next call (tiers.Pending
+    .after_fork); locks start afresh."""
     _memo.after_fork()
     _compiling.after_fork()
     for key, entry in _memo.items():
@@ -77,9 +78,8 @@ def _after_fork() -> None:
             compiled.prepared, compiled.pending = Unusable(BackendUnavailableError(why)), None
             compiled.direct = False
             _memo.discard(key)
-        elif compiled.pending is not None and not compiled.pending.ready:
-            compiled.pending = None
-            _memo.discard(key)
+        elif compiled.pending is not None:
+            compiled.pending.after_fork()
 
 
 after_fork.register(_after_fork)
@@ -251,13 +251,18 @@ def _failed(q, term: Terminal, fns, name: str, n: int, exc: Exception, t0: float
     """A run raised. Errors of the query itself, and failures of a backend the user pinned
     (or of cpu / numpy), propagate; a GPU backend `auto` chose is marked broken (warned once)
     and the query reruns on cpu, which the trace says. BackendUnavailableError is a QueryError
-    that `auto` falls back from (e.g. a GPU newer/older than NVRTC can compile for)."""
-    own_error = isinstance(exc, QueryError) and not isinstance(exc, BackendUnavailableError)
+    that `auto` falls back from (e.g. a GPU newer/older than NVRTC can compile for); so is a
+    FoldOrderError (a fold only the cpu runs in element order), without marking the GPU broken."""
+    in_order = isinstance(exc, FoldOrderError)
+    own_error = isinstance(exc, QueryError) and not isinstance(exc, (BackendUnavailableError, FoldOrderError))
     if q._backend != "auto" or name in ("cpu", "numpy") or own_error:
         raise exc
-    registry.mark_broken(name, f"{type(exc).__name__}: {exc}")
-    trace = Trace("cpu", term.name, n,
-                  fallback=f"{name} failed at run time ({type(exc).__name__}: {exc}); reran on cpu")
+    if in_order:
+        why = f"{name} folds in parallel only and the fold is not provably associative; ran on cpu in element order"
+    else:
+        registry.mark_broken(name, f"{type(exc).__name__}: {exc}")
+        why = f"{name} failed at run time ({type(exc).__name__}: {exc}); reran on cpu"
+    trace = Trace("cpu", term.name, n, fallback=why)
     source = q._source
     cols = source.columns()
     infos = [slot_info(fn) for fn in slot_functions(q._ops, fns)]
@@ -302,16 +307,21 @@ def _compiled(name, source, cols, q, term, infos, tiered) -> tuple:
         if tiered is None:
             tiered = tiers.enabled_by_default()
         tiered = tiered and name != "numpy"
-        # tiered: the backend's module is imported by the background compile, not here
+        # tiered: the compiler is imported when the background compile starts, not here
         registry.check(name) if tiered else registry.require(name)
         lowered = lower(source, tuple(str(d) for d in dts), q.nodes(), term, infos)
+        refuse_parallel(name, lowered)    # a fold only the cpu / numpy run in order
         text = describe(q, term, infos)
         if tiered:
             pending = tiers.Pending(lambda: _prepare(registry.require(name), lowered, text),
-                                    f"the {name} kernel for {text}")
+                                    f"the {name} kernel for {text}",
+                                    lambda: registry.load_compiler(name),
+                                    tiers.NUMPY_TIER_MAX_HEAVY if registry.host_work_pays(q._kinds)
+                                    else float("inf"))
             compiled = Compiled(name, lowered, _prepare(registry.get("numpy"), lowered, text), pending)
             logger.info("tier: numpy answers %s while the %s kernel compiles", text, name)
         else:
+            registry.load_compiler(name)
             compiled = Compiled(name, lowered, _prepare(registry.require(name), lowered, text))
         _memo.put(sig, compiled)
     return compiled, compiled.origin, compiled.compile_ms

@@ -42,6 +42,12 @@ class CapturedValueOverflowError(QueryError, OverflowError):
     with k = 300): NumPy 2 raises OverflowError there, so this is one too."""
 
 
+class FoldOrderError(QueryError):
+    """A fold (aggregate / scan) whose function is not provably associative was asked of a
+    backend that folds in parallel only (a GPU dialect, Dask chunks); the message names the
+    function and the fix (`associative=True` if it is, or `.on("cpu")`)."""
+
+
 class BackendUnavailableError(QueryError):
     """The backend can't run on this machine; the message says why and what to install."""
 

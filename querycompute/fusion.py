@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from querycompute._codegen import dtypes
 from querycompute._codegen import expr as E
+from querycompute._codegen.associative import provably_associative
 from querycompute._codegen.program import Agg, ElementProgram, Filter, Let, ParamSpec, Pass, Reduce, ToArray
 
 from . import terminals as T
@@ -367,7 +368,8 @@ class Lowering:
         raise QueryError(f"unknown aggregate {kind!r}")
 
     def _fold(self, spec, slot: int, value: Scalar, aggs: list) -> T.Finish:
-        """aggregate(func, seed): acc type is what func returns for (seed, element), to a fixpoint."""
+        """aggregate(func, seed): acc type is what func returns for (seed, element), to a
+        fixpoint. The Agg is `in_order` unless func is proved (or stated) associative."""
         src = self.slots[slot][0]
         seed = spec.seed
         weak = {bool: "bool", int: "int", float: "float"}.get(type(seed))
@@ -385,6 +387,7 @@ class Lowering:
             raise QueryError("aggregate function's result type does not settle; cast it explicitly, "
                              "e.g. lambda acc, v: np.float64(acc + v)")
         here = len(aggs)
+        in_order = not spec.associative and not provably_associative(out.expr)
         aggs.append(Agg("fold", (_cast(value.expr, acc_dtype),), acc_dtype, out.expr,
-                        _const(seed, acc_dtype)))
+                        _const(seed, acc_dtype), in_order))
         return T.Finish("fold", here, result_dtype=acc_dtype)

@@ -64,7 +64,8 @@ class Terminal:
         self.shared = shared
         self.fns = tuple([s.fn for _, s in specs if s.fn is not None and s.fn is not T.PER_CALL])
         self.signature = (name, standalone,
-                          tuple([(s.kind, s.fn is not None, type(s.seed), s.seed) for _, s in specs]))
+                          tuple([(s.kind, s.fn is not None, type(s.seed), s.seed, s.associative)
+                                 for _, s in specs]))
 
     def __repr__(self) -> str:
         return f"Terminal({self.name})"
@@ -88,13 +89,15 @@ class Count:
 
 
 class ScanArg:
-    """scan(func, seed): the fold function and its seed (the seed is compiled in, as for
-    aggregate; it is part of the chain's signature)."""
-    __slots__ = ("fn", "seed")
+    """scan(func, seed, associative=...): the fold function, its seed (compiled in, as for
+    aggregate; it is part of the chain's signature) and whether the user states func
+    associative (terminals.AggSpec)."""
+    __slots__ = ("fn", "seed", "associative")
 
-    def __init__(self, fn, seed):
+    def __init__(self, fn, seed, associative: bool = False):
         self.fn = fn
         self.seed = seed
+        self.associative = associative
 
 
 class Breaker(Op):

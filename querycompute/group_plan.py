@@ -141,7 +141,9 @@ def plan_group(planner, ops: list, at: int):
     planner.limits += [None] * len(folds.b.bindings)
     planner.stages.append(GroupStage(spec, keys, tuple(value_at), first))
     planner.texts.append(f"group_by: groups of equal keys ({', '.join(spec.key_dtypes)}), sorted by key; "
-                         f"per group {', '.join(a.op for a in aggs)} in source order")
+                         f"per group {', '.join(a.op for a in aggs)} in source order"
+                         + ("; a fold not provably associative runs row by row from its seed"
+                            if any(a.in_order for a in aggs) else ""))
     return GroupResult(key_names, tuple(name for name, _ in term.specs), tuple(rules))
 
 
@@ -162,5 +164,6 @@ def _column(kind, v: Scalar, spec, fn_slot, folds: Lowering) -> tuple:
         got: list = []
         finish = folds._fold(spec, fn_slot, Scalar(E.Var("x", x.dtype), None), got)
         acc = finish.result_dtype
-        return GroupAgg("fold", acc, got[0].combine, got[0].seed), ("fold", acc), Scalar(_cast(x, acc), None)
+        return (GroupAgg("fold", acc, got[0].combine, got[0].seed, got[0].in_order), ("fold", acc),
+                Scalar(_cast(x, acc), None))
     raise QueryError(f"qc.{kind} is not an aggregate group_by knows")

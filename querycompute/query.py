@@ -17,6 +17,7 @@ from .errors import QueryError
 from .dask_source import from_dask, wants_dask
 from .graph import Count, JoinArg, ScanArg, chain
 from .query_args import count_arg, required, text_lambda
+from . import terminals as T
 from .query_terminals import QueryTerminals
 from .sources import NATIVE_DTYPES, Source, from_args, from_range, plain_columns, validated
 
@@ -312,13 +313,15 @@ class Query(QueryTerminals):
         """
         return self._keyed("d", "distinct", key)
 
-    def scan(self, func, seed) -> "Query":
+    def scan(self, func, seed, *, associative: bool = False) -> "Query":
         """The inclusive running fold: element i becomes func(..func(seed, x0).., xi).
 
         Args:
-            func: A lambda func(acc, v), associative (not necessarily commutative), as for
-                aggregate().
+            func: A lambda func(acc, v), as for aggregate(): one the compiler cannot prove
+                associative runs in element order (cpu, numpy; refused on GPU backends).
             seed: A number; compiled into the kernel (a new seed makes a new signature).
+            associative: True states that func is associative (the parallel scan runs on
+                every backend); the compiler trusts it.
 
         Returns:
             A new lazy Query of the running values; an empty input stays empty.
@@ -336,7 +339,8 @@ class Query(QueryTerminals):
             func = code = text_lambda("scan", func)
         if not isinstance(seed, (bool, int, float, np.generic)):
             raise TypeError(f"scan() seed must be a number, got {type(seed).__name__}")
-        return self._then("c", ScanArg(func, seed), (code, type(seed), repr(seed)))
+        associative = T.check_associative(associative)
+        return self._then("c", ScanArg(func, seed, associative), (code, type(seed), repr(seed), associative))
 
     def join(self, other: "Query", key, other_key, result) -> "Query":
         """Inner equi-join (LINQ's Join).

@@ -260,13 +260,17 @@ class QueryTerminals:
         """
         return engine.run(self if compute is True else _uncomputed(self, compute), positional("single", pred, default))
 
-    def aggregate(self, func, seed, *, compute=True) -> Any:
+    def aggregate(self, func, seed, *, associative: bool = False, compute=True) -> Any:
         """LINQ's fold func(...func(func(seed, x0), x1)..., xn).
 
         Args:
-            func: A lambda func(acc, v), associative, maybe not commutative (element order is
-                kept).
+            func: A lambda func(acc, v). One the compiler proves associative (+ * min max
+                & | ^, keep last / first, ...: _codegen/associative.py) folds as a parallel
+                tree keeping element order; any other runs as an in-order fold (cpu,
+                numpy), refused on GPU backends and Dask (FoldOrderError).
             seed: The start value, applied once.
+            associative: True states that func is associative: the parallel tree runs on
+                every backend (the compiler trusts it).
 
         Returns:
             The folded value; `seed` for an empty sequence.
@@ -279,7 +283,8 @@ class QueryTerminals:
         if not callable(func) and not hasattr(func, "body") and not isinstance(func, str):
             raise TypeError(f"aggregate() takes a function func(acc, v), got {type(func).__name__}")
         q = self if compute is True else _uncomputed(self, compute)
-        return engine.run(q, Terminal("aggregate", (("aggregate", T.AggSpec("fold", func, seed=seed)),)))
+        spec = T.AggSpec("fold", func, seed=seed, associative=T.check_associative(associative))
+        return engine.run(q, Terminal("aggregate", (("aggregate", spec),)))
 
     def agg(self, *, compute=True, **named) -> dict:
         """Several aggregates in one pass over the data.

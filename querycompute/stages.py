@@ -283,16 +283,18 @@ class _Planner:
         dtype = self._element_dtype(ops)
         value = Scalar(E.Var("x", dtype), None)
         aggs: list = []
-        seed = self.nodes[i].fn.seed
-        finish = lw._fold(T.AggSpec("fold", self.nodes[i].fn.fn, seed=seed), i, value, aggs)
+        arg = self.nodes[i].fn
+        seed = arg.seed
+        finish = lw._fold(T.AggSpec("fold", arg.fn, seed=seed, associative=arg.associative), i, value, aggs)
         spec = ScanSpec(finish.result_dtype, aggs[0].combine, aggs[0].seed, tuple(lw.b.params),
-                        f"qc_scan{len(self.stages)}")
+                        f"qc_scan{len(self.stages)}", aggs[0].in_order)
         self.materialize(ops, cast=spec.dtype if spec.dtype != dtype else None)
         first = len(self.bindings)
         self.bindings += lw.b.bindings
         self.limits += [None] * len(lw.b.bindings)
         self.stages.append(ScanStage(spec, first))
-        self.texts.append(f"scan: inclusive running fold ({spec.dtype}, seed {seed!r})")
+        self.texts.append(f"scan: inclusive running fold ({spec.dtype}, seed {seed!r})"
+                          + ("; in element order (func not proved associative)" if spec.in_order else ""))
         self.cols = Columns("scalar", (), (spec.dtype,))
 
     def _element_dtype(self, ops: list) -> str:

@@ -41,15 +41,19 @@ NEEDS_ELEMENT = ("min", "max", "mean", "first")
 
 class AggSpec:
     """One aggregate: kind, optional lambda (final select, or predicate for count/any/all/first),
-    default for empty sequences, seed for `aggregate`. Treated as immutable; a plain slotted
-    class because one is made per terminal call that takes a function."""
-    __slots__ = ("kind", "fn", "default", "seed")
+    default for empty sequences, seed for `aggregate`, `associative` (the user states that an
+    aggregate's func is associative: it folds as a parallel tree even where the compiler can't
+    prove it, _codegen/associative.py). Treated as immutable; a plain slotted class because one
+    is made per terminal call that takes a function."""
+    __slots__ = ("kind", "fn", "default", "seed", "associative")
 
-    def __init__(self, kind: str, fn: Any = None, default: Any = NO_DEFAULT, seed: Any = None):
+    def __init__(self, kind: str, fn: Any = None, default: Any = NO_DEFAULT, seed: Any = None,
+                 associative: bool = False):
         self.kind = kind
         self.fn = fn
         self.default = default
         self.seed = seed
+        self.associative = associative
 
     def __call__(self, f=None, *, default=NO_DEFAULT) -> "AggSpec":
         if self.fn is not None:
@@ -58,7 +62,7 @@ class AggSpec:
             raise TypeError(f"qc.{self.kind} takes a function (a lambda), got {type(f).__name__}")
         if default is not NO_DEFAULT and self.kind not in NEEDS_ELEMENT:
             raise TypeError(f"qc.{self.kind} never needs default=: it is defined on empty sequences")
-        return AggSpec(self.kind, f, default, self.seed)
+        return AggSpec(self.kind, f, default, self.seed, self.associative)
 
     def __repr__(self) -> str:
         return f"qc.{self.kind}" + ("(<fn>)" if self.fn is not None else "")
@@ -78,12 +82,19 @@ all = AggSpec("all")      # noqa: A001
 AGG_SPEC_KINDS = ("sum", "min", "max", "mean", "count", "first", "any", "all", "fold")
 
 
-def aggregate(func, seed) -> AggSpec:
-    """qc.aggregate(func, seed): LINQ's fold as an aggregate spec, for agg(...) and
-    group_by(...).agg(...) (the rules of Query.aggregate)."""
+def aggregate(func, seed, *, associative: bool = False) -> AggSpec:
+    """qc.aggregate(func, seed, associative=False): LINQ's fold as an aggregate spec, for
+    agg(...) and group_by(...).agg(...) (the rules of Query.aggregate)."""
     if not callable(func) and not hasattr(func, "body") and not isinstance(func, str):
         raise TypeError(f"qc.aggregate takes a function func(acc, v), got {type(func).__name__}")
-    return AggSpec("fold", func, seed=seed)
+    return AggSpec("fold", func, seed=seed, associative=check_associative(associative))
+
+
+def check_associative(associative) -> bool:
+    """The `associative=` keyword of aggregate / scan: a bool, else TypeError."""
+    if not isinstance(associative, bool):
+        raise TypeError(f"associative= takes True or False, got {associative!r}")
+    return associative
 
 
 def sum_dtype(d: str) -> tuple[str, str]:

@@ -51,4 +51,8 @@ def program_lines(p: ElementProgram) -> list[str]:
 def agg_text(a: Agg) -> str:
     args = ", ".join(fmt(v) for v in a.values)
     extra = f", combine={fmt(a.combine)}, seed={a.seed.value!r}" if a.op == "fold" else ""
-    return f"{a.op}({args}{extra}) -> {a.dtype}"
+    order = ""
+    if a.op == "fold":
+        order = (" in element order (combine not provably associative: one sequential pass)"
+                 if a.in_order else " as a parallel tree (combine associative)")
+    return f"{a.op}({args}{extra}) -> {a.dtype}{order}"

@@ -120,6 +120,10 @@ class Agg:
     A fold's seed is NOT an identity: every backend keeps partial states (empty flag,
     value), combines them in element order (P, Q) -> P if Q is empty, Q if P is empty,
     else combine(P, Q) with P the earlier elements, and applies the seed once at the end.
+    That needs an associative combine; `in_order` (a combine not proved associative,
+    _codegen/associative.py, and not stated so) asks for LINQ's fold itself instead: the
+    seed first, then every survivor in element order, in one sequential pass (GPU
+    dialects refuse it: querycompute/fold_order.py).
     Float sums start from +0.0, as np.sum does (a sum of -0.0s is +0.0).
     """
     op: str
@@ -127,6 +131,7 @@ class Agg:
     dtype: str
     combine: Optional[Expr] = None
     seed: Optional[Const] = None
+    in_order: bool = False
 
 
 @dataclass(frozen=True)

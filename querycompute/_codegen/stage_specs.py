@@ -43,6 +43,8 @@ class ScanSpec:
     seed: Const                          # of `dtype`
     params: tuple[ParamSpec, ...] = ()   # the Params `combine` reads (captured values)
     name: str = "qc_scan"                # kernel name prefix (a C identifier)
+    in_order: bool = False               # combine not known associative: the carries are one
+                                         # sequential fold of the elements (program.Agg)
 
 
 @dataclass(frozen=True)
@@ -63,6 +65,7 @@ class GroupAgg:
     dtype: str                           # value / accumulator / result dtype ("int64" for count)
     combine: Optional[Expr] = None
     seed: Optional[Const] = None
+    in_order: bool = False               # a fold not known associative (program.Agg)
 
 
 @dataclass(frozen=True)

@@ -85,7 +85,7 @@ class CpuGroupBy:
         elif sum(k.dtype.itemsize for k in keys) <= 8:
             word = self._pack(keys, rows, f"{spec.name}_")
         ids = None
-        if word is not None and 0 < self.limit <= 65536:
+        if word is not None and 0 < self.limit <= 65536 and not numba_group.in_order(spec):
             ok, lid, nloc, remap, first, counts = st._run(
                 self._kernels(), "group_ids", n, rows, f"{spec.name}_", _raw(word), self.limit,
                 *_consts(word.dtype))

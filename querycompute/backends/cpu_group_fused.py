@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from querycompute._codegen.dialects import numba_group_fused
+from querycompute._codegen.dialects import numba_group, numba_group_fused
 from querycompute._codegen.dialects.numba_py import storage_dtype
 from querycompute._codegen.dialects.numba_scan import PRELUDE
 
@@ -44,7 +44,8 @@ class CpuFusedGroup:
         """The group_by's raw result ((group keys, agg columns, counts), as
         CpuStages.group_by) computed from the pass's inputs, or None (module doc)."""
         from .cpu import _param_type
-        if self.limit <= 0 or not numba_group_fused.fits(spec.key_dtypes) or getattr(p.terminal, "window", None) is not None:
+        if (self.limit <= 0 or not numba_group_fused.fits(spec.key_dtypes) or getattr(p.terminal, "window", None) is not None
+                or numba_group.in_order(spec)):      # per-chunk partials can't serve an in-order fold
             return None
         prog = p.program
         ins = [np.asarray(x) for x in inputs]

@@ -13,7 +13,9 @@ update in order:
     fold    (has, value): a window's kept values are folded as a balanced tree of pairs that
             keeps element order (any grouping gives the same value for an associative
             combine), the window's value joins the running one on the right, and the seed
-            goes in once at the end: combine(seed, total), or the seed for no survivor
+            goes in once at the end: combine(seed, total), or the seed for no survivor;
+            an `in_order` fold (not known associative) is LINQ's fold itself: the seed, then
+            each survivor in element order, one at a time (`fold_in_order`)
 
 When every aggregate is settled (a pass of any/all/first) the remaining windows are skipped.
 """
@@ -135,11 +137,29 @@ class _First(_Agg):
         return self.found
 
 
+def fold_in_order(ev, combine, dtype: str, acc, items):
+    """`acc` folded with items[0], items[1], ... one at a time, in order: combine(acc, item)
+    evaluated by `ev` on single values (a fold whose combine is not known associative)."""
+    t = np.dtype(dtype)
+    n = ev.n
+    ev.n = 1
+    try:
+        with np.errstate(all="ignore"):
+            for item in items:
+                ev.vars["acc"], ev.vars["item"] = acc, item
+                acc = np.asarray(ev(combine)).astype(t, copy=False).reshape(())[()]
+    finally:
+        ev.n = n
+    return acc
+
+
 class _Fold(_Agg):
     def __init__(self, agg):
         super().__init__(agg)
         self.value = None            # None: no survivor yet (the empty state)
         self.ev = None
+        if agg.in_order:             # LINQ's fold: the seed first
+            self.value = np.dtype(agg.dtype).type(agg.seed.value)
 
     def combine(self, ev, acc, item) -> np.ndarray:
         """combine(acc, item) elementwise over equal-length arrays."""
@@ -150,6 +170,9 @@ class _Fold(_Agg):
     def add(self, ev, keep, lo, m):
         x = np.ascontiguousarray(_kept(ev, self.agg.values[0], keep))
         self.ev = ev
+        if self.agg.in_order:
+            self.value = fold_in_order(ev, self.agg.combine, self.agg.dtype, self.value, x)
+            return
         if not len(x):
             return
         while len(x) > 1:            # pairs (0, 1), (2, 3), ...; an odd last one moves up as is
@@ -158,6 +181,8 @@ class _Fold(_Agg):
         self.value = x if self.value is None else self.combine(ev, self.value, x)
 
     def result(self):
+        if self.agg.in_order:
+            return self.t(self.value)
         seed = np.array([self.agg.seed.value], dtype=self.agg.dtype)
         if self.value is None:
             return self.t(seed[0])

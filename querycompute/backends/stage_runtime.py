@@ -19,6 +19,7 @@ from querycompute._codegen import order_keys
 from querycompute._codegen.stage_specs import GroupSpec, ScanSpec, SortSpec
 
 from .base import KernelRun, now_ms
+from .numpy_reduce import fold_in_order
 
 
 class StageRuntime:
@@ -117,11 +118,19 @@ class NumpyStages(StageRuntime):
 
 def scan_reference(spec: ScanSpec, values: np.ndarray, params: Sequence) -> np.ndarray:
     """Inclusive scan by recursive doubling (step d combines element i - d into i: a fixed
-    grouping that keeps element order), then the seed combined in front of every prefix."""
+    grouping that keeps element order), then the seed combined in front of every prefix.
+    An `in_order` scan (combine not known associative) is the running fold itself, the
+    seed first, one element at a time."""
     from .numpy_ref import _Eval
     n = len(values)
     dtype = np.dtype(spec.dtype)
     ev = _Eval((), params, [p.name for p in spec.params], n)
+    if spec.in_order:
+        out = np.empty(n, dtype=dtype)
+        acc = dtype.type(spec.seed.value)
+        for i, item in enumerate(np.asarray(values, dtype=dtype)):
+            out[i] = acc = fold_in_order(ev, spec.combine, spec.dtype, acc, (item,))
+        return out
 
     def combine(acc, item):
         ev.vars["acc"], ev.vars["item"] = acc, item
@@ -194,6 +203,9 @@ def _fold_segments(spec, agg, s, starts, n, params) -> np.ndarray:
     ends = np.append(starts[1:], n)
     for g, (a, b) in enumerate(zip(starts, ends)):
         x = s[a:b]
+        if agg.in_order:         # not known associative: LINQ's fold, the seed first
+            res[g] = fold_in_order(ev, agg.combine, agg.dtype, np.dtype(agg.dtype).type(agg.seed.value), x)
+            continue
         while len(x) > 1:        # pairs (0, 1), (2, 3), ...: element order kept
             even = len(x) - len(x) % 2
             ev.vars["acc"], ev.vars["item"] = x[0:even:2], x[1:even:2]

@@ -27,6 +27,10 @@ sum, min and max of float16 accumulate in float32 (as NumPy's half reductions do
 come back in the register type (float32 for float16) and the runtime casts them. min/max
 propagate NaN and keep the earlier of equal values (np.minimum / np.maximum). count and
 first are not computed here (the runtime has them from the group ids).
+
+A fold not known associative (GroupAgg.in_order) has no partials: only the seg entry point
+serves it (the runtime skips the low one, `in_order`), folding each group's rows one after
+another from the seed, in source order (groups still in parallel: they are independent).
 """
 from __future__ import annotations
 
@@ -169,7 +173,7 @@ class _Printer:
         return f"{jit_decorator(self.cache)}\n" + "\n".join(lines)
 
     def seed_lines(self, acc: str, loop: str, ind: str) -> list:
-        folds = [k for k in self.ks if self.agg(k).op == "fold"]
+        folds = [k for k in self.ks if self.agg(k).op == "fold" and not self.agg(k).in_order]
         if not folds:
             return []
         out = [loop] if loop else []
@@ -216,7 +220,9 @@ class _Printer:
         lines += self.close_chunk("            ")
         for k in ks:
             lines.append(f"        x{k} = {self.load(k, 'i')}")
-            if self.ways(k) > 1:
+            if self.agg(k).in_order:          # the seed first, every row in order
+                lines.append(f"        t{k} = {n}_combine{k}(t{k}, x{k}{self.params})")
+            elif self.ways(k) > 1:
                 lines += self.fold_into(k, f"w{k}[np.uint64(i) & np.uint64(WAYS - 1)]", "", f"x{k}", "        ")
             else:
                 lines += self.fold_into(k, f"p{k}", f"sp{k}", f"x{k}", "        ")
@@ -231,6 +237,8 @@ class _Printer:
         for k in self.ks:
             a = self.agg(k)
             init = self.seed(k) if a.op == "fold" else _identity(a.op, a.dtype)
+            if a.in_order:                    # folded into the total row by row
+                continue
             if self.ways(k) > 1:
                 out += [f"{ind}for r in range(WAYS):", f"{ind}    z{k} = w{k}[r]"]
                 out += self.fold_into(k, f"t{k}", "", f"z{k}", ind + "    ")
@@ -272,6 +280,11 @@ class _Printer:
                   f"CHUNK = {CHUNK}\nSEG_BLOCK = {SEG_BLOCK}\nWAYS = {WAYS}")
         helper_src = [helper_source(kind, ft, self.cache) for kind, ft in sorted(self.helpers, key=str)]
         return "\n\n\n".join([header] + helper_src + funcs) + "\n"
+
+
+def in_order(spec: GroupSpec) -> bool:
+    """Whether a fold of `spec` is in_order (module doc): the seg entry point only."""
+    return any(a.op == "fold" and a.in_order for a in spec.aggs)
 
 
 def accumulating(spec: GroupSpec) -> list:

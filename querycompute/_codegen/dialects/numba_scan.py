@@ -12,7 +12,10 @@ the two-pass scan over fixed chunks the cpu stage runtime calls.
     <name>_step(i, x, CS, params...)        element i's running value for a pass fused
                                             after the scan (numba_scan_fused.py)
 Every output is combine applied in element order with the seed once at the front: the
-aggregate rules (acc holds the earlier elements; a non-commutative combine works). Chunks
+aggregate rules (acc holds the earlier elements; a non-commutative combine works). A combine
+not known associative (spec.in_order) has no pass 1: the carries come from one sequential
+fold of the elements, seed first (C[c + 1] = the fold of chunk c's elements from C[c]), so
+pass 2 computes exactly LINQ's running fold. Chunks
 are CHUNK elements whatever the thread count, so the grouping, and a float result's bits,
 depend only on n; the serial flavour runs the same chunks one after another (for n < CHUNK:
 one chunk, no pass 1), so it groups the same way.
@@ -69,22 +72,44 @@ def render(spec: ScanSpec, cache: bool = False) -> str:
         f"        acc = {name}_combine(acc, {load}{params})\n"
         f"        out[np.uint64(i)] = {store}",
     ]
-    for flavour, deco, rng in (("serial", serial, "range"), ("parallel", parallel, "prange")):
+    if spec.in_order:
         funcs.append(
-            f"{deco}\ndef {name}_carries_{flavour}(x{params}):\n"
-            f'    """C[c]: the fold of everything before chunk c, seed first (pass 1, carries)."""\n'
-            f"    n = x.shape[0]\n"
-            f"    nch = (n + CHUNK - 1) // CHUNK\n"
-            f"    T = np.empty(max(nch - 1, 0), {rtype})\n"
-            f"    for c in {rng}(nch - 1):\n"
-            f"        T[c] = {name}_total(x, c * CHUNK, c * CHUNK + CHUNK{params})\n"
-            f"    C = np.empty(nch, {rtype})\n"
-            f"    acc = {seed}\n"
-            f"    for c in range(nch):\n"
-            f"        C[c] = acc\n"
-            f"        if c < nch - 1:\n"
-            f"            acc = {name}_combine(acc, T[c]{params})\n"
-            f"    return C")
+            f"{scalar}\ndef {name}_from(x, lo, hi, acc{params}):\n"
+            f'    """acc folded with x[lo:hi] in order."""\n'
+            f"    for i in range(lo, hi):\n"
+            f"        acc = {name}_combine(acc, {load}{params})\n"
+            f"    return acc")
+    for flavour, deco, rng in (("serial", serial, "range"), ("parallel", parallel, "prange")):
+        if spec.in_order:
+            funcs.append(
+                f"{serial}\ndef {name}_carries_{flavour}(x{params}):\n"
+                f'    """C[c]: the fold of everything before chunk c, seed first, in element order\n'
+                f'    (one sequential pass: the combine is not known associative)."""\n'
+                f"    n = x.shape[0]\n"
+                f"    nch = (n + CHUNK - 1) // CHUNK\n"
+                f"    C = np.empty(nch, {rtype})\n"
+                f"    acc = {seed}\n"
+                f"    for c in range(nch):\n"
+                f"        C[c] = acc\n"
+                f"        if c < nch - 1:\n"
+                f"            acc = {name}_from(x, c * CHUNK, c * CHUNK + CHUNK, acc{params})\n"
+                f"    return C")
+        else:
+            funcs.append(
+                f"{deco}\ndef {name}_carries_{flavour}(x{params}):\n"
+                f'    """C[c]: the fold of everything before chunk c, seed first (pass 1, carries)."""\n'
+                f"    n = x.shape[0]\n"
+                f"    nch = (n + CHUNK - 1) // CHUNK\n"
+                f"    T = np.empty(max(nch - 1, 0), {rtype})\n"
+                f"    for c in {rng}(nch - 1):\n"
+                f"        T[c] = {name}_total(x, c * CHUNK, c * CHUNK + CHUNK{params})\n"
+                f"    C = np.empty(nch, {rtype})\n"
+                f"    acc = {seed}\n"
+                f"    for c in range(nch):\n"
+                f"        C[c] = acc\n"
+                f"        if c < nch - 1:\n"
+                f"            acc = {name}_combine(acc, T[c]{params})\n"
+                f"    return C")
         funcs.append(
             f"{deco}\ndef {name}_{flavour}(x, out{params}):\n"
             f'    """Inclusive scan of x into out (module doc: pass 1, carries, pass 2)."""\n'

@@ -23,6 +23,10 @@ State per op (agg k):
                                  combine in order, an empty one is skipped, and the seed
                                  goes in once at the end: combine(seed, total) or the seed
                                  (<name>_fold<k> is the combine, fastmath off)
+         in order                a fold not known associative (Agg.in_order): s_k starts at
+                                 the seed and folds every survivor in element order; the
+                                 pass then runs as ONE chunk (a sequential loop), so
+                                 nothing is regrouped: LINQ's fold exactly
 """
 from __future__ import annotations
 
@@ -51,6 +55,11 @@ def _key_float(d: str) -> str:
     return "np.float64" if d == "float64" else "np.float32"
 
 
+def _seed(agg: Agg) -> str:
+    """A fold's seed as a literal of its accumulator type."""
+    return const_text(agg.seed.value, agg.dtype) if agg.dtype != "bool" else str(bool(agg.seed.value))
+
+
 def _zero(d: str) -> str:
     return const_text(0, d) if d != "bool" else "False"
 
@@ -65,6 +74,8 @@ class ReducePrinter:
         self.helpers = helpers
         self.jits = jits
         self.first_only = all(a.op == "first" for a in self.aggs)
+        # a fold not known associative: one chunk, in element order (module doc)
+        self.in_order = any(a.op == "fold" and a.in_order for a in self.aggs)
         # sums kept pairwise (float16 accumulators round after every add instead, like a
         # float16 register would)
         self.float_sums = [k for k, a in enumerate(self.aggs) if a.op == "sum" and a.dtype in ("float32", "float64")]
@@ -144,7 +155,7 @@ class ReducePrinter:
         if agg.op == "fold":
             if agg.seed is None or agg.combine is None:
                 raise ValueError("a fold Agg needs both `combine` and `seed`")
-            return [(f"s{k}", T, _zero(d)), (f"h{k}", "np.bool_", "False")]
+            return [(f"s{k}", T, _seed(agg) if agg.in_order else _zero(d)), (f"h{k}", "np.bool_", "False")]
         raise ValueError(f"unknown aggregate op {agg.op!r}")
 
     def _update(self, k: int, agg: Agg) -> list[str]:
@@ -171,6 +182,8 @@ class ReducePrinter:
         if agg.op == "first":
             sets = "; ".join(f"{s}_{j} = {e}" for j, e in enumerate(v))
             return [f"if keep and {s} < 0:", f"    {s} = np.int64(i)" + (f"; {sets}" if sets else "")]
+        if agg.in_order:
+            return ["if keep:", f"    {s} = {self.p.name}_fold{k}({s}, {v[0]}{self._fold_params()})"]
         return ["if keep:",
                 f"    {s} = {self.p.name}_fold{k}({s}, {v[0]}{self._fold_params()}) if h{k} else {v[0]}",
                 f"    h{k} = True"]
@@ -197,13 +210,17 @@ class ReducePrinter:
         if agg.op == "first":
             sets = "".join(f"; {name} = P_{name}[c]" for name, _, _ in self._state(k, agg)[1:])
             return [f"if {s} < 0 and P_{s}[c] >= 0:", f"    {s} = P_{s}[c]{sets}"]
+        if agg.in_order:                  # the one chunk's value (the seed when n == 0)
+            return [f"{s} = P_{s}[c]"]
         return [f"if P_h{k}[c]:",
                 f"    {s} = {self.p.name}_fold{k}({s}, P_{s}[c]{self._fold_params()}) if h{k} else P_{s}[c]",
                 f"    h{k} = True"]
 
     def _finish(self, k: int, agg: Agg) -> list[str]:
+        if agg.op == "fold" and agg.in_order:
+            return [f"r{k} = s{k}"]
         if agg.op == "fold":
-            seed = const_text(agg.seed.value, agg.dtype) if agg.dtype != "bool" else str(bool(agg.seed.value))
+            seed = _seed(agg)
             return [f"r{k} = {self.p.name}_fold{k}({seed}, s{k}{self._fold_params()}) if h{k} else {seed}"]
         if k in self.float_sums:        # -0.0 + 0.0 is +0.0; every other total is unchanged
             return [f"s{k} = {register_type(agg.dtype)}(s{k} + {const_text(0.0, agg.dtype)})"]
@@ -236,8 +253,10 @@ class ReducePrinter:
         body = "".join(f"    {line}\n" for line in ep.lines)
         return (f"{self.jits['scalar']}\n"
                 f"def {self.p.name}_fold{k}(acc, item{self._fold_params()}):\n"
-                f'    """The fold combine of agg {k}: associative, so per-chunk partials '
-                f'combine in order."""\n'
+                + (f'    """The fold combine of agg {k}: not known associative, so one sequential '
+                   f'pass folds every element in order."""\n' if agg.in_order else
+                   f'    """The fold combine of agg {k}: associative, so per-chunk partials '
+                   f'combine in order."""\n') +
                 f"{body}    return {result}")
 
     def _chunk(self) -> str:
@@ -302,10 +321,13 @@ class ReducePrinter:
             # to a contiguous one so the same values always add in the same order; for a
             # contiguous input numba compiles this to nothing.
             lines += [f"{x} = np.ascontiguousarray({x})" for x in self.inputs]
-        lines.append("nch = (n + CHUNK - 1) // CHUNK")
+        if self.in_order:           # one chunk: a sequential pass in element order
+            lines += ["nch = min(n, 1)", "span = n"]
+        else:
+            lines += ["nch = (n + CHUNK - 1) // CHUNK", "span = CHUNK"]
         lines += [f"P_{name} = np.empty(nch, {T})" for name, T, _ in states]
         lines += [f"for c in {rng}(nch):",
-                  f"    r = {self.p.name}_chunk({self._a('c * CHUNK, min(n, c * CHUNK + CHUNK)')})"]
+                  f"    r = {self.p.name}_chunk({self._a('c * span, min(n, c * span + span)')})"]
         lines += [f"    P_{name}[c] = r[j]".replace("[j]", f"[{j}]")
                   for j, (name, _, _) in enumerate(states)]
         lines += [f"{name} = {value}" for name, _, value in states]
