@@ -147,3 +147,28 @@ def test_functions_passed_as_they_are():
         assert np.array_equal(qc.query(x).select(np.cbrt).on(b).to_array(), np.cbrt(x), equal_nan=True)
         assert np.array_equal(qc.query(x, y).select(np.fmax).on(b).to_array(), np.fmax(x, y), equal_nan=True)
         assert np.array_equal(qc.query(x).where(np.signbit).on(b).to_array(), x[np.signbit(x)])
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_cuda_source_of_the_new_functions_compiles_with_nvrtc(dtype):
+    """exp2f / cbrtf / fmodf (exp2 / cbrt / fmod for double) in the CUDA C that NVRTC
+    compiles for sm_80 without FMA contraction (the harness above ran the same source on
+    the CPU)."""
+    nvrtc = pytest.importorskip("cupy_backends.cuda.libs.nvrtc", reason="NVRTC bindings missing")
+    try:
+        nvrtc.getVersion()
+    except Exception as exc:
+        pytest.skip(f"NVRTC library not loadable ({exc})")
+    x = np.ones(4, dtype)
+    src = qc.query(x, x).select("lambda a, b: (np.exp2(a), np.cbrt(a), np.fmod(a, b), "
+                                "np.signbit(a), np.deg2rad(a))").source("cuda")
+    f = "" if dtype == "float64" else "f"
+    for fn in ("exp2", "cbrt", "fmod"):
+        assert f"{fn}{f}(" in src, fn
+    prog = nvrtc.createProgram(src, "q.cu", [], [])
+    try:
+        nvrtc.compileProgram(prog, ["--gpu-architecture=sm_80", "--fmad=false"])
+    except nvrtc.NVRTCError as exc:
+        pytest.fail(f"NVRTC failed: {exc}\n{nvrtc.getProgramLog(prog)}\n{src}")
+    finally:
+        nvrtc.destroyProgram(prog)
