@@ -14,7 +14,7 @@ was range-checked at launch already, see the query layer's param_limits). The ke
 computes exactly what it computed with the cast inside.
 
 Narrowed: int64 / uint64 -> int32, uint32, float32 and float64 -> float32. Not narrowed:
-targets held in a wider uniform member than their type (float16 and 8/16-bit integers: the
+targets held in a wider scalar-struct member than their type (float16 and 8/16-bit integers: the
 host would convert to the member type, skipping the rounding or wrap of the cast), float ->
 integer casts (NaN and out-of-range values have per-target rules), and parameters used
 directly; those keep their 64-bit type and the dialect's pass check names them.
