@@ -45,8 +45,14 @@ class Compiled:
 
     def launch(self, cols, params, n: int) -> tuple:
         """(raw results, trace row, the Prepared that ran)."""
-        if self.pending is not None and self.pending.ready:
-            self.promote()
+        pending = self.pending
+        if pending is not None:
+            # n >= numpy_max: the numpy tier of this plan would need many times the kernel's
+            # memory (tiers.NUMPY_TIER_MAX_HEAVY): wait for the kernel
+            if pending.ready or (n >= pending.numpy_max and pending.wait()):
+                self.promote()
+            elif pending.resubmit:      # a forked child: compile again here
+                pending.start()
         prepared = self.prepared
         raw, row = windows.launch(prepared, self.early, cols, params, n)
         return raw, row, prepared

@@ -13,6 +13,16 @@ disk cache; a thread starts at once and hands over the compiled object. numba ho
 while it compiles, so the numpy tier's own Python steps wait for switch intervals (5 ms),
 which docs/performance.md measures; the heavy NumPy loops release the GIL. Compiles run one at
 a time (numba and pocl gain nothing from more), in submission order.
+
+Imports and fork: the thread that starts a compile first imports what it needs
+(`registry.load_compiler`, under one lock), so the compile thread imports nothing; a fork()
+waits for the compile running in the thread to end (after_fork.hold), and in the child the
+compiles that had not finished are submitted again on their next call.
+
+Memory: the numpy tier of a sort, distinct, group_by or join needs many times the memory of
+the kernel (int64 indices, sorted copies: up to ~24 B per element, against 0.1-1.5 for the
+cpu kernels: docs/performance.md), so a first call of such a plan on NUMPY_TIER_MAX_HEAVY
+elements or more waits for its compile instead.
 """
 from __future__ import annotations
 
@@ -25,6 +35,14 @@ from typing import Callable
 
 _executor = None                # a ThreadPoolExecutor, made on the first background compile
 _executor_lock = threading.Lock()
+# Held by the compile thread while it compiles, and by a forking thread across fork():
+# a fork waits for the compile in flight (its imports, numba's and LLVM's state) to end.
+_running = threading.Lock()
+after_fork.hold(_running, rank=0)
+
+# Plans that sort, hash or join (registry.HEAVY) answer on the numpy tier only below this
+# many elements; a larger first call waits for its kernel (see the module docstring).
+NUMPY_TIER_MAX_HEAVY = 1_000_000
 
 
 def _after_fork() -> None:
@@ -70,29 +88,60 @@ class Pending:
     importing numba and lowering, while the first answer is computed, and make it wait);
     `ready` turns True when it finished (either way); then `result()` is the compiled object,
     or None when it failed (warned once)."""
-    __slots__ = ("compile_fn", "future", "what", "ready", "_warned", "_start_lock")
+    __slots__ = ("compile_fn", "future", "what", "ready", "_warned", "_start_lock", "imports",
+                 "numpy_max", "resubmit", "outcome")
 
-    def __init__(self, compile_fn: Callable[[], object], what: str):
+    def __init__(self, compile_fn: Callable[[], object], what: str,
+                 imports: Callable[[], None] | None = None, numpy_max: float = float("inf")):
         self.compile_fn = compile_fn
         self.what = what
+        self.imports = imports          # run by the starting thread (registry.load_compiler)
+        self.numpy_max = numpy_max      # calls on this many elements or more wait for it
         self.ready = False
         self.future = None
+        self.outcome = None             # (compiled object, exception) once the compile ran
+        self.resubmit = False           # in a forked child: start again on the next call
         self._warned = False
         self._start_lock = threading.Lock()
 
     def start(self) -> None:
-        """Submit the compile (once, however many threads call this)."""
+        """Submit the compile (once, however many threads call this), after importing what
+        it needs in this thread."""
         with self._start_lock:
             if self.future is None:
-                self.future = _pool().submit(self.compile_fn)
+                if self.imports is not None:
+                    self.imports()
+                self.resubmit = False
+                self.future = _pool().submit(self._compile)
                 self.future.add_done_callback(self._done)
+
+    def _compile(self):
+        with _running:
+            try:
+                value = self.compile_fn()
+            except BaseException as exc:
+                self.outcome = (None, exc)
+                raise
+            self.outcome = (value, None)
+            return value
 
     def _done(self, _future) -> None:
         self.ready = True
 
+    def after_fork(self) -> None:
+        """In a forked child: a compile the parent finished is kept (its outcome, not its
+        future, whose lock may be held); one it had not is forgotten, to be submitted again
+        by the next call (the parent's compile thread is gone)."""
+        if self.outcome is not None:
+            self.ready = True
+        elif self.future is not None or self.ready:
+            self.future, self._start_lock, self.resubmit = None, threading.Lock(), True
+
     def wait(self, timeout: float | None = None) -> bool:
         """Block until the compile finished (for tests, `cq.wait()` and benchmarks); starts
         it first if nothing has yet."""
+        if self.ready:
+            return True
         self.start()
         try:
             self.future.exception(timeout=timeout)
@@ -102,16 +151,14 @@ class Pending:
 
     def error(self) -> BaseException | None:
         """The exception the finished compile raised (None when it succeeded or was dropped)."""
-        if self.future is None or self.future.cancelled():
-            return None
-        return self.future.exception()
+        return None if self.outcome is None else self.outcome[1]
 
     def result(self):
-        if self.future.cancelled():           # at interpreter exit: stay on the numpy tier
+        if self.outcome is None:              # dropped at interpreter exit: stay on numpy
             return None
-        exc = self.future.exception()
+        value, exc = self.outcome
         if exc is None:
-            return self.future.result()
+            return value
         if isinstance(exc, BackendUnavailableError):
             return None                       # not a compile error: the caller decides
         if not self._warned:

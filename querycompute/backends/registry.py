@@ -6,6 +6,9 @@ backend unavailable with a reason, never an ImportError at `import querycompute`
 from __future__ import annotations
 
 import importlib
+import pkgutil
+import sys
+import threading
 
 from .. import after_fork, config
 from ..log import FallbackWarning, logger, warn
@@ -50,10 +53,89 @@ def get(name: str) -> Backend:
     if b is None:
         if name not in _MODULES:
             raise QueryError(f"unknown backend {name!r}; choose one of: auto, {', '.join(NAMES)}")
-        mod, cls = _MODULES[name]
-        b = getattr(importlib.import_module(f"{__package__}.{mod}"), cls)()
-        _instances[name] = b
+        with IMPORT_LOCK:
+            b = _instances.get(name)
+            if b is None:
+                mod, cls = _MODULES[name]
+                b = getattr(importlib.import_module(f"{__package__}.{mod}"), cls)()
+                _instances[name] = b
     return b
+
+
+# Imports and compiles: a module two threads import at once, each importing the other on the
+# way, comes out half initialised in one of them ("partially initialized module",
+# _DeadlockError, "cannot import name"); a fork while another thread imports leaves it half
+# initialised in the child for good. So every module a compile needs is imported once, by
+# `load_compiler`, under IMPORT_LOCK, before any compile of that backend runs (a background
+# compile thread is started only after it); compiles then import nothing of ours or of the
+# compiler's. IMPORT_LOCK is held across fork() (after_fork.hold).
+IMPORT_LOCK = threading.RLock()
+after_fork.hold(IMPORT_LOCK, rank=2)
+_loaded: set[str] = set()
+# per backend: (the compiler's modules, this package's backend modules by name prefix)
+_GPU = ("gpu_", "device_columns", "generated", "stage_runtime")
+_COMPILER = {
+    "cpu": (("filelock", "numba", "numba.core.event", "numba.core.compiler_lock", "numba.core.cgutils",
+             "numba.extending", "numba.cpython.unsafe.numbers", "numba.np.ufunc.parallel",
+             "llvmlite.ir"), ("cpu", "numpy_", "stage_runtime")),
+    "opencl": (("filelock", "pyopencl"), ("opencl",) + _GPU),
+    "webgpu": (("filelock", "wgpu"), ("webgpu",) + _GPU),
+    "cuda": (("filelock", "cupy"), ("cuda",) + _GPU),
+    "metal": (("filelock",), ("metal",) + _GPU),
+}
+# this package's modules no compile imports (optional integrations, the command line)
+_NOT_COMPILE = ("dask", "cli", "demo", "__main__")
+_ONLY_FOR = {"rows_columns": "cpu"}            # modules that import a backend's compiler
+
+
+def load_compiler(name: str) -> None:
+    """Import, in this thread and under IMPORT_LOCK, every module a compile for backend
+    `name` may import: the compiler (numba, pyopencl, wgpu, cupy: one that is missing is left
+    for the compile to report), the backend's modules, the code generator and the query
+    layer's modules. Once per backend and process; afterwards a dict lookup."""
+    if name in _loaded:
+        return
+    if name == "numpy":                # the reference interpreter: nothing to compile
+        get(name)
+        return
+    with IMPORT_LOCK:
+        if name in _loaded:
+            return
+        compiler, prefixes = _COMPILER[name]
+        for mod in compiler:
+            try:
+                importlib.import_module(mod)
+            except Exception:          # missing or broken: the compile reports it, with why
+                continue
+        package = __package__.rpartition(".")[0]
+        for info in pkgutil.walk_packages(importlib.import_module(package).__path__, package + "."):
+            short = info.name[len(package) + 1:]
+            if short.endswith("_kernels"):       # module texts the cpu backend loads itself
+                continue
+            if short.startswith("backends."):
+                if not short[len("backends."):].startswith(prefixes):
+                    continue
+            elif short.split(".")[0].startswith(_NOT_COMPILE) or _ONLY_FOR.get(short, name) != name:
+                continue
+            importlib.import_module(info.name)
+        get(name)
+        _loaded.add(name)
+        if name == "cpu" and "numba" in sys.modules:
+            _hold_numba_compiler_lock()
+        after_fork.arm()
+
+
+def _hold_numba_compiler_lock() -> None:
+    """numba's compiler lock, held by a thread compiling at a fork, would stay held in the
+    child (its next compile would wait for ever), and LLVM's state would be mid-compile:
+    a fork waits for the compile to end (once per process)."""
+    try:
+        from numba.core.compiler_lock import global_compiler_lock
+    except ImportError:
+        return
+    if not getattr(global_compiler_lock, "_querycompute_fork_held", False):
+        global_compiler_lock._querycompute_fork_held = True
+        after_fork.hold(global_compiler_lock, rank=1)
 
 
 def availability(name: str) -> tuple[bool, str]:
