@@ -184,7 +184,8 @@ def test_float_special_values_one_at_a_time():
 PAIR_EXACT = ["a + b", "a - b", "a * b", "a / b", "a // b", "a % b", "np.remainder(a, b)",
               "np.copysign(a, b)", "np.minimum(a, b)", "np.maximum(a, b)", "min(a, b)", "max(a, b)",
               "a < b", "a == b", "a != b", "a >= b", "(a if a < b else b)",
-              "b + 3 + 3", "3 - (b + 3)"]   # lavapipe re-associated these (b + 6, -b) before qc_k
+              "b + 3 + 3", "3 - (b + 3)",   # lavapipe rewrote these (b + 6, -b) before qc_exact
+              "((a < 3) if a > 1 else (a > b))"]   # WGSL select() of comparisons (a template list to naga)
 PAIR_MATH = ["a ** b", "np.hypot(a, b)", "np.arctan2(a, b)"]
 
 
