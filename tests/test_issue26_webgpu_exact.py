@@ -109,3 +109,15 @@ def test_agg_with_many_counts_over_empty_input():
     x = np.zeros(0, np.float32)
     named = {f"c{k}": qc.count(f"lambda v: v > {k}") for k in range(10)}
     assert qc.query(x).on("webgpu").agg(**named) == {f"c{k}": 0 for k in range(10)}
+
+
+def test_agg_fold_with_many_counts_splits_the_ordered_finalize():
+    """A fold takes the order-keeping shape; its stage 2 splits the same way, each fold's
+    seed applied once in its own kernel."""
+    x = (np.arange(5000) % 1000).astype(np.float32)
+    named = {f"c{k}": qc.count(f"lambda v: v > {k * 70}") for k in range(12)}
+    named["f"] = qc.aggregate("lambda acc, v: v if v > acc else acc", np.float32(-1.0), associative=True)
+    named["s"] = qc.sum()
+    got = qc.query(x).on("webgpu").agg(**named)
+    want = qc.query(x).on("numpy").agg(**named)
+    assert got == want and got["f"] == np.float32(999.0)
