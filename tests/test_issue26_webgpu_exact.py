@@ -116,8 +116,9 @@ def test_agg_fold_with_many_counts_splits_the_ordered_finalize():
     seed applied once in its own kernel."""
     x = (np.arange(5000) % 1000).astype(np.float32)
     named = {f"c{k}": qc.count(f"lambda v: v > {k * 70}") for k in range(12)}
-    named["f"] = qc.aggregate("lambda acc, v: v if v > acc else acc", np.float32(-1.0), associative=True)
+    named["f"] = qc.aggregate("lambda acc, v: v if v > acc else acc", np.float32(-1.0))
     named["s"] = qc.sum()
     got = qc.query(x).on("webgpu").agg(**named)
     want = qc.query(x).on("numpy").agg(**named)
     assert got == want and got["f"] == np.float32(999.0)
+    assert "fn qc_agg_reduce_finalize3(" in qc.query(x).source(backend="webgpu", terminal=qc.agg(**named))
