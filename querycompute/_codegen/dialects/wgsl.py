@@ -21,7 +21,9 @@ Types. WGSL has no 64-bit types and no 8/16-bit integers:
     `check_pass` with the type named.
 Element semantics are NumPy's (helpers in wgsl_helpers.py): wrap-around integers, Python
 signed // and %, NaN-propagating min/max, NumPy's float -> int conversions, NumPy shifts.
-NaN tests read the bits (never `x != x`, which a driver may fold away).
+NaN tests read the bits (never `x != x`, which a driver may fold away), and float32 `+ - * /`
+results pass through `qc_exact` so that no driver rewrites two of them together (lavapipe did:
+wgsl_kernel_print's docstring).
 """
 from __future__ import annotations
 
