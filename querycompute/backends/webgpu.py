@@ -15,8 +15,8 @@ How a launch maps onto WebGPU:
   * arguments: buffers are bound by the binding numbers of dialects.wgsl_kernel_print
     (`binding_layout`); scalars, with the logical grid size, go in the kernel's scalar
     buffer (read-only storage, not uniform: lavapipe specialises shaders on uniform values
-    and then folds float arithmetic with them inexactly), rewritten only when they change; the bind group is rebuilt only when a buffer
-    changed;
+    and then folds float arithmetic with them inexactly), rewritten only when they change;
+    the bind group is rebuilt only when a buffer changed;
   * dispatch: grids above the adapter's workgroups-per-dimension limit (65,535) are
     dispatched in 2-D, the kernels number blocks x + y * width and skip the padding;
   * limits: a pass whose buffers would exceed max_storage_buffer_binding_size runs over
