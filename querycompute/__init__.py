@@ -10,8 +10,8 @@ from .backends.registry import backends
 from .compiled import CompiledQuery
 from .engine import last_trace, set_memo_size
 from .errors import (BackendUnavailableError, CapturedValueOverflowError, CompileError, ElementIndexError,
-                     EmptySequenceError, MultipleElementsError, QueryError, UnsupportedLambdaError,
-                     UnsupportedTypeError)
+                     EmptySequenceError, FoldOrderError, MultipleElementsError, QueryError,
+                     UnsupportedLambdaError, UnsupportedTypeError)
 from .log import ConfigWarning, FallbackWarning
 from .query import Query, query, range
 from .grouped import Grouped
@@ -26,4 +26,4 @@ __version__ = "0.1.0"
 __all__ = ["query", "Query", "Grouped", "CompiledQuery",
            "backends", "last_trace", "set_memo_size", "cache", "QueryError", "UnsupportedLambdaError", "EmptySequenceError",
            "MultipleElementsError", "ElementIndexError", "UnsupportedTypeError", "CapturedValueOverflowError",
-           "BackendUnavailableError", "CompileError", "FallbackWarning", "ConfigWarning", "__version__"]
+           "BackendUnavailableError", "CompileError", "FoldOrderError", "FallbackWarning", "ConfigWarning", "__version__"]

@@ -64,7 +64,11 @@ def placeholder_source(dtype: str, inputs: list[str], fields: list[str], n: int)
 def _spec(arg) -> T.AggSpec:
     """An ("agg_spec", kind, fn-or-None) tuple from the parser -> AggSpec."""
     if isinstance(arg, tuple) and len(arg) == 3 and arg[0] == "agg_spec" and arg[1] == "fold":
-        return T.aggregate(*arg[2])                   # (func, seed)
+        func, seed, associative = arg[2]
+        try:
+            return T.aggregate(func, seed, associative=associative)
+        except TypeError as exc:
+            raise QueryError(f"qc.aggregate(...): {exc}") from None
     if isinstance(arg, tuple) and len(arg) == 3 and arg[0] == "agg_spec" and arg[1] in T.AGG_SPEC_KINDS:
         return T.AggSpec(arg[1], arg[2])
     raise QueryError(f"agg(...) takes qc.sum / qc.min / qc.max / qc.mean / qc.count specs, got {arg!r}")
@@ -101,9 +105,13 @@ def chain_to_query(text: str, source: Source, backend: str = "auto"):
         if method == "agg":
             terminal = T.AggBundle(tuple((k, _spec(v)) for k, v in kwargs.items()))
         elif method == "aggregate":
-            if len(args) != 2:
-                raise QueryError("aggregate() takes a lambda and a seed: aggregate(lambda a, v: a + v, 0)")
-            terminal = T.AggSpec("fold", args[0], seed=args[1])
+            if len(args) != 2 or set(kwargs) - {"associative"}:
+                raise QueryError("aggregate() takes a lambda, a seed and optionally associative=True: "
+                                 "aggregate(lambda a, v: a + v, 0)")
+            try:
+                terminal = T.aggregate(args[0], args[1], associative=kwargs.get("associative", False))
+            except TypeError as exc:
+                raise QueryError(f"aggregate(): {exc}") from None
         elif method in ("to_array", "to_list"):
             terminal = method
         elif method in ("last", "element_at", "single"):

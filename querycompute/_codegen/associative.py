@@ -17,6 +17,18 @@ Var "item"; captured values are Params, constants for the fold):
     X if p else Y       X, Y each `a` or `v`, and p reads only `v` and constants ("last
                         non-zero": v if v != 0 else a), or only `a` and constants, or is one
                         comparison of `a` with `v` (v if v > a else a: a max)
+    bitwise nests       any nest of & | ^ ~ (and / or / not on bools) over `a`, `v` and at
+                        most BIT_CONSTANTS constants ((a & -256) | (v & 255): high bits from
+                        the first element, low bits from the last): each bit of the result
+                        is a function of the same bit of a, v and the constants, so the law
+                        is checked for every 0/1 value of those bits (any constant values)
+    X & M               X a chain of + or * as above and M a constant 2**k - 1: the chain
+                        modulo 2**k ((a + v) & 1023)
+    min / max nests     any nest of min and max over `a`, `v` and at most LATTICE_CONSTANTS
+                        constants (a clamped running max: min(max(a, v), cap)): its value
+                        depends only on how a, b, c and the constants are ordered, so both
+                        sides of the associative law are compared over every weak ordering
+                        of them (an exhaustive proof over any totally ordered type)
 
 Float + and * are accepted as for `sum` (associative up to rounding); float min / max as
 np.minimum / np.maximum. Nothing else is proved (a - v, a * 2 + v, ...).
@@ -34,6 +46,8 @@ def provably_associative(combine: E.Expr) -> bool:
     module doc (so a parallel tree of partials gives the in-order fold's value)."""
     c = _strip(combine)
     if _is(c, "acc") or _is(c, "item"):
+        return True
+    if _lattice_associative(c) or _bitwise_associative(c) or _masked_chain(c):
         return True
     if isinstance(c, E.Binary) and c.op in AC_OPS:
         leaves = _chain(c, c.op)
@@ -80,3 +94,125 @@ def _chain(e: E.Expr, op: str) -> list:
 def _reads(e: E.Expr) -> set:
     """The fold variables ("acc", "item") that `e` reads."""
     return {n.name for n in E.walk(e) if isinstance(n, E.Var)}
+
+
+LATTICE_CONSTANTS = 3         # constants a min / max nest may hold (weak orderings of 6 items)
+
+
+def _lattice_associative(c: E.Expr) -> bool:
+    """Whether `c` is a nest of min / max over acc, item and constants (sub-expressions
+    reading neither) that satisfies the associative law for every weak ordering of a, b, c
+    and the constants (module doc)."""
+    consts: list = []
+
+    def shape(e):
+        """e as a nested tuple: ("min" | "max", x, y), "acc", "item" or a constant's index."""
+        e = _strip(e)
+        if not _reads(e):
+            if e not in consts:
+                consts.append(e)
+            return consts.index(e)
+        if _is(e, "acc") or _is(e, "item"):
+            return e.name
+        if isinstance(e, E.Binary) and e.op in ("min", "max"):
+            a, b = shape(e.a), shape(e.b)
+            return None if a is None or b is None else (e.op, a, b)
+        return None
+
+    tree = shape(c)
+    if not isinstance(tree, tuple) or len(consts) > LATTICE_CONSTANTS:
+        return False
+
+    def value(t, acc, item, ks):
+        if t == "acc":
+            return acc
+        if t == "item":
+            return item
+        if isinstance(t, int):
+            return ks[t]
+        f = min if t[0] == "min" else max
+        return f(value(t[1], acc, item, ks), value(t[2], acc, item, ks))
+
+    for ranks in _weak_orders(3 + len(consts)):
+        a, b, x, ks = ranks[0], ranks[1], ranks[2], ranks[3:]
+        left = value(tree, value(tree, a, b, ks), x, ks)
+        right = value(tree, a, value(tree, b, x, ks), ks)
+        if left != right:
+            return False
+    return True
+
+
+def _weak_orders(m: int):
+    """Every assignment of ranks 0..k-1 (onto) to m items: all their weak orderings."""
+    def fill(i, ranks):
+        if i == m:
+            if set(ranks) == set(range(max(ranks) + 1)):
+                yield tuple(ranks)
+            return
+        for r in range(m):
+            ranks.append(r)
+            yield from fill(i + 1, ranks)
+            ranks.pop()
+    yield from fill(0, [])
+
+
+BIT_CONSTANTS = 6             # constants a bitwise nest may hold (2**9 bit assignments)
+_BIT_OPS = {"bitand": lambda x, y: x & y, "bitor": lambda x, y: x | y, "bitxor": lambda x, y: x ^ y,
+            "and": lambda x, y: x & y, "or": lambda x, y: x | y}
+
+
+def _bitwise_associative(c: E.Expr) -> bool:
+    """Whether `c` is a nest of bitwise ops over acc, item and constants that satisfies the
+    associative law bit by bit for every 0/1 value of a, b, c and the constants' bits."""
+    consts: list = []
+
+    def shape(e):
+        e = _strip(e)
+        if not _reads(e):
+            if e not in consts:
+                consts.append(e)
+            return consts.index(e)
+        if _is(e, "acc") or _is(e, "item"):
+            return e.name
+        if isinstance(e, E.Binary) and e.op in _BIT_OPS:
+            a, b = shape(e.a), shape(e.b)
+            return None if a is None or b is None else (e.op, a, b)
+        if isinstance(e, E.Unary) and e.op in ("invert", "not"):
+            a = shape(e.x)
+            return None if a is None else ("not", a)
+        return None
+
+    if any(n.dtype.startswith("float") for n in E.walk(c)):
+        return False
+    tree = shape(c)
+    if not isinstance(tree, tuple) or len(consts) > BIT_CONSTANTS:
+        return False
+
+    def value(t, acc, item, ks):
+        if t == "acc":
+            return acc
+        if t == "item":
+            return item
+        if isinstance(t, int):
+            return ks[t]
+        if t[0] == "not":
+            return 1 - value(t[1], acc, item, ks)
+        return _BIT_OPS[t[0]](value(t[1], acc, item, ks), value(t[2], acc, item, ks))
+
+    for bits in range(1 << (3 + len(consts))):
+        a, b, x = bits & 1, (bits >> 1) & 1, (bits >> 2) & 1
+        ks = [(bits >> (3 + j)) & 1 for j in range(len(consts))]
+        if value(tree, value(tree, a, b, ks), x, ks) != value(tree, a, value(tree, b, x, ks), ks):
+            return False
+    return True
+
+
+def _masked_chain(c: E.Expr) -> bool:
+    """X & M, X a provable chain of integer + or * and M a constant 2**k - 1 (module doc)."""
+    if not (isinstance(c, E.Binary) and c.op == "bitand") or c.dtype in ("bool",) or c.dtype.startswith("float"):
+        return False
+    for x, m in ((_strip(c.a), _strip(c.b)), (_strip(c.b), _strip(c.a))):
+        if (isinstance(m, E.Const) and isinstance(m.value, int) and m.value >= 0 and m.value & (m.value + 1) == 0
+                and isinstance(x, E.Binary) and x.op in ("add", "mul") and provably_associative(x)):
+            return True
+    return False

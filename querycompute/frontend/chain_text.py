@@ -109,10 +109,14 @@ def _agg_spec(node: ast.expr, text: str):
             and ref.value.id in ("qc", "querycompute")):
         return None
     if ref.attr == "aggregate" and call is not None:    # qc.aggregate(lambda a, v: ..., seed)
-        if call.keywords or len(call.args) != 2 or not isinstance(call.args[0], ast.Lambda):
-            raise UnsupportedLambdaError("qc.aggregate(...) takes a lambda and a seed, e.g. "
-                                         "qc.aggregate(lambda a, v: a + v, 0)", _where(call), "aggregate")
-        return ("agg_spec", "fold", (_lambda(call.args[0], text), _arg(call.args[1], text)))
+        kw = [k for k in call.keywords if k.arg == "associative"]
+        if (len(kw) != len(call.keywords) or len(call.args) != 2
+                or not isinstance(call.args[0], ast.Lambda)):
+            raise UnsupportedLambdaError("qc.aggregate(...) takes a lambda, a seed and optionally "
+                                         "associative=True, e.g. qc.aggregate(lambda a, v: a + v, 0)",
+                                         _where(call), "aggregate")
+        associative = _arg(kw[0].value, text) if kw else False
+        return ("agg_spec", "fold", (_lambda(call.args[0], text), _arg(call.args[1], text), associative))
     if ref.attr not in AGG_NAMES:
         raise UnsupportedLambdaError(f"qc.{ref.attr} is not an aggregate; use one of "
                                      f"{', '.join('qc.' + n for n in AGG_NAMES)}, "
