@@ -11,9 +11,9 @@ A lock another thread holds at the fork stays held in the child for good, and a 
 thread was importing stays half initialised there. So the locks around compiles and imports
 are held across the fork (`hold`): the forking thread takes them first, in rank order, which
 waits for a compile or an import in flight to end, and releases them again in both processes.
-That wait is armed (`arm`) once a compiler and everything a compile imports are imported:
-Python runs the `before` hooks newest first, so ours runs before those of the libraries a
-compile uses (logging's takes its lock: a compile that logs while we wait would deadlock).
+Python runs the `before` hooks newest first, and those of logging and filelock take locks a
+compile may need, so ours are registered (`arm`) after those libraries are imported. A lock
+not free within HOLD_TIMEOUT seconds is left alone: a fork never hangs on it.
 """
 from __future__ import annotations
 
@@ -37,13 +37,25 @@ def hold(lock, rank: int) -> None:
     _held.sort(key=lambda item: item[0])
 
 
+HOLD_TIMEOUT = 300.0           # seconds a fork waits for one lock before it goes on without
+
+
+_fork = {"held": None}         # the locks the fork in progress holds
+
+
 def _before() -> None:
+    if _fork["held"] is not None:  # an older registration of ours (arm): taken already
+        return
+    held = []
     for _, lock in _held:
-        lock.acquire()
+        if lock.acquire(timeout=HOLD_TIMEOUT):
+            held.append(lock)
+    _fork["held"] = held
 
 
 def _release() -> None:
-    for _, lock in reversed(_held):
+    held, _fork["held"] = _fork["held"], None
+    for lock in reversed(held or ()):
         lock.release()
 
 
@@ -52,14 +64,17 @@ def _in_child() -> None:
         callback()
 
 
-_armed = []
+_armed: set = set()
 
 
-def arm() -> None:
-    """Hold the `hold` locks across every fork from now on (once per process; see the
-    module docstring for when)."""
-    if not _armed and hasattr(os, "register_at_fork"):
-        _armed.append(True)
+def arm(when: str) -> None:
+    """Hold the `hold` locks across every fork from now on. Called (once per `when`) before
+    the first compile thread starts, and again right after a compile's libraries are
+    imported: each call registers the hooks anew, so ours run before those of every library
+    imported so far (filelock's stops its locks being taken during a fork, and the compile
+    we wait for takes one); the older registrations then find the locks taken already."""
+    if when not in _armed and hasattr(os, "register_at_fork"):
+        _armed.add(when)
         os.register_at_fork(before=_before, after_in_parent=_release, after_in_child=_release)
 
 

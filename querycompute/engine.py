@@ -37,7 +37,7 @@ from .errors import BackendUnavailableError, FoldOrderError, QueryError, codegen
 from .fold_order import refuse_parallel
 from .graph import Terminal, slot_functions
 from .locks import KeyedLocks
-from .log import logger
+from .log import compiling, logger
 from .memo import Memo
 from .plan import lower, param_values, slot_info
 from .sources import is_device_array
@@ -334,7 +334,7 @@ def _prepare(backend, lowered: Lowered, text: str):
     logger.debug("compile start: %s kernel for %s", backend.name, text)
     t0 = _clock()
     try:
-        with codegen_errors(backend.name):
+        with codegen_errors(backend.name), compiling(f"the {backend.name} kernel for {text}"):
             if getattr(lowered, "row_plan", None) is not None:   # long rows (rows.py)
                 prepared = lowered.row_plan.prepare(backend.name)
             elif getattr(lowered, "staged", False):      # a plan of stages (stages.py)

@@ -5,6 +5,9 @@
   the tier a new signature starts on and the switch to the kernel, backend fallbacks. The
   library adds only a NullHandler: nothing is printed until the application configures
   logging (`logging.basicConfig(level=logging.INFO)`).
+- `compiling(what)` (and compiling_begin / compiling_end): a compile in flight; one running
+  longer than PROGRESS_AFTER seconds is logged at INFO by a watcher thread, with how long so
+  far (again every PROGRESS_EVERY seconds), so a long first call says what it waits for.
 - `querycompute.source`: the kernel sources QUERYCOMPUTE_DUMP_SOURCE=1 asks for. When the
   application has configured no handler, one printing to stderr is attached, so the switch
   works on its own.
@@ -21,7 +24,12 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import threading
+import time
 import warnings
+from contextlib import contextmanager
+
+from . import after_fork
 
 logger = logging.getLogger("querycompute")
 logger.addHandler(logging.NullHandler())      # a library never prints logs on its own
@@ -90,3 +98,76 @@ def emit_source(text: str) -> None:
     if source_logger.level == logging.NOTSET or source_logger.level > logging.INFO:
         source_logger.setLevel(logging.INFO)
     source_logger.info("%s", text)
+
+
+PROGRESS_AFTER = 1.0          # seconds a compile runs before its progress is logged
+PROGRESS_EVERY = 5.0          # and then how often
+_inflight: dict[int, list] = {}      # thread id -> stack of [what or None, start, next log]
+_watch = {"cond": threading.Condition(), "thread": None}
+
+
+def compiling_begin(what: str | None) -> None:
+    """This thread starts compiling `what` (None: not ours to report; kept for the pairing
+    with compiling_end). Nothing is tracked unless INFO records of `logger` go somewhere."""
+    if what is not None and not logger.isEnabledFor(logging.INFO):
+        what = None
+    now = time.monotonic()
+    cond = _watch["cond"]
+    with cond:
+        _inflight.setdefault(threading.get_ident(), []).append([what, now, now + PROGRESS_AFTER])
+        if what is not None:
+            if _watch["thread"] is None:
+                _watch["thread"] = threading.Thread(target=_watcher, name="querycompute-compile-progress",
+                                                    daemon=True)
+                _watch["thread"].start()
+            cond.notify()
+
+
+def compiling_end() -> None:
+    with _watch["cond"]:
+        stack = _inflight.get(threading.get_ident())
+        if stack:
+            stack.pop()
+            if not stack:
+                del _inflight[threading.get_ident()]
+
+
+@contextmanager
+def compiling(what: str):
+    """`with compiling("the cpu kernel for ..."):` around a compile (see compiling_begin)."""
+    compiling_begin(what)
+    try:
+        yield
+    finally:
+        compiling_end()
+
+
+def _watcher() -> None:
+    """Log each thread's outermost compile (and the innermost step, when another) once it ran
+    PROGRESS_AFTER seconds, then every PROGRESS_EVERY seconds, until it ends."""
+    cond = _watch["cond"]
+    while True:
+        lines = []
+        with cond:
+            while not any(e[0] is not None for stack in _inflight.values() for e in stack):
+                cond.wait()
+            cond.wait(0.25)
+            now = time.monotonic()
+            for stack in _inflight.values():
+                shown = [e for e in stack if e[0] is not None]
+                if shown and now >= shown[0][2]:
+                    outer = shown[0]
+                    outer[2] = now + PROGRESS_EVERY
+                    inner = f" (now: {shown[-1][0]})" if len(shown) > 1 else ""
+                    lines.append((outer[0], now - outer[1], inner))
+        for what, seconds, inner in lines:
+            logger.info("still compiling %s: %.1f s so far%s", what, seconds, inner)
+
+
+def _after_fork() -> None:
+    """In a forked child the watcher thread is gone and its lock may be held."""
+    _inflight.clear()
+    _watch["cond"], _watch["thread"] = threading.Condition(), None
+
+
+after_fork.register(_after_fork)

@@ -14,10 +14,14 @@ while it compiles, so the numpy tier's own Python steps wait for switch interval
 which docs/performance.md measures; the heavy NumPy loops release the GIL. Compiles run one at
 a time (numba and pocl gain nothing from more), in submission order.
 
-Imports and fork: the thread that starts a compile first imports what it needs
-(`registry.load_compiler`, under one lock), so the compile thread imports nothing; a fork()
-waits for the compile running in the thread to end (after_fork.hold), and in the child the
-compiles that had not finished are submitted again on their next call.
+Imports and fork: every module a compile needs is imported before the compile begins, in one
+step under one process-wide lock (`registry.load_compiler`: numba or the GPU library, the
+backend's and the code generator's modules), so two threads never import them at once; the
+compile thread does it first (not the calling thread: numba's import takes 0.3 s or more,
+which the first answer must not wait for). A fork() waits for the compile thread's work in
+flight, imports included, to end (after_fork.hold), so no lock is held and no module is half
+imported in the child; there the compiles that had not finished are submitted again by
+their next call.
 
 Memory: the numpy tier of a sort, distinct, group_by or join needs many times the memory of
 the kernel (int64 indices, sorted copies: up to ~24 B per element, against 0.1-1.5 for the
@@ -66,6 +70,9 @@ def _pool():
     global _executor
     with _executor_lock:
         if _executor is None:
+            # filelock (the cache's compile lock) hooks fork(): imported here, before our
+            # hooks are armed (after_fork.arm), not by the compile thread while a fork waits
+            import filelock  # noqa: F401
             _executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="querycompute-compile")
             _cancel_queued_at_exit(_executor)
         return _executor
@@ -95,7 +102,7 @@ class Pending:
                  imports: Callable[[], None] | None = None, numpy_max: float = float("inf")):
         self.compile_fn = compile_fn
         self.what = what
-        self.imports = imports          # run by the starting thread (registry.load_compiler)
+        self.imports = imports          # registry.load_compiler, run before compile_fn
         self.numpy_max = numpy_max      # calls on this many elements or more wait for it
         self.ready = False
         self.future = None
@@ -105,19 +112,20 @@ class Pending:
         self._start_lock = threading.Lock()
 
     def start(self) -> None:
-        """Submit the compile (once, however many threads call this), after importing what
-        it needs in this thread."""
+        """Submit the compile (once, however many threads call this)."""
         with self._start_lock:
             if self.future is None:
-                if self.imports is not None:
-                    self.imports()
                 self.resubmit = False
-                self.future = _pool().submit(self._compile)
+                executor = _pool()
+                after_fork.arm("compile thread")     # before the thread imports anything
+                self.future = executor.submit(self._compile)
                 self.future.add_done_callback(self._done)
 
     def _compile(self):
         with _running:
             try:
+                if self.imports is not None:
+                    self.imports()
                 value = self.compile_fn()
             except BaseException as exc:
                 self.outcome = (None, exc)

@@ -28,6 +28,7 @@ from .. import after_fork
 from ..cache import disk_cache, dump_source
 from ..errors import CompileError
 from ..locks import KeyedLocks
+from . import cpu_jit_time as jit_time
 from .base import Backend, KernelRun, Prepared
 from .cpu_elements import bind
 from .cpu_launch import SERIAL_MAX, Launch, agg_converters
@@ -123,6 +124,7 @@ def _load_new(p: Pass) -> tuple[dict, Any, str, float]:
     """_load for a pass this process has not loaded (the caller holds its lock). On a disk
     miss the compile runs under the cache's compile lock: of several processes starting the
     same cold query, one compiles and seals the entry, the others then load it."""
+    jit_time.listen()
     src = module_source(p)
     key = cache_key(src)
     t0 = time.perf_counter()
@@ -236,7 +238,7 @@ class CpuPrepared(Prepared):
         run_ms = (_clock() - t0) * 1e3
         if self._ran and launch.specialisations() == launch.known:
             return result, (launch, n, run_ms, "memory", 0.0)
-        row = (launch, n, run_ms) + self._first_use(launch, run_ms)
+        row = self._first_use(launch, n, run_ms, t0)
         if convs is not None and not self._f16_inputs and not self._param_types:
             self.run_quick = self._small_reduce()
         return result, row
@@ -261,7 +263,7 @@ class CpuPrepared(Prepared):
             run_ms = (_clock() - t0) * 1e3
             if specialisations() == launch.known:
                 return result, (launch, n, run_ms, "memory", 0.0)
-            return result, (launch, n, run_ms) + self._first_use(launch, run_ms)
+            return result, self._first_use(launch, n, run_ms, t0)
         return small_reduce
 
     def trace_rows(self, row: tuple) -> list[KernelRun]:
@@ -270,24 +272,26 @@ class CpuPrepared(Prepared):
         grid = launch.grid if launch.grid is not None else (-(-n // _CHUNK),)
         return [KernelRun(launch.name, "numba", grid, _BLOCK, cache, compile_ms, run_ms)]
 
-    def _first_use(self, launch: Launch, run_ms: float) -> tuple[str, float]:
-        """(cache origin, compile ms) of a run that is the Prepared's first, or that made
-        numba compile an entry point or load it from numba's cache (the parallel flavour on
-        its first big input, any flavour on its first strided input). That time is inside
-        `run_ms` and is added to the compile time. Newly compiled code is sealed into the
-        disk entry so the next process loads it."""
+    def _first_use(self, launch: Launch, n: int, run_ms: float, t0: float) -> tuple:
+        """The trace row of a run that is the Prepared's first, or that made numba compile
+        an entry point or load it from numba's cache (the parallel flavour on its first big
+        input, any flavour on its first strided input): numba's compiler time inside the
+        call (jit_time.since `t0`) is booked as compile time, not run time. Newly compiled
+        code is sealed into the disk entry so the next process loads it."""
         cache, compile_ms = ("memory", 0.0) if self._ran else (self.origin, self.compile_ms)
         self._ran = True
         if launch.specialisations() == launch.known:
-            return cache, compile_ms
+            return launch, n, run_ms, cache, compile_ms
+        jit_ms = min(jit_time.since(t0), run_ms)
         launch.known = launch.specialisations()
         misses = launch.cache_misses()
         compiled = misses > launch.misses
         launch.misses = misses
         if compiled:
-            disk_cache.seal_module(self._key, compile_ms=run_ms, new_compile=True)
+            disk_cache.seal_module(self._key, compile_ms=jit_ms, new_compile=True)
         origin = "compiled" if compiled else "disk"
-        return ("compiled" if "compiled" in (cache, origin) else origin), compile_ms + run_ms
+        return (launch, n, run_ms - jit_ms,
+                "compiled" if "compiled" in (cache, origin) else origin, compile_ms + jit_ms)
 
     def _arrays(self, raw: tuple) -> tuple:
         """ToArray outputs in their dtypes: float16 ones arrive as uint16 bits."""

@@ -66,9 +66,10 @@ def get(name: str) -> Backend:
 # way, comes out half initialised in one of them ("partially initialized module",
 # _DeadlockError, "cannot import name"); a fork while another thread imports leaves it half
 # initialised in the child for good. So every module a compile needs is imported once, by
-# `load_compiler`, under IMPORT_LOCK, before any compile of that backend runs (a background
-# compile thread is started only after it); compiles then import nothing of ours or of the
-# compiler's. IMPORT_LOCK is held across fork() (after_fork.hold).
+# `load_compiler`, under IMPORT_LOCK, before any compile of that backend runs (by the thread
+# that compiles: a background compile's first step, under tiers' compile lock); compiles then
+# import nothing of ours or of the compiler's. IMPORT_LOCK is held across fork()
+# (after_fork.hold).
 IMPORT_LOCK = threading.RLock()
 after_fork.hold(IMPORT_LOCK, rank=2)
 _loaded: set[str] = set()
@@ -89,7 +90,7 @@ _ONLY_FOR = {"rows_columns": "cpu"}            # modules that import a backend's
 
 
 def load_compiler(name: str) -> None:
-    """Import, in this thread and under IMPORT_LOCK, every module a compile for backend
+    """Import, under IMPORT_LOCK, every module a compile for backend
     `name` may import: the compiler (numba, pyopencl, wgpu, cupy: one that is missing is left
     for the compile to report), the backend's modules, the code generator and the query
     layer's modules. Once per backend and process; afterwards a dict lookup."""
@@ -107,6 +108,7 @@ def load_compiler(name: str) -> None:
                 importlib.import_module(mod)
             except Exception:          # missing or broken: the compile reports it, with why
                 continue
+            after_fork.arm(mod)        # its fork hooks, if any, run after ours
         package = __package__.rpartition(".")[0]
         for info in pkgutil.walk_packages(importlib.import_module(package).__path__, package + "."):
             short = info.name[len(package) + 1:]
@@ -122,7 +124,7 @@ def load_compiler(name: str) -> None:
         _loaded.add(name)
         if name == "cpu" and "numba" in sys.modules:
             _hold_numba_compiler_lock()
-        after_fork.arm()
+        after_fork.arm(name)
 
 
 def _hold_numba_compiler_lock() -> None:
@@ -135,7 +137,7 @@ def _hold_numba_compiler_lock() -> None:
         return
     if not getattr(global_compiler_lock, "_querycompute_fork_held", False):
         global_compiler_lock._querycompute_fork_held = True
-        after_fork.hold(global_compiler_lock, rank=1)
+        after_fork.hold(global_compiler_lock._lock, rank=1)     # (an RLock)
 
 
 def availability(name: str) -> tuple[bool, str]:
