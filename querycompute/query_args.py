@@ -10,7 +10,9 @@ def count_arg(n, what: str) -> int:
     """take / skip / element_at's n: an integer (numpy integers too; not a bool or float)."""
     if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)):
         raise TypeError(f"{what}() takes an integer, got {type(n).__name__} {n!r}")
-    return int(n)
+    # Clamped to int64: no sequence reaches 2**63 elements, so take/skip/element_at of a
+    # larger n (or below -2**63) mean the same as of the bound (element_at: the default).
+    return min(max(int(n), -2 ** 63), 2 ** 63 - 1)
 
 
 def required(fn, what: str):

@@ -94,7 +94,7 @@ def _b_round(args, at):
     e = x.expr
     if dtypes.is_float(e.dtype):
         e = Call("rint", e, e.dtype)
-    return Scalar(e if e.dtype == "int64" else Cast(e, "int64"), "int")
+    return Scalar(e if e.dtype == "int64" else Cast(e, "int64"))   # int64, not weak (guide)
 
 
 def _b_convert(kind):
@@ -108,7 +108,9 @@ def _b_convert(kind):
                 return const({"int": int, "float": float}[kind](x.expr.value), at)
             except (ValueError, OverflowError) as e:
                 fail(at, f"{kind}({x.expr.value!r}) fails in Python: {e}", kind)
-        return Scalar(to_dtype(x, "int64" if kind == "int" else "float64", at), kind)
+        if kind == "int":       # an int64 in every later operation (guide), not a weak int
+            return Scalar(to_dtype(x, "int64", at))
+        return Scalar(to_dtype(x, "float64", at), kind)
     return handler
 
 
