@@ -37,3 +37,14 @@ def test_element_at_beyond_int64_gives_default(backend, i):
     assert qc.query(x).on(backend).element_at(i, default=-1.0) == -1.0
     assert qc.query(x).on(backend).take(i).count() == (5 if i > 0 else 0)
     assert qc.query(x).on(backend).skip(i).count() == (0 if i > 0 else 5)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_ternary_promotes_both_branches_like_np_where(backend):
+    """Item 3: the documented rule (guide): both branches to their common type, as
+    np.where does, on every backend (numpy included)."""
+    v = np.array([20000, 0], np.int16)
+    got = qc.query(v).on(backend).select(lambda v: (v if v else 0.5) * 2).to_array()
+    want = np.where(v != 0, v, 0.5) * 2
+    assert got.dtype == want.dtype == np.float64
+    assert got.tolist() == want.tolist() == [40000.0, 1.0]
