@@ -188,11 +188,12 @@ class Table:
         self.frame = frame
         self.get = get                 # (frame, key) -> the column object
         fields, keys, skipped = [], {}, {}
-        for key in names:
-            name = key if isinstance(key, str) else str(key)
-            if name in keys or name in skipped:
-                raise TypeError(f"the table has two columns named {name!r} (column names are "
-                                f"read as strings); rename one")
+        strs = [key if isinstance(key, str) else str(key) for key in names]
+        for key, name in zip(names, strs):
+            if strs.count(name) > 1:   # usable while no lambda reads it
+                skipped[name] = (f"is the name of {strs.count(name)} columns (column names are "
+                                 f"read as strings); rename one")
+                continue
             why = problem(key)
             if why is None:
                 fields.append(name)

@@ -1,0 +1,21 @@
+"""Issue 26 items 4, 8 (parts): duplicate DataFrame column names; input errors."""
+import numpy as np
+import pytest
+
+import querycompute as qc
+from querycompute.errors import QueryError
+
+pd = pytest.importorskip("pandas")
+
+
+def test_item4_duplicate_columns_work_while_unused():
+    df = pd.DataFrame(np.arange(6.0).reshape(2, 3), columns=["a", "b", "b"])
+    got = qc.query(df).select(lambda r: r["a"] * 2).to_array()
+    assert np.array_equal(got, np.array([0.0, 6.0]))
+
+
+def test_item4_duplicate_column_read_names_it():
+    df = pd.DataFrame(np.arange(6.0).reshape(2, 3), columns=["a", "b", "b"])
+    with pytest.raises(TypeError, match="column 'b'.*name of 2 columns.*rename one") as e:
+        qc.query(df).select(lambda r: r["b"] * 2).to_array()
+    assert isinstance(e.value, QueryError)
