@@ -49,6 +49,7 @@ def lower_for(q, terminal: Any):
 
 
 def source(q, backend: str, terminal: Any) -> str:
+    backend = "webgpu" if backend == "wgsl" else backend     # the dialect's own name
     lowered, *_ = lower_for(q, terminal)
     if getattr(lowered, "row_plan", None) is not None:      # long rows (rows.py)
         return lowered.row_plan.source(backend)

@@ -19,3 +19,18 @@ def test_item4_duplicate_column_read_names_it():
     with pytest.raises(TypeError, match="column 'b'.*name of 2 columns.*rename one") as e:
         qc.query(df).select(lambda r: r["b"] * 2).to_array()
     assert isinstance(e.value, QueryError)
+
+
+def test_item8_walrus_is_a_clear_unsupported_lambda_error():
+    x = np.arange(4.0)
+    with pytest.raises(qc.UnsupportedLambdaError,
+                       match=r"test_issue26_errors_docs\.py:\d+:\d+: assignment expressions "
+                             r"\(:=\) are not supported; write a helper value as a separate "
+                             r"select"):
+        qc.query(x).select(lambda v: (w := v * 2) + w).to_array()
+
+
+def test_item8_source_accepts_wgsl_as_the_dialect_name():
+    q = qc.query(np.arange(4, dtype=np.float32)).select(lambda v: v * 2)
+    assert q.source("wgsl") == q.source("webgpu")
+    assert "@compute" in q.source("wgsl")

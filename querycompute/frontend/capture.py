@@ -287,6 +287,12 @@ def _make(node, code, filename: str, text: str) -> LambdaSource:
             f"the source found for this function declares parameters {params} but the code "
             f"has {code.co_varnames[:code.co_argcount]} (was the file edited after import?)",
             where, construct="source")
+    walrus = next((n for n in ast.walk(body) if isinstance(n, ast.NamedExpr)), None)
+    if walrus is not None:         # its target would otherwise read as an unbound name
+        raise UnsupportedLambdaError(
+            "assignment expressions (:=) are not supported; write a helper value as a "
+            "separate select, e.g. .select(lambda v: v * 2).select(lambda w: w + w)",
+            f"{filename}:{walrus.lineno}:{walrus.col_offset + 1}", construct="NamedExpr")
     return LambdaSource(params=params, body=body, filename=filename,
                         captures=free_names(params, body), code=code,
                         text=ast.get_source_segment(text, node) or "")
