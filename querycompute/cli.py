@@ -63,7 +63,8 @@ def _chain_args(p: argparse.ArgumentParser, default_backend: str) -> None:
                         type=pair_argument, help="one column of a table; repeat for each")
     choices = NAMES if default_backend != "auto" else ("auto",) + NAMES
     p.add_argument("--backend", default=default_backend, choices=choices,
-                   help=f"the backend to show (default {default_backend})")
+                   type=lambda b: "webgpu" if b == "wgsl" else b,     # the dialect's name
+                   help=f"the backend to show; wgsl names webgpu (default {default_backend})")
     p.add_argument("--n", type=count_argument, default=1_000_000,
                    help="sequence length assumed for launch shapes (default 1e6)")
     p.add_argument("--json", action="store_true", help="print one JSON document")

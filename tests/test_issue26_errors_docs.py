@@ -34,3 +34,9 @@ def test_item8_source_accepts_wgsl_as_the_dialect_name():
     q = qc.query(np.arange(4, dtype=np.float32)).select(lambda v: v * 2)
     assert q.source("wgsl") == q.source("webgpu")
     assert "@compute" in q.source("wgsl")
+
+
+def test_item8_cli_backend_accepts_wgsl(capsys):
+    from querycompute.cli import main
+    assert main(["source", "select(lambda v: v * 2)", "--backend", "wgsl"]) in (0, None)
+    assert "@compute" in capsys.readouterr().out
