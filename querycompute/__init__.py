@@ -12,6 +12,7 @@ from .engine import last_trace, set_memo_size
 from .errors import (BackendUnavailableError, CapturedValueOverflowError, CompileError, ElementIndexError,
                      EmptySequenceError, FoldOrderError, MultipleElementsError, QueryError,
                      UnsupportedLambdaError, UnsupportedTypeError)
+from .errors import InputTypeError, InputValueError
 from .log import ConfigWarning, FallbackWarning
 from .query import Query, query, range
 from .grouped import Grouped
@@ -26,4 +27,4 @@ __version__ = "0.1.0"
 __all__ = ["query", "Query", "Grouped", "CompiledQuery",
            "backends", "last_trace", "set_memo_size", "cache", "QueryError", "UnsupportedLambdaError", "EmptySequenceError",
            "MultipleElementsError", "ElementIndexError", "UnsupportedTypeError", "CapturedValueOverflowError",
-           "BackendUnavailableError", "CompileError", "FoldOrderError", "FallbackWarning", "ConfigWarning", "__version__"]
+           "BackendUnavailableError", "CompileError", "FoldOrderError", "InputTypeError", "InputValueError", "FallbackWarning", "ConfigWarning", "__version__"]

@@ -70,6 +70,15 @@ class UnsupportedTypeError(QueryError, TypeError):
     """A dtype the chosen backend can't hold (e.g. float64 on Metal); names type and backend."""
 
 
+class InputTypeError(QueryError, TypeError):
+    """An input or argument of the wrong kind (a string array, a Series with nulls, take(2.5));
+    `except TypeError` still catches it."""
+
+
+class InputValueError(QueryError, ValueError):
+    """An input or argument with a wrong value (zipped inputs of unequal lengths)."""
+
+
 @contextmanager
 def codegen_errors(backend: str):
     """Re-raise codegen's errors (codegen never imports this package) as QueryErrors."""

@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from querycompute._codegen import dtypes
+from .errors import InputTypeError
 
 NULL_WAYS = ("fill the nulls (fill_null(...) in polars/pyarrow, fillna(...) in pandas) or "
              "drop them (drop_nulls() / dropna()) before querying")
@@ -65,11 +66,11 @@ def null_count(a: Any) -> int:
     return 0
 
 
-def null_error(what: str, nulls: int, masked: bool = False) -> TypeError:
+def null_error(what: str, nulls: int, masked: bool = False) -> InputTypeError:
     if masked:
-        return TypeError(f"{what} is a masked array with {nulls} masked element(s); kernels have "
+        return InputTypeError(f"{what} is a masked array with {nulls} masked element(s); kernels have "
                          f"no nulls and would read the hidden values: {MASK_WAYS}")
-    return TypeError(f"{what} holds {nulls} null(s); kernels have no nulls (they would read "
+    return InputTypeError(f"{what} holds {nulls} null(s); kernels have no nulls (they would read "
                      f"as NaN or garbage): {NULL_WAYS}")
 
 
@@ -102,7 +103,7 @@ def device_array(a: Any):
     try:
         import cupy
     except ImportError:
-        raise TypeError(f"{type(a).__name__} lives on a CUDA device; querycompute reads device "
+        raise InputTypeError(f"{type(a).__name__} lives on a CUDA device; querycompute reads device "
                         f"memory through CuPy: pip install 'querycompute[cuda12]' (or cuda13), "
                         f"or copy the data to the host first") from None
     return cupy.asarray(a) if cai else cupy.from_dlpack(a)
@@ -125,7 +126,7 @@ def host_array(a: Any, what: str) -> np.ndarray:
     if pkg == "pandas" and hasattr(a, "dtype") and not isinstance(a.dtype, np.dtype):
         numpy_dtype = getattr(a.dtype, "numpy_dtype", None)
         if numpy_dtype is None or numpy_dtype == np.dtype(object):
-            raise TypeError(f"{what} has pandas dtype {a.dtype}, which has no numeric NumPy "
+            raise InputTypeError(f"{what} has pandas dtype {a.dtype}, which has no numeric NumPy "
                             f"equivalent; supported element types are {', '.join(dtypes.ALL)}")
         return a.to_numpy(dtype=numpy_dtype)
     if hasattr(a, "__array__"):
@@ -137,10 +138,10 @@ def host_array(a: Any, what: str) -> np.ndarray:
     try:
         out = np.asarray(a)
     except (TypeError, ValueError) as e:
-        raise TypeError(f"{what} must be an array or anything np.asarray accepts (a list, "
+        raise InputTypeError(f"{what} must be an array or anything np.asarray accepts (a list, "
                         f"tuple, range, buffer...); np.asarray failed: {e}") from None
     if out.dtype == object:
-        raise TypeError(f"{what} ({type(a).__name__}) becomes an object array in np.asarray; "
+        raise InputTypeError(f"{what} ({type(a).__name__}) becomes an object array in np.asarray; "
                         f"give numbers of one kind (a list of floats, ints or bools)")
     return out
 
@@ -152,7 +153,7 @@ def _arrow_numpy(a, what: str) -> np.ndarray:
     t = a.type
     pa = sys.modules["pyarrow"]
     if not (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t)):
-        raise TypeError(f"{what} has Arrow type {t}; supported element types are "
+        raise InputTypeError(f"{what} has Arrow type {t}; supported element types are "
                         f"{', '.join(dtypes.ALL)}")
     if hasattr(a, "num_chunks"):
         if a.num_chunks == 1:
@@ -166,7 +167,7 @@ def _pyarrow():
     try:
         import pyarrow
     except ImportError:
-        raise TypeError("reading an Arrow PyCapsule (__arrow_c_array__ / __arrow_c_stream__) "
+        raise InputTypeError("reading an Arrow PyCapsule (__arrow_c_array__ / __arrow_c_stream__) "
                         "object needs pyarrow; pip install pyarrow, or pass a NumPy array") from None
     return pyarrow
 
@@ -201,7 +202,7 @@ class Table:
             else:
                 skipped[name] = why
         if not fields:
-            raise TypeError("none of the table's columns can be read by a kernel: "
+            raise InputTypeError("none of the table's columns can be read by a kernel: "
                             + "; ".join(f"{k!r} {v}" for k, v in skipped.items()))
         self.fields = tuple(fields)
         self.keys = keys
@@ -292,7 +293,7 @@ def table_of(x: Any) -> Table | None:
 def dict_table(d: dict) -> Table:
     for k in d:                        # any string (r["my col"]), as for a DataFrame's columns
         if not isinstance(k, str):
-            raise TypeError(f"table column names must be strings, got {k!r}; name the column "
+            raise InputTypeError(f"table column names must be strings, got {k!r}; name the column "
                             f"{str(k)!r} and read it as r[{str(k)!r}]")
     return Table(d, list(d), lambda f, k: f[k], lambda k: _array_problem(d[k]))
 

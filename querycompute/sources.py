@@ -15,6 +15,7 @@ import numpy as np
 from querycompute._codegen import dtypes
 
 from .source_adapters import Table, device_array, dict_table, host_array, structured_table, table_of
+from .errors import InputTypeError, InputValueError
 
 KINDS = ("array", "zip", "table", "range")
 
@@ -45,12 +46,12 @@ def _as_1d(a: Any, what: str):
         dev = device_array(a)                         # __cuda_array_interface__ / CUDA DLPack
         a = host_array(a, what) if dev is None else dev
     if a.ndim != 1:
-        raise TypeError(f"{what} has {a.ndim} dimensions; queries read 1-D arrays "
+        raise InputTypeError(f"{what} has {a.ndim} dimensions; queries read 1-D arrays "
                         f"(flatten it with .ravel(), or query one column/row at a time)")
     try:
         dtypes.normalize(a.dtype)
     except TypeError:
-        raise TypeError(f"{what} has dtype {a.dtype}; supported element types are "
+        raise InputTypeError(f"{what} has dtype {a.dtype}; supported element types are "
                         f"{', '.join(dtypes.ALL)} (object, string and complex arrays are not)") from None
     if not a.dtype.isnative:
         a = a.astype(a.dtype.newbyteorder("="))      # kernels read native byte order
@@ -124,7 +125,7 @@ class Source:
         if len({len(c) for c in cols}) > 1:
             lens = ", ".join(f"{nm}={len(c)}" for nm, c in zip(self.fields or range(len(cols)), cols))
             what = "table columns" if self.kind == "table" else "zipped inputs"
-            raise ValueError(f"{what} must have equal lengths, got {lens}")
+            raise InputValueError(f"{what} must have equal lengths, got {lens}")
         return cols
 
     def length(self, cols: tuple) -> int:
@@ -138,15 +139,15 @@ def from_args(args: tuple, named: dict) -> Source:
     """Interpret qc.query(...)'s arguments."""
     if named:
         if args:
-            raise TypeError("qc.query takes either positional arrays or named columns, not both")
+            raise InputTypeError("qc.query takes either positional arrays or named columns, not both")
         return _dict_source(named)
     if not args:
-        raise TypeError("qc.query needs at least one array (or named columns: qc.query(price=p, qty=q))")
+        raise InputTypeError("qc.query needs at least one array (or named columns: qc.query(price=p, qty=q))")
     if len(args) == 1:
         x = args[0]
         if isinstance(x, dict):
             if not x:
-                raise TypeError("qc.query got an empty dict; give it at least one column")
+                raise InputTypeError("qc.query got an empty dict; give it at least one column")
             return _dict_source(x)
         if isinstance(x, np.ndarray) and x.dtype.names:
             return _table_source(structured_table(x))
@@ -201,7 +202,7 @@ def from_range(start: int, stop: int | None, step: int) -> Source:
         start, stop = 0, start
     for v, nm in ((start, "start"), (stop, "stop"), (step, "step")):
         if not isinstance(v, (int, np.integer)) or isinstance(v, bool):
-            raise TypeError(f"qc.range {nm} must be an integer, got {v!r}")
+            raise InputTypeError(f"qc.range {nm} must be an integer, got {v!r}")
     if step == 0:
-        raise ValueError("qc.range step must not be zero")
+        raise InputValueError("qc.range step must not be zero")
     return Source("range", (), range_args=(int(start), int(stop), int(step)))

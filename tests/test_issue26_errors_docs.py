@@ -40,3 +40,16 @@ def test_item8_cli_backend_accepts_wgsl(capsys):
     from querycompute.cli import main
     assert main(["source", "select(lambda v: v * 2)", "--backend", "wgsl"]) in (0, None)
     assert "@compute" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("build, base, match", [
+    (lambda: qc.query(np.array(["a", "b"])).sum(), TypeError, "dtype <U1"),
+    (lambda: qc.query(np.arange(3.0), np.arange(4.0)).sum(lambda a, b: a + b), ValueError,
+     "equal lengths"),
+    (lambda: qc.query(pd.Series([1.0, None], dtype="Float64")).sum(), TypeError, "null"),
+    (lambda: qc.query(np.arange(3.0)).take(2.5).to_array(), TypeError, r"take\(\) takes an integer"),
+])
+def test_item8_input_errors_are_query_errors_and_builtin_errors(build, base, match):
+    with pytest.raises(base, match=match) as e:
+        build()
+    assert isinstance(e.value, QueryError)
