@@ -53,3 +53,13 @@ def test_item8_input_errors_are_query_errors_and_builtin_errors(build, base, mat
     with pytest.raises(base, match=match) as e:
         build()
     assert isinstance(e.value, QueryError)
+
+
+def test_item9_guide_states_2d_inputs_run_and_on_lists_webgpu():
+    import pathlib
+    guide = (pathlib.Path(__file__).parents[1] / "docs" / "guide.md").read_text()
+    assert "2-D inputs and object, string or complex dtypes raise" not in guide
+    x = np.arange(6.0).reshape(3, 2)
+    assert np.array_equal(qc.query(x).select(lambda r: r.sum()).to_array(), x.sum(axis=1))
+    on_line = next(line for line in guide.splitlines() if line.startswith("- `.on(backend)`"))
+    assert '"webgpu"' in on_line
