@@ -13,6 +13,7 @@ from .errors import CapturedValueOverflowError, QueryError
 from .graph import Count, JoinArg, ScanArg
 from .dask_ship import Shipped
 from .frontend.capture import LambdaSource, capture_values, lambda_source
+from .frontend.exact import derived_value, is_derived
 
 if TYPE_CHECKING:
     from .fusion import Lowered, Lowering
@@ -117,6 +118,10 @@ def param_values(lowered: Lowered, infos: list, source: Source) -> list:
             continue
         if dtype == "object":           # a join's other side: (Query, key function)
             out.append(infos[where][1][name])
+            continue
+        if is_derived(name):            # a weak sub-expression of captured ints, exact
+            src = infos[where][0]
+            out.append(derived_value(name, dtype, infos[where][1], src.where(src.body), src.text))
             continue
         v = source.range_args[name] if where == "range" else infos[where][1][name]
         if limits is not None and type(v) is int and not limits[0] <= v <= limits[1]:

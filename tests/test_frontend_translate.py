@@ -14,6 +14,7 @@ from querycompute._codegen import dtypes
 from querycompute._codegen.expr import (Binary, Call, Cast, Compare, Const, Load, Param, Unary, Where,
                           walk)
 from querycompute.errors import UnsupportedLambdaError
+from querycompute.frontend.exact import derived_value, is_derived
 from querycompute.frontend import (RecordVal, Scalar, TupleVal, capture_values,
                                    lambda_source, translate)
 
@@ -66,8 +67,8 @@ def run_ir(fn, arg_dtypes, values, env_extra=None):
     env = capture_values(fn, src)
     params = {}
 
-    def new_param(name, dtype):
-        params[name] = env[name]
+    def new_param(name, dtype):     # a weak sub-expression of captures: its exact value
+        params[name] = derived_value(name, dtype, env, "", "") if is_derived(name) else env[name]
         return Param(name, dtype)
     args = tuple(Scalar(Load(i, d)) for i, d in enumerate(arg_dtypes))
     result = translate(src, args, env, new_param)

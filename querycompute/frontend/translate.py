@@ -19,8 +19,8 @@ from querycompute._codegen.expr import Const, Param
 from ..errors import UnsupportedTypeError
 from .capture import LambdaSource
 from .translate_calls import MODULE_CONSTANTS, SUPPORTED, call_handler, real_imag
-from .translate_ops import binary, const, fail, logical, logical_not, select, truthy, unary
-from .values import RecordVal, Scalar, TupleVal, Value
+from .translate_ops import binary, const, fail, logical, logical_not, select, to_dtype, truthy, unary
+from .values import Exact, RecordVal, Scalar, TupleVal, Value
 from . import shaped as S
 
 BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "truediv",
@@ -55,7 +55,21 @@ def translate(src: LambdaSource, args: tuple[Value, ...], env: Mapping[str, obje
              f"the lambda takes {len(src.params)} parameter(s) {src.params} but each element "
              f"here has {len(args)} value(s); write a lambda with {len(args)} parameter(s)",
              "parameters")
-    return _Translator(src, args, env, new_param).value(src.body)
+    return _settle(_Translator(src, args, env, new_param).value(src.body))
+
+
+def _settle(v: Value) -> Value:
+    """A lambda's result: a weak sub-expression of captured ints is its exact value, as the
+    Python int (int64) or bool it is (frontend/exact.py), not the kernel's stand-in."""
+    if isinstance(v, Scalar):
+        if v.exact is None or v.exact.tree[0] == "cap":
+            return v
+        return Scalar(to_dtype(v, v.dtype, ""), v.weak)
+    if isinstance(v, TupleVal):
+        return TupleVal(tuple(_settle(i) for i in v.items))
+    if isinstance(v, RecordVal):
+        return RecordVal(tuple((k, _settle(i)) for k, i in v.fields), v.skipped)
+    return v
 
 
 def _construct(node: ast.AST) -> str:
@@ -121,7 +135,7 @@ class _Translator:
             # uint64_array * 0x9E3779B97F4A7C15); capture_key makes that a type of its own.
             s = Scalar(self.new_param(node.id, {"bool": "bool", "float": "float64",
                                                 "int": "int64" if obj < 2 ** 63 else "uint64"}[kind]),
-                       kind)
+                       kind, None if kind == "float" else Exact(("cap", node.id), self.new_param))
         else:
             fail(self.at(node), f"captured {node.id!r} is {_describe(obj)}; only scalars "
                                 f"(bool, int, float, numpy scalars of {', '.join(dtypes.ALL)}) "

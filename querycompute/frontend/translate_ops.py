@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from dataclasses import replace
 
 import numpy as np
 
@@ -16,7 +17,7 @@ from querycompute._codegen import dtypes
 from querycompute._codegen.expr import Binary, Call, Cast, Compare, Const, Expr, Unary, Where
 from ..errors import UnsupportedLambdaError
 from .promotion import KIND_RANK, PY_BINARY, UFUNC, PromotionError, common_type, python_kind, ufunc_loop
-from .values import WEAK_DTYPE, Scalar
+from .values import WEAK_DTYPE, Exact, Scalar
 
 COMPARE = ("lt", "le", "gt", "ge", "eq", "ne")
 FLIP = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le", "eq": "eq", "ne": "ne"}
@@ -56,7 +57,12 @@ def const(value, at: str) -> Scalar:
 
 def to_dtype(s: Scalar, dtype: str, at: str) -> Expr:
     """s's value as `dtype` (NumPy cast semantics). A weak Python int that does not fit an
-    integer dtype is an error, as NumPy 2 raises OverflowError for np.int8(1) + 300."""
+    integer dtype is an error, as NumPy 2 raises OverflowError for np.int8(1) + 300. A weak
+    sub-expression of captured ints (s.exact) is a parameter computed exactly at launch
+    (frontend/exact.py); a bare captured int is its own parameter, cast here and range-checked
+    at launch (fusion.param_limits)."""
+    if s.exact is not None and s.exact.tree[0] != "cap":
+        return s.exact.param(("exact", "value", s.exact.tree, dtype), dtype)
     e = s.expr
     if isinstance(e, Const):
         return fold_cast(e, dtype, at, weak=s.weak is not None)
@@ -84,6 +90,8 @@ def fold_cast(c: Const, dtype: str, at: str, weak: bool) -> Const:
 
 def truthy(s: Scalar) -> Expr:
     """bool(x) as NumPy/Python define it: x != 0 (so NaN is true)."""
+    if s.exact is not None and s.exact.tree[0] != "cap":
+        return to_dtype(s, "bool", "")
     e = s.expr
     if e.dtype == "bool":
         return e
@@ -111,7 +119,7 @@ def logical(op: str, values: list[Scalar], at: str) -> Scalar:
             value = (acc.expr.value and v.expr.value) if op == "and" else (acc.expr.value or v.expr.value)
             expr = Const(value, "bool")
         else:
-            expr = Binary(op, acc.expr, v.expr, "bool")
+            expr = Binary(op, truthy(acc), truthy(v), "bool")
         acc = Scalar(expr, "bool" if acc.weak and v.weak else None)
     return acc
 
@@ -130,6 +138,9 @@ def binary(op: str, a: Scalar, b: Scalar, at: str, numpy_call: bool = False) -> 
         folded = _out_of_range_compare(op, a, b, ta)
         if folded is not None:
             return folded
+        exact = _exact_compare(op, a, b, ta, at)
+        if exact is not None:
+            return exact
         ta, tb = _narrow_compare_with_captured(a, b, ta, tb)
         ea, eb = to_dtype(a, ta, at), to_dtype(b, tb, at)
         if ta != tb:
@@ -180,16 +191,55 @@ def _python_binary(op: str, a: Scalar, b: Scalar, at: str) -> Scalar:
             fail(at, f"constant expression {a.expr.value!r} {SYMBOL[op]} {b.expr.value!r} "
                      f"fails in Python: {e}", op)
         return const(value, at)
+    exact = _exact_tree(a, b, ("bin", op), kind)
+    a, b = replace(a, exact=None), replace(b, exact=None)   # the IR below is a stand-in then
     if op in COMPARE:
         work = WEAK_DTYPE[max(a.weak, b.weak, key=KIND_RANK.__getitem__)]
-        return Scalar(Compare(op, to_dtype(a, work, at), to_dtype(b, work, at)), "bool")
+        return Scalar(Compare(op, to_dtype(a, work, at), to_dtype(b, work, at)), "bool", exact)
     if op == "pow" and kind == "int" and isinstance(b.expr, Const) and b.expr.value < 0:
         kind = "float"      # Python: 2 ** -1 == 0.5
     work = "float64" if op == "truediv" else WEAK_DTYPE[kind]
     ir_op = BOOL_OP.get(op, op) if work == "bool" else op
     if ir_op == "pow" and dtypes.is_float(work):
         return Scalar(float_power(to_dtype(a, work, at), to_dtype(b, work, at)), kind)
-    return Scalar(Binary(ir_op, to_dtype(a, work, at), to_dtype(b, work, at), work), kind)
+    return Scalar(Binary(ir_op, to_dtype(a, work, at), to_dtype(b, work, at), work), kind, exact)
+
+
+def _exact_tree(a: Scalar, b, node: tuple, kind: str):
+    """The Exact of a weak int/bool result from weak int/bool operands that are captured
+    sub-expressions or constants (at least one captured); else None."""
+    if kind not in ("int", "bool"):
+        return None
+    parts, make = [], None
+    for s in (a, b) if b is not None else (a,):
+        if s.weak not in ("int", "bool"):
+            return None
+        if s.exact is not None:
+            parts.append(s.exact.tree)
+            make = s.exact.param
+        elif isinstance(s.expr, Const):
+            parts.append(("const", s.expr.value))
+        else:
+            return None
+    return None if make is None else Exact(node + tuple(parts), make)
+
+
+def _exact_compare(op: str, a: Scalar, b: Scalar, loop_dtype: str, at: str):
+    """`x op c` with c a captured weak int (sub-expression) and x NumPy-typed, in an integer
+    loop: NumPy 2 compares exactly whatever c's value (np.uint32(5) == 2**40 + 5 is False,
+    np.int32(0) > -2**31 - 1 is True), so the kernel computes `(x op clamp(c)) and inrange or
+    force` from three parameters set at launch (frontend/exact.py): no wrap, no recompile."""
+    if not dtypes.is_int(loop_dtype):
+        return None
+    for c, other, cmp in ((b, a, op), (a, b, FLIP[op])):
+        if c.weak == "int" and c.exact is not None and other.weak is None:
+            tree, d = c.exact.tree, loop_dtype
+            w = c.exact.param(("exact", "clamp", tree, d), d)
+            keep = c.exact.param(("exact", "inrange", tree, d), "bool")
+            force = c.exact.param(("exact", "force", tree, d, cmp), "bool")
+            x = to_dtype(other, d, at)
+            return Scalar(Binary("or", Binary("and", Compare(cmp, x, w), keep, "bool"), force, "bool"))
+    return None
 
 
 def _check_int_pow(op: str, b: Scalar, out: str, at: str):
@@ -264,8 +314,9 @@ def _python_unary(op: str, s: Scalar, at: str) -> Scalar:
         return const({"neg": lambda: -v, "pos": lambda: +v, "invert": lambda: ~v,
                       "abs": lambda: abs(v)}[op](), at)
     kind = "int" if s.weak == "bool" else s.weak      # -True == -1: bools become ints
-    x = to_dtype(s, WEAK_DTYPE[kind], at)
-    return Scalar(x if op == "pos" else Unary(op, x, x.dtype), kind)
+    exact = _exact_tree(s, None, ("un", op), kind)
+    x = to_dtype(replace(s, exact=None), WEAK_DTYPE[kind], at)
+    return Scalar(x if op == "pos" else Unary(op, x, x.dtype), kind, exact)
 
 
 def select(cond: Scalar, a: Scalar, b: Scalar, at: str) -> Scalar:

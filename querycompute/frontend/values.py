@@ -9,8 +9,8 @@ building a select's result) and are flattened by the caller.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Optional, Union
+from dataclasses import dataclass, field
+from typing import Callable, Optional, Union
 
 from querycompute._codegen.expr import Expr
 
@@ -20,9 +20,21 @@ WEAK_DTYPE = {"bool": "bool", "int": "int64", "float": "float64"}
 
 
 @dataclass(frozen=True)
+class Exact:
+    """A weak Python int/bool built only from captured values and constants (`t * 4 // 8`):
+    its value is computed with Python's exact integers at launch (plan.param_values), never in
+    the kernel, so it can't wrap. `tree` is ("cap", name) | ("const", v) | ("bin", op, a, b) |
+    ("un", op, a); `param(key, dtype)` makes the kernel parameter that carries a value derived
+    from it (the translator's new_param; key = ("exact", role, tree, ...))."""
+    tree: tuple
+    param: Callable = field(compare=False, hash=False, repr=False)
+
+
+@dataclass(frozen=True)
 class Scalar:
     expr: Expr
     weak: Optional[str] = None      # None, or a WEAK_KINDS entry
+    exact: Optional[Exact] = None   # a weak int/bool of captures and constants (see Exact)
 
     @property
     def dtype(self) -> str:
