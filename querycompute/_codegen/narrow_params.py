@@ -17,7 +17,8 @@ Narrowed: int64 / uint64 -> int32, uint32, float32 and float64 -> float32. Not n
 targets held in a wider scalar-struct member than their type (float16 and 8/16-bit integers: the
 host would convert to the member type, skipping the rounding or wrap of the cast), float ->
 integer casts (NaN and out-of-range values have per-target rules), and parameters used
-directly; those keep their 64-bit type and the dialect's pass check names them.
+directly; those keep their 64-bit type and the dialect's pass check names them. A parameter
+no expression reads is declared 32-bit too (its value is never used).
 """
 from __future__ import annotations
 
@@ -41,6 +42,10 @@ def narrow_params(p: Pass) -> Pass:
     narrowed = {s.name: next(iter(targets[s.name])) for s in p.program.params
                 if s.name not in window and len(targets.get(s.name, ())) == 1
                 and next(iter(targets[s.name])) in _NARROWED.get(s.dtype, ())}
+    # A parameter no expression reads (a captured int whose only use became an exact
+    # parameter derived from it, frontend/exact.py) is declared 32-bit: its value is unused.
+    narrowed.update({s.name: _NARROWED[s.dtype][0] for s in p.program.params
+                     if s.name not in window and s.name not in targets and s.dtype in _NARROWED})
     if not narrowed:
         return p
 
