@@ -25,19 +25,22 @@ def examples(x: np.ndarray, a: np.ndarray, b: np.ndarray):
         ("W1 select(v*2).where(v>1000).select(v+100).sum()",
          qc.query(x).select(lambda v: v * 2).where(lambda v: v > 1000).select(lambda v: v + 100),
          "sum", lambda: ((x * 2)[(x * 2) > 1000] + 100).sum()),
+        ("W2 where(v%3<1).select(v*2+1).to_array() (length)",
+         qc.query(x).where(lambda v: v % 3 < 1).select(lambda v: v * 2 + 1), "to_array",
+         lambda: x[x % 3 < 1] * 2 + 1),
         ("W3 count(500 < v < 1500)",
          qc.query(x), qc.count(lambda v: 500 < v < 1500),
          lambda: int(np.count_nonzero((x > 500) & (x < 1500)))),
         ("W4 zip(a, b).select(a*b+1).sum()",
          qc.query(a, b).select(lambda p, q: p * q + 1), "sum", lambda: (a * b + 1).sum()),
-        ("W2 where(v%3<1).select(v*2+1).to_array() (length)",
-         qc.query(x).where(lambda v: v % 3 < 1).select(lambda v: v * 2 + 1), "to_array",
-         lambda: x[x % 3 < 1] * 2 + 1),
     ]
 
 
 def _summary(value):
-    return len(value) if isinstance(value, np.ndarray) and value.ndim else value
+    """An array's length, a NumPy scalar as the plain Python number it holds (no np.float32(..))."""
+    if isinstance(value, np.ndarray) and value.ndim:
+        return len(value)
+    return value.item() if isinstance(value, (np.generic, np.ndarray)) else value
 
 
 def run_demo(n: int = 5_000_000) -> int:
@@ -47,6 +50,8 @@ def run_demo(n: int = 5_000_000) -> int:
     avail = {k: v for k, v in qc.backends().items() if v["available"]}
     print(f"querycompute {qc.__version__} demo, n = {n:,} float32 elements")
     print("backends here: " + ", ".join(avail))
+    print("W1-W4 are the benchmark workloads of DESIGN.md section 8: fused map-filter-sum, "
+          "filter to an array, predicate count, zip of two arrays")
     ok = True
     for title, query, terminal, run_np in examples(x, a, b):
         t = time.perf_counter()

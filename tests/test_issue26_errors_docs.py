@@ -63,3 +63,16 @@ def test_item9_guide_states_2d_inputs_run_and_on_lists_webgpu():
     assert np.array_equal(qc.query(x).select(lambda r: r.sum()).to_array(), x.sum(axis=1))
     on_line = next(line for line in guide.splitlines() if line.startswith("- `.on(backend)`"))
     assert '"webgpu"' in on_line
+
+
+def test_item9_demo_labels_in_order_explained_and_plain_values(capsys):
+    from querycompute.demo import run_demo
+    run_demo(n=2000)
+    out = capsys.readouterr().out
+    results = [line for line in out.splitlines() if line.strip().startswith("result ")]
+    assert len(results) == 4
+    assert not any("np.float32(" in r or "np.int64(" in r for r in results)
+    labels = [line.split()[0] for line in out.splitlines() if line[:2] in ("W1", "W2", "W3", "W4")
+              and "(" in line.split()[1]]
+    assert labels == ["W1", "W2", "W3", "W4"]
+    assert "W1-W4 are the benchmark workloads of DESIGN.md section 8" in out
