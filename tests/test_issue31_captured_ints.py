@@ -139,3 +139,18 @@ def test_fuzz_captured_ints_at_type_boundaries(backend, examples):
     def run(dtype, t, k, i):
         _check(backend, dtype, t, k, i)
     run()
+
+
+def test_through_dask_chunks():
+    da = pytest.importorskip("dask.array")
+    t = 2 ** 40
+    d = da.from_array(np.array([5, 6, 7, 8], np.uint32), chunks=2)
+    assert qc.query(d).where(lambda v: v == t + 5).count() == 0
+    t = 2 ** 62
+    d64 = da.from_array(np.array([0, 1, 2, 3], np.int64), chunks=2)
+    got = np.asarray(qc.query(d64).select(lambda v: v + t * 4 // 8).to_array())
+    assert got.tolist() == [2 ** 61 + i for i in range(4)]
+    t = 2 ** 40
+    with pytest.raises(CapturedValueOverflowError, match="NumPy 2 raises OverflowError"):
+        np.asarray(qc.query(da.from_array(np.array([0, 5], np.int32), chunks=1))
+                   .select(lambda v: v + (t + 0)).to_array())

@@ -266,11 +266,10 @@ def _out_of_range_compare(op: str, a: Scalar, b: Scalar, loop_dtype: str):
 
 
 def _narrow_compare_with_captured(a: Scalar, b: Scalar, ta: str, tb: str) -> tuple[str, str]:
-    """A captured Python int (a kernel parameter, its value unknown here) against an 8- or
-    16-bit integer: NumPy 2 compares exactly, whatever the int's value (np.uint8(5) > 1000 is
-    False, not an OverflowError), so compare both in int32, which holds every narrow value;
-    the captured value is then range-checked at launch against int32, not the narrow type
-    (fusion.param_limits)."""
+    """A weak Python int computed in the kernel (int() of a captured float; captured ints
+    themselves are exact, _exact_compare) against an 8- or 16-bit integer: NumPy 2 compares
+    exactly (np.uint8(5) > 1000 is False, not an OverflowError), so compare both in int32,
+    which holds every narrow value."""
     for c, other in ((a, b), (b, a)):
         if c.weak == "int" and not isinstance(c.expr, Const) and other.weak is None \
                 and dtypes.is_int(other.dtype) and dtypes.bits(other.dtype) <= 16:
