@@ -132,7 +132,7 @@ def _column_lines(stage, runtime, backend: str, element_dtypes) -> list[str]:
     if backend in GPU_DIALECTS:
         return [f"    {line}" for line in _gpu_traffic(stage, backend, element_dtypes)]
     describe = getattr(runtime, "describe", None)
-    lines = describe(stage) if describe is not None else None
+    lines = describe(stage, element_dtypes) if describe is not None else None
     if lines:
         return [f"    {line}" for line in lines]
     if isinstance(stage, (S.SortStage, S.DistinctStage)):

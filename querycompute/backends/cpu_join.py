@@ -11,7 +11,8 @@ outer join's unmatched left rows once, with -1).
        left: the pairs come in right order and a counting scatter by left row
        (join_by_left_serial) restores it.
 Equality is that of order bits (NaN == NaN, -0.0 == 0.0). Key tuples wider than 64 bits
-together run the numpy reference, and their trace row says so (dialect "numpy").
+together run the numpy reference (`reference_reason`, which explain() prints too), and their
+trace row says so (dialect "numpy").
 """
 from __future__ import annotations
 
@@ -26,6 +27,24 @@ def kernels_source() -> str:
     """cpu_stage_kernels.py's text with cpu_join_kernels.py's appended (it uses order_bits)."""
     return ((_HERE / "cpu_stage_kernels.py").read_text() + "\n\n# ---- join " + "-" * 64 + "\n"
             + (_HERE / "cpu_join_kernels.py").read_text())
+
+
+def key_types(left_dtypes, right_dtypes) -> list:
+    """Both sides' key dtypes converted to their common NumPy type (np.promote_types, as the
+    reference), field by field."""
+    return [np.promote_types(a, b) for a, b in zip(left_dtypes, right_dtypes)]
+
+
+def reference_reason(common) -> str:
+    """Why a join on keys of the common dtypes `common` runs the numpy reference on the cpu,
+    or "" when the numba hash join runs it: its table holds one 64-bit word of order bits per
+    key, so a key tuple wider than 64 bits together has no native path. The one rule that
+    CpuJoin.__call__ follows and explain() prints."""
+    bits = 8 * sum(np.dtype(c).itemsize for c in common)
+    if bits <= 64:
+        return ""
+    return (f"a key of {len(common)} fields, {bits} bits together ({', '.join(str(c) for c in common)}), "
+            f"has no native path: the hash join packs a key into one 64-bit word")
 
 
 class CpuJoin:
@@ -45,9 +64,8 @@ class CpuJoin:
         from .cpu_stages import _consts, _raw
         from .stage_runtime import NumpyStages
         st = self.stages
-        common = [np.promote_types(np.asarray(a).dtype, np.asarray(b).dtype)
-                  for a, b in zip(left_keys, right_keys)]
-        if sum(c.itemsize for c in common) > 8:
+        common = key_types([np.asarray(a).dtype for a in left_keys], [np.asarray(b).dtype for b in right_keys])
+        if reference_reason(common):
             return NumpyStages.join(st, left_keys, right_keys, outer, rows)
         left = [np.ascontiguousarray(a, dtype=c) for a, c in zip(left_keys, common)]
         right = [np.ascontiguousarray(b, dtype=c) for b, c in zip(right_keys, common)]

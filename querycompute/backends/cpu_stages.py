@@ -38,6 +38,7 @@ from querycompute._codegen.dialects.numba_py import CHUNK, storage_dtype
 
 from . import cpu as _cpu
 from .base import KernelRun
+from .cpu_join import key_types, reference_reason
 from .cpu_launch import SERIAL_MAX
 from .stage_runtime import StageRuntime
 
@@ -227,8 +228,10 @@ class CpuStages(StageRuntime):
             self._join = CpuJoin(self)
         return self._join(left_keys, right_keys, outer, rows)
 
-    def describe(self, stage):
-        """explain()'s lines for a group_by or join stage on the cpu (None: the default)."""
+    def describe(self, stage, element_dtypes=()):
+        """explain()'s lines for a group_by or join stage on the cpu (None: the default);
+        `element_dtypes`: the dtypes of the columns going into the stage (a join's keys among
+        them). They name the runtime that really runs the stage (cpu_join.reference_reason)."""
         from ..group_plan import GroupStage
         from ..join_plan import JoinStage
         if isinstance(stage, GroupStage):
@@ -238,6 +241,10 @@ class CpuStages(StageRuntime):
             return [f"cpu: {fused}per-chunk group-id tables (<= 4096 groups) or a radix sort, "
                     "then the aggregates in source-chunk order"]
         if isinstance(stage, JoinStage):
+            why = reference_reason(key_types([element_dtypes[k] for k in stage.keys], stage.key_dtypes))
+            if why:
+                return [f"numpy reference (join_plan.join_reference: a stable sort of the other side's "
+                        f"keys, binary searches), not the cpu hash join: {why}"]
             return ["cpu: hash join: the smaller side built, the other probed in parallel chunks "
                     "(a bloom array in front of the table), pairs in LINQ's order"]
         return None
