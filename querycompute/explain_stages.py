@@ -108,7 +108,7 @@ def _gpu_traffic(stage, dialect: str, element_dtypes) -> list[str]:
                f"the scatter before them), int32 index payload"
     elif type(stage).__name__ == "JoinStage":
         from querycompute.backends.gpu_join import explain_lines      # its kernels, bytes per row
-        return explain_lines(stage.key_dtypes, dialect)
+        return explain_lines([element_dtypes[k] for k in stage.keys], stage.key_dtypes, dialect)
     else:
         return []
     out = [head] + [f"  {name}: {b} B per element" for name, b in rows]

@@ -50,11 +50,16 @@ def common_dtypes(left_keys, right_keys) -> tuple[str, ...]:
 
 def device_reason(stages, left_keys, right_keys) -> str | None:
     """Why this join runs the host reference on `stages` (None: it runs on the device)."""
-    if stages.dialect in J.dialects_without_join:
-        return J.dialects_without_join[stages.dialect]
-    common = common_dtypes(left_keys, right_keys)
-    return (J.device_keys(tuple(str(k.dtype) for k in left_keys), common)
-            or J.device_keys(tuple(str(k.dtype) for k in right_keys), common))
+    return dtype_reason(stages.dialect, tuple(str(k.dtype) for k in left_keys),
+                        tuple(str(k.dtype) for k in right_keys))
+
+
+def dtype_reason(dialect: str, left_dtypes: tuple, right_dtypes: tuple) -> str | None:
+    """device_reason from the key dtypes alone (what explain() knows): the one rule."""
+    if dialect in J.dialects_without_join:
+        return J.dialects_without_join[dialect]
+    common = tuple(str(np.promote_types(a, b)) for a, b in zip(left_dtypes, right_dtypes))
+    return J.device_keys(tuple(left_dtypes), common) or J.device_keys(tuple(right_dtypes), common)
 
 
 def join(stages, left_keys, right_keys, outer: bool, rows: list) -> tuple:
@@ -134,10 +139,12 @@ def gather_filled(stages, cols, idx, rows: list) -> list:
     return [r.view(c.dtype) for r, c in zip(raw, cols)]
 
 
-def explain_lines(key_dtypes, dialect: str) -> list[str]:
-    """The join's kernels and bytes per row, for explain() on a GPU backend."""
-    if dialect in J.dialects_without_join:
-        return [f"join: the host reference ({J.dialects_without_join[dialect]})"]
+def explain_lines(this_dtypes, key_dtypes, dialect: str) -> list[str]:
+    """The join's kernels and bytes per row, for explain() on a GPU backend (this side's key
+    dtypes `this_dtypes`, the other's `key_dtypes`); the host reference where `join` takes it."""
+    why = dtype_reason(dialect, tuple(str(d) for d in this_dtypes), tuple(str(d) for d in key_dtypes))
+    if why:
+        return [f"join: the numpy reference on the host (join_plan.join_reference; no device kernels): {why}"]
     lines = ["join: device hash join (ops/join_gpu.py): inner joins build on the smaller side "
              "(left_join on the right); built on the left, a stable radix sort of the pairs by left "
              "row restores LINQ's order"]
