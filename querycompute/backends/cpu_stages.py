@@ -37,6 +37,7 @@ from querycompute._codegen.dialects import numba_scan
 from querycompute._codegen.dialects.numba_py import CHUNK, storage_dtype
 
 from . import cpu as _cpu
+from ..stage_kinds import DistinctStage
 from .base import KernelRun
 from .cpu_join import key_types, reference_reason
 from .cpu_launch import SERIAL_MAX
@@ -57,6 +58,13 @@ def _consts(dtype: np.dtype) -> tuple:
     else:
         kind, inf = (_SIGNED if dtype.kind == "i" else _UNSIGNED), 0
     return kind, np.uint64(1 << (w - 1)), np.uint64((1 << w) - 1), np.uint64(inf)
+
+
+def one_word(dtypes) -> bool:
+    """Whether keys of these dtypes fit one 64-bit word together (their order bits side by
+    side): distinct's hash sets need it, wider key tuples take the sort (first_occurrence
+    runs it, explain() prints it)."""
+    return sum(np.dtype(d).itemsize for d in dtypes) <= 8
 
 
 def _raw(x: np.ndarray) -> np.ndarray:
@@ -247,6 +255,12 @@ class CpuStages(StageRuntime):
                         f"keys, binary searches), not the cpu hash join: {why}"]
             return ["cpu: hash join: the smaller side built, the other probed in parallel chunks "
                     "(a bloom array in front of the table), pairs in LINQ's order"]
+        if isinstance(stage, DistinctStage):
+            if one_word(stage.spec.key_dtypes):
+                return ["cpu: per-partition hash sets of the keys' order bits (one 64-bit word per "
+                        "row), first occurrences kept in source order"]
+            return [f"cpu: the keys ({', '.join(stage.spec.key_dtypes)}) are wider than 64 bits together: "
+                    f"a stable LSD radix sort of them, the first row of each run of equal keys kept"]
         return None
 
     def fused_group(self, p, spec, keys, values, inputs, params, gparams, n, rows):
@@ -263,7 +277,7 @@ class CpuStages(StageRuntime):
         n = len(keys[0])
         if n == 0:
             return np.zeros(0, dtype=bool)
-        if sum(8 * c.dtype.itemsize for c in keys) > 64:
+        if not one_word(c.dtype for c in keys):
             return self._first_by_sort(spec, keys, rows)
         if len(keys) == 1:
             u = _raw(keys[0])
