@@ -10,6 +10,8 @@ from typing import Any
 import numpy as np
 
 from querycompute._codegen import pretty
+from querycompute._codegen.dialects.numba_py import CHUNK
+from querycompute._codegen.gpu import DIALECTS as GPU_DIALECTS
 from querycompute._codegen.program import Reduce
 
 from . import terminals as T
@@ -64,6 +66,20 @@ def source(q, backend: str, terminal: Any) -> str:
 _OP_TEXT = {"map": "elementwise: every element computed and stored",
             "compact": "order-preserving compaction: flags, scan, scatter",
             "reduce": "two-stage reduction: one partial per block, then a finalize kernel"}
+# what the host backends run instead of the GPU kernels above (dialects/numba_py.py; numpy_ref.py)
+_HOST_OP_TEXT = {
+    "cpu": {"map": f"elementwise: every element computed and stored, chunks of {CHUNK} elements in parallel",
+            "compact": "order-preserving compaction: a count pass (keep flags, a count per chunk), "
+                       "then a write pass of the survivors at their chunk's offset",
+            "reduce": f"per-chunk partial accumulators (chunks of {CHUNK} elements in parallel), "
+                      f"combined in chunk order"},
+    "numpy": {"map": "elementwise: whole-array NumPy operations",
+              "compact": "a keep mask over the whole array, then the kept elements in order",
+              "reduce": "whole-array NumPy reductions"}}
+
+
+def _op_text(op: str, backend: str) -> str:
+    return _HOST_OP_TEXT.get(backend, _OP_TEXT)[op]
 
 
 def _element_bytes(dtypes) -> int:
@@ -101,7 +117,7 @@ def explain(q, backend: str | None, terminal: Any) -> str:
     out.append(f"fused plan: {len(stages)} stage{'s' if len(stages) > 1 else ''} "
                f"(every select/where and the terminal fused into one pass each)")
     for i, (op, stage_pass) in enumerate(stages, 1):
-        out.append(f"  stage {i}: {op} ({_OP_TEXT[op]})")
+        out.append(f"  stage {i}: {op} ({_op_text(op, name)})")
     prog = p.program
     if prog.params:
         out.append("  parameters: " + ", ".join(f"{ps.name}:{ps.dtype}" for ps in prog.params))
@@ -121,7 +137,9 @@ def explain(q, backend: str | None, terminal: Any) -> str:
     except ImportError as exc:
         out.append(f"  (launch shapes unavailable: {exc})")
     kernel_lines, read, columns = _kernel_traffic(p, name, n)
-    out += _traffic(lowered, term, read, columns) + kernel_lines
+    out += _traffic(lowered, term, read, columns, name)
+    if name in GPU_DIALECTS:           # the host backends don't run these kernels
+        out += kernel_lines
     return "\n".join(out)
 
 
@@ -130,7 +148,8 @@ def _kernel_traffic(p, backend: str, n: int) -> tuple[list[str], int, int]:
     element all kernels read together, the bytes per element of the columns read) from the
     kernels' IR (_codegen/traffic.py): only the
     columns a kernel loads count, and a compaction's second read of its inputs does too.
-    Other backends run the same plan: their figures are the CUDA kernels'."""
+    The host backends (cpu, numpy) read the same columns: their per-element figures are the
+    CUDA kernels', and explain() prints no kernel lines for them."""
     from querycompute._codegen import gpu
     from querycompute._codegen.traffic import launch_traffic
     dialect = backend if backend in gpu.DIALECTS else "cuda"
@@ -149,7 +168,7 @@ def _kernel_traffic(p, backend: str, n: int) -> tuple[list[str], int, int]:
     return lines, sum(item[b] for b in streams), sum(item[b] for b in set(streams))
 
 
-def _traffic(lowered, term: Terminal, read: int, columns: int) -> list[str]:
+def _traffic(lowered, term: Terminal, read: int, columns: int, backend: str) -> list[str]:
     """Bytes per element of the fused pass (`read`: what its kernels load, every pass over the
     input counted) against one kernel per operator (the first reading `columns`)."""
     prog = lowered.pass_.program
@@ -169,6 +188,7 @@ def _traffic(lowered, term: Terminal, read: int, columns: int) -> list[str]:
             current = out
     unfused += current + written
     return [f"memory traffic per element: fused reads {read} B, writes {written} B"
-            + (" (plus one partial per block)" if reduce else " (at most: only survivors are written)"),
+            + ({"cpu": " (plus one partial per chunk)", "numpy": ""}.get(backend, " (plus one partial per block)")
+               if reduce else " (at most: only survivors are written)"),
             f"  one kernel per operator instead would move about {unfused} B per element "
             f"({unfused / max(read + written, 1):.1f}x the fused pass)"]
