@@ -103,6 +103,11 @@ class Backend:
         """(can run here, reason and what to install when not). Cheap after the first call."""
         raise NotImplementedError
 
+    def gpu_possible(self) -> bool:
+        """False when this backend surely has no GPU device here, found without opening a
+        device (`auto` asks it before `availability`); True: availability and is_gpu tell."""
+        return True
+
     def source(self, p: Pass) -> str:
         """Every kernel of the pass, in this backend's dialect. Needs no device."""
         raise NotImplementedError

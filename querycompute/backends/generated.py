@@ -5,6 +5,9 @@ Codegen errors (a type the dialect lacks, e.g. float64 on Metal) become QueryErr
 the backend and the type."""
 from __future__ import annotations
 
+import glob
+import sys
+
 from querycompute._codegen import launch as L
 from querycompute._codegen.gpu import render
 from querycompute._codegen.program import Pass
@@ -59,6 +62,18 @@ class DeviceBackend(GeneratedSourceBackend):
         """Whether this process opened the device (then a forked child must not use it)."""
         return self._dev is not None
 
+    def find_gpu(self) -> bool:
+        """Whether the driver lists a GPU device, asked without opening one (a subclass's)."""
+        raise NotImplementedError
+
+    def gpu_possible(self) -> bool:
+        """Answered without opening a device `auto` would not pick: the opened device's kind
+        once there is one; else no on Linux without a GPU device file (nothing is imported,
+        and no driver gets a chance to print); else `find_gpu`."""
+        if self._dev is not None or self._why:
+            return bool(self._dev is not None and self.is_gpu)
+        return bool(gpu_device_files()) and self.find_gpu()
+
     def availability(self) -> tuple[bool, str]:
         dev = self._device()
         return (True, dev.description) if dev else (False, self._why)
@@ -69,3 +84,17 @@ class DeviceBackend(GeneratedSourceBackend):
         if dev is None:
             raise QueryError(f"{self.name} backend unavailable: {self._why}")
         return dev
+
+
+# Every Linux GPU driver (Mesa, NVIDIA, ROCm, WSL2's D3D12, Mali, Adreno) works through one of
+# these device files; the CPU devices (pocl, lavapipe / llvmpipe) need none.
+GPU_DEVICE_FILES = ("/dev/dri/renderD*", "/dev/nvidia[0-9]*", "/dev/kfd", "/dev/dxg",
+                    "/dev/mali[0-9]*", "/dev/kgsl-3d0")
+
+
+def gpu_device_files() -> list[str]:
+    """The GPU device files of this Linux machine (empty: no GPU to find); elsewhere (macOS,
+    Windows) a placeholder saying the drivers must be asked."""
+    if not sys.platform.startswith("linux"):
+        return [sys.platform]
+    return [f for pattern in GPU_DEVICE_FILES for f in glob.glob(pattern)]

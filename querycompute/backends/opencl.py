@@ -28,7 +28,7 @@ from .generated import DeviceBackend
 from .base import Prepared
 from .device_columns import TRANSFERS, ClColumn
 from .gpu_launch import DeviceRuntime, GpuPrepared, LaunchLoop, strided_span
-from .opencl_device import DeviceContext, cached_program, open_device
+from .opencl_device import DeviceContext, cached_program, find_gpu, open_device
 
 MAX_GATHER_STEP = 8     # copying to a device: larger strides copy less on the host than the span
 WORK_GROUPS_PER_UNIT = 8    # a reduction's physical grid: work-groups per compute unit
@@ -151,6 +151,9 @@ class OpenCLBackend(DeviceBackend):
 
     def open_device(self) -> DeviceContext:
         return open_device()
+
+    def find_gpu(self) -> bool:
+        return find_gpu()
 
     @property
     def is_gpu(self) -> bool:

@@ -50,6 +50,26 @@ class DeviceContext:
         return opencl_identity(self.device)
 
 
+def find_gpu() -> bool:
+    """Whether an OpenCL platform lists a GPU device, asked without making a context (so
+    pocl's CPU device is never opened by `auto`)."""
+    try:
+        import pyopencl as cl
+    except ImportError:
+        return False
+    try:
+        platforms = cl.get_platforms()
+    except cl.Error:                           # no platform
+        return False
+    for platform in platforms:
+        try:
+            if platform.get_devices(device_type=cl.device_type.GPU):
+                return True
+        except cl.Error:                       # CL_DEVICE_NOT_FOUND
+            continue
+    return False
+
+
 def open_device() -> DeviceContext:
     """A GPU device when one exists, else any device (pocl's CPU device on CI machines).
     Raises RuntimeError saying why when PyOpenCL or every device is missing."""

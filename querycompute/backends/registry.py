@@ -251,9 +251,18 @@ def auto_choice(n: int, heavy: bool = True) -> str | None:
 def _choose(large: bool) -> str:
     if large:
         for name in ("cuda", "opencl", "webgpu"):     # a real GPU only (never lavapipe, pocl)
-            if availability(name)[0] and getattr(get(name), "is_gpu", False):
+            if _runs_on_gpu(name):
                 return name
     return "cpu" if _light_availability("cpu")[0] else "numpy"
+
+
+def _runs_on_gpu(name: str) -> bool:
+    """Whether backend `name` runs on a real GPU here. `gpu_possible` is asked first, so
+    `auto` never opens a device it would not pick (pocl's CPU device, a CPU WebGPU adapter)
+    and, on Linux without a GPU device file, never imports pyopencl or wgpu."""
+    if name in _broken or not get(name).gpu_possible():
+        return False
+    return availability(name)[0] and getattr(get(name), "is_gpu", False)
 
 
 def mark_broken(name: str, why: str) -> None:

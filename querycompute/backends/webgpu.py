@@ -43,7 +43,7 @@ from .base import Prepared
 from .generated import DeviceBackend
 from .gpu_launch import DeviceRuntime, GpuPrepared, LaunchLoop, strided_span
 from . import webgpu_timing, webgpu_windows
-from .webgpu_device import WebGPUDevice, cached_module, open_device
+from .webgpu_device import WebGPUDevice, cached_module, find_gpu_adapter, open_device
 
 MAX_GATHER_STEP = 8
 MAX_N = 2 ** 31 - 2                   # indexes are i32; INT32_MAX means "no index"
@@ -266,6 +266,9 @@ class WebGPUBackend(DeviceBackend):
 
     def open_device(self) -> WebGPUDevice:
         return open_device()
+
+    def find_gpu(self) -> bool:
+        return find_gpu_adapter()
 
     @property
     def is_gpu(self) -> bool:

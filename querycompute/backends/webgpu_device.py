@@ -37,8 +37,7 @@ class WebGPUDevice:
     @property
     def is_cpu(self) -> bool:
         """A software adapter (lavapipe, llvmpipe, SwiftShader, WARP): tests only."""
-        name = f"{self.info.get('device', '')} {self.info.get('vendor', '')}".lower()
-        return self.info.get("adapter_type", "").lower() == "cpu" or any(c in name for c in CPU_ADAPTERS)
+        return is_cpu_adapter(self.info)
 
     @property
     def max_binding(self) -> int:
@@ -63,6 +62,26 @@ class WebGPUDevice:
         compiler = f"wgpu-py {getattr(self.wgpu, '__version__', '?')} / {i.get('backend_type')}"
         device = f"{i.get('vendor')} / {i.get('device')} / {i.get('description')}"
         return compiler, device
+
+
+def is_cpu_adapter(info: dict) -> bool:
+    """Whether an adapter's info names a software adapter (CPU_ADAPTERS, or type CPU)."""
+    name = f"{info.get('device', '')} {info.get('vendor', '')}".lower()
+    return str(info.get("adapter_type", "")).lower() == "cpu" or any(c in name for c in CPU_ADAPTERS)
+
+
+def find_gpu_adapter() -> bool:
+    """Whether wgpu offers a GPU adapter, asked without creating a device (so `auto` never
+    opens lavapipe / llvmpipe)."""
+    try:
+        import wgpu
+    except ImportError:
+        return False
+    try:
+        adapter = wgpu.gpu.request_adapter_sync(power_preference="high-performance")
+    except Exception:                           # wgpu raises its own errors, or RuntimeError
+        return False
+    return adapter is not None and not is_cpu_adapter(dict(adapter.info))
 
 
 _lock = threading.Lock()
