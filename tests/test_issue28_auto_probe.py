@@ -53,3 +53,28 @@ def test_auto_opens_no_cpu_device_and_writes_nothing_to_stderr(tmp_path):
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("ok"), done.stdout
     assert done.stderr == ""
+
+
+PINNED = textwrap.dedent("""
+    import numpy as np
+    import querycompute as qc
+    from querycompute.backends import registry
+
+    x = np.arange(10, dtype=np.int32)
+    assert qc.query(x).order_by(lambda v: -v).to_array()[0] == 9
+    assert qc.last_trace().backend == "cpu"
+    # auto declined opencl without opening it; a pin still opens pocl's CPU device
+    assert qc.query(x).select(lambda v: v * 3).on("opencl").to_array().tolist() == (x * 3).tolist()
+    assert registry.get("opencl").initialised and not registry.get("opencl").is_gpu
+    print("ok")
+""")
+
+
+@pytest.mark.skipif(not _installed("pyopencl"), reason="needs pyopencl (pocl)")
+def test_a_pin_still_opens_the_cpu_device_auto_declined(tmp_path):
+    child = tmp_path / "child.py"
+    child.write_text(PINNED)
+    env = dict(os.environ, QUERYCOMPUTE_GPU_MIN_ELEMENTS="1", QUERYCOMPUTE_TIERED="1")
+    done = subprocess.run([sys.executable, str(child)], env=env, capture_output=True,
+                          text=True, timeout=240)
+    assert done.returncode == 0 and done.stdout.startswith("ok"), done.stderr
