@@ -1,6 +1,7 @@
 """translate: lambda AST -> typed IR. Each lambda is checked against Python itself calling it
 on NumPy scalars: the IR must be well typed, have the dtype (and weak/strong kind) of what
 Python returns, and evaluate (with the tiny NumPy evaluator below) to the same value."""
+import functools
 import math
 import warnings
 from math import sqrt as msqrt
@@ -284,6 +285,9 @@ def my_function(v):
     return v
 
 
+my_callable = functools.partial(my_function)      # not a helper function (issue 33: those inline)
+
+
 class Box:
     k = 2
 
@@ -292,7 +296,8 @@ class Box:
     (lambda v: v + CAPTURED_LIST[0], ("float32",), ["CAPTURED_LIST", "list", "only scalars"]),
     (lambda v: v * CAPTURED_ARRAY, ("float32",), ["CAPTURED_ARRAY", "ndarray"]),
     (lambda v: CAPTURED_TEXT, ("float32",), ["CAPTURED_TEXT", "str"]),
-    (lambda v: my_function(v), ("float32",), ["my_function", "supported calls"]),
+    (lambda v: my_callable(v), ("float32",), ["my_callable", "supported calls"]),
+    (lambda v: my_function(v, 1), ("float32",), ["my_function() takes 1 argument"]),
     (lambda v: Box.k * v, ("float32",), ["Box.k", "local scalar"]),
     (lambda v: v.nbytes, ("float32",), [".nbytes", "records"]),
     (lambda v: [v], ("float32",), ["list literal"]),

@@ -52,6 +52,9 @@ class LambdaSource:
     captures: tuple[str, ...]
     code: Optional[types.CodeType]
     text: str
+    # A helper function's straight-line assignments before its `return` (helper_source):
+    # ast.Assign / AnnAssign / AugAssign, run in order by the translator.
+    stmts: tuple = ()
 
     def where(self, node: ast.AST) -> str:
         """'file:line:col' of a node of this lambda (col 1-based, UTF-8 bytes as in ast)."""
@@ -65,6 +68,10 @@ _by_code: dict[int, tuple[types.CodeType, LambdaSource, tuple]] = {}
 # filename -> (source text, [(kind, name, body_start, body_end, node, enclosing class)],
 #              names the module scope imports)
 _by_file: dict[str, tuple[str, list]] = {}
+# The same for helper functions (helper_source), whose bodies may hold assignments.
+_helpers: dict[int, tuple[types.CodeType, LambdaSource, tuple]] = {}
+# Flattened helper captures are named "<callee>.<name>" (helper_captures): never an identifier.
+HELPER_SEP = "."
 
 
 def lambda_source(fn) -> LambdaSource:
@@ -80,14 +87,36 @@ def lambda_source(fn) -> LambdaSource:
     if hit is not None and hit[0] is code:
         return hit[1]
     src, cls = _find(fn, code)
+    _by_code[id(code)] = (code, src, _plan(src, code, cls))
+    return src
+
+
+def helper_source(fn) -> LambdaSource:
+    """The LambdaSource of a helper function a lambda calls: a lambda, or a def of straight-line
+    assignments then one `return expr` (src.stmts holds the assignments). Cached per code
+    object like lambda_source; raises UnsupportedLambdaError at the helper's own file:line:col."""
+    code = fn.__code__
+    hit = _helpers.get(id(code))
+    if hit is not None and hit[0] is code:
+        return hit[1]
+    src, cls = _find(fn, code, helper=True)
+    _helpers[id(code)] = (code, src, _plan(src, code, cls))
+    return src
+
+
+def is_helper(obj) -> bool:
+    """A captured object a lambda may call as a helper: a plain Python function (the NumPy,
+    math and builtin callables the translator knows are never FunctionType)."""
+    return type(obj) is types.FunctionType
+
+
+def _plan(src: LambdaSource, code, cls) -> tuple:
     plan = []
     for name in src.captures:       # private names in a class body are stored mangled
         stored = _mangle(name, cls)
         cell = code.co_freevars.index(stored) if stored in code.co_freevars else None
         plan.append((name, cell, stored))
-    plan = tuple(plan)
-    _by_code[id(code)] = (code, src, plan)
-    return src
+    return tuple(plan)
 
 
 def capture_values(fn, src: LambdaSource) -> dict[str, object]:
@@ -101,13 +130,46 @@ def capture_values(fn, src: LambdaSource) -> dict[str, object]:
     if hit is None or hit[0] is not fn.__code__:
         lambda_source(fn)
         hit = _by_code[id(fn.__code__)]
+    out = _values(fn, src, hit[2])
+    for name, obj in tuple(out.items()):
+        if type(obj) is types.FunctionType:
+            _add_helper(out, name + HELPER_SEP, obj, (fn.__code__,))
+    return out
+
+
+def _add_helper(out: dict, prefix: str, fn, outer: tuple) -> None:
+    """Put the captures of helper `fn` (and of the helpers it calls) into `out` as
+    "<prefix><name>": they are the kernel parameters of the inlined helper (translate reads
+    them there). A helper without usable source, or calling itself, is left out: the
+    translator raises the located error when it inlines the call."""
+    code = fn.__code__
+    if code in outer:
+        return
+    hit = _helpers.get(id(code))
+    if hit is None or hit[0] is not code:
+        try:
+            helper_source(fn)
+        except UnsupportedLambdaError:
+            return
+        hit = _helpers[id(code)]
+    try:
+        env = _values(fn, hit[1], hit[2])
+    except UnsupportedLambdaError:
+        return
+    for name, obj in env.items():
+        out[prefix + name] = obj
+        if type(obj) is types.FunctionType:
+            _add_helper(out, prefix + name + HELPER_SEP, obj, outer + (code,))
+
+
+def _values(fn, src: LambdaSource, plan: tuple) -> dict[str, object]:
     closure = fn.__closure__
     glob = fn.__globals__
     bins = fn.__builtins__
     if not isinstance(bins, dict):
         bins = vars(bins)
     out = {}
-    for name, cell, stored in hit[2]:
+    for name, cell, stored in plan:
         if cell is not None:
             try:
                 out[name] = closure[cell].cell_contents
@@ -132,6 +194,10 @@ def capture_key(env: dict[str, object]) -> tuple:
     for name, obj in env.items():
         if isinstance(obj, np.generic):
             key.append((name, obj.dtype.name))
+        elif type(obj) is types.FunctionType:
+            # a helper: its code (a new code object after an edit and a reload), not the
+            # function object; its captures' types follow in env as "<name>.<capture>"
+            key.append((name, "helper", obj.__code__))
         elif isinstance(obj, (bool, int, float)):
             # an int from 2**63 up is a uint64 parameter (translate._Name), not an int64 one
             big = type(obj) is int and obj >= 2 ** 63
@@ -197,7 +263,8 @@ def _spans(fn, code) -> list[tuple[int, int, int, int]]:
     return spans
 
 
-def _find(fn, code, retried: bool = False) -> tuple[LambdaSource, Optional[str]]:
+def _find(fn, code, retried: bool = False,
+          helper: bool = False) -> tuple[LambdaSource, Optional[str]]:
     """(LambdaSource, innermost enclosing class name) of fn, checked against its code."""
     filename = code.co_filename
     lines = linecache.getlines(filename, fn.__globals__)
@@ -219,9 +286,9 @@ def _find(fn, code, retried: bool = False) -> tuple[LambdaSource, Optional[str]]
     best = max(inside, key=lambda c: (c[2], (-c[3][0], -c[3][1]))) if inside else None
     differs = "no function there" if best is None else mismatch(best[4], code, best[5], imported)
     if differs is None:
-        return _make(best[4], code, filename, text), best[5]
+        return _make(best[4], code, filename, text, helper), best[5]
     if not retried and _refreshed(filename, text, fn):
-        return _find(fn, code, retried=True)   # linecache held an older text than the code's
+        return _find(fn, code, True, helper)   # linecache held an older text than the code's
     if best is None:
         raise UnsupportedLambdaError(
             f"{fn.__qualname__}: {CHANGED} (no function is at its recorded position any more)",
@@ -275,11 +342,14 @@ def _file_index(filename: str, text: str):
     return hit
 
 
-def _make(node, code, filename: str, text: str) -> LambdaSource:
+def _make(node, code, filename: str, text: str, helper: bool = False) -> LambdaSource:
     where = f"{filename}:{node.lineno}:{node.col_offset + 1}"
-    params = positional_params(node.args, where)
+    params = positional_params(node.args, where, helper)
+    stmts: tuple = ()
     if isinstance(node, ast.Lambda):
         body = node.body
+    elif helper:
+        stmts, body = _helper_body(node, where, filename)
     else:
         body = _def_body(node, where, filename)
     if code is not None and tuple(code.co_varnames[:code.co_argcount]) != params:
@@ -287,18 +357,19 @@ def _make(node, code, filename: str, text: str) -> LambdaSource:
             f"the source found for this function declares parameters {params} but the code "
             f"has {code.co_varnames[:code.co_argcount]} (was the file edited after import?)",
             where, construct="source")
-    walrus = next((n for n in ast.walk(body) if isinstance(n, ast.NamedExpr)), None)
+    walrus = next((n for part in (*stmts, body) for n in ast.walk(part)
+                   if isinstance(n, ast.NamedExpr)), None)
     if walrus is not None:         # its target would otherwise read as an unbound name
         raise UnsupportedLambdaError(
             "assignment expressions (:=) are not supported; write a helper value as a "
             "separate select, e.g. .select(lambda v: v * 2).select(lambda w: w + w)",
             f"{filename}:{walrus.lineno}:{walrus.col_offset + 1}", construct="NamedExpr")
-    return LambdaSource(params=params, body=body, filename=filename,
-                        captures=free_names(params, body), code=code,
-                        text=ast.get_source_segment(text, node) or "")
+    captures = _statement_names(params, stmts, body, filename) if stmts else free_names(params, body)
+    return LambdaSource(params=params, body=body, filename=filename, captures=captures,
+                        code=code, text=ast.get_source_segment(text, node) or "", stmts=stmts)
 
 
-def positional_params(args: ast.arguments, where: str) -> tuple[str, ...]:
+def positional_params(args: ast.arguments, where: str, helper: bool = False) -> tuple[str, ...]:
     problems = []
     if args.defaults or any(d is not None for d in args.kw_defaults):
         problems.append("default values")
@@ -309,9 +380,10 @@ def positional_params(args: ast.arguments, where: str) -> tuple[str, ...]:
     if args.kwonlyargs:
         problems.append("keyword-only parameters")
     if problems:
+        use = "every argument passed positionally" if helper else "one per element value"
         raise UnsupportedLambdaError(
             f"parameters with {', '.join(problems)} are not supported; use plain positional "
-            f"parameters, one per element value", where, construct="parameters")
+            f"parameters, {use}", where, construct="parameters")
     return tuple(a.arg for a in args.posonlyargs + args.args)
 
 
@@ -331,3 +403,97 @@ def _def_body(node, where: str, filename: str) -> ast.expr:
             f"docstring); found {type(bad).__name__} at line {bad.lineno}",
             f"{filename}:{bad.lineno}:{bad.col_offset + 1}", construct=type(bad).__name__)
     return stmts[0].value
+
+
+# What a helper's body may not hold, by statement type: (construct, why and what to do).
+_STRAIGHT = ("a helper's body is straight-line assignments (t = v * 2) then one `return expr`, "
+             "inlined into the kernel")
+_REFUSED = {
+    ast.For: ("loop", "loops are not supported in a helper function"),
+    ast.AsyncFor: ("loop", "loops are not supported in a helper function"),
+    ast.While: ("loop", "loops are not supported in a helper function"),
+    ast.If: ("If", "if statements are not supported in a helper function; use a conditional "
+                   "expression: t = a if cond else b"),
+    ast.Global: ("Global", "global declarations are not supported in a helper function: "
+                           "assigning a global is a side effect; a helper only reads captured "
+                           "values"),
+    ast.Nonlocal: ("Nonlocal", "nonlocal declarations are not supported in a helper function: "
+                               "assigning an enclosing variable is a side effect"),
+    ast.Expr: ("side effect", "a statement that only evaluates an expression (a call, a "
+                              "yield) runs for its side effect, which a kernel can't have"),
+    ast.Return: ("Return", "a helper returns once, at its end"),
+}
+
+
+def _helper_body(node, where: str, filename: str) -> tuple[tuple, ast.expr]:
+    """(assignments, returned expression) of a helper def, or the located refusal."""
+    if isinstance(node, ast.AsyncFunctionDef):
+        _def_body(node, where, filename)            # raises: async def
+    stmts = node.body
+    if (len(stmts) > 1 and isinstance(stmts[0], ast.Expr)
+            and isinstance(stmts[0].value, ast.Constant) and isinstance(stmts[0].value.value, str)):
+        stmts = stmts[1:]       # a docstring
+    for s in stmts[:-1]:
+        if isinstance(s, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            for target in s.targets if isinstance(s, ast.Assign) else [s.target]:
+                _check_target(target, s, filename)
+            if s.value is None:                     # `t: int` alone declares nothing
+                _refuse_statement(s, "AnnAssign", "an annotation without a value assigns "
+                                                  "nothing", filename)
+            continue
+        construct, why = _REFUSED.get(type(s), (type(s).__name__, f"`{type(s).__name__}` "
+                                                "statements are not supported in a helper "
+                                                "function"))
+        _refuse_statement(s, construct, why, filename)
+    last = stmts[-1]
+    if not isinstance(last, ast.Return) or last.value is None:
+        construct, why = _REFUSED.get(type(last), (type(last).__name__, ""))
+        _refuse_statement(last, construct, f"{why + '; ' if why else ''}a helper must end with "
+                                           f"`return expr`", filename)
+    return tuple(stmts[:-1]), last.value
+
+
+def _check_target(target: ast.expr, stmt, filename: str) -> None:
+    if isinstance(target, ast.Name):
+        return
+    if isinstance(target, ast.Tuple) and isinstance(stmt, ast.Assign) and \
+            all(isinstance(t, ast.Name) for t in target.elts):
+        return
+    what = {ast.Attribute: "an attribute", ast.Subscript: "an item"}.get(type(target))
+    if what is not None:
+        _refuse_statement(stmt, "side effect", f"assigning to {what} ({ast.unparse(target)}) is "
+                                               f"a side effect, which a kernel can't have; "
+                                               f"assign a local name instead", filename)
+    _refuse_statement(stmt, "Assign", f"assigning to {ast.unparse(target)} is not supported; "
+                                      f"assign plain names (t = ..., or a, b = ...)", filename)
+
+
+def _refuse_statement(s: ast.stmt, construct: str, why: str, filename: str):
+    raise UnsupportedLambdaError(f"{why}; {_STRAIGHT}", f"{filename}:{s.lineno}:{s.col_offset + 1}",
+                                 construct=construct)
+
+
+def _statement_names(params, stmts: tuple, body: ast.expr, filename: str) -> tuple[str, ...]:
+    """The free names of a helper's assignments and return, in first-appearance order.
+    A local read before its assignment (Python's UnboundLocalError) is refused."""
+    assigned = {n.id for s in stmts for n in ast.walk(s)
+                if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    bound = set(params)
+    seen: dict[str, None] = {}
+    for part in (*stmts, body):
+        value = part.value if isinstance(part, ast.stmt) else part
+        reads = list(free_names(bound, value))
+        if isinstance(part, ast.AugAssign) and part.target.id not in bound:
+            reads.insert(0, part.target.id)
+        for name in reads:
+            if name in assigned:
+                node = next(n for n in ast.walk(part) if isinstance(n, ast.Name) and n.id == name)
+                raise UnsupportedLambdaError(
+                    f"local {name!r} is read before it is assigned (Python raises "
+                    f"UnboundLocalError)", f"{filename}:{node.lineno}:{node.col_offset + 1}",
+                    construct="name")
+            seen.setdefault(name, None)
+        if isinstance(part, ast.stmt):
+            bound |= {n.id for n in ast.walk(part)
+                      if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    return tuple(seen)

@@ -16,8 +16,8 @@ import numpy as np
 
 from querycompute._codegen import dtypes
 from querycompute._codegen.expr import Const, Param
-from ..errors import UnsupportedTypeError
-from .capture import LambdaSource
+from ..errors import UnsupportedLambdaError, UnsupportedTypeError
+from .capture import HELPER_SEP, LambdaSource, helper_source, is_helper
 from .translate_calls import MODULE_CONSTANTS, SUPPORTED, call_handler, real_imag
 from .translate_ops import binary, const, fail, logical, logical_not, select, to_dtype, truthy, unary
 from .values import Exact, RecordVal, Scalar, TupleVal, Value
@@ -55,7 +55,8 @@ def translate(src: LambdaSource, args: tuple[Value, ...], env: Mapping[str, obje
              f"the lambda takes {len(src.params)} parameter(s) {src.params} but each element "
              f"here has {len(args)} value(s); write a lambda with {len(args)} parameter(s)",
              "parameters")
-    return _settle(_Translator(src, args, env, new_param).value(src.body))
+    outer = (src.code,) if src.code is not None else ()
+    return _settle(_Translator(src, args, env, new_param, "", outer).run())
 
 
 def _settle(v: Value) -> Value:
@@ -78,12 +79,40 @@ def _construct(node: ast.AST) -> str:
 
 
 class _Translator:
-    def __init__(self, src, args, env, new_param):
+    def __init__(self, src, args, env, new_param, prefix: str, outer: tuple):
         self.src = src
         self.env = env
         self.new_param = new_param
         self.locals = dict(zip(src.params, args))
         self.made: dict[str, Scalar] = {}   # capture name -> its Param, once per lambda
+        # Inside an inlined helper: its captures are env["<prefix><name>"] (capture.py's
+        # helper captures), and `outer` holds the code objects of the callers (recursion).
+        self.prefix = prefix
+        self.outer = outer
+
+    def run(self) -> Value:
+        """The body's value, after a helper's straight-line assignments (src.stmts)."""
+        for stmt in self.src.stmts:
+            if isinstance(stmt, ast.AugAssign):
+                left = ast.copy_location(ast.Name(stmt.target.id, ast.Load()), stmt.target)
+                value = self.value(ast.copy_location(ast.BinOp(left, stmt.op, stmt.value), stmt))
+                self.locals[stmt.target.id] = value
+                continue
+            value = self.value(stmt.value)
+            for target in stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]:
+                self._assign(target, value, stmt)
+        return self.value(self.src.body)
+
+    def _assign(self, target: ast.expr, value: Value, stmt: ast.stmt) -> None:
+        if isinstance(target, ast.Name):
+            self.locals[target.id] = value
+            return
+        if not isinstance(value, TupleVal) or len(value.items) != len(target.elts):
+            got = f"a tuple of {len(value.items)}" if isinstance(value, TupleVal) else f"a {_kind(value)}"
+            fail(self.at(stmt), f"unpacking into {len(target.elts)} names needs a tuple of "
+                                f"{len(target.elts)} values; this is {got}", "Assign")
+        for t, v in zip(target.elts, value.items):
+            self.locals[t.id] = v
 
     def at(self, node: ast.AST) -> str:
         return self.src.where(node)
@@ -123,8 +152,9 @@ class _Translator:
         if node.id in self.made:
             return self.made[node.id]
         obj = self._lookup(node.id, node)
+        key = self.prefix + node.id     # a helper's captures are named "<helper>.<name>"
         if isinstance(obj, np.generic) and obj.dtype.name in dtypes.ALL:
-            s = Scalar(self.new_param(node.id, obj.dtype.name))
+            s = Scalar(self.new_param(key, obj.dtype.name))
         elif isinstance(obj, (bool, int, float)) and not isinstance(obj, np.generic):
             kind = "bool" if isinstance(obj, bool) else "int" if isinstance(obj, int) else "float"
             if kind == "int" and not -2 ** 63 <= obj < 2 ** 64:
@@ -133,9 +163,9 @@ class _Translator:
                      "capture")
             # Still a weak Python int, held as uint64 from 2**63 up (NumPy 2 accepts
             # uint64_array * 0x9E3779B97F4A7C15); capture_key makes that a type of its own.
-            s = Scalar(self.new_param(node.id, {"bool": "bool", "float": "float64",
-                                                "int": "int64" if obj < 2 ** 63 else "uint64"}[kind]),
-                       kind, None if kind == "float" else Exact(("cap", node.id), self.new_param))
+            s = Scalar(self.new_param(key, {"bool": "bool", "float": "float64",
+                                            "int": "int64" if obj < 2 ** 63 else "uint64"}[kind]),
+                       kind, None if kind == "float" else Exact(("cap", key), self.new_param))
         else:
             fail(self.at(node), f"captured {node.id!r} is {_describe(obj)}; only scalars "
                                 f"(bool, int, float, numpy scalars of {', '.join(dtypes.ALL)}) "
@@ -145,10 +175,11 @@ class _Translator:
         return s
 
     def _lookup(self, name: str, node: ast.AST):
-        if name not in self.env:
+        key = self.prefix + name
+        if key not in self.env:
             fail(self.at(node), f"name {name!r} has no value (not a parameter and not "
                                 f"captured)", "name")
-        return self.env[name]
+        return self.env[key]
 
     # --- structure ----------------------------------------------------------------------
     def _Attribute(self, node: ast.Attribute) -> Value:
@@ -282,10 +313,40 @@ class _Translator:
             fail(at, "keyword arguments are not supported in calls inside a lambda", "call")
         obj = self._callee(node.func)
         handler = call_handler(obj)
+        if handler is None and is_helper(obj):
+            return self._inline(node, obj, at)
         if handler is None:
             fail(at, f"calling {ast.unparse(node.func)} ({_describe(obj)}) is not supported; "
                      f"supported calls: {SUPPORTED}", "call")
         return handler([self.scalar(a, "a function argument") for a in node.args], at)
+
+    def _inline(self, node: ast.Call, fn, at: str) -> Value:
+        """A helper function's value: its body translated with its parameters bound to the
+        call's arguments (each translated once) and its captures read from env under
+        "<prefix><callee>." (capture.py put them there; they become kernel parameters)."""
+        name = ast.unparse(node.func)
+        if not isinstance(node.func, ast.Name):
+            fail(at, f"calling {name} ({_describe(fn)}) is not supported: a helper function is "
+                     f"called by a name the lambda captures (from module import helper)", "call")
+        code = fn.__code__
+        if any(c is code for c in self.outer):
+            fail(at, f"{name}() calls {fn.__qualname__} recursively; helpers are inlined into "
+                     f"the kernel, so recursion is not supported: compute the value without "
+                     f"it", "recursion")
+        try:
+            src = helper_source(fn)
+        except UnsupportedLambdaError as e:
+            raise _called_from(e, name, at) from None
+        if len(node.args) != len(src.params):
+            fail(at, f"{name}() takes {len(src.params)} argument(s) {src.params} but this call "
+                     f"passes {len(node.args)}", "call")
+        args = tuple(self.value(a) for a in node.args)
+        inner = _Translator(src, args, self.env, self.new_param,
+                            self.prefix + node.func.id + HELPER_SEP, self.outer + (code,))
+        try:
+            return inner.run()
+        except UnsupportedLambdaError as e:
+            raise _called_from(e, name, at) from None
 
     def _callee(self, node: ast.AST):
         if isinstance(node, ast.Name):
@@ -304,6 +365,13 @@ class _Translator:
         fail(self.at(node), f"method calls and calls of computed functions "
                             f"({ast.unparse(node)}) are not supported; supported calls: "
                             f"{SUPPORTED}", "call")
+
+
+def _called_from(e: UnsupportedLambdaError, name: str, at: str) -> UnsupportedLambdaError:
+    """e (located in a helper's own file) with the call site that inlined the helper."""
+    text = str(e)[len(f"{e.where}: "):] if e.where else str(e)
+    return UnsupportedLambdaError(f"{text} (in helper {name}() called at {at})", e.where,
+                                  e.construct)
 
 
 def _kind(v: Value) -> str:
