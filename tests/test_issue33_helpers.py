@@ -120,7 +120,7 @@ def test_lambda_valued_helper_and_explain(module):
     # the inlined expression shows in explain() and in the kernel source
     text = qc.query(np.arange(5)).on("cpu").select(lambda v: tax(v) + 1).explain()
     assert "// 100" in text and "+ 3" in text
-    assert "np.int64(100)" in qc.query(np.arange(5)).on("cpu").select(lambda v: tax(v)).source()
+    assert "np.int64(100)" in qc.query(np.arange(5)).on("cpu").select(lambda v: tax(v)).source("cpu")
 
 
 def test_helper_capture_is_a_parameter(module):
@@ -271,3 +271,19 @@ def test_helper_argument_count_and_defaults(module):
     with pytest.raises(qc.UnsupportedLambdaError, match="default values are not supported") as e:
         qc.query(np.arange(4)).on("cpu").select(lambda v: dflt(v, 3)).to_array()
     assert e.value.where == f"{m.__file__}:4:1"
+
+
+def test_helper_called_through_its_module(module, tmp_path):
+    name = f"qc_helpers_mod_{next(_count)}"
+    pricing = module("RATE = 7\n\ndef tax(v):\n    return v * RATE // 100 + 3\n", name)
+    a = np.arange(0, 300, dtype=np.int64)
+    q = qc.query(a).on("cpu").select(lambda v: pricing.tax(v) + 1)
+    np.testing.assert_array_equal(q.to_array(), a * 7 // 100 + 3 + 1)
+    pricing.RATE = 9                       # the module's capture is a kernel parameter
+    np.testing.assert_array_equal(q.to_array(), a * 9 // 100 + 3 + 1)
+    assert [k.cache for k in qc.last_trace().kernels] == ["memory"]
+    # reload keeps the module object but makes a new tax: a new signature, not a stale kernel
+    (tmp_path / f"{name}.py").write_text("RATE = 7\n\ndef tax(v):\n    return v * RATE // 10 - 50\n")
+    importlib.invalidate_caches()
+    importlib.reload(pricing)
+    np.testing.assert_array_equal(q.to_array(), a * 7 // 10 - 50 + 1)

@@ -87,7 +87,7 @@ def lambda_source(fn) -> LambdaSource:
     if hit is not None and hit[0] is code:
         return hit[1]
     src, cls = _find(fn, code)
-    _by_code[id(code)] = (code, src, _plan(src, code, cls))
+    _by_code[id(code)] = (code, src, _plan(src, code, cls), _module_calls(src))
     return src
 
 
@@ -100,14 +100,42 @@ def helper_source(fn) -> LambdaSource:
     if hit is not None and hit[0] is code:
         return hit[1]
     src, cls = _find(fn, code, helper=True)
-    _helpers[id(code)] = (code, src, _plan(src, code, cls))
+    _helpers[id(code)] = (code, src, _plan(src, code, cls), _module_calls(src))
     return src
 
 
 def is_helper(obj) -> bool:
-    """A captured object a lambda may call as a helper: a plain Python function (the NumPy,
-    math and builtin callables the translator knows are never FunctionType)."""
-    return type(obj) is types.FunctionType
+    """A captured object a lambda may call as a helper: a plain Python function, not one of
+    NumPy's own (the callables the translator knows are never plain functions)."""
+    return type(obj) is types.FunctionType and not (obj.__module__ or "").startswith("numpy")
+
+
+def _module_calls(src: LambdaSource) -> tuple[tuple[str, str], ...]:
+    """(name, attr) of the calls `name.attr(...)` on captured names: a helper may be called
+    through its module (pricing.tax(v))."""
+    seen: dict[tuple[str, str], None] = {}
+    for part in (*src.stmts, src.body):
+        for n in ast.walk(part):
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and \
+                    isinstance(n.func.value, ast.Name) and n.func.value.id in src.captures:
+                seen.setdefault((n.func.value.id, n.func.attr), None)
+    return tuple(seen)
+
+
+def _add_helpers(out: dict, prefix: str, env: dict, calls: tuple, outer: tuple) -> None:
+    """The captures of the helpers that `env`'s function (whose code objects are `outer`)
+    may call: those in env itself, and those called through a module (calls)."""
+    for name, obj in env.items():
+        if type(obj) is types.FunctionType and is_helper(obj):
+            _add_helper(out, prefix + name + HELPER_SEP, obj, outer)
+    for name, attr in calls:
+        obj = env.get(name)
+        if type(obj) is types.ModuleType:
+            fn = getattr(obj, attr, None)
+            if is_helper(fn):
+                key = prefix + name + HELPER_SEP + attr
+                out[key] = fn        # its identity and code enter the signature (capture_key)
+                _add_helper(out, key + HELPER_SEP, fn, outer)
 
 
 def _plan(src: LambdaSource, code, cls) -> tuple:
@@ -131,10 +159,16 @@ def capture_values(fn, src: LambdaSource) -> dict[str, object]:
         lambda_source(fn)
         hit = _by_code[id(fn.__code__)]
     out = _values(fn, src, hit[2])
-    for name, obj in tuple(out.items()):
-        if type(obj) is types.FunctionType:
-            _add_helper(out, name + HELPER_SEP, obj, (fn.__code__,))
+    if hit[3] or _has_function(out):
+        _add_helpers(out, "", dict(out), hit[3], (fn.__code__,))
     return out
+
+
+def _has_function(env: dict) -> bool:
+    for obj in env.values():          # (a loop: this runs on every warm call)
+        if type(obj) is types.FunctionType:
+            return True
+    return False
 
 
 def _add_helper(out: dict, prefix: str, fn, outer: tuple) -> None:
@@ -143,7 +177,7 @@ def _add_helper(out: dict, prefix: str, fn, outer: tuple) -> None:
     them there). A helper without usable source, or calling itself, is left out: the
     translator raises the located error when it inlines the call."""
     code = fn.__code__
-    if code in outer:
+    if any(c is code for c in outer):
         return
     hit = _helpers.get(id(code))
     if hit is None or hit[0] is not code:
@@ -158,8 +192,7 @@ def _add_helper(out: dict, prefix: str, fn, outer: tuple) -> None:
         return
     for name, obj in env.items():
         out[prefix + name] = obj
-        if type(obj) is types.FunctionType:
-            _add_helper(out, prefix + name + HELPER_SEP, obj, outer + (code,))
+    _add_helpers(out, prefix, env, hit[3], outer + (code,))
 
 
 def _values(fn, src: LambdaSource, plan: tuple) -> dict[str, object]:

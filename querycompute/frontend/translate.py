@@ -325,9 +325,13 @@ class _Translator:
         call's arguments (each translated once) and its captures read from env under
         "<prefix><callee>." (capture.py put them there; they become kernel parameters)."""
         name = ast.unparse(node.func)
-        if not isinstance(node.func, ast.Name):
-            fail(at, f"calling {name} ({_describe(fn)}) is not supported: a helper function is "
-                     f"called by a name the lambda captures (from module import helper)", "call")
+        func = node.func
+        if not (isinstance(func, ast.Name) or (isinstance(func, ast.Attribute)
+                                               and isinstance(func.value, ast.Name))):
+            fail(at, f"calling {name} ({_describe(fn)}) is not supported: call a helper function "
+                     f"by its name (tax(v)) or through its module (pricing.tax(v))", "call")
+        # where capture.py put its captures: "<prefix>tax." or "<prefix>pricing.tax."
+        key = func.id if isinstance(func, ast.Name) else f"{func.value.id}{HELPER_SEP}{func.attr}"
         code = fn.__code__
         if any(c is code for c in self.outer):
             fail(at, f"{name}() calls {fn.__qualname__} recursively; helpers are inlined into "
@@ -342,7 +346,7 @@ class _Translator:
                      f"passes {len(node.args)}", "call")
         args = tuple(self.value(a) for a in node.args)
         inner = _Translator(src, args, self.env, self.new_param,
-                            self.prefix + node.func.id + HELPER_SEP, self.outer + (code,))
+                            self.prefix + key + HELPER_SEP, self.outer + (code,))
         try:
             return inner.run()
         except UnsupportedLambdaError as e:
