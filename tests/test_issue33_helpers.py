@@ -287,3 +287,9 @@ def test_helper_called_through_its_module(module, tmp_path):
     importlib.invalidate_caches()
     importlib.reload(pricing)
     np.testing.assert_array_equal(q.to_array(), a * 7 // 10 - 50 + 1)
+
+
+def test_a_def_with_assignments_passed_directly_points_to_helpers(module):
+    m = module(PRICING)
+    with pytest.raises(qc.UnsupportedLambdaError, match=r"called as a helper: select\(lambda v: total\(v\)\)"):
+        qc.query(np.arange(4)).on("cpu").select(m.total).to_array()

@@ -433,7 +433,9 @@ def _def_body(node, where: str, filename: str) -> ast.expr:
         bad = next((s for s in stmts if not isinstance(s, ast.Return)), stmts[0])
         raise UnsupportedLambdaError(
             f"def {node.name}: the body must be a single `return expr` (optionally after a "
-            f"docstring); found {type(bad).__name__} at line {bad.lineno}",
+            f"docstring); found {type(bad).__name__} at line {bad.lineno}. A def of "
+            f"assignments then a return can be called as a helper: "
+            f"select(lambda v: {node.name}(v))",
             f"{filename}:{bad.lineno}:{bad.col_offset + 1}", construct=type(bad).__name__)
     return stmts[0].value
 
