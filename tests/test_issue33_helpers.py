@@ -293,3 +293,12 @@ def test_a_def_with_assignments_passed_directly_points_to_helpers(module):
     m = module(PRICING)
     with pytest.raises(qc.UnsupportedLambdaError, match=r"called as a helper: select\(lambda v: total\(v\)\)"):
         qc.query(np.arange(4)).on("cpu").select(m.total).to_array()
+
+
+def test_numba_njit_helper_inlines_its_python_function(module):
+    pytest.importorskip("numba")
+    m = module("import numba\nRATE = 7\n\n@numba.njit\ndef tax(v):\n    return v * RATE // 100 + 3\n")
+    tax = m.tax
+    a = np.arange(0, 300, dtype=np.int64)
+    np.testing.assert_array_equal(qc.query(a).on("cpu").select(lambda v: tax(v) + 1).to_array(),
+                                  a * 7 // 100 + 3 + 1)

@@ -104,10 +104,17 @@ def helper_source(fn) -> LambdaSource:
     return src
 
 
-def is_helper(obj) -> bool:
-    """A captured object a lambda may call as a helper: a plain Python function, not one of
-    NumPy's own (the callables the translator knows are never plain functions)."""
-    return type(obj) is types.FunctionType and not (obj.__module__ or "").startswith("numpy")
+def helper_function(obj) -> Optional[types.FunctionType]:
+    """The Python function a captured object stands for when a lambda may call it as a
+    helper: a plain function (not one of NumPy's own: the callables the translator knows are
+    never plain functions), or the `py_func` of a numba @njit dispatcher; else None."""
+    if type(obj) is not types.FunctionType:
+        py_func = getattr(obj, "py_func", None)
+        if type(py_func) is not types.FunctionType or \
+                not type(obj).__module__.startswith("numba"):
+            return None
+        obj = py_func
+    return None if (obj.__module__ or "").startswith("numpy") else obj
 
 
 def _module_calls(src: LambdaSource) -> tuple[tuple[str, str], ...]:
@@ -126,13 +133,14 @@ def _add_helpers(out: dict, prefix: str, env: dict, calls: tuple, outer: tuple) 
     """The captures of the helpers that `env`'s function (whose code objects are `outer`)
     may call: those in env itself, and those called through a module (calls)."""
     for name, obj in env.items():
-        if type(obj) is types.FunctionType and is_helper(obj):
-            _add_helper(out, prefix + name + HELPER_SEP, obj, outer)
+        fn = helper_function(obj) if type(obj) is not types.ModuleType else None
+        if fn is not None:
+            _add_helper(out, prefix + name + HELPER_SEP, fn, outer)
     for name, attr in calls:
         obj = env.get(name)
         if type(obj) is types.ModuleType:
-            fn = getattr(obj, attr, None)
-            if is_helper(fn):
+            fn = helper_function(getattr(obj, attr, None))
+            if fn is not None:
                 key = prefix + name + HELPER_SEP + attr
                 out[key] = fn        # its identity and code enter the signature (capture_key)
                 _add_helper(out, key + HELPER_SEP, fn, outer)
@@ -168,7 +176,12 @@ def _has_function(env: dict) -> bool:
     for obj in env.values():          # (a loop: this runs on every warm call)
         if type(obj) is types.FunctionType:
             return True
+        if not isinstance(obj, _NOT_HELPERS) and hasattr(obj, "py_func"):    # numba @njit
+            return True
     return False
+
+
+_NOT_HELPERS = (int, float, np.generic, types.ModuleType)
 
 
 def _add_helper(out: dict, prefix: str, fn, outer: tuple) -> None:

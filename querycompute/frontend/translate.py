@@ -17,7 +17,7 @@ import numpy as np
 from querycompute._codegen import dtypes
 from querycompute._codegen.expr import Const, Param
 from ..errors import UnsupportedLambdaError, UnsupportedTypeError
-from .capture import HELPER_SEP, LambdaSource, helper_source, is_helper
+from .capture import HELPER_SEP, LambdaSource, helper_function, helper_source
 from .translate_calls import MODULE_CONSTANTS, SUPPORTED, call_handler, real_imag
 from .translate_ops import binary, const, fail, logical, logical_not, select, to_dtype, truthy, unary
 from .values import Exact, RecordVal, Scalar, TupleVal, Value
@@ -313,8 +313,9 @@ class _Translator:
             fail(at, "keyword arguments are not supported in calls inside a lambda", "call")
         obj = self._callee(node.func)
         handler = call_handler(obj)
-        if handler is None and is_helper(obj):
-            return self._inline(node, obj, at)
+        helper = helper_function(obj) if handler is None else None
+        if helper is not None:
+            return self._inline(node, helper, at)
         if handler is None:
             fail(at, f"calling {ast.unparse(node.func)} ({_describe(obj)}) is not supported; "
                      f"supported calls: {SUPPORTED}", "call")
