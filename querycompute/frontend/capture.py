@@ -13,6 +13,12 @@ else, and the query is refused rather than computing the new text.
 
 Results are cached per code object (every call of `lambda v: ...` inside a loop shares one
 code object), so a warm query never re-parses or re-checks.
+
+Helper functions (plain functions a lambda calls, found the same way by `helper_source`; their
+bodies may hold straight-line assignments) are inlined by the translator. Their captured
+values join the lambda's env under "<callee>.<name>" (capture_values), so they are kernel
+parameters read on every call, and capture_key holds each helper's code object: an edited and
+re-imported helper is a new signature.
 """
 from __future__ import annotations
 
@@ -61,16 +67,17 @@ class LambdaSource:
         return f"{self.filename}:{node.lineno}:{node.col_offset + 1}"
 
 
-# id(code) -> (code, LambdaSource, capture plan). The code object is kept so its id stays
+# id(code) -> (code, LambdaSource, capture plan, module calls). The code object is kept so its id stays
 # unique; code objects are compared by identity because equal-looking lambdas at the same
 # line/column of two different files compare equal as code objects.
-_by_code: dict[int, tuple[types.CodeType, LambdaSource, tuple]] = {}
+_by_code: dict[int, tuple[types.CodeType, LambdaSource, tuple, tuple]] = {}
 # filename -> (source text, [(kind, name, body_start, body_end, node, enclosing class)],
 #              names the module scope imports)
 _by_file: dict[str, tuple[str, list]] = {}
 # The same for helper functions (helper_source), whose bodies may hold assignments.
-_helpers: dict[int, tuple[types.CodeType, LambdaSource, tuple]] = {}
-# Flattened helper captures are named "<callee>.<name>" (helper_captures): never an identifier.
+_helpers: dict[int, tuple[types.CodeType, LambdaSource, tuple, tuple]] = {}
+# A helper's captures enter its caller's env as "<callee>.<name>" (_add_helper): never a
+# Python identifier, so never one of the caller's own names.
 HELPER_SEP = "."
 
 
