@@ -55,7 +55,7 @@ def test_reductions_use_simdgroup_shuffles(include_dir, tmp_path):
     gxx_check(src, include_dir, tmp_path)
 
 
-@pytest.mark.parametrize("where", ["input", "output", "param"])
+@pytest.mark.parametrize("where", ["input", "output"])  # an unread 64-bit param is declared 32-bit (narrow_params)
 def test_float64_on_metal_is_a_clear_error(where):
     x = E.Load(0, "float64" if where == "input" else "float32")
     out = E.Cast(x, "float64") if where == "output" else x
