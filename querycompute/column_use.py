@@ -78,8 +78,12 @@ def used_fields(fields: tuple, kinds: str, ops: tuple, term, fns) -> tuple | Non
     return _in_order(fields, names)
 
 
-def _in_order(fields: tuple, names: set) -> tuple:
-    """The fields named, in table order; at least one (the length comes from a column)."""
+def _in_order(fields: tuple, names: set) -> tuple | None:
+    """The fields named, in table order; at least one (the length comes from a column).
+    None (all of them) when a name is no readable column: the lambda's "no field" error
+    then lists the table's columns, not just the ones read."""
+    if not names <= set(fields):
+        return None
     return tuple(f for f in fields if f in names) or fields[:1]
 
 
