@@ -192,6 +192,17 @@ def element_type(v) -> str:
     return "{" + ", ".join(f"{k}: {element_type(i)}" for k, i in v.fields) + "}"
 
 
+def pick_one(v) -> str:
+    """A lambda that picks one value of an element, for messages: `lambda r: r.price` for a
+    record (a record is indexed by name, not position), `lambda r: r[0]` otherwise."""
+    if isinstance(v, RecordVal) and v.fields:
+        name = v.fields[0][0]
+        return f"lambda r: r.{name}" if name.isidentifier() else f"lambda r: r[{name!r}]"
+    if isinstance(v, ShapedVal):
+        return f"lambda r: r[{', '.join('0' * len(v.shape))}]"
+    return "lambda r: r[0]"
+
+
 def _bytes(v) -> int:
     """Bytes an element value would take in memory."""
     if isinstance(v, Scalar):
@@ -343,11 +354,11 @@ class Lowering:
                                       for s in value.items.flat), value.shape)
         if not isinstance(value, Scalar) and kind == "fold":
             raise QueryError(f"aggregate() folds single values; the elements are {element_type(value)}: "
-                             f"select a value first, e.g. .select(lambda r: r[0]).aggregate(func, seed)")
+                             f"select a value first, e.g. .select({pick_one(value)}).aggregate(func, seed)")
         if not isinstance(value, Scalar):
-            raise QueryError(f"{kind}() needs single-value elements; the elements are tuples or "
-                             f"records: give {kind} a function that picks a value, e.g. "
-                             f".{kind}(lambda r: r[0])")
+            raise QueryError(f"{kind}() needs single-value elements; the elements are "
+                             f"{element_type(value)}: give {kind} a function that picks a value, "
+                             f"e.g. .{kind}({pick_one(value)})")
         x = value.expr
         if kind == "sum":
             acc, res = T.sum_dtype(x.dtype)

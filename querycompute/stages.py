@@ -41,7 +41,7 @@ from querycompute._codegen.stage_specs import ScanSpec, SortSpec
 from . import graph as G
 from . import terminals as T
 from .errors import QueryError
-from .fusion import Lowered, Lowering, _scalar, _truthy, element_type, leaves, param_limits
+from .fusion import Lowered, Lowering, _scalar, _truthy, element_type, leaves, param_limits, pick_one
 from .frontend.values import RecordVal, Scalar, TupleVal
 from .plan import initial_element
 from .stage_kinds import (Columns, DistinctStage, PassStage, ReverseStage, ScanStage, SortStage,
@@ -304,7 +304,7 @@ class _Planner:
         element = lw.chain(element, tuple((self.nodes[s].kind, s) for s in ops))
         if not isinstance(element, Scalar):
             raise QueryError(f"scan() needs single-value elements; the elements are {element_type(element)}: "
-                             f"select one value first, e.g. .select(lambda r: r[0]).scan(...)")
+                             f"select one value first, e.g. .select({pick_one(element)}).scan(...)")
         return element.expr.dtype
 
     # -- the terminal ---------------------------------------------------------------------
