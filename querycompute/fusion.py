@@ -82,7 +82,7 @@ class _Builder:
         if key not in self._param_index:
             p = E.Param(f"p{len(self.params)}", dtype)
             self._param_index[key] = p
-            self.params.append(ParamSpec(p.name, dtype))
+            self.params.append(ParamSpec(p.name, dtype, origin="range" if key[0] == "range" else ""))
             self.bindings.append(key + (dtype,))
         return self._param_index[key]
 

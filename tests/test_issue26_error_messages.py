@@ -1,4 +1,5 @@
 """Issue 26 item 8: error messages say what is wrong and what works instead."""
+import os
 import re
 
 import numpy as np
@@ -6,6 +7,11 @@ import pandas as pd
 import pytest
 
 import querycompute as qc
+
+os.environ.setdefault("WGPU_BACKEND_TYPE", "Vulkan")
+_AVAILABLE = qc.backends()
+BACKENDS = ["numpy", "cpu"] + (["opencl"] if _AVAILABLE["opencl"]["available"] else [])
+HAVE_WEBGPU = bool(_AVAILABLE.get("webgpu", {}).get("available"))
 
 
 def test_no_field_over_dataframe_lists_the_tables_columns():
@@ -40,3 +46,25 @@ def test_aggregate_and_sum_over_records_suggest_a_field():
     with pytest.raises(qc.QueryError, match=r"\{x: float64, y: int64\}.*\.sum\(lambda r: r\.x\)"):
         qc.query(_RECORDS).sum()
     assert qc.query(_RECORDS).sum("lambda r: r.x") == 9.0
+
+
+@pytest.mark.parametrize("backend", BACKENDS + (["webgpu"] if HAVE_WEBGPU else []))
+def test_skip_beyond_int64_is_empty(backend):
+    # (was "captured value 'n' = 10**20 does not fit the parameter type int64")
+    dt = np.int32 if backend == "webgpu" else np.int64
+    q = qc.query(np.arange(5, dtype=dt)).on(backend)
+    assert q.skip(10 ** 20).to_array().tolist() == []
+    assert q.take(10 ** 20).to_array().tolist() == [0, 1, 2, 3, 4]
+
+
+@pytest.mark.skipif(not HAVE_WEBGPU, reason="webgpu unavailable")
+def test_range_on_webgpu_names_qc_range_not_a_captured_value():
+    # qc.range's start and step are int64 kernel parameters; the user captured nothing.
+    with pytest.raises(qc.UnsupportedTypeError) as e:
+        qc.range(2, 12).on("webgpu").where(lambda i: i % 2 == 0).to_array()
+    msg = str(e.value)
+    assert "captured value" not in msg
+    assert "qc.range produces int64 indexes" in msg and "dtype=np.int32" in msg
+    # the suggested int32 array runs on webgpu
+    got = qc.query(np.arange(2, 12, 1, dtype=np.int32)).on("webgpu").where(lambda i: i % 2 == 0).to_array()
+    assert got.tolist() == [2, 4, 6, 8, 10]

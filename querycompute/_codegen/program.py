@@ -17,7 +17,7 @@ the surviving elements; all aggs of one Reduce share the single pass.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional, Union
 
 from .expr import Const, Expr
@@ -38,9 +38,12 @@ class InputSpec:
 
 @dataclass(frozen=True)
 class ParamSpec:
-    """A scalar kernel parameter (captured value); expressions refer to it with expr.Param."""
+    """A scalar kernel parameter (captured value); expressions refer to it with expr.Param.
+    `origin` says, for messages only, what the parameter stands for when it is no captured
+    value: "range" for qc.range's int64 start and step."""
     name: str
     dtype: str
+    origin: str = field(default="", compare=False, repr=False)
 
 
 @dataclass(frozen=True)

@@ -43,6 +43,9 @@ _BINOPS = {"add": "+", "sub": "-", "mul": "*", "truediv": "/",
            "bitand": "&", "bitor": "|", "bitxor": "^", "and": "&&", "or": "||"}
 _CMP = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
 _NO_64 = "WGSL has no 64-bit types: use float32 / int32 values (e.g. .select(np.float32))"
+_RANGE_64 = ("qc.range produces int64 indexes (its start and step are int64) and WGSL has no 64-bit "
+             "types: run it on another backend (.on('cpu')), or query an int32 array instead, "
+             "qc.query(np.arange(start, stop, step, dtype=np.int32))")
 
 
 class Wgsl(WgslKernelPrinter, CFamily):
@@ -80,6 +83,8 @@ class Wgsl(WgslKernelPrinter, CFamily):
         type can then only be an index or a count, which i32 holds."""
         prog = p.program
         window = set(p.window_params or ())
+        if any(s.origin == "range" and D.bits(s.dtype) == 64 for s in prog.params):
+            raise UnsupportedType("int64", self.name, _RANGE_64)
         where = [(s.dtype, f"input {s.name!r}") for s in prog.inputs]
         where += [(s.dtype, f"captured value {s.name!r}") for k, s in enumerate(prog.params) if k not in window]
         exprs = [s.expr if hasattr(s, "expr") else s.cond for s in prog.body] + list(prog.outputs)
