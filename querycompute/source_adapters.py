@@ -122,12 +122,16 @@ def host_array(a: Any, what: str) -> np.ndarray:
     if pkg == "pyarrow" and hasattr(a, "type"):
         return _arrow_numpy(a, what)
     if pkg == "polars" and hasattr(a, "to_numpy") and hasattr(a, "null_count"):
+        problem = _polars_problem(a)                  # (nulls were refused above)
+        if problem:
+            raise InputTypeError(f"{what} {problem}; supported element types are {', '.join(dtypes.ALL)}")
         return a.to_numpy()
     if pkg == "pandas" and hasattr(a, "dtype") and not isinstance(a.dtype, np.dtype):
         numpy_dtype = getattr(a.dtype, "numpy_dtype", None)
         if numpy_dtype is None or numpy_dtype == np.dtype(object):
             raise InputTypeError(f"{what} has pandas dtype {a.dtype}, which has no numeric NumPy "
-                            f"equivalent; supported element types are {', '.join(dtypes.ALL)}")
+                            f"equivalent{read_hint(a.dtype)}; supported element types are "
+                            f"{', '.join(dtypes.ALL)}")
         return a.to_numpy(dtype=numpy_dtype)
     if hasattr(a, "__array__"):
         return np.asarray(a)
@@ -153,7 +157,7 @@ def _arrow_numpy(a, what: str) -> np.ndarray:
     t = a.type
     pa = sys.modules["pyarrow"]
     if not (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t)):
-        raise InputTypeError(f"{what} has Arrow type {t}; supported element types are "
+        raise InputTypeError(f"{what} has Arrow type {t}{read_hint(t)}; supported element types are "
                         f"{', '.join(dtypes.ALL)}")
     if hasattr(a, "num_chunks"):
         if a.num_chunks == 1:
@@ -213,12 +217,43 @@ class Table:
         return self.get(self.frame, self.keys[name])
 
 
+def read_hint(dt) -> str:
+    """"; what to read instead" for a dtype no kernel reads (NumPy, pandas, polars or Arrow),
+    or "" when there is nothing specific to say: dates and durations as their integer ticks,
+    categories and enums as their integer codes, strings encoded as codes first."""
+    pkg, name = _pkg(dt), str(dt)
+    if pkg == "polars":
+        base = name.split("(")[0]
+        if base in ("Enum", "Categorical"):
+            return "; read its integer codes instead: .to_physical()"
+        if base in ("String", "Utf8"):
+            return ("; strings are not readable: encode them as integer codes first, "
+                    ".cast(pl.Categorical).to_physical()")
+        if base in ("Datetime", "Date", "Duration", "Time"):
+            return "; read its integer ticks instead: .to_physical()"
+        return ""
+    if pkg == "pyarrow":
+        if name.startswith(("timestamp", "date", "duration", "time")):
+            return "; read its integer ticks instead: .cast(pa.int64())"
+        if name.startswith("dictionary"):
+            return "; read its integer codes instead: .indices"
+        return ""
+    if name == "category":
+        return "; read its integer codes instead: .cat.codes"
+    if name.startswith(("datetime64", "timedelta64")):
+        return '; read its integer ticks instead: .astype("int64")'
+    if name in ("object", "string", "str") or name.startswith(("<U", "|S", "string[")):
+        return ("; strings are not readable: encode them as integer codes first "
+                "(np.unique(a, return_inverse=True)[1], or .astype(\"category\").cat.codes in pandas)")
+    return ""
+
+
 def _dtype_problem(dt) -> str | None:
     try:
         dtypes.normalize(np.dtype(dt))
         return None
     except TypeError:
-        return f"has dtype {dt}"
+        return f"has dtype {dt}{read_hint(dt)}"
 
 
 def _pandas_problem(col) -> str | None:
@@ -226,9 +261,9 @@ def _pandas_problem(col) -> str | None:
     if not isinstance(dt, np.dtype):
         numpy_dtype = getattr(dt, "numpy_dtype", None)
         if numpy_dtype is None or _dtype_problem(numpy_dtype):
-            return f"has pandas dtype {dt}"
+            return f"has pandas dtype {dt}{read_hint(dt)}"
     elif _dtype_problem(dt):
-        return f"has dtype {dt}"
+        return _dtype_problem(dt)
     nulls = null_count(col)
     return f"holds {nulls} null(s): {NULL_WAYS}" if nulls else None
 
@@ -237,14 +272,14 @@ def _arrow_problem(col) -> str | None:
     pa = sys.modules["pyarrow"]
     t = col.type
     if not (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t)):
-        return f"has Arrow type {t}"
+        return f"has Arrow type {t}{read_hint(t)}"
     return f"holds {col.null_count} null(s): {NULL_WAYS}" if col.null_count else None
 
 
 def _polars_problem(col) -> str | None:
     t = col.dtype
     if not (t.is_numeric() and not str(t).startswith("Decimal")) and str(t) != "Boolean":
-        return f"has polars dtype {t}"
+        return f"has polars dtype {t}{read_hint(t)}"
     return f"holds {col.null_count()} null(s): {NULL_WAYS}" if col.null_count() else None
 
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from querycompute._codegen import dtypes
 
-from .source_adapters import Table, device_array, dict_table, host_array, structured_table, table_of
+from .source_adapters import Table, device_array, dict_table, host_array, read_hint, structured_table, table_of
 from .errors import InputTypeError, InputValueError
 
 KINDS = ("array", "zip", "table", "range")
@@ -51,7 +51,7 @@ def _as_1d(a: Any, what: str):
     try:
         dtypes.normalize(a.dtype)
     except TypeError:
-        raise InputTypeError(f"{what} has dtype {a.dtype}; supported element types are "
+        raise InputTypeError(f"{what} has dtype {a.dtype}{read_hint(a.dtype)}; supported element types are "
                         f"{', '.join(dtypes.ALL)} (object, string and complex arrays are not)") from None
     if not a.dtype.isnative:
         a = a.astype(a.dtype.newbyteorder("="))      # kernels read native byte order

@@ -68,3 +68,42 @@ def test_range_on_webgpu_names_qc_range_not_a_captured_value():
     # the suggested int32 array runs on webgpu
     got = qc.query(np.arange(2, 12, 1, dtype=np.int32)).on("webgpu").where(lambda i: i % 2 == 0).to_array()
     assert got.tolist() == [2, 4, 6, 8, 10]
+
+
+def test_polars_string_enum_categorical_inputs_are_named_by_their_polars_dtype():
+    pl = pytest.importorskip("polars")
+    strings = pl.Series(["a", "b", "a"])
+    enum = pl.Series(["a", "b", "a"], dtype=pl.Enum(["a", "b"]))
+    cats = strings.cast(pl.Categorical)
+    # a Series input (was "the input has dtype object")
+    for s, name in ((strings, "String"), (enum, "Enum"), (cats, "Categorical")):
+        with pytest.raises(qc.InputTypeError, match=rf"has polars dtype {name}") as e:
+            qc.query(s).to_array()
+        assert "dtype object" not in str(e.value) and ".to_physical()" in str(e.value)
+    with pytest.raises(qc.InputTypeError, match=r"encode them as integer codes first, "
+                                                r"\.cast\(pl\.Categorical\)\.to_physical\(\)"):
+        qc.query(strings).to_array()
+    # a DataFrame column: the same hint
+    df = pl.DataFrame({"s": enum, "v": [1, 2, 3]})
+    with pytest.raises(qc.UnsupportedTypeError, match=r"polars dtype Enum.*read its integer codes instead: \.to_physical\(\)"):
+        qc.query(df).sum(lambda r: r.s)
+    # what the hints say runs
+    assert qc.query(enum.to_physical()).to_array().tolist() == [0, 1, 0]
+    assert qc.query(strings.cast(pl.Categorical).to_physical()).to_array().tolist() == [0, 1, 0]
+    assert qc.query(df.with_columns(pl.col("s").to_physical())).sum(lambda r: r.s) == 1
+
+
+def test_datetime_and_categorical_inputs_say_how_to_read_them():
+    ticks = np.array([1, 2, 3]).astype("datetime64[s]")
+    with pytest.raises(qc.InputTypeError, match=r'datetime64\[s\]; read its integer ticks instead: \.astype\("int64"\)'):
+        qc.query(ticks).to_array()
+    assert qc.query(ticks.astype("int64")).to_array().tolist() == [1, 2, 3]
+    df = pd.DataFrame({"t": pd.to_datetime(ticks), "c": pd.Categorical(["x", "y", "x"]), "v": [1, 2, 3]})
+    with pytest.raises(qc.UnsupportedTypeError, match=r"column 't'.*datetime64.*\.astype\(\"int64\"\)"):
+        qc.query(df).sum(lambda r: r.t)
+    with pytest.raises(qc.UnsupportedTypeError, match=r"column 'c'.*pandas dtype category; read its integer codes instead: \.cat\.codes"):
+        qc.query(df).sum(lambda r: r.c)
+    with pytest.raises(qc.InputTypeError, match=r"\.cat\.codes"):
+        qc.query(df["c"]).to_array()
+    assert qc.query(df["c"].cat.codes).to_array().tolist() == [0, 1, 0]
+    assert qc.query(df.assign(t=df.t.astype("int64"))).max(lambda r: r.t) == df.t.astype("int64").max()
