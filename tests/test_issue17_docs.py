@@ -49,14 +49,19 @@ def code_blocks(path: Path) -> list[tuple[int, str, str, bool]]:
     return blocks
 
 
-def test_item10_mkdocs_build_strict(tmp_path):
+def build_api_page(tmp_path) -> str:
+    """`mkdocs build --strict` into tmp_path (skips without mkdocs): the API page's HTML."""
     if importlib.util.find_spec("mkdocs") is None or importlib.util.find_spec("mkdocstrings") is None:
         pytest.skip("mkdocs / mkdocstrings not installed (pip install -e '.[docs]')")
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
     r = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(tmp_path / "site")],
                        cwd=ROOT, capture_output=True, text=True, env=env, timeout=300)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-5000:]
-    api = (tmp_path / "site" / "api" / "index.html").read_text()
+    return (tmp_path / "site" / "api" / "index.html").read_text()
+
+
+def test_item10_mkdocs_build_strict(tmp_path):
+    api = build_api_page(tmp_path)
     for name in ("Query", "order_by", "group_by", "CompiledQuery", "EmptySequenceError", "CacheAPI"):
         assert name in api, f"the API reference lacks {name}"
     # every page of the nav was built (a page the nav names that is missing fails --strict)

@@ -97,16 +97,19 @@ def _reads(e: E.Expr) -> set:
 
 
 LATTICE_CONSTANTS = 3         # constants a min / max nest may hold (weak orderings of 6 items)
+BIT_CONSTANTS = 6             # constants a bitwise nest may hold (2**9 bit assignments)
+_LATTICE_OPS = {"min": min, "max": max}
+_BIT_OPS = {"bitand": lambda x, y: x & y, "bitor": lambda x, y: x | y, "bitxor": lambda x, y: x ^ y,
+            "and": lambda x, y: x & y, "or": lambda x, y: x | y}
 
 
-def _lattice_associative(c: E.Expr) -> bool:
-    """Whether `c` is a nest of min / max over acc, item and constants (sub-expressions
-    reading neither) that satisfies the associative law for every weak ordering of a, b, c
-    and the constants (module doc)."""
+def _nest(c: E.Expr, ops: dict, negate: bool):
+    """c as a nested tuple over acc, item and constants, and its constants: (op, x, y) for a
+    binary op in `ops`, ("not", x) for ~ / not when `negate`, "acc", "item", or a constant's
+    index (a sub-expression reading neither). (None, consts) when c is no such nest."""
     consts: list = []
 
     def shape(e):
-        """e as a nested tuple: ("min" | "max", x, y), "acc", "item" or a constant's index."""
         e = _strip(e)
         if not _reads(e):
             if e not in consts:
@@ -114,32 +117,46 @@ def _lattice_associative(c: E.Expr) -> bool:
             return consts.index(e)
         if _is(e, "acc") or _is(e, "item"):
             return e.name
-        if isinstance(e, E.Binary) and e.op in ("min", "max"):
-            a, b = shape(e.a), shape(e.b)
-            return None if a is None or b is None else (e.op, a, b)
+        if isinstance(e, E.Binary) and e.op in ops:
+            x, y = shape(e.a), shape(e.b)
+            return None if x is None or y is None else (e.op, x, y)
+        if negate and isinstance(e, E.Unary) and e.op in ("invert", "not"):
+            x = shape(e.x)
+            return None if x is None else ("not", x)
         return None
 
     tree = shape(c)
-    if not isinstance(tree, tuple) or len(consts) > LATTICE_CONSTANTS:
+    return (tree if isinstance(tree, tuple) else None), consts
+
+
+def _value(t, acc, item, ks, ops: dict):
+    """The nest `t` (_nest) evaluated at acc, item and the constants' values ks ("not": 0/1 bits)."""
+    if t == "acc":
+        return acc
+    if t == "item":
+        return item
+    if isinstance(t, int):
+        return ks[t]
+    if t[0] == "not":
+        return 1 - _value(t[1], acc, item, ks, ops)
+    return ops[t[0]](_value(t[1], acc, item, ks, ops), _value(t[2], acc, item, ks, ops))
+
+
+def _law_holds(tree, ops: dict, assignments) -> bool:
+    """(a . b) . x == a . (b . x) for every (a, b, x, constants) in `assignments`."""
+    def f(acc, item, ks):
+        return _value(tree, acc, item, ks, ops)
+    return all(f(f(a, b, ks), x, ks) == f(a, f(b, x, ks), ks) for a, b, x, *ks in assignments)
+
+
+def _lattice_associative(c: E.Expr) -> bool:
+    """Whether `c` is a nest of min / max over acc, item and constants (sub-expressions
+    reading neither) that satisfies the associative law for every weak ordering of a, b, c
+    and the constants (module doc)."""
+    tree, consts = _nest(c, _LATTICE_OPS, negate=False)
+    if tree is None or len(consts) > LATTICE_CONSTANTS:
         return False
-
-    def value(t, acc, item, ks):
-        if t == "acc":
-            return acc
-        if t == "item":
-            return item
-        if isinstance(t, int):
-            return ks[t]
-        f = min if t[0] == "min" else max
-        return f(value(t[1], acc, item, ks), value(t[2], acc, item, ks))
-
-    for ranks in _weak_orders(3 + len(consts)):
-        a, b, x, ks = ranks[0], ranks[1], ranks[2], ranks[3:]
-        left = value(tree, value(tree, a, b, ks), x, ks)
-        right = value(tree, a, value(tree, b, x, ks), ks)
-        if left != right:
-            return False
-    return True
+    return _law_holds(tree, _LATTICE_OPS, _weak_orders(3 + len(consts)))
 
 
 def _weak_orders(m: int):
@@ -156,55 +173,16 @@ def _weak_orders(m: int):
     yield from fill(0, [])
 
 
-BIT_CONSTANTS = 6             # constants a bitwise nest may hold (2**9 bit assignments)
-_BIT_OPS = {"bitand": lambda x, y: x & y, "bitor": lambda x, y: x | y, "bitxor": lambda x, y: x ^ y,
-            "and": lambda x, y: x & y, "or": lambda x, y: x | y}
-
-
 def _bitwise_associative(c: E.Expr) -> bool:
     """Whether `c` is a nest of bitwise ops over acc, item and constants that satisfies the
     associative law bit by bit for every 0/1 value of a, b, c and the constants' bits."""
-    consts: list = []
-
-    def shape(e):
-        e = _strip(e)
-        if not _reads(e):
-            if e not in consts:
-                consts.append(e)
-            return consts.index(e)
-        if _is(e, "acc") or _is(e, "item"):
-            return e.name
-        if isinstance(e, E.Binary) and e.op in _BIT_OPS:
-            a, b = shape(e.a), shape(e.b)
-            return None if a is None or b is None else (e.op, a, b)
-        if isinstance(e, E.Unary) and e.op in ("invert", "not"):
-            a = shape(e.x)
-            return None if a is None else ("not", a)
-        return None
-
     if any(n.dtype.startswith("float") for n in E.walk(c)):
         return False
-    tree = shape(c)
-    if not isinstance(tree, tuple) or len(consts) > BIT_CONSTANTS:
+    tree, consts = _nest(c, _BIT_OPS, negate=True)
+    if tree is None or len(consts) > BIT_CONSTANTS:
         return False
-
-    def value(t, acc, item, ks):
-        if t == "acc":
-            return acc
-        if t == "item":
-            return item
-        if isinstance(t, int):
-            return ks[t]
-        if t[0] == "not":
-            return 1 - value(t[1], acc, item, ks)
-        return _BIT_OPS[t[0]](value(t[1], acc, item, ks), value(t[2], acc, item, ks))
-
-    for bits in range(1 << (3 + len(consts))):
-        a, b, x = bits & 1, (bits >> 1) & 1, (bits >> 2) & 1
-        ks = [(bits >> (3 + j)) & 1 for j in range(len(consts))]
-        if value(tree, value(tree, a, b, ks), x, ks) != value(tree, a, value(tree, b, x, ks), ks):
-            return False
-    return True
+    m = 3 + len(consts)
+    return _law_holds(tree, _BIT_OPS, (tuple((bits >> j) & 1 for j in range(m)) for bits in range(1 << m)))
 
 
 def _masked_chain(c: E.Expr) -> bool:
