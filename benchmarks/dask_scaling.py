@@ -25,7 +25,7 @@ import dask.array as da  # noqa: E402
 from distributed import Client, LocalCluster  # noqa: E402
 
 import querycompute as qc  # noqa: E402
-from querycompute.dask_source import from_memmap  # noqa: E402  (the same file reads for dask.array)
+from querycompute.dask.source import from_memmap  # noqa: E402  (the same file reads for dask.array)
 
 
 def make_files(n: int, folder: str) -> dict:

@@ -13,7 +13,7 @@ import time
 import numpy as np
 
 from querycompute._codegen.stage_specs import GroupAgg, GroupSpec
-from querycompute.backends.gpu_stages import opencl_stages
+from querycompute.backends.gpu.gpu_stages import opencl_stages
 
 
 def median_ms(stages, spec, keys, vals, repeat: int) -> float:

@@ -13,8 +13,8 @@ import time
 
 import numpy as np
 
-from querycompute.backends.gpu_stages import opencl_stages
-from querycompute.join_plan import join_reference
+from querycompute.backends.gpu.gpu_stages import opencl_stages
+from querycompute.plan.join_plan import join_reference
 
 
 def medians(f, repeat: int) -> tuple[float, float]:

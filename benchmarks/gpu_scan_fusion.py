@@ -20,16 +20,16 @@ import numpy as np
 
 os.environ.setdefault("QUERYCOMPUTE_TIERED", "0")      # time kernels, never the numpy tier
 import querycompute as qc  # noqa: E402
-from querycompute import pipeline  # noqa: E402
+from querycompute.run import pipeline  # noqa: E402
 from querycompute.backends import registry  # noqa: E402
-from querycompute.engine import assemble  # noqa: E402
-from querycompute.plan import param_values  # noqa: E402
+from querycompute.run.engine import assemble  # noqa: E402
+from querycompute.plan.plan import param_values  # noqa: E402
 
 
 def runner(q, terminal: str, backend: str, fused: bool):
     """A no-argument function running the plan of `q.<terminal>()` on `backend`, the scan
     fused into the next pass or not."""
-    from querycompute.backends import gpu_stages
+    from querycompute.backends.gpu import gpu_stages
     staged, term, cols, infos = q.lowered(terminal)
     rt = getattr(gpu_stages, f"{backend}_stages")()
     rt.scan_fused_passes = fused

@@ -12,7 +12,7 @@ partials. On pocl, 1024 groups measured 2-3x faster than a few groups per comput
 The hand-written side is timed two ways: the conventional host code (copy the numpy input
 into a reused device buffer, run, read back the scalar) and zero-copy (a CL_MEM_USE_HOST_PTR
 buffer over the numpy array, which is what querycompute's opencl backend does on a CPU
-device, see querycompute/backends/opencl.py). The kernels-only time (input already on the
+device, see querycompute/backends/opencl/opencl.py). The kernels-only time (input already on the
 device) is shown too. Samples of all three are taken round-robin, so a burst of load from
 other processes lands on each alike. Target: generated within 1.2x of hand-written.
 """

@@ -76,7 +76,7 @@ def qc_impls(case: str):
 
 
 def runtime_impls(case: str):
-    from querycompute.backends.cpu_stages import CpuStages
+    from querycompute.backends.cpu.cpu_stages import CpuStages
     rt = CpuStages()
 
     def spec(x):

@@ -10,7 +10,7 @@ import pandas as pd
 from distributed import Client, LocalCluster
 
 import querycompute as qc
-from querycompute import dask_run
+from querycompute.dask import run as dask_run
 
 
 def main() -> None:

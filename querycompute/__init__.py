@@ -7,16 +7,16 @@ from __future__ import annotations
 
 from . import cache            # qc.cache: the compiled-kernel cache (touches no files on import)
 from .backends.registry import backends
-from .compiled import CompiledQuery
-from .engine import last_trace, set_memo_size
+from .run.compiled import CompiledQuery
+from .run.engine import last_trace, set_memo_size
 from .errors import (BackendUnavailableError, CapturedValueOverflowError, CompileError, ElementIndexError,
                      EmptySequenceError, FoldOrderError, MultipleElementsError, QueryError,
                      UnsupportedLambdaError, UnsupportedTypeError)
 from .errors import InputTypeError, InputValueError
 from .log import ConfigWarning, FallbackWarning
-from .query import Query, query, range
-from .grouped import Grouped
-from .terminals import agg, aggregate, all, any, count, first, max, mean, min, sum
+from .api.query import Query, query, range
+from .api.grouped import Grouped
+from .graph.terminals import agg, aggregate, all, any, count, first, max, mean, min, sum
 
 __version__ = "0.1.0"
 

@@ -83,7 +83,7 @@ VARIABLES = {v.name: v for v in (
              "the smallest input (elements) `auto` sends to a GPU", parse_count),
     Variable("QUERYCOMPUTE_DEVICE_MEMORY", None, "an integer >= 1: bytes (e.g. 8000000000, 8e9)",
              "device memory a query may use for its inputs (cuda, opencl): host columns larger "
-             "than that run chunk by chunk (querycompute/streaming.py); default: unlimited",
+             "than that run chunk by chunk (querycompute/run/streaming.py); default: unlimited",
              lambda t: parse_count(t, 1)),
     Variable("QUERYCOMPUTE_KERNEL_TIMES", False, "1/0, true/false, yes/no, on/off",
              "1 times every cuda launch (two events each) so qc.last_trace() has its run time; "

@@ -193,7 +193,7 @@ def run_worker(cache_dir, job: dict, **env) -> dict:
 
 
 _CLI = ("import argparse, sys\n"
-        "from querycompute.cli_cache import add_cache_commands\n"
+        "from querycompute.cli.cache_commands import add_cache_commands\n"
         "parser = argparse.ArgumentParser(prog='querycompute')\n"
         "add_cache_commands(parser.add_subparsers(dest='command', required=True))\n"
         "args = parser.parse_args(sys.argv[1:])\n"

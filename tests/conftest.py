@@ -37,7 +37,7 @@ import pytest  # noqa: E402
 @pytest.fixture(scope="module")
 def ocl():
     """The opencl backend, for tests that drive it directly; skips without a device."""
-    from querycompute.backends.opencl import OpenCLBackend
+    from querycompute.backends.opencl.opencl import OpenCLBackend
     b = OpenCLBackend()
     ok, why = b.availability()
     if not ok:
@@ -49,7 +49,7 @@ def ocl():
 def gpu():
     """GpuStages over the opencl device (the column operations' kernels, driven directly);
     skips without a device."""
-    from querycompute.backends.gpu_stages import opencl_stages
+    from querycompute.backends.gpu.gpu_stages import opencl_stages
     try:
         return opencl_stages()
     except RuntimeError as exc:

@@ -20,9 +20,9 @@ from chains import load_lambdas
 from harness import runner
 from harness.plans import run_pass
 from querycompute._codegen.errors import UnsupportedType
-from querycompute.engine import assemble
+from querycompute.run.engine import assemble
 from querycompute.errors import UnsupportedTypeError
-from querycompute.plan import param_values
+from querycompute.plan.plan import param_values
 
 RUNNABLE = ["numpy", "cpu"] + [b for b in ("opencl", "cuda") if qc.backends()[b]["available"]]
 # A real CUDA device (never in CI) replaces the harness's CUDA run: the same kernels, on the GPU.

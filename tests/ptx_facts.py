@@ -12,7 +12,7 @@ import numpy as np
 
 import querycompute as qc
 from querycompute._codegen.gpu import render
-from querycompute.introspect import lower_for
+from querycompute.api.introspect import lower_for
 
 ARCH = "sm_90"
 _ENTRY = re.compile(r"Compiling entry function '(\w+)'")

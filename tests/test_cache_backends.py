@@ -19,7 +19,7 @@ SIZES = {"cpu": 40_000, "opencl": 5_000}
 
 
 def opencl_available() -> bool:
-    from querycompute.backends.opencl_device import open_device
+    from querycompute.backends.opencl.opencl_device import open_device
     try:
         open_device()
     except RuntimeError:
@@ -109,7 +109,7 @@ def test_damaged_entry_is_one_warning_a_correct_result_and_a_rewrite(tmp_path, b
 @pytest.mark.skipif(not opencl_available(), reason="no OpenCL device (install pyopencl with pocl)")
 def test_opencl_build_failure_is_a_compile_error_with_log_and_numbered_source():
     import querycompute as qc
-    from querycompute.backends.opencl_device import cached_program, open_device
+    from querycompute.backends.opencl.opencl_device import cached_program, open_device
     source = "__kernel void broken(__global float *y) {\n    y[0] = undefined_name;\n}\n"
     with pytest.raises(qc.CompileError) as caught:
         cached_program(open_device(), source, ("-cl-std=CL1.2",), ["broken"])
@@ -123,7 +123,7 @@ import hashlib, json, sys, warnings
 sys.path.insert(0, {tests!r})
 from gpu_passes import filter_program
 from querycompute._codegen import program as P
-from querycompute.backends.cuda import CudaBackend
+from querycompute.backends.cuda.cuda import CudaBackend
 import querycompute as qc
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
@@ -136,7 +136,7 @@ print(json.dumps({{"origin": prep.origin,
 
 
 def nvrtc_available() -> bool:
-    from querycompute.backends.cuda_compile import nvrtc
+    from querycompute.backends.cuda.cuda_compile import nvrtc
     from querycompute.errors import BackendUnavailableError
     try:
         nvrtc()

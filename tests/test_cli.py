@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from querycompute.cli import main
+from querycompute.cli.main import main
 
 
 def run_cli(*args, timeout=600):

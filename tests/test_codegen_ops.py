@@ -13,7 +13,7 @@ from querycompute._codegen import expr as E
 from querycompute._codegen import program as P
 from querycompute._codegen.gpu import render
 from querycompute._codegen.ops import STAGE_OPS
-from querycompute.backends.numpy_ref import RUN_STAGE_OP
+from querycompute.backends.reference.numpy_ref import RUN_STAGE_OP
 
 X = E.Load(0, "float32")
 

@@ -9,7 +9,7 @@ import pytest
 from querycompute._codegen import expr as E
 from querycompute._codegen.dialects.numba_py import CHUNK
 from querycompute._codegen.program import ElementProgram, Filter, InputSpec, Pass, ToArray
-from querycompute.backends.cpu import SERIAL_MAX, CpuBackend
+from querycompute.backends.cpu.cpu import SERIAL_MAX, CpuBackend
 
 BACKEND = CpuBackend()
 N = 4 * CHUNK + 321                     # parallel entry, a ragged last chunk

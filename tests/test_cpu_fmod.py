@@ -6,7 +6,7 @@ import numpy as np
 
 from querycompute._codegen import expr as E
 from querycompute._codegen.program import ElementProgram, InputSpec, Pass, ToArray
-from querycompute.backends.cpu import CpuBackend
+from querycompute.backends.cpu.cpu import CpuBackend
 
 BACKEND = CpuBackend()
 

@@ -11,7 +11,7 @@ import pytest
 from querycompute._codegen import dtypes as D
 from querycompute._codegen import expr as E
 from querycompute._codegen.program import ElementProgram, InputSpec, Let, ParamSpec, Pass, ToArray
-from querycompute.backends.cpu import CpuBackend
+from querycompute.backends.cpu.cpu import CpuBackend
 
 BACKEND = CpuBackend()
 

@@ -7,7 +7,7 @@ import pytest
 from querycompute._codegen import expr as E
 from querycompute._codegen.dialects.numba_py import CHUNK
 from querycompute._codegen.program import Agg, ElementProgram, Filter, InputSpec, Let, Pass, Reduce, ToArray
-from querycompute.backends.cpu import SERIAL_MAX, CpuBackend
+from querycompute.backends.cpu.cpu import SERIAL_MAX, CpuBackend
 from querycompute.errors import CompileError
 
 BACKEND = CpuBackend()

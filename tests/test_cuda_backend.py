@@ -10,9 +10,10 @@ import pytest
 from querycompute._codegen import gpu
 from querycompute._codegen import launch as L
 from harness.passes import assert_same, expected, passes
-from querycompute.backends import cuda as cuda_mod
-from querycompute.backends.cuda_compile import ARCH_VAR, compile_cuda, nvrtc, parse_arch, targets
-from querycompute.backends.cuda_device import probe
+from querycompute.backends.cuda import cuda as cuda_mod
+from querycompute.backends.cuda.cuda_compile import (ARCH_VAR, compile_cuda, nvrtc, parse_arch,
+    targets)
+from querycompute.backends.cuda.cuda_device import probe
 from querycompute.errors import BackendUnavailableError, CompileError, QueryError
 
 pytest.importorskip("cupy")

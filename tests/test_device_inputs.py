@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import querycompute as qc
-from querycompute.source_adapters import device_array
+from querycompute.sources.source_adapters import device_array
 
 
 class _DLPackOnly:

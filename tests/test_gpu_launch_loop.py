@@ -1,4 +1,4 @@
-"""The launch loop every GPU runtime shares (querycompute/backends/gpu_launch.py), run on real
+"""The launch loop every GPU runtime shares (querycompute/backends/gpu/gpu_launch.py), run on real
 runtimes: the CPU harness running CUDA kernel sets (tests/harness/plans.py HarnessRuntime)
 and pocl's OpenCL device. `recording(runtime class)` makes a subclass that logs each call
 the loop makes and then passes it on, so the kernels really run (results are compared with
@@ -11,7 +11,7 @@ import pytest
 from querycompute._codegen import gpu
 from querycompute._codegen import launch as L
 from querycompute._codegen import program as P
-from querycompute.backends.gpu_launch import GpuPrepared, LaunchLoop
+from querycompute.backends.gpu.gpu_launch import GpuPrepared, LaunchLoop
 
 import gpu_passes as G
 from harness import plans, runner
@@ -290,7 +290,7 @@ def test_trace_rows_are_made_only_when_asked():
 def test_opencl_runs_the_shared_loop(ocl):
     """The opencl backend's Prepared is the shared loop on an OpenCL runtime: on pocl inputs are
     read in place (no upload), a warm call rebinds only the inputs, launches follow the plan."""
-    from querycompute.backends.opencl import OpenCLRuntime
+    from querycompute.backends.opencl.opencl import OpenCLRuntime
     prep = ocl.prepare(P.Pass(G.filter_program("int32"), P.ToArray(), "lp_ocl_filter"))
     assert isinstance(prep.loop().rt, OpenCLRuntime)
     ks = prep.ks

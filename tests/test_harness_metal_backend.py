@@ -7,7 +7,7 @@ import pytest
 from harness import plans, runner
 from harness.passes import assert_same, data, expected, passes
 from querycompute.backends.base import Backend
-from querycompute.backends.metal import MetalBackend
+from querycompute.backends.metal.metal import MetalBackend
 from querycompute.errors import BackendUnavailableError, QueryError
 
 

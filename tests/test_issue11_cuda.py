@@ -14,12 +14,12 @@ import pytest
 import querycompute as qc
 from harness.passes import assert_same, expected, passes
 from querycompute._codegen import gpu
-from querycompute.backends import cuda as cuda_mod
+from querycompute.backends.cuda import cuda as cuda_mod
 from querycompute.backends import registry
-from querycompute.backends.cuda_compile import (ARCH_VAR, choose_targets, compile_cuda, nvrtc,
-                                                supported_archs, targets)
-from querycompute.backends.cuda_cubin import elf_extent
-from querycompute.backends.cuda_device import CudaDevice, probe
+from querycompute.backends.cuda.cuda_compile import (ARCH_VAR, choose_targets, compile_cuda, nvrtc,
+    supported_archs, targets)
+from querycompute.backends.cuda.cuda_cubin import elf_extent
+from querycompute.backends.cuda.cuda_device import CudaDevice, probe
 from querycompute.errors import BackendUnavailableError
 
 pytest.importorskip("cupy")

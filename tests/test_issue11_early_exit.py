@@ -1,5 +1,5 @@
 """Issue 11 item 11: `any`, `all`, `first` and `first(pred)` stop reading their input once
-the answer is known, on every backend (querycompute/windows.py runs them over growing
+the answer is known, on every backend (querycompute/run/windows.py runs them over growing
 windows); ranges are never materialized. Results are checked against NumPy / Python.
 
 The 10**12-element queries are the proof that reading stops: before the change they took
@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import querycompute as qc
-from querycompute import windows
+from querycompute.run import windows
 from querycompute._codegen.dialects import numba_py
 
 BACKENDS = ["numpy"] + [b for b in ("cpu", "opencl", "cuda") if qc.backends()[b]["available"]]
@@ -226,8 +226,8 @@ def test_item11_windowed_terminals_match_numpy(data):
 from harness import plans, runner  # noqa: E402
 from querycompute._codegen import gpu  # noqa: E402
 from querycompute.backends.base import Prepared  # noqa: E402
-from querycompute.engine import assemble  # noqa: E402
-from querycompute.terminals import AggSpec  # noqa: E402
+from querycompute.run.engine import assemble  # noqa: E402
+from querycompute.graph.terminals import AggSpec  # noqa: E402
 
 
 class HarnessPrepared(Prepared):

@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 import querycompute as qc
 from harness import runner
 from harness.plans import run_pass
-from querycompute.engine import assemble
-from querycompute.terminals import AggSpec
+from querycompute.run.engine import assemble
+from querycompute.graph.terminals import AggSpec
 
 BACKENDS = ["numpy"] + [b for b in ("cpu", "opencl", "cuda") if qc.backends()[b]["available"]]
 DIALECTS = ["cuda", "metal"]

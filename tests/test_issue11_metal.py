@@ -22,9 +22,9 @@ from querycompute._codegen import gpu
 from querycompute._codegen import kernel_ir as K
 from querycompute._codegen import lower_block
 from querycompute._codegen.launch import BLOCK
-from querycompute.backends.metal import MetalBackend
-from querycompute.engine import assemble
-from querycompute.terminals import AggSpec
+from querycompute.backends.metal.metal import MetalBackend
+from querycompute.run.engine import assemble
+from querycompute.graph.terminals import AggSpec
 
 needs_cxx = pytest.mark.skipif(not runner.available()[0], reason=runner.available()[1])
 

@@ -1,6 +1,6 @@
 """Issues 13 and 14: the CLI's query text takes the pipeline operators, the positional
 terminals and group_by (parsed, never executed)."""
-from querycompute.cli import main
+from querycompute.cli.main import main
 
 
 def test_item3_cli_source_prints_every_stage(capsys):

@@ -14,7 +14,7 @@ from querycompute._codegen import expr as E
 from querycompute._codegen.dialects.numba_py import CHUNK
 from querycompute._codegen.program import ParamSpec
 from querycompute._codegen.stage_specs import ScanSpec, SortSpec
-from querycompute.backends.cpu_stages import CpuStages
+from querycompute.backends.cpu.cpu_stages import CpuStages
 from querycompute.backends.stage_runtime import NumpyStages
 
 CPU, REF = CpuStages(), NumpyStages()

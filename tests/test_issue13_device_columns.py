@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import querycompute as qc
-from querycompute.backends.device_columns import TRANSFERS
+from querycompute.backends.gpu.device_columns import TRANSFERS
 
 pytestmark = pytest.mark.skipif(not qc.backends()["opencl"]["available"], reason="no OpenCL device")
 

@@ -25,8 +25,8 @@ from querycompute._codegen.errors import UnsupportedType
 from querycompute._codegen.ops import scan
 from querycompute._codegen.program import ParamSpec
 from querycompute._codegen.stage_specs import ScanSpec
-from querycompute.backends.gpu_launch import LaunchLoop
-from querycompute.backends.gpu_scan import run_scan
+from querycompute.backends.gpu.gpu_launch import LaunchLoop
+from querycompute.backends.gpu.gpu_scan import run_scan
 from querycompute.backends.stage_runtime import scan_reference
 
 ALL = ("bool",) + D.INTEGERS + D.FLOATS
@@ -85,8 +85,8 @@ def check(spec: ScanSpec, x: np.ndarray, params, out: np.ndarray) -> None:
 @pytest.fixture(scope="module")
 def cl_loop(ocl):
     """loop(spec) -> a LaunchLoop of the spec's OpenCL kernels (built once per spec)."""
-    from querycompute.backends.opencl import OpenCLRuntime
-    from querycompute.backends.opencl_device import build_program
+    from querycompute.backends.opencl.opencl import OpenCLRuntime
+    from querycompute.backends.opencl.opencl_device import build_program
     dev, loops = ocl._device(), {}
 
     def get(spec):

@@ -15,9 +15,9 @@ import pytest
 from compile_checks import ARCHS, metal_compiles, ptx_of
 
 import querycompute as qc
-from querycompute import stage_kinds as S
+from querycompute.plan import stage_kinds as S
 from querycompute._codegen.ops import scan_fused
-from querycompute.backends.device_columns import TRANSFERS
+from querycompute.backends.gpu.device_columns import TRANSFERS
 
 OPENCL = qc.backends()["opencl"]["available"]
 K = 5                      # captured: a kernel parameter
@@ -182,10 +182,10 @@ def _harness_run(q, terminal: str, dialect: str, fused: bool = True):
     if not ok:
         pytest.skip(why)
     from test_issue13_harness import HarnessPass
-    from querycompute import pipeline
-    from querycompute.backends.gpu_stages import GpuStages
-    from querycompute.engine import assemble
-    from querycompute.plan import param_values
+    from querycompute.run import pipeline
+    from querycompute.backends.gpu.gpu_stages import GpuStages
+    from querycompute.run.engine import assemble
+    from querycompute.plan.plan import param_values
     staged, term, cols, infos = q.lowered(terminal)
     stages = GpuStages(dialect, lambda ks: (harness.HarnessRuntime(ks, harness.module_for([ks])), "compiled", 0.0))
     stages.scan_fused_passes = fused
@@ -235,7 +235,8 @@ def test_item3_explain_and_source_show_the_fused_stage():
     for dialect in ("opencl", "cuda"):
         if dialect == "opencl" and not OPENCL:
             continue
-        from querycompute import explain_stages, pipeline
+        from querycompute.api import explain_stages
+        from querycompute.run import pipeline
         staged = q.lowered("to_array")[0]
         rt = pipeline.stage_runtime(dialect)
         text = explain_stages.explain(q, staged, q.lowered("to_array")[1], q.lowered("to_array")[3],
@@ -275,7 +276,7 @@ def test_item1_scan_where_fused_on_webgpu(dt):
 def test_item1_webgpu_two_stages_beyond_one_binding(monkeypatch):
     """Where the fused pass would need more than one storage binding (webgpu runs such a pass
     in windows, which would restart the scan), the scan and the pass run as two stages."""
-    from querycompute.backends import webgpu_windows
+    from querycompute.backends.webgpu import webgpu_windows
     x = _data("int32", 30_000)
     s = _python_scan(x)
     q = qc.query(x).on("webgpu").scan(lambda a, v: a + v, 1).where(lambda v: v > K)

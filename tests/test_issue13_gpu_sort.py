@@ -17,7 +17,7 @@ from querycompute._codegen.ops import sort as sort_op
 from querycompute._codegen.ops import topk as topk_op
 from querycompute._codegen.ops.sort_ir import TILE
 from querycompute._codegen.stage_specs import SortSpec
-from querycompute.backends.gpu_stages import GpuStages
+from querycompute.backends.gpu.gpu_stages import GpuStages
 from querycompute.backends.stage_runtime import NumpyStages
 
 ALL = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 import querycompute as qc
-from querycompute import pipeline
+from querycompute.run import pipeline
 from querycompute._codegen import gpu
 from querycompute.backends.base import Prepared
-from querycompute.backends.gpu_stages import GpuStages
+from querycompute.backends.gpu.gpu_stages import GpuStages
 
 harness = pytest.importorskip("harness.plans")
 
@@ -35,8 +35,8 @@ class HarnessPass(Prepared):
 
 def run_staged(q, terminal, dialect: str):
     """The terminal's value with the plan's kernels in `dialect`, run on CPU threads."""
-    from querycompute.engine import assemble
-    from querycompute.plan import param_values
+    from querycompute.run.engine import assemble
+    from querycompute.plan.plan import param_values
     staged, term, cols, infos = q.lowered(terminal)
     stages = GpuStages(dialect, lambda ks: (harness.HarnessRuntime(ks, harness.module_for([ks])), "compiled", 0.0))
     prepared = pipeline.StagedPrepared(staged, lambda lowered: HarnessPass(lowered, dialect), stages)

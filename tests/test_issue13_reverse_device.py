@@ -11,7 +11,7 @@ import pytest
 
 import querycompute as qc
 from querycompute._codegen.ops import gather as gather_op
-from querycompute.backends.device_columns import TRANSFERS
+from querycompute.backends.gpu.device_columns import TRANSFERS
 from harness import plans, runner
 
 

@@ -19,8 +19,8 @@ from querycompute._codegen import gpu
 from querycompute._codegen.dialects import numba_py
 from querycompute._codegen.dialects.numba_py import CHUNK
 from querycompute._codegen.program import ElementProgram, Filter, InputSpec, ParamSpec, Pass, ToArray
-from querycompute.backends.cpu import CpuBackend
-from querycompute.backends.numpy_ref import NumpyBackend
+from querycompute.backends.cpu.cpu import CpuBackend
+from querycompute.backends.reference.numpy_ref import NumpyBackend
 
 F, V = E.Load(0, "int32"), E.Load(1, "float32")
 PARAMS = (ParamSpec("lo", "int64"), ParamSpec("hi", "int64"), ParamSpec("t", "int32"))
@@ -135,7 +135,7 @@ def test_item1_window_bounds_are_checked(backend):
 
 # ---- the cpu backend visits only the chunks holding survivors of the window ----------------
 def window_chunks():
-    from querycompute.backends.cpu import _load
+    from querycompute.backends.cpu.cpu import _load
     ns = _load(WINDOWED)[0]
     return ns["w_take_window_chunks"]
 

@@ -22,8 +22,8 @@ from querycompute._codegen import expr as E
 from querycompute._codegen.dialects.numba_py import CHUNK
 from querycompute._codegen.program import ParamSpec
 from querycompute._codegen.stage_specs import GroupAgg, GroupSpec
-from querycompute.backends import cpu as _cpu
-from querycompute.backends.cpu_stages import CpuStages
+from querycompute.backends.cpu import cpu as _cpu
+from querycompute.backends.cpu.cpu_stages import CpuStages
 from querycompute.backends.stage_runtime import group_reference
 
 CPU = CpuStages()

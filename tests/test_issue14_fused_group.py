@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 import querycompute as qc
-from querycompute import pipeline
+from querycompute.run import pipeline
 
 N = 3 * 65536 + 777                    # several chunks, a ragged last one: the parallel kernels
 

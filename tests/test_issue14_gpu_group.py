@@ -25,7 +25,7 @@ from querycompute._codegen.ops import group as group_op
 from querycompute._codegen.ops.sort_ir import TILE
 from querycompute._codegen.program import ParamSpec
 from querycompute._codegen.stage_specs import GroupAgg, GroupSpec
-from querycompute.backends.gpu_stages import GpuStages
+from querycompute.backends.gpu.gpu_stages import GpuStages
 from querycompute.backends.stage_runtime import group_reference
 
 BIG = 3 * TILE + 17                  # several tiles, not a multiple of one
@@ -109,7 +109,7 @@ def _segment_sums(x, counts):
 
 @pytest.fixture(scope="module")
 def gpu():
-    from querycompute.backends.gpu_stages import opencl_stages
+    from querycompute.backends.gpu.gpu_stages import opencl_stages
     try:
         stages = opencl_stages()
     except RuntimeError as exc:

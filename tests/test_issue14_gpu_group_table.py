@@ -18,8 +18,8 @@ from test_issue14_gpu_group import EVERY_AGGS, FOLD_PARAMS, check, keys_of, no_f
 from querycompute._codegen import order_keys
 from querycompute._codegen.ops import group_table as table_op
 from querycompute._codegen.stage_specs import GroupSpec
-from querycompute.backends.gpu_group_table import run as run_tables
-from querycompute.backends.gpu_stages import GpuStages
+from querycompute.backends.gpu.gpu_group_table import run as run_tables
+from querycompute.backends.gpu.gpu_stages import GpuStages
 
 SPEC = GroupSpec(("int32", "float32"), EVERY_AGGS, FOLD_PARAMS, "qc_g_every")
 MSPEC = GroupSpec(("int32", "float32"), no_float64(EVERY_AGGS), FOLD_PARAMS, "qc_g_every")

@@ -20,8 +20,8 @@ from compile_checks import ARCHS, metal_compiles, ptx_of
 import querycompute as qc
 from querycompute._codegen.ops import join_gpu as J
 from querycompute._codegen.ops.sort_ir import TILE
-from querycompute.backends.gpu_stages import GpuStages
-from querycompute.join_plan import join_reference
+from querycompute.backends.gpu.gpu_stages import GpuStages
+from querycompute.plan.join_plan import join_reference
 
 BIG = 3 * TILE + 17
 
@@ -115,7 +115,7 @@ def q12_like(backend: str, outer: bool):
 @pytest.mark.skipif(not qc.backends()["opencl"]["available"], reason="no OpenCL device")
 @pytest.mark.parametrize("outer", [False, True])
 def test_item2_join_where_group_by_on_opencl_stays_on_the_device(outer):
-    from querycompute.backends.device_columns import TRANSFERS
+    from querycompute.backends.gpu.device_columns import TRANSFERS
     want = q12_like("numpy", outer)
     q12_like("opencl", outer)                      # compiled and warm
     before = dict(TRANSFERS)
@@ -135,7 +135,7 @@ def test_item2_join_where_group_by_on_opencl_stays_on_the_device(outer):
 
 @pytest.mark.skipif(not qc.backends()["opencl"]["available"], reason="no OpenCL device")
 def test_item2_join_where_sum_and_to_array_on_opencl_read_back_only_the_result():
-    from querycompute.backends.device_columns import TRANSFERS
+    from querycompute.backends.gpu.device_columns import TRANSFERS
     orders, items = orders_items()
 
     def joined(backend):
@@ -153,7 +153,7 @@ def test_item2_join_where_sum_and_to_array_on_opencl_read_back_only_the_result()
 
 
 def test_item3_opencl_gather_filled_gives_left_joins_fill_values(gpu):
-    from querycompute.join_plan import gather_filled
+    from querycompute.plan.join_plan import gather_filled
     rng = np.random.default_rng(5)
     cols = [rng.random(50).astype(np.float32), rng.random(50) < 0.5, rng.integers(-9, 9, 50),
             rng.random(50).astype(np.float16)]
@@ -225,7 +225,7 @@ def test_item3_harness_pairs_equal_the_reference(dialect):
 
 # ---- compile checks: NVRTC (sm_80, sm_90) and Metal -------------------------------------------------
 def every_set(dialect: str) -> list:
-    from querycompute.backends.gpu_join import OFFSETS, by_left_sort, build_sort
+    from querycompute.backends.gpu.gpu_join import OFFSETS, by_left_sort, build_sort
     from querycompute._codegen.ops import gather as gather_op
     from querycompute._codegen.ops import scan as scan_op
     from querycompute._codegen.ops import sort as sort_op

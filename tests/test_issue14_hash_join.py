@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import querycompute as qc
-from querycompute.backends.cpu_stages import CpuStages
-from querycompute.join_plan import join_reference
+from querycompute.backends.cpu.cpu_stages import CpuStages
+from querycompute.plan.join_plan import join_reference
 
 CPU = CpuStages()
 POOL = np.array([np.nan, -np.nan, 0.0, -0.0, 1.0, -2.5, np.inf, 7.0])

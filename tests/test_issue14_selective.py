@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 import querycompute as qc
 from querycompute._codegen.ops.compact import SPARSE
-from querycompute.backends.cpu_stages import CpuStages
-from querycompute.join_plan import join_reference
+from querycompute.backends.cpu.cpu_stages import CpuStages
+from querycompute.plan.join_plan import join_reference
 
 N = 3 * 65536 + 77          # 4 chunks, the last one short, not a multiple of 64
 

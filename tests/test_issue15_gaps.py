@@ -90,7 +90,7 @@ def test_item2_64_bit_values_still_refused_with_the_type_named():
 def small_bindings(monkeypatch):
     """A 64 KiB binding limit (backends/webgpu_windows.TEST_BINDING_LIMIT): every shape runs
     over many windows with inputs of a few hundred KiB."""
-    from querycompute.backends import webgpu_windows
+    from querycompute.backends.webgpu import webgpu_windows
     monkeypatch.setattr(webgpu_windows, "TEST_BINDING_LIMIT", 1 << 16)
 
 
@@ -210,7 +210,7 @@ def test_item1_column_operations_on_64_bit_values_say_numpy():
     trace row names numpy: never a truncated result, never silent."""
     from querycompute._codegen import expr as E
     from querycompute._codegen.stage_specs import ScanSpec, SortSpec
-    from querycompute.backends.webgpu_stages import webgpu_stages
+    from querycompute.backends.webgpu.webgpu_stages import webgpu_stages
     stages = webgpu_stages()
     v = np.array([2 ** 40, 1, -2 ** 41, 7], np.int64)
     add = E.Binary("add", E.Var("acc", "int64"), E.Var("item", "int64"), "int64")

@@ -169,7 +169,7 @@ def test_item2_inputs_above_the_binding_size_run_in_windows():
     """Inputs above the adapter's real max_storage_buffer_binding_size (128 MiB on lavapipe):
     a uint8 sum and a float32 map run over binding windows, results as NumPy's
     (tests/test_issue15_gaps.py covers every shape with a lowered limit)."""
-    from querycompute.backends.webgpu_device import open_device
+    from querycompute.backends.webgpu.webgpu_device import open_device
     limit = open_device().max_binding
     rng = np.random.default_rng(4)
     u = np.tile(rng.integers(0, 256, 1 << 20, dtype=np.uint8), (limit >> 20) + 2)
@@ -205,7 +205,7 @@ def test_item4_disk_cache_holds_the_wgsl_and_errors_are_line_numbered():
     assert qc.query(x).select(lambda v: v + 0.25).on("webgpu").to_array()[3] == np.float32(3.25)
     entries = [e for e in qc.cache.entries() if e.backend == "webgpu"]
     assert entries, "no webgpu entry in the disk cache"
-    from querycompute.backends.webgpu_device import build_module, open_device
+    from querycompute.backends.webgpu.webgpu_device import build_module, open_device
     with pytest.raises(qc.CompileError) as err:
         build_module(open_device(), "fn broken() -> i32 {\n    return 1.5f;\n}\n")
     assert err.value.dialect == "webgpu" and "   2 |     return 1.5f;" in str(err.value)

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 import querycompute as qc
-from querycompute import rows_columns
-from querycompute.rows_numba import ROWS_PARALLEL_MIN
+from querycompute.backends.cpu import rows_columns
+from querycompute.backends.cpu.rows_numba import ROWS_PARALLEL_MIN
 
 N = 40_000          # above cpu_columns.MIN_VALUES for every k here
 

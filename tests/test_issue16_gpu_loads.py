@@ -15,7 +15,7 @@ from expr_backends import HARNESS, harness_run
 
 import querycompute as qc
 from querycompute._codegen import elements
-from querycompute.backends.gpu_elements import whole
+from querycompute.backends.gpu.gpu_elements import whole
 
 GPU = [b for b in ("opencl", "cuda", "webgpu") if qc.backends()[b]["available"]] + HARNESS
 N = 1003                      # not a multiple of a run (4 elements): the tail path runs too
@@ -112,7 +112,7 @@ def test_item4_webgpu_binds_a_whole_array_once(kernels_answer):
     got, names = result(qc.query(X).select(lambda r: r.sum()), "webgpu")
     np.testing.assert_allclose(got, X.sum(axis=1), rtol=1e-5, atol=1e-5)
     assert names == ["qc_to_array_map"], names
-    from querycompute.backends.webgpu_device import open_device
+    from querycompute.backends.webgpu.webgpu_device import open_device
     if int(open_device().limits.get("max-storage-buffers-per-shader-stage", 64)) < 41:
         with pytest.raises(qc.QueryError, match="storage buffers.*C-contiguous"):
             qc.query(np.asfortranarray(X)).select(lambda r: r.sum()).on("webgpu").to_array()

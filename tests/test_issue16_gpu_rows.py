@@ -9,8 +9,8 @@ import pytest
 from compile_checks import ARCHS, metal_compiles, ptx_of
 
 import querycompute as qc
-from querycompute.backends.gpu_rows import GpuRows
-from querycompute.backends.gpu_stages import GpuStages
+from querycompute.backends.gpu.gpu_rows import GpuRows
+from querycompute.backends.gpu.gpu_stages import GpuStages
 from querycompute.errors import EmptySequenceError
 
 SHAPES = [(3, 1000), (1, 10_000), (0, 300)]     # a few rows of 1e3; n = 1 of 1e4; empty

@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 
 import querycompute as qc
-from querycompute import engine
+from querycompute.run import engine
 from querycompute.backends import registry
-from querycompute.backends.cpu_elements import as_2d
-from querycompute.shaped import stack
+from querycompute.backends.cpu.cpu_elements import as_2d
+from querycompute.sources.shaped import stack
 
 # 0, 1, a few serial chunks' worth, and a parallel run whose last chunk is ragged
 # (cpu_launch.SERIAL_MAX = 32768, numba_py.CHUNK = 65536)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import querycompute as qc
-from querycompute.cli import main
+from querycompute.cli.main import main
 
 from cache_worker import child_env, run_worker
 

@@ -145,7 +145,7 @@ def test_item9_pocl_build_chatter_stays_off_stderr(tmp_path):
     done = _run(tmp_path, """
         import os, random
         import pyopencl as cl
-        from querycompute.backends.opencl_device import build_program
+        from querycompute.backends.opencl.opencl_device import build_program
         from querycompute.errors import CompileError
         ctx = cl.create_some_context(interactive=False)
         # a fresh source each run (pocl caches builds): a warning the compiler must report

@@ -9,7 +9,7 @@ import pytest
 
 import querycompute as qc
 from querycompute._codegen import gpu
-from querycompute.backends.gpu_launch import LaunchLoop
+from querycompute.backends.gpu.gpu_launch import LaunchLoop
 from harness import plans, runner
 from harness.passes import assert_same, data, expected, passes
 

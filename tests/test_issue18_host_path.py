@@ -39,7 +39,7 @@ def test_item5_one_read_back_for_every_result_slot(monkeypatch):
     one device->host copy: the slots are views into one buffer (OpenCL sub-buffers)."""
     if not registry.availability("opencl")[0]:
         pytest.skip("no OpenCL device here")
-    from querycompute.backends.opencl import TRANSFERS
+    from querycompute.backends.opencl.opencl import TRANSFERS
     monkeypatch.setenv("QUERYCOMPUTE_TIERED", "0")          # the kernel answers from the first call
     x = np.random.default_rng(5).uniform(0, 2000, 100_000).astype(np.float32)
     q = qc.query(x).where(lambda v: v > 10).select(lambda v: np.sqrt(v) + 1).on("opencl")

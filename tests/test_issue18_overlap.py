@@ -18,8 +18,8 @@ import pytest
 import querycompute as qc
 from querycompute._codegen import gpu
 from querycompute._codegen import launch as L
-from querycompute.backends.gpu_launch import GpuPrepared, LaunchLoop
-from querycompute.backends.gpu_staging import prefetching
+from querycompute.backends.gpu.gpu_launch import GpuPrepared, LaunchLoop
+from querycompute.backends.gpu.gpu_staging import prefetching
 
 from harness import plans, runner
 from harness.passes import assert_same, data, expected, passes
@@ -102,7 +102,7 @@ def test_item5_launches_are_timed_only_when_kernel_times_are_asked_for(monkeypat
 def test_item5_cuda_runtime_records_events_only_for_timed_launches():
     """CudaRuntime over a stand-in for CuPy's Event (no GPU here): a plain launch creates no
     event, a timed one two, and an untimed token reads NaN."""
-    from querycompute.backends.cuda import CudaRuntime, _Kernel
+    from querycompute.backends.cuda.cuda import CudaRuntime, _Kernel
     made, calls = [], []
 
     class Event:
@@ -158,7 +158,7 @@ def pocl(ocl, monkeypatch):
 def test_item8_opencl_streams_through_two_alternating_buffers(pocl, monkeypatch):
     """300,001 float32 at a 1 MB budget: 5 chunks of at most 65,536. Each chunk's input is
     copied on the second queue into one of two buffers, in turn; the result equals numpy's."""
-    from querycompute.backends import opencl as O
+    from querycompute.backends.opencl import opencl as O
     log = []
 
     class Recording(O.OpenCLRuntime):

@@ -1,5 +1,5 @@
 """Issue 18 item 8: a host input larger than QUERYCOMPUTE_DEVICE_MEMORY runs on the device
-chunk by chunk (querycompute/streaming.py), the chunks' partials combined by the multi-block
+chunk by chunk (querycompute/run/streaming.py), the chunks' partials combined by the multi-block
 rules; executed on pocl with a small budget and checked against the numpy backend."""
 from __future__ import annotations
 

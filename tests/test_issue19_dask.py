@@ -19,7 +19,7 @@ import cloudpickle  # noqa: E402  (installed with distributed)
 import pandas as pd  # noqa: E402
 
 import querycompute as qc  # noqa: E402
-from querycompute import dask_run  # noqa: E402
+from querycompute.dask import run as dask_run  # noqa: E402
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])   # workers can't import tests/
 ROOT = Path(__file__).resolve().parent.parent

@@ -4,7 +4,7 @@
   copies one block, not the page), written to a file of its own first since the frontend reads
   lambdas from their source file. Blocks are selected and skipped exactly as
   tests/test_issue17_docs.py does (its `code_blocks`: `title="pseudo..."` or `<!-- norun -->`).
-- docs/api.md names the function `querycompute.query.query` (`::: querycompute.query` is the
+- docs/api.md names the function `querycompute.api.query.query` (`::: querycompute.query` is the
   module, which rendered Query a second time) and renders Query with the members it inherits
   from QueryTerminals, where every terminal lives.
 - With mkdocs installed, the built API page has query(), Query once, and the terminals
@@ -61,7 +61,7 @@ def test_api_md_names_the_query_function_and_renders_the_terminals():
     import querycompute as qc
     d = _directives()
     assert "querycompute.query" not in d, "`::: querycompute.query` renders the module, not qc.query()"
-    assert "querycompute.query.query" in d
+    assert "querycompute.api.query.query" in d
     mod = sys.modules["querycompute.query"]         # the module, as griffe sees the path
     assert mod.query is qc.query and mod.range is qc.range
     # Query once; the terminals are QueryTerminals' members: inherited, or rendered themselves
@@ -76,7 +76,7 @@ def test_api_md_names_the_query_function_and_renders_the_terminals():
 
 def test_built_api_page_lists_query_and_terminals(tmp_path):
     ids = re.findall(r'\bid="([^"]+)"', build_api_page(tmp_path))
-    assert "querycompute.query.query" in ids, "the API page lacks the query() function"
+    assert "querycompute.api.query.query" in ids, "the API page lacks the query() function"
     assert "querycompute.query" not in ids, "the API page renders the querycompute.query module"
     assert [i for i in ids if i.endswith(".Query")] == ["querycompute.Query"], "Query is not rendered once"
     for name in TERMINALS:

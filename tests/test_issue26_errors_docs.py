@@ -37,7 +37,7 @@ def test_item8_source_accepts_wgsl_as_the_dialect_name():
 
 
 def test_item8_cli_backend_accepts_wgsl(capsys):
-    from querycompute.cli import main
+    from querycompute.cli.main import main
     assert main(["source", "select(lambda v: v * 2)", "--backend", "wgsl"]) in (0, None)
     assert "@compute" in capsys.readouterr().out
 
@@ -66,7 +66,7 @@ def test_item9_guide_states_2d_inputs_run_and_on_lists_webgpu():
 
 
 def test_item9_demo_labels_in_order_explained_and_plain_values(capsys):
-    from querycompute.demo import run_demo
+    from querycompute.cli.demo import run_demo
     run_demo(n=2000)
     out = capsys.readouterr().out
     results = [line for line in out.splitlines() if line.strip().startswith("result ")]

@@ -14,8 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import querycompute as qc
-from querycompute.cli_chain import chain_to_query, placeholder_source
-from querycompute.introspect import lower_for
+from querycompute.cli.chain import chain_to_query, placeholder_source
+from querycompute.api.introspect import lower_for
 
 SEQUENTIAL = ["numpy", "cpu"]
 GPU = [b for b in ("opencl", "webgpu") if qc.backends()[b]["available"]]

@@ -7,7 +7,7 @@ import textwrap
 
 import pytest
 
-from querycompute.backends.generated import gpu_device_files
+from querycompute.backends.gpu.generated import gpu_device_files
 
 # A machine with a GPU may rightly import its driver to find it; the point here is the
 # machine without one, where pocl and lavapipe are the only devices.

@@ -1,4 +1,4 @@
-"""Host side of the opencl ocl (querycompute/backends/opencl.py) on pocl: inputs are read
+"""Host side of the opencl ocl (querycompute/backends/opencl/opencl.py) on pocl: inputs are read
 in place on a CPU device and copied on other devices, both paths give NumPy's answer for
 contiguous, misaligned, strided and reversed views, and the arguments a warm call leaves
 bound never leak into a call with another n or another parameter value."""
@@ -11,8 +11,8 @@ import pytest
 
 from querycompute._codegen import expr as E
 from querycompute._codegen import program as P
-from querycompute.backends.opencl import OpenCLPrepared
-from querycompute.backends.opencl_device import DeviceContext
+from querycompute.backends.opencl.opencl import OpenCLPrepared
+from querycompute.backends.opencl.opencl_device import DeviceContext
 
 import gpu_passes as G
 

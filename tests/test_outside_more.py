@@ -44,7 +44,7 @@ def test_staged_plan_reading_an_unreadable_column_says_why():
 
 
 def _cli_exit(argv, capsys) -> tuple[int, str]:
-    from querycompute.cli import main
+    from querycompute.cli.main import main
     try:
         code = main(argv)
     except SystemExit as stop:                 # argparse: usage errors
@@ -240,7 +240,7 @@ def test_pyarrow_record_batch_reader_is_a_table():
 def test_cli_chain_takes_numpy_functions_and_builtins(capsys):
     # DESIGN.md section 3: select(np.sqrt), select(abs), sum(np.square) are supported; in
     # the CLI's query text they were refused ("np.square is not a lambda ...").
-    from querycompute.cli import main
+    from querycompute.cli.main import main
     assert main(["source", "select(np.sqrt).where(np.isfinite).sum(np.square)", "--backend", "opencl"]) == 0
     x = np.zeros(3, np.float32)
     want = qc.query(x).select(np.sqrt).where(np.isfinite).source("opencl", terminal=qc.sum(np.square))

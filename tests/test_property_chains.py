@@ -153,8 +153,8 @@ def test_math_functions_agree_with_numpy_within_a_few_ulp(backend, data, dtype, 
 from querycompute._codegen.errors import UnsupportedType  # noqa: E402
 
 from harness.plans import run_pass  # noqa: E402
-from querycompute.engine import assemble  # noqa: E402
-from querycompute.terminals import AggSpec  # noqa: E402
+from querycompute.run.engine import assemble  # noqa: E402
+from querycompute.graph.terminals import AggSpec  # noqa: E402
 
 HARNESS_SIZES = [0, 1, 31, 32, 33, 255, 257, 1000]
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import querycompute as qc
-from querycompute import engine
+from querycompute.run import engine
 from querycompute.backends import registry
 from querycompute.errors import CompileError
 

@@ -1,4 +1,4 @@
-"""The hot path (querycompute/warm.py): a Query run again with the same terminal skips key
+"""The hot path (querycompute/run/warm.py): a Query run again with the same terminal skips key
 building and translation. Whatever changed between calls (a lambda's captured value or its
 type, a column's dtype or shape in place, the terminal, the lambda itself, the backend auto
 picks) must give the same answer as a fresh query; and qc.last_trace(), built lazily after

@@ -17,12 +17,12 @@ from .base import Backend
 
 NAMES = ("numpy", "cpu", "cuda", "opencl", "webgpu", "metal")
 _MODULES = {
-    "numpy": ("numpy_ref", "NumpyBackend"),
-    "cpu": ("cpu", "CpuBackend"),
-    "cuda": ("cuda", "CudaBackend"),
-    "opencl": ("opencl", "OpenCLBackend"),
-    "webgpu": ("webgpu", "WebGPUBackend"),
-    "metal": ("metal", "MetalBackend"),
+    "numpy": ("reference.numpy_ref", "NumpyBackend"),
+    "cpu": ("cpu.cpu", "CpuBackend"),
+    "cuda": ("cuda.cuda", "CudaBackend"),
+    "opencl": ("opencl.opencl", "OpenCLBackend"),
+    "webgpu": ("webgpu.webgpu", "WebGPUBackend"),
+    "metal": ("metal.metal", "MetalBackend"),
 }
 _instances: dict[str, Backend] = {}
 _broken: dict[str, str] = {}       # backends that failed at run time in this process: why
@@ -73,20 +73,20 @@ def get(name: str) -> Backend:
 IMPORT_LOCK = threading.RLock()
 after_fork.hold(IMPORT_LOCK, rank=2)
 _loaded: set[str] = set()
-# per backend: (the compiler's modules, this package's backend modules by name prefix)
-_GPU = ("gpu_", "device_columns", "generated", "stage_runtime")
+# per backend: (the compiler's modules, this package's backend modules: backends/<folder>/
+# and backends/<module>.py by name)
+_GPU = ("gpu.", "stage_runtime")
 _COMPILER = {
     "cpu": (("filelock", "numba", "numba.core.event", "numba.core.compiler_lock", "numba.core.cgutils",
              "numba.extending", "numba.cpython.unsafe.numbers", "numba.np.ufunc.parallel",
-             "llvmlite.ir"), ("cpu", "numpy_", "stage_runtime")),
-    "opencl": (("filelock", "pyopencl"), ("opencl",) + _GPU),
-    "webgpu": (("filelock", "wgpu"), ("webgpu",) + _GPU),
-    "cuda": (("filelock", "cupy"), ("cuda",) + _GPU),
-    "metal": (("filelock",), ("metal",) + _GPU),
+             "llvmlite.ir"), ("cpu.", "reference.", "stage_runtime")),
+    "opencl": (("filelock", "pyopencl"), ("opencl.",) + _GPU),
+    "webgpu": (("filelock", "wgpu"), ("webgpu.",) + _GPU),
+    "cuda": (("filelock", "cupy"), ("cuda.",) + _GPU),
+    "metal": (("filelock",), ("metal.",) + _GPU),
 }
 # this package's modules no compile imports (optional integrations, the command line)
-_NOT_COMPILE = ("dask", "cli", "demo", "__main__")
-_ONLY_FOR = {"rows_columns": "cpu"}            # modules that import a backend's compiler
+_NOT_COMPILE = ("dask", "cli", "__main__")
 
 
 def load_compiler(name: str) -> None:
@@ -117,7 +117,7 @@ def load_compiler(name: str) -> None:
             if short.startswith("backends."):
                 if not short[len("backends."):].startswith(prefixes):
                     continue
-            elif short.split(".")[0].startswith(_NOT_COMPILE) or _ONLY_FOR.get(short, name) != name:
+            elif short.split(".")[0] in _NOT_COMPILE:
                 continue
             importlib.import_module(info.name)
         get(name)

@@ -1,6 +1,6 @@
 """The column operations a backend runs between fused passes, and their numpy reference.
 
-A staged plan (querycompute/stages.py) alternates fused passes (a backend's Prepared) with
+A staged plan (querycompute/plan/stages.py) alternates fused passes (a backend's Prepared) with
 column operations on the columns a pass produced: sort permutations (order_by, top-k,
 min-by), gathers, scans and distinct's first-occurrence flags. Each backend has one
 `StageRuntime`; `NumpyStages` below is the reference the others are tested against.
@@ -19,7 +19,7 @@ from querycompute._codegen import order_keys
 from querycompute._codegen.stage_specs import GroupSpec, ScanSpec, SortSpec
 
 from .base import KernelRun, now_ms
-from .numpy_reduce import fold_in_order
+from .reference.numpy_reduce import fold_in_order
 
 
 class StageRuntime:
@@ -46,7 +46,7 @@ class StageRuntime:
 
     def reverse(self, cols: Sequence, rows: list) -> list:
         """The columns in reverse order (a copy; GpuStages reverses on the device)."""
-        from . import device_columns as DC
+        from .gpu import device_columns as DC
         return [DC.reversed_column(c) for c in cols]
 
     def first_occurrence(self, spec: SortSpec, keys: Sequence[np.ndarray], rows: list) -> np.ndarray:
@@ -103,7 +103,7 @@ class NumpyStages(StageRuntime):
         return keep
 
     def join(self, left_keys, right_keys, outer, rows):
-        from ..join_plan import join_reference
+        from ..plan.join_plan import join_reference
         t0 = now_ms()
         out = join_reference(left_keys, right_keys, outer)
         _row(rows, "join_sorted_probe", t0)
@@ -121,7 +121,7 @@ def scan_reference(spec: ScanSpec, values: np.ndarray, params: Sequence) -> np.n
     grouping that keeps element order), then the seed combined in front of every prefix.
     An `in_order` scan (combine not known associative) is the running fold itself, the
     seed first, one element at a time."""
-    from .numpy_ref import _Eval
+    from .reference.numpy_ref import _Eval
     n = len(values)
     dtype = np.dtype(spec.dtype)
     ev = _Eval((), params, [p.name for p in spec.params], n)
@@ -197,7 +197,7 @@ def _wide_sums(s: np.ndarray, starts: np.ndarray, dtype: str) -> np.ndarray:
 
 
 def _fold_segments(spec, agg, s, starts, n, params) -> np.ndarray:
-    from .numpy_ref import _Eval
+    from .reference.numpy_ref import _Eval
     ev = _Eval((), params, [p.name for p in spec.params], 1)
     res = np.empty(len(starts), dtype=agg.dtype)
     ends = np.append(starts[1:], n)

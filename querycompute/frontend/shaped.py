@@ -7,7 +7,7 @@ existing scalar expression IR at translation time -- elementwise ops apply the s
 operator per entry after NumPy broadcasting of the object arrays, indexing is NumPy's own
 indexing of the object array, reductions and products are trees of scalar operators -- so
 every backend and dialect runs shaped lambdas with no kernel change. The cost is program
-size, hence the cap on element sizes (querycompute/shaped.py, MAX_SCALARS).
+size, hence the cap on element sizes (querycompute/sources/shaped.py, MAX_SCALARS).
 
 This module: the value, conversions, elementwise operators, attributes and indexing.
 Reductions, products and calls live in shaped_calls.py.

@@ -36,7 +36,7 @@ def _tree(op, xs: list):
 
 def _reduce_list(kind: str, xs: list, at: str) -> Scalar:
     """One reduction over a flat list of Scalars (NumPy's result dtype)."""
-    from ..terminals import mean_dtype, sum_dtype
+    from ..graph.terminals import mean_dtype, sum_dtype
     d = xs[0].dtype
     if kind in ("any", "all"):
         op = "or" if kind == "any" else "and"

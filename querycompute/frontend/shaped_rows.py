@@ -6,7 +6,7 @@ computed so far. Elementwise operations build on that expression exactly as on a
 a reduction (r.sum(), r.max(), np.linalg.norm(r), r @ w ...) closes it: it appends a
 `RowStep` -- "reduce this entry expression over j" -- and returns a row scalar Var("rowK")
 that later expressions may use (logsumexp: row0 = max_j x, row1 = sum_j exp(x - row0)).
-The select's value must be a row scalar; querycompute/rows.py runs the steps (NumPy's axis
+The select's value must be a row scalar; querycompute/plan/rows.py runs the steps (NumPy's axis
 functions, or a numba kernel: one row per iteration, parallel over rows).
 """
 from __future__ import annotations
@@ -36,7 +36,7 @@ class RowContext:
         self.steps: list[RowStep] = []
 
     def reduce(self, kind: str, s: Scalar, axis, at: str) -> Scalar:
-        from ..terminals import mean_dtype, sum_dtype
+        from ..graph.terminals import mean_dtype, sum_dtype
         if axis not in (None, 0, -1, (0,), (-1,)):
             fail(at, f"axis {axis!r} is out of bounds for a row (1 dimension)", "axis")
         if kind not in ROW_KINDS:

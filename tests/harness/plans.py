@@ -1,5 +1,5 @@
 """Run a codegen KernelSet through the CPU harness exactly as a GPU runtime does: through the
-launch loop the CUDA and OpenCL backends share (querycompute/backends/gpu_launch.py), with
+launch loop the CUDA and OpenCL backends share (querycompute/backends/gpu/gpu_launch.py), with
 `HarnessRuntime` as its runtime. So shapes come from `codegen.launch.plan`, buffers from
 `output_sizes` / `scratch_sizes`, arguments are bound in `KernelSpec.args` order, and the
 raw results come back in the format of querycompute/backends/base.py, which tests compare
@@ -17,7 +17,7 @@ import numpy as np
 from querycompute._codegen import gpu
 from querycompute._codegen.launch import KernelSet
 from querycompute._codegen.program import Pass
-from querycompute.backends.gpu_launch import DeviceRuntime, LaunchLoop
+from querycompute.backends.gpu.gpu_launch import DeviceRuntime, LaunchLoop
 
 from . import runner
 

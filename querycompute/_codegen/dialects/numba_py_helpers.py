@@ -151,7 +151,7 @@ def _ipow(a, b):
     # 0 ulp on 2e6 points of [-110, 95], where np.exp's float32 loop is within 2 ulp), times
     # 2**k built from its bits. x is clamped to +-200 first (exp is 0 / inf in float32 past
     # -104 / 89, and 2**k stays a normal float64); NaN passes through. Branch-free. Used where
-    # the loop vectorises (long-row steps, querycompute/rows_numba.py); element kernels keep
+    # the loop vectorises (long-row steps, querycompute/backends/cpu/rows_numba.py); element kernels keep
     # libm's expf, faster when the loop over elements stays scalar (measured 34 vs 116 ms).
     "exp32": '''
 {jit}

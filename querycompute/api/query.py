@@ -1,0 +1,501 @@
+"""The fluent, lazy `Query`: sources and the operators that build a chain (select, where,
+the pipeline operators, join, group_by, on); its terminals and introspection are in
+query_terminals.py.
+
+A Query is immutable: every lazy operator returns a new one sharing the source, so a query can
+be reused and extended. Nothing is read or compiled until a terminal operator runs
+(see engine.py for that path).
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..backends import registry
+from ..errors import QueryError
+from ..dask.source import from_dask, wants_dask
+from ..graph.graph import Count, JoinArg, ScanArg, chain
+from .query_args import count_arg, required, text_lambda
+from ..graph import terminals as T
+from .query_terminals import QueryTerminals
+from ..sources.sources import NATIVE_DTYPES, Source, from_args, from_range, plain_columns, validated
+
+if TYPE_CHECKING:
+    from .grouped import Grouped
+
+
+class Query(QueryTerminals):
+    """A lazy, immutable query over arrays: operators return new Queries, terminals run.
+
+    Build one with `qc.query(...)` or `qc.range(...)`; chain lazy operators (select, where,
+    order_by, take, distinct, scan, join, group_by, ...); a terminal (to_array, sum, min,
+    max, mean, count, any, all, first, last, element_at, single, aggregate, agg) plans,
+    compiles (once per signature, cached in memory and on disk) and runs the whole chain as
+    fused kernels on the query's backend. Semantics are NumPy 2's. `repr(q)` shows the
+    source, dtypes, n and each lambda's text.
+
+    Example:
+        ```python
+        import numpy as np
+        import querycompute as qc
+
+        x = np.arange(1_000_000, dtype=np.float32)
+        qc.query(x).select(lambda v: v * 2).where(lambda v: v > 1000).sum()
+        ```
+    """
+    __slots__ = ("_source", "_ops", "_backend", "_kinds", "_codes", "_hot")
+
+    def __init__(self, source: Source, ops: tuple = (), backend: str = "auto", kinds: str = "",
+                 codes: tuple = ()):
+        self._source = source
+        self._ops = ops            # each operator's function, in order (nodes(): the graph)
+        self._backend = backend
+        # Built as the chain grows, for the warm-path signature (engine.run): each node's
+        # letter, and each function's code object (a parsed text lambda stands for itself).
+        self._kinds = kinds
+        self._codes = codes
+        self._hot = None           # warm.Hot: the last terminal run, ready to repeat
+                                   # (False: ran once; engine._remember)
+
+    def __array__(self, dtype=None, copy=None):
+        """`np.asarray(q)` is `q.to_array()` (runs the query); queries whose elements are
+        tuples or records give several arrays, so for them it is a TypeError."""
+        out = self.to_array()
+        if not isinstance(out, np.ndarray):
+            raise TypeError(f"np.asarray(query): the query's elements are "
+                            f"{'records' if isinstance(out, dict) else 'tuples'}, which make "
+                            f"several arrays; call .to_array() (a "
+                            f"{type(out).__name__} of arrays) instead")
+        return out if dtype is None else out.astype(dtype, copy=False)
+
+    def __repr__(self) -> str:
+        """Source kind, columns' dtypes, n, each operator with its lambda's text, backend."""
+        from .query_repr import text
+        return text(self)
+
+    def _repr_html_(self) -> str:
+        """The same as repr(), as an HTML table for notebooks."""
+        from .query_repr import html_table
+        return html_table(self)
+
+    # -- lazy operators ---------------------------------------------------------------------
+    # (select and where spell out the new Query themselves: a chain written inline in a loop
+    # builds one per operator per call, so a helper call shows in small-n timings)
+    def select(self, f) -> "Query":
+        """Map every element with `f`.
+
+        Args:
+            f: A lambda (or a lambda as text, a supported NumPy ufunc / builtin) of one element;
+                it may return a scalar, a tuple or a dict literal (a record).
+
+        Returns:
+            A new lazy Query whose elements are f(element); nothing runs until a terminal.
+            An empty input stays empty.
+
+        Example:
+            ```python
+            qc.query(x).select(lambda v: v * 2).to_array()
+            ```
+        """
+        code = getattr(f, "__code__", None)
+        if code is None:
+            f = code = text_lambda("select", f)
+        return Query(self._source, self._ops + (f,), self._backend, self._kinds + "s",
+                     self._codes + (code,))
+
+    def where(self, pred) -> "Query":
+        """Keep the elements for which `pred` is true, in their order.
+
+        Args:
+            pred: A lambda of one element returning a bool.
+
+        Returns:
+            A new lazy Query; empty when no element passes (then e.g. `sum()` is 0).
+
+        Example:
+            ```python
+            qc.query(x).where(lambda v: v > 0).count()
+            ```
+        """
+        code = getattr(pred, "__code__", None)
+        if code is None:
+            pred = code = text_lambda("where", pred)
+        return Query(self._source, self._ops + (pred,), self._backend, self._kinds + "w",
+                     self._codes + (code,))
+
+    # -- pipeline operators (each ends a fused stage: stages.py, DESIGN.md section 5b) --------
+    def _then(self, letter: str, arg, code) -> "Query":
+        return Query(self._source, self._ops + (arg,), self._backend, self._kinds + letter,
+                     self._codes + (code,))
+
+    def _keyed(self, letter: str, what: str, key) -> "Query":
+        if key is None:
+            return self._then(letter, None, None)
+        code = getattr(key, "__code__", None)
+        if code is None:
+            key = code = text_lambda(what, key)
+        return self._then(letter, key, code)
+
+    def order_by(self, key=None) -> "Query":
+        """Stable sort by `key(element)`, ascending.
+
+        NaN keys sort last and -0.0 == 0.0 (NumPy's order); a tuple key sorts by its items in turn.
+
+        Args:
+            key: A lambda of one element, or None to sort by the element itself.
+
+        Returns:
+            A new lazy Query; an empty input stays empty.
+
+        Example:
+            ```python
+            qc.query(price=p, qty=q).order_by(lambda r: r.price).take(10).to_array()
+            ```
+        """
+        return self._keyed("o", "order_by", key)
+
+    def order_by_descending(self, key=None) -> "Query":
+        """Stable sort by `key(element)`, descending; NaN keys still last.
+
+        Args:
+            key: A lambda of one element, or None to sort by the element itself.
+
+        Returns:
+            A new lazy Query; an empty input stays empty.
+
+        Example:
+            ```python
+            qc.query(x).order_by_descending().take(3).to_list()
+            ```
+        """
+        return self._keyed("O", "order_by_descending", key)
+
+    def then_by(self, key) -> "Query":
+        """A further ascending sort key for elements whose earlier keys are equal.
+
+        Args:
+            key: A lambda of one element.
+
+        Returns:
+            A new lazy Query.
+
+        Raises:
+            QueryError: Unless it follows order_by, order_by_descending or another then_by.
+
+        Example:
+            ```python
+            qc.query(a=a, b=b).order_by(lambda r: r.a).then_by(lambda r: r.b).to_array()
+            ```
+        """
+        self._after_sort("then_by")
+        return self._keyed("t", "then_by", key)
+
+    def then_by_descending(self, key) -> "Query":
+        """A further descending sort key for elements whose earlier keys are equal.
+
+        Args:
+            key: A lambda of one element.
+
+        Returns:
+            A new lazy Query.
+
+        Raises:
+            QueryError: Unless it follows order_by, order_by_descending or another then_by.
+
+        Example:
+            ```python
+            qc.query(a=a, b=b).order_by(lambda r: r.a).then_by_descending(lambda r: r.b).to_array()
+            ```
+        """
+        self._after_sort("then_by_descending")
+        return self._keyed("T", "then_by_descending", key)
+
+    def _after_sort(self, what: str) -> None:
+        if not self._kinds or self._kinds[-1] not in "oOtT":
+            raise QueryError(f"{what}() must follow order_by(), order_by_descending() or another "
+                             f"then_by(); to sort by several keys use order_by(k1).{what}(k2)")
+
+    def take(self, n) -> "Query":
+        """The first `n` elements (all of them when there are fewer; none when n <= 0).
+
+        `n` is read on every run, like a captured value: a new n never recompiles.
+
+        Args:
+            n: An integer (a Python or NumPy integer; not a bool or float).
+
+        Returns:
+            A new lazy Query.
+
+        Example:
+            ```python
+            qc.query(x).where(lambda v: v > 0).take(5).to_list()
+            ```
+        """
+        return self._then("k", Count(count_arg(n, "take")), "count")
+
+    def skip(self, n) -> "Query":
+        """All but the first `n` elements (none when there are fewer; all when n <= 0).
+
+        Args:
+            n: An integer, read on every run (no recompile).
+
+        Returns:
+            A new lazy Query.
+
+        Example:
+            ```python
+            qc.query(x).skip(10).sum()
+            ```
+        """
+        return self._then("K", Count(count_arg(n, "skip")), "count")
+
+    def take_while(self, pred) -> "Query":
+        """The elements up to (not including) the first for which `pred` is false.
+
+        Args:
+            pred: A lambda of one element returning a bool.
+
+        Returns:
+            A new lazy Query; empty when the first element fails `pred` or the input is empty.
+
+        Example:
+            ```python
+            qc.query(x).take_while(lambda v: v < 100).count()
+            ```
+        """
+        return self._keyed("a", "take_while", required(pred, "take_while"))
+
+    def skip_while(self, pred) -> "Query":
+        """The elements from the first for which `pred` is false on.
+
+        Args:
+            pred: A lambda of one element returning a bool.
+
+        Returns:
+            A new lazy Query; empty when every element passes `pred`.
+
+        Example:
+            ```python
+            qc.query(x).skip_while(lambda v: v < 100).to_array()
+            ```
+        """
+        return self._keyed("A", "skip_while", required(pred, "skip_while"))
+
+    def reverse(self) -> "Query":
+        """The elements in reverse order.
+
+        Returns:
+            A new lazy Query; an empty input stays empty.
+
+        Example:
+            ```python
+            qc.query(x).reverse().first()
+            ```
+        """
+        return self._then("r", None, None)
+
+    def distinct(self, key=None) -> "Query":
+        """The first element of each distinct key, in input order.
+
+        All NaNs are one value and -0.0 == 0.0.
+
+        Args:
+            key: A lambda of one element, or None for the element itself.
+
+        Returns:
+            A new lazy Query; an empty input stays empty.
+
+        Example:
+            ```python
+            qc.query(x).distinct().count()
+            ```
+        """
+        return self._keyed("d", "distinct", key)
+
+    def scan(self, func, seed, *, associative: bool = False) -> "Query":
+        """The inclusive running fold: element i becomes func(..func(seed, x0).., xi).
+
+        Args:
+            func: A lambda func(acc, v), as for aggregate(): one the compiler cannot prove
+                associative runs in element order (cpu, numpy; refused on GPU backends).
+            seed: A number; compiled into the kernel (a new seed makes a new signature).
+            associative: True states that func is associative (the parallel scan runs on
+                every backend); the compiler trusts it.
+
+        Returns:
+            A new lazy Query of the running values; an empty input stays empty.
+
+        Raises:
+            TypeError: When `seed` is not a number.
+
+        Example:
+            ```python
+            qc.query(x).scan(lambda a, v: a + v, 0).to_array()     # np.cumsum(x)
+            ```
+        """
+        code = getattr(required(func, "scan"), "__code__", None)
+        if code is None:
+            func = code = text_lambda("scan", func)
+        if not isinstance(seed, (bool, int, float, np.generic)):
+            raise TypeError(f"scan() seed must be a number, got {type(seed).__name__}")
+        associative = T.check_associative(associative)
+        return self._then("c", ScanArg(func, seed, associative), (code, type(seed), repr(seed), associative))
+
+    def join(self, other: "Query", key, other_key, result) -> "Query":
+        """Inner equi-join (LINQ's Join).
+
+        Args:
+            other: The other Query.
+            key: A lambda of this query's element.
+            other_key: A lambda of other's element.
+            result: A lambda result(a, b) of a matching pair.
+
+        Returns:
+            A new lazy Query of result(a, b) for every pair with key(a) == other_key(b), in this
+            query's order, then other's order among the matches; empty when nothing matches.
+
+        Example:
+            ```python
+            qc.query(orders).join(qc.query(users), lambda o: o.uid, lambda u: u.id,
+                                  lambda o, u: o.amount * u.rate).sum()
+            ```
+        """
+        return self._join("J", other, key, other_key, result)
+
+    def left_join(self, other: "Query", key, other_key, result) -> "Query":
+        """Like join, but every element of this query is kept.
+
+        Where nothing matches, b's fields are NaN (floats), 0 (integers) or False (bools).
+
+        Args:
+            other: The other Query.
+            key: A lambda of this query's element.
+            other_key: A lambda of other's element.
+            result: A lambda result(a, b).
+
+        Returns:
+            A new lazy Query with at least one element per element of this query.
+
+        Example:
+            ```python
+            qc.query(orders).left_join(qc.query(users), lambda o: o.uid, lambda u: u.id,
+                                       lambda o, u: u.rate).to_array()
+            ```
+        """
+        return self._join("L", other, key, other_key, result)
+
+    def _join(self, letter: str, other, key, other_key, result) -> "Query":
+        what = "join" if letter == "J" else "left_join"
+        if not isinstance(other, Query):
+            raise TypeError(f"{what}() joins another Query (qc.query(...)), got {type(other).__name__}")
+        for fn, name in ((key, "key"), (other_key, "other_key"), (result, "result")):
+            required(fn, f"{what}() {name}")
+        other_sig = (other._source.kind, other._source.fields, other._kinds, other._codes,
+                     tuple(str(c.dtype) for c in other._source.columns()), getattr(other_key, "__code__", other_key))
+        q = self._keyed(letter, what, key)
+        q = q._then("R", JoinArg(other, other_key), other_sig)
+        return q._keyed("j", what, result)
+
+    def group_by(self, key) -> "Grouped":
+        """Groups of equal key(element), aggregated by the returned Grouped's terminals.
+
+        Args:
+            key: A lambda of one element returning a value, a tuple or a dict literal.
+
+        Returns:
+            A Grouped: its agg(...), count(), sum(f), min(f), max(f), mean(f) give a dict of
+            columns, one row per group, sorted by key (no rows for an empty input).
+
+        Example:
+            ```python
+            qc.query(account=a, qty=q).group_by(lambda r: r.account).agg(total=qc.sum(lambda r: r.qty))
+            ```
+        """
+        from .grouped import Grouped
+        return Grouped(self._keyed("g", "group_by", required(key, "group_by")))
+
+    def nodes(self) -> tuple:
+        """The operation graph's operator nodes after the source (graph.Select, ...)."""
+        return chain(self._kinds, self._ops)
+
+    def on(self, backend: str) -> "Query":
+        """Pin a backend for this query.
+
+        Args:
+            backend: "auto" (the default: cpu, or a real GPU for large inputs), "numpy", "cpu",
+                "cuda", "opencl", "webgpu" or "metal".
+
+        Returns:
+            A new Query with the same chain on `backend`.
+
+        Raises:
+            QueryError: For an unknown backend name.
+
+        Example:
+            ```python
+            qc.query(x).on("numpy").sum()
+            ```
+        """
+        if backend != "auto" and backend not in registry.NAMES:
+            raise QueryError(f"unknown backend {backend!r}; choose one of: auto, {', '.join(registry.NAMES)}")
+        return Query(self._source, self._ops, backend, self._kinds, self._codes)
+
+def query(*arrays, chunks=None, **columns) -> Query:
+    """Start a query over host or device data.
+
+    Args:
+        *arrays: One 1-D array (or anything np.asarray accepts, a pandas Series, a CuPy
+            array), several of one length (elements are tuples), or one table (a dict of
+            arrays, a pandas/polars DataFrame, a NumPy structured array, a pyarrow Table):
+            elements are records, `r.price`.
+        chunks: Read in-memory or memory-mapped inputs through Dask, this many elements
+            per chunk (out-of-core); Dask arrays / dataframes always run per chunk.
+        **columns: Named 1-D arrays of one length: a table.
+
+    Returns:
+        A lazy Query; nothing is read or compiled until a terminal runs.
+
+    Raises:
+        TypeError: For an input that can't be read as columns (e.g. nulls, 2-D arrays);
+            the message says what to do instead.
+
+    Example:
+        ```python
+        qc.query(price=p, qty=q).where(lambda r: r.qty > 0).sum(lambda r: r.price * r.qty)
+        ```
+    """
+    if chunks is not None:
+        return Query(from_dask(arrays, columns, chunks))
+    if len(arrays) == 1 and not columns:
+        x = arrays[0]
+        if type(x) is np.ndarray and x.ndim == 1 and x.dtype in NATIVE_DTYPES:
+            return Query(Source("array", arrays))      # the common case, checked cheaply
+        if type(x) is dict and x:                     # a table of plain arrays, likewise
+            names, cols = tuple(x), tuple(x.values())
+            if plain_columns(cols) and all([type(k) is str and k.isidentifier() for k in names]):
+                return Query(Source("table", cols, names))
+    elif arrays and not columns and plain_columns(arrays):
+        return Query(Source("zip", arrays))            # plain 1-D arrays of one length
+    if wants_dask(arrays, columns):
+        return Query(from_dask(arrays, columns, chunks))
+    return Query(validated(from_args(arrays, columns)))
+
+
+def range(start, stop=None, step=1) -> Query:  # noqa: A001  (mirrors Python's range)
+    """A query over int64 indexes, like Python's range (no array is allocated).
+
+    Args:
+        start: The first index, or the stop when it is the only argument.
+        stop: One past the last index.
+        step: The distance between indexes (not 0).
+
+    Returns:
+        A lazy Query of int64 elements; empty when the range is.
+
+    Example:
+        ```python
+        qc.range(1, 1001).select(lambda i: 1.0 / (i * i)).sum()
+        ```
+    """
+    return Query(from_range(start, stop, step))

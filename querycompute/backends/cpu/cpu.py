@@ -1,0 +1,341 @@
+"""The `cpu` backend: runs a fused pass as numba-compiled Python (dialect "numba").
+
+codegen.dialects.numba_py prints the pass as a Python module (cpu_module makes it importable
+and cached by numba); each call picks the serial entry for small n (starting numba's thread
+pool costs tens of microseconds) or the parallel one. Both entries compute the same chunks
+in the same order, so the choice never changes a result's bits.
+
+Disk cache (docs/cache.md): the module is written into its cache entry and imported from
+there, so numba keeps its compiled code beside it and a new process loads that instead of
+compiling. A fresh module's serial entry is compiled in `prepare` (so errors and the compile
+time show there); other entry points compile, or load from numba's cache, on first use.
+Prepared.origin and each trace row say which happened.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from typing import Any, Sequence
+
+import numpy as np
+
+from querycompute._codegen.dialects import numba_py
+from querycompute._codegen.program import Pass, Reduce
+
+from ... import after_fork
+from ...cache import disk_cache, dump_source
+from ...errors import CompileError
+from ...run.locks import KeyedLocks
+from . import cpu_jit_time as jit_time
+from ..base import Backend, KernelRun, Prepared
+from .cpu_elements import bind
+from .cpu_launch import SERIAL_MAX, Launch, agg_converters
+from .cpu_module import cache_key, module_source, numba_options
+
+# numba's fallback "workqueue" threading layer aborts when two Python threads launch
+# parallel kernels at once; serialising parallel launches costs ~0.1 us and is always safe.
+_PARALLEL_LOCK = threading.Lock()
+# Whether the parallel entry points may run in this process: not in a child forked after the
+# parent started numba's thread pool (GNU OpenMP aborts the child: after_fork.py). The serial
+# entry points compute the same chunks in the same order, so results keep their bits.
+_parallel = {"allowed": True, "started": False}
+
+
+def start_pool() -> None:
+    """Called (under _PARALLEL_LOCK) before every parallel launch; the first call starts
+    numba's thread pool. Its GNU OpenMP threads spin after each parallel loop by default, and
+    on shared cores (another pool spinning too: OpenBLAS behind NumPy, DuckDB, polars) that
+    spinning stalls the next loop by a scheduler time slice: a 1 ms kernel then takes ~8 ms
+    (docs/configuration.md). So unless the user chose a policy (OMP_WAIT_POLICY or
+    GOMP_SPINCOUNT in the environment), the pool starts with OMP_WAIT_POLICY=passive, which
+    OpenMP reads once, when it loads; the variable is removed again right after, so child
+    processes and the user's environment never see it."""
+    if _parallel["started"]:
+        return
+    _parallel["started"] = True
+    try:
+        from numba.np.ufunc.parallel import _launch_threads
+    except ImportError:                 # another numba layout: it starts the pool itself
+        return
+    if "OMP_WAIT_POLICY" in os.environ or "GOMP_SPINCOUNT" in os.environ:
+        _launch_threads()
+        return
+    os.environ["OMP_WAIT_POLICY"] = "passive"
+    try:
+        _launch_threads()
+    finally:
+        os.environ.pop("OMP_WAIT_POLICY", None)
+
+
+def launch(parallel: bool, run):
+    """(the flavour that ran, run(flavour)): `run(True)` (the parallel entry point) when
+    `parallel` is asked and allowed, under the launch rules -- one parallel launch at a time,
+    the pool started (start_pool), none in a child forked after the pool started -- else
+    `run(False)` (the serial entry point: same chunks, same order, same bits). CpuPrepared's
+    own launch below is this, inlined on the warm path."""
+    if parallel and _parallel["allowed"]:
+        with _PARALLEL_LOCK:
+            start_pool()
+            return True, run(True)
+    return False, run(False)
+
+
+def _after_fork() -> None:
+    global _PARALLEL_LOCK
+    if _parallel["started"]:
+        _parallel["allowed"] = False
+    _PARALLEL_LOCK = threading.Lock()
+    _loading.after_fork()
+
+
+after_fork.register(_after_fork)
+
+_clock = time.perf_counter
+_CHUNK, _BLOCK = numba_py.CHUNK, (numba_py.CHUNK,)      # a trace row's grid and block
+
+_modules: dict[Pass, tuple] = {}      # Pass -> (module namespace, cache key); its
+                                      # dispatchers keep every specialisation numba compiled
+_loading = KeyedLocks()               # one thread imports (and compiles) a pass's module:
+                                      # another would see it half executed
+
+
+def _numba_version() -> str:
+    """numba's version when it is imported already; else nothing (finding it costs ~20 ms)."""
+    numba = sys.modules.get("numba")
+    return f" {numba.__version__}" if numba is not None else ""
+
+
+def _load(p: Pass) -> tuple[dict, Any, str, float]:
+    """(namespace, cache key, origin, ms) for pass p: from the memory dict ("memory"), from
+    the disk cache with numba loading its cached code ("disk"), or compiled ("compiled")."""
+    hit = _modules.get(p)
+    if hit is not None:
+        return hit[0], hit[1], "memory", 0.0
+    with _loading.hold(p):
+        hit = _modules.get(p)
+        if hit is not None:
+            return hit[0], hit[1], "memory", 0.0
+        return _load_new(p)
+
+
+def _load_new(p: Pass) -> tuple[dict, Any, str, float]:
+    """_load for a pass this process has not loaded (the caller holds its lock). On a disk
+    miss the compile runs under the cache's compile lock: of several processes starting the
+    same cold query, one compiles and seals the entry, the others then load it."""
+    jit_time.listen()
+    src = module_source(p)
+    key = cache_key(src)
+    t0 = time.perf_counter()
+    loaded = _import(p, src, key, None, t0)
+    if loaded is not None:
+        return loaded
+    before = disk_cache.stamp(key)
+    with disk_cache.compile_lock(key):
+        published = disk_cache.stamp(key) not in (None, before)     # while we waited
+        loaded = _import(p, src, key, None, t0) if published else None
+        if loaded is not None:                    # sealed by the process we waited for
+            return loaded
+        dump_source(p.name, "numba", src)
+        path = disk_cache.store_module(key, source_suffix=".py", kernel_names=[p.name],
+                                       dtypes=[s.dtype for s in p.program.inputs])
+        return _import(p, src, key, path, t0)
+
+
+def _import(p: Pass, src: str, key, path, t0: float) -> tuple[dict, Any, str, float] | None:
+    """Import the module at `path`, just stored: its serial entry is compiled now (so errors
+    surface here, with the source) and it is sealed into the cache entry. With `path` None,
+    the module of the disk entry instead: None on a miss (no entry, a damaged one, or one
+    removed since it was found)."""
+    fresh = path is not None
+    try:
+        module = disk_cache.import_module(path, key) if fresh else disk_cache.import_entry(key)
+        if module is None:
+            return None
+        ns = module.__dict__
+        if fresh:
+            _compile_serial(p, ns)
+    except Exception as exc:  # numba typing/lowering errors: show the source we generated
+        raise CompileError("numba", f"{type(exc).__name__}: {exc}", src,
+                           numba_options()) from exc
+    ms = (time.perf_counter() - t0) * 1e3
+    if fresh:
+        disk_cache.seal_module(key, compile_ms=ms)
+    # On a disk hit numba loads each entry point's code from its cache when first called,
+    # so only the flavour a call needs is loaded; CpuPrepared.run reports that load (or a
+    # compile, when numba's own key differs, e.g. another CPU name) and seals what it adds.
+    _modules[p] = (ns, key)
+    return ns, key, "compiled" if fresh else "disk", ms
+
+
+def _compile_serial(p: Pass, ns: dict) -> None:
+    """Compile the serial entry points for contiguous arrays by running them on n = 0."""
+    prog = p.program
+    inputs = [np.empty(0, numba_py.storage_dtype(s.dtype)) for s in prog.inputs]
+    arrays = numba_py.whole_arrays(p)
+    if arrays:                        # shaped elements read whole (cpu_elements.py)
+        inputs = bind(arrays, inputs)
+    params = [np.dtype(_param_type(s.dtype)).type(0) for s in prog.params]
+    Launch(p, ns, False)(0, inputs, params)
+
+
+def _param_type(dtype: str) -> str:
+    return "float32" if dtype == "float16" else dtype     # float16 is held in float32
+
+
+class CpuPrepared(Prepared):
+    """One pass, compiled; `run` converts float16 storage and picks serial or parallel.
+
+    The warm path (the kernel ran before with this flavour and argument types) is a type
+    check of the params, the numba call, the result conversion and one trace row; anything
+    new (the first run, a specialisation numba had to compile or load) takes `_first_use`.
+    """
+
+    def __init__(self, p: Pass, ns: dict, key, origin: str, compile_ms: float):
+        self.p = p
+        self.origin = origin
+        self.compile_ms = compile_ms
+        self._key = key
+        self._launches = (Launch(p, ns, False), Launch(p, ns, True))
+        prog = p.program
+        self._f16_inputs = tuple(k for k, s in enumerate(prog.inputs) if s.dtype == "float16")
+        self._whole = numba_py.whole_arrays(p)      # arrays of shaped elements read whole
+        # the scalar type each param must arrive as (float16 params travel as float32)
+        self._param_types = tuple(np.dtype(_param_type(s.dtype)).type for s in prog.params)
+        self._f16_outputs = tuple(k for k, d in enumerate(prog.output_dtypes) if d == "float16")
+        self._convs = (agg_converters(p.terminal.aggs) if isinstance(p.terminal, Reduce)
+                       else None)
+        self._ran = False
+
+    def run_quick(self, inputs: Sequence[Any], params: Sequence[Any], n: int) -> tuple:
+        t0 = _clock()
+        if self._f16_inputs:      # numba has no CPU float16: pass the bits (a view, no copy)
+            inputs = list(inputs)
+            for k in self._f16_inputs:
+                inputs[k] = np.asarray(inputs[k]).view(np.uint16)
+        if self._whole:           # each array's component columns as one (n, m) argument
+            inputs = bind(self._whole, inputs)
+        if params and tuple(map(type, params)) != self._param_types:
+            # a Python number would make numba compile a float64/int64 variant
+            params = [pt(v) for pt, v in zip(self._param_types, params)]
+        launch = self._launches[n >= SERIAL_MAX and _parallel["allowed"]]
+        convs = self._convs
+        if launch.parallel:
+            with _PARALLEL_LOCK:
+                start_pool()
+                raw = launch.call(n, inputs, params)
+        elif convs is not None:   # the common small reduce, without the extra call level
+            raw = launch.entry(n, *inputs, *params)
+        else:
+            raw = launch.call(n, inputs, params)
+        if convs is None:
+            result = self._arrays(raw)
+        elif len(convs) == 1:
+            result = [convs[0](raw)]
+        else:
+            result = [c(raw) for c in convs]
+        run_ms = (_clock() - t0) * 1e3
+        if self._ran and launch.specialisations() == launch.known:
+            return result, (launch, n, run_ms, "memory", 0.0)
+        row = self._first_use(launch, n, run_ms, t0)
+        if convs is not None and not self._f16_inputs and not self._param_types:
+            self.run_quick = self._small_reduce()
+        return result, row
+
+    def _small_reduce(self):
+        """run_quick for the case that decides small-n speed: a reduce without parameters or
+        float16 inputs, on fewer than SERIAL_MAX elements, after its first run. What it reads
+        is bound once (closure variables load faster than attributes); any other call, and
+        one where numba had to add a specialisation, goes through the general method."""
+        general = CpuPrepared.run_quick.__get__(self)
+        launch = self._launches[0]
+        entry, specialisations = launch.entry, launch.specialisations
+        convs = self._convs
+        conv = convs[0] if len(convs) == 1 else (lambda raw: [c(raw) for c in convs])
+
+        def small_reduce(inputs, params, n):
+            if n >= SERIAL_MAX or params:
+                return general(inputs, params, n)
+            t0 = _clock()
+            raw = entry(n, *inputs)
+            result = [conv(raw)] if len(convs) == 1 else conv(raw)
+            run_ms = (_clock() - t0) * 1e3
+            if specialisations() == launch.known:
+                return result, (launch, n, run_ms, "memory", 0.0)
+            return result, self._first_use(launch, n, run_ms, t0)
+        return small_reduce
+
+    def trace_rows(self, row: tuple) -> list[KernelRun]:
+        """The one trace row of a run: (launch, n, run ms, cache origin, compile ms)."""
+        launch, n, run_ms, cache, compile_ms = row
+        grid = launch.grid if launch.grid is not None else (-(-n // _CHUNK),)
+        return [KernelRun(launch.name, "numba", grid, _BLOCK, cache, compile_ms, run_ms)]
+
+    def _first_use(self, launch: Launch, n: int, run_ms: float, t0: float) -> tuple:
+        """The trace row of a run that is the Prepared's first, or that made numba compile
+        an entry point or load it from numba's cache (the parallel flavour on its first big
+        input, any flavour on its first strided input): numba's compiler time inside the
+        call (jit_time.since `t0`) is booked as compile time, not run time. Newly compiled
+        code is sealed into the disk entry so the next process loads it."""
+        cache, compile_ms = ("memory", 0.0) if self._ran else (self.origin, self.compile_ms)
+        self._ran = True
+        if launch.specialisations() == launch.known:
+            return launch, n, run_ms, cache, compile_ms
+        jit_ms = min(jit_time.since(t0), run_ms)
+        launch.known = launch.specialisations()
+        misses = launch.cache_misses()
+        compiled = misses > launch.misses
+        launch.misses = misses
+        if compiled:
+            disk_cache.seal_module(self._key, compile_ms=jit_ms, new_compile=True)
+        origin = "compiled" if compiled else "disk"
+        return (launch, n, run_ms - jit_ms,
+                "compiled" if "compiled" in (cache, origin) else origin, compile_ms + jit_ms)
+
+    def _arrays(self, raw: tuple) -> tuple:
+        """ToArray outputs in their dtypes: float16 ones arrive as uint16 bits."""
+        if not self._f16_outputs:
+            return raw
+        out = list(raw)
+        for k in self._f16_outputs:
+            out[k] = out[k].view(np.float16)
+        return tuple(out)
+
+
+class CpuBackend(Backend):
+    name = "cpu"
+    dialect = "numba"
+
+    def __init__(self):
+        self._available: tuple[bool, str] | None = None
+
+    def availability(self) -> tuple[bool, str]:
+        """Whether numba is installed, found without importing it: importing numba takes
+        0.2-0.4 s, which a first call answered by the numpy tier must not wait for (numba
+        is imported by the compile, in the background). A numba that is installed but
+        fails to import surfaces as that compile's error."""
+        if self._available is None:
+            import importlib.util
+            from ...config import numba_jit_disabled
+            from ..registry import NUMBA_JIT_OFF
+            if "numba" not in sys.modules and importlib.util.find_spec("numba") is None:
+                self._available = (False, "numba is not installed; install it with: "
+                                          "pip install numba")
+            elif numba_jit_disabled():                    # numba would compile nothing
+                self._available = (False, NUMBA_JIT_OFF)
+            else:
+                self._available = (True, f"numba{_numba_version()} (LLVM JIT on this CPU)")
+        return self._available
+
+    def source(self, p: Pass) -> str:
+        return module_source(p)
+
+    def launch_shape(self, p: Pass, n: int) -> list[dict]:
+        chunks = max(1, -(-n // numba_py.CHUNK))
+        kind = "parallel" if n >= SERIAL_MAX else "serial"
+        return [{"name": f"{p.name}_{kind}", "grid": (chunks,), "block": (numba_py.CHUNK,)}]
+
+    def prepare(self, p: Pass) -> Prepared:
+        from .cpu_columns import wrap      # X.sum(axis=0) of scalarized rows: one row pass
+        return wrap(p, lambda: CpuPrepared(p, *_load(p)))

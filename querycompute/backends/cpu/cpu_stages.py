@@ -1,0 +1,307 @@
+"""The cpu backend's column operations between fused passes (StageRuntime "cpu"): numba
+kernels parallel over fixed chunks, equal to stage_runtime.NumpyStages bit for bit (a float
+scan groups its combines differently, deterministically for a given n).
+
+    sort             LSD radix sort per key column, the LAST key first (each pass is stable,
+                     so earlier keys decide and ties keep index order); a later key column
+                     is gathered into the current order first. Payload: the int64
+                     permutation. (cpu_stage_kernels.py explains the passes.)
+    sort with k      top-k: per-chunk heaps of the k smallest (bits, index) -> candidates
+                     (at most chunks x k), sorted by the full sort above in index order, so
+                     ties go by index. Several keys are packed into one uint64 word first;
+                     keys wider than 64 bits together pack their first 64 bits, and every
+                     row whose word is not above the k-th smallest is a candidate. A k near
+                     n takes the full sort.
+    sort_values      the radix sort of the key's raw bits alone (no permutation).
+    gather           parallel over chunks of the permutation, on the columns' raw bits.
+    scan             a generated module per ScanSpec (dialects/numba_scan.py).
+    scan_carries     the scan's first phase alone, for a pass fused after the scan.
+    first_occurrence hash partitions + per-partition hash sets on the keys' order bits
+                     (one uint64 word; wider key tuples: the sort and run starts).
+    group_by         per-chunk hash tables of group ids (<= 4096 groups) or the radix sort,
+                     then a generated module of the aggregates (cpu_group.py).
+    join             hash join on the smaller side, parallel probe (cpu_join.py).
+    fused_group      the pass before a group_by and the aggregates in one pass, per-chunk
+                     private tables (<= 4096 groups; cpu_group_fused.py), else None.
+Small inputs (n < SERIAL_MAX) run the `_serial` kernels (one chunk, no thread pool), which
+compute exactly what the parallel ones do. numba is imported on first use, never on import.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from querycompute._codegen import order_keys
+from querycompute._codegen.dialects import numba_scan
+from querycompute._codegen.dialects.numba_py import CHUNK, storage_dtype
+
+from . import cpu as _cpu
+from ...plan.stage_kinds import DistinctStage
+from ..base import KernelRun
+from .cpu_join import key_types, reference_reason
+from .cpu_launch import SERIAL_MAX
+from ..stage_runtime import StageRuntime
+
+_KERNELS = Path(__file__).with_name("cpu_stage_kernels.py")
+_UNSIGNED, _SIGNED, _FLOAT = 0, 1, 2
+_EXP_BITS = {2: 5, 4: 8, 8: 11}             # float16/32/64 exponent widths
+_NO_IDX = np.empty(0, np.int64)
+
+
+def _consts(dtype: np.dtype) -> tuple:
+    """(kind, sign, ones, inf) of a key dtype: what order_bits needs (as uint64 scalars)."""
+    w = 8 * dtype.itemsize
+    if dtype.kind == "f":
+        kind, e = _FLOAT, _EXP_BITS[dtype.itemsize]
+        inf = ((1 << e) - 1) << (w - 1 - e)
+    else:
+        kind, inf = (_SIGNED if dtype.kind == "i" else _UNSIGNED), 0
+    return kind, np.uint64(1 << (w - 1)), np.uint64((1 << w) - 1), np.uint64(inf)
+
+
+def one_word(dtypes) -> bool:
+    """Whether keys of these dtypes fit one 64-bit word together (their order bits side by
+    side): distinct's hash sets need it, wider key tuples take the sort (first_occurrence
+    runs it, explain() prints it)."""
+    return sum(np.dtype(d).itemsize for d in dtypes) <= 8
+
+
+def _raw(x: np.ndarray) -> np.ndarray:
+    """The key's bits as the unsigned type of its width (a view of a contiguous array)."""
+    x = np.ascontiguousarray(x)
+    return x.view(order_keys.bits_dtype(str(x.dtype)))
+
+
+class CpuStages(StageRuntime):
+    name = "cpu"
+    indexed_passes = True      # a join's next pass reads through the pairs (numba_indexed.py)
+
+    def __init__(self):
+        self._scans: dict = {}
+        self._mod = None
+        self._group = None
+        self._fused = None
+        self._join = None
+
+    # ---- plumbing -----------------------------------------------------------------------
+    def _kernels(self):
+        """The fixed kernels' module (cpu_stage_kernels.py), loaded once."""
+        mod = self._mod
+        if mod is None:
+            from .cpu_stage_modules import load
+            mod = self._mod = load("qc_stage_kernels", _KERNELS.read_text())
+        return mod
+
+    def _run(self, mod, base: str, n: int, rows: list, prefix: str, *args):
+        """Entry point `base`_serial or `base`_parallel (as the cpu backend picks) -> result;
+        its trace row is named prefix + the entry point."""
+        parallel, (out, cache, compile_ms, ms) = _cpu.launch(
+            n >= SERIAL_MAX, lambda par: mod.call(f"{base}_{'parallel' if par else 'serial'}", *args))
+        fn = f"{base}_{'parallel' if parallel else 'serial'}"
+        grid = (max(1, -(-n // CHUNK)),) if parallel else (1,)
+        rows.append(KernelRun(prefix + fn, "numba", grid, (CHUNK,), cache, compile_ms, ms))
+        return out
+
+    # ---- sort ---------------------------------------------------------------------------
+    def _radix(self, x, desc: bool, idx, rows, label):
+        """(sorted raw bits of key x, payload): idx None starts the permutation, else it
+        rides along; mode 0 (no payload) when idx is False."""
+        u = _raw(x)
+        mode = 0 if idx is False else (1 if idx is None else 2)
+        src_idx = idx if mode == 2 else _NO_IDX
+        kind, sign, ones, inf = _consts(x.dtype)
+        return self._run(self._kernels(), "radix", len(u), rows, label, u, src_idx, mode,
+                         kind, desc, sign, ones, inf)
+
+    def _full_sort(self, spec, keys, rows) -> np.ndarray:
+        perm = None
+        for j in range(len(keys) - 1, -1, -1):          # LSD over keys: the last one first
+            col = keys[j] if perm is None else self.gather([keys[j]], perm, rows)[0]
+            _, perm = self._radix(col, bool(spec.descending[j]), perm, rows, f"{spec.name}_key{j}_")
+        return perm
+
+    def sort(self, spec, keys, k, rows):
+        keys = [np.ascontiguousarray(c) for c in keys]
+        n = len(keys[0])
+        if k is not None and k <= 0 or n == 0:
+            return np.zeros(0, np.int64)
+        nch = max(1, -(-n // CHUNK))
+        if k is None or 4 * k * nch > n:                 # k near n: a heap per chunk loses
+            perm = self._full_sort(spec, keys, rows)
+            return perm if k is None else perm[:k]
+        mod = self._kernels()
+        if len(keys) == 1:
+            u, desc = _raw(keys[0]), bool(spec.descending[0])
+            kind, sign, ones, inf = _consts(keys[0].dtype)
+        else:
+            u, desc = self._pack(spec.descending, keys, rows, f"{spec.name}_"), False
+            kind, sign, ones, inf = _consts(np.dtype(np.uint64))
+        cand = self._run(mod, "topk", n, rows, f"{spec.name}_", u, k, kind, desc, sign, ones, inf)
+        if sum(c.dtype.itemsize for c in keys) > 8:
+            # u holds the tuple's first 64 bits only: the top k by (word, index) fix the k-th
+            # smallest word, and every row whose word is not above it is a candidate (rows
+            # sharing that word are ordered by the later bits)
+            bound = np.partition(u[cand], k - 1)[k - 1]
+            cand = self._run(mod, "select_le", n, rows, f"{spec.name}_", u, bound)
+        cand.sort()                                      # index order: ties by index below
+        sub = [c[cand] for c in keys]
+        return cand[self._full_sort(spec, sub, rows)[:k]]
+
+    def _pack(self, descending, keys, rows, label) -> np.ndarray:
+        """One uint64 word per row: the keys' order bits side by side, the first key
+        highest, so the word orders (and equals) as the key tuple; a tuple wider than 64
+        bits keeps its first 64 (which order the rows but may tie)."""
+        w = np.zeros(len(keys[0]), np.uint64)
+        room = 64
+        for c, desc in zip(keys, descending):
+            if room == 0:
+                break
+            width = 8 * c.dtype.itemsize
+            take = min(width, room)
+            room -= take
+            kind, sign, ones, inf = _consts(c.dtype)
+            self._run(self._kernels(), "pack", len(w), rows, label, w, _raw(c), width, take,
+                      kind, bool(desc), sign, ones, inf)
+        return w
+
+    def sort_values(self, spec, key, rows):
+        key = np.ascontiguousarray(key)
+        if len(key) == 0:
+            return key.copy()
+        bits, _ = self._radix(key, bool(spec.descending[0]), False, rows, f"{spec.name}_")
+        return bits.view(key.dtype)
+
+    # ---- gather -------------------------------------------------------------------------
+    def gather(self, cols, perm, rows):
+        perm = np.ascontiguousarray(perm, dtype=np.int64)
+        out = []
+        for col in cols:
+            col = np.ascontiguousarray(col)
+            if col.dtype.itemsize not in (1, 2, 4, 8) or col.ndim != 1:
+                out.append(np.take(col, perm, axis=0))
+                continue
+            raw_t = f"u{col.dtype.itemsize}"
+            res = np.empty(len(perm), col.dtype)
+            self._run(self._kernels(), "gather", len(perm), rows, "",
+                      col.view(raw_t), perm, res.view(raw_t))
+            out.append(res)
+        return out
+
+    # ---- scan ---------------------------------------------------------------------------
+    def scan(self, spec, values, params, rows):
+        dtype = np.dtype(spec.dtype)
+        x = np.ascontiguousarray(values, dtype=dtype)
+        n = len(x)
+        if n == 0:
+            return x.copy()
+        mod = self._scan_module(spec)
+        store = np.dtype(storage_dtype(spec.dtype))
+        out = np.empty(n, store)
+        ps = [np.dtype("float32" if p.dtype == "float16" else p.dtype).type(v)
+              for p, v in zip(spec.params, params)]
+        self._run(mod, spec.name, n, rows, "", x.view(store), out, *ps)
+        return out.view(dtype)
+
+    def _scan_module(self, spec):
+        mod = self._scans.get(spec)
+        if mod is None:
+            from .cpu_stage_modules import load
+            mod = self._scans[spec] = load(spec.name, numba_scan.render(spec, cache=True))
+        return mod
+
+    def scan_carries(self, spec, values, params, rows):
+        """The scan's first phase alone: C[c], the fold of everything before chunk c (seed
+        first), in the scan's register type; the pass fused after the scan runs the second
+        phase in its own loop (dialects/numba_scan_fused.py, pipeline.StagedPrepared)."""
+        x = np.ascontiguousarray(values, dtype=np.dtype(spec.dtype))
+        ps = [np.dtype("float32" if p.dtype == "float16" else p.dtype).type(v)
+              for p, v in zip(spec.params, params)]
+        store = np.dtype(storage_dtype(spec.dtype))
+        return self._run(self._scan_module(spec), f"{spec.name}_carries", len(x), rows, "",
+                         x.view(store), *ps)
+
+    # ---- group_by -----------------------------------------------------------------------
+    def group_by(self, spec, keys, values, params, rows):
+        """Hash tables per chunk for <= 4096 groups, else a radix sort (cpu_group.py)."""
+        if self._group is None:
+            from .cpu_group import CpuGroupBy
+            self._group = CpuGroupBy(self)
+        return self._group(spec, keys, values, params, rows)
+
+    def join(self, left_keys, right_keys, outer, rows):
+        """Hash join: build on the smaller side, probe in parallel chunks (cpu_join.py)."""
+        if self._join is None:
+            from .cpu_join import CpuJoin
+            self._join = CpuJoin(self)
+        return self._join(left_keys, right_keys, outer, rows)
+
+    def describe(self, stage, element_dtypes=()):
+        """explain()'s lines for a group_by or join stage on the cpu (None: the default);
+        `element_dtypes`: the dtypes of the columns going into the stage (a join's keys among
+        them). They name the runtime that really runs the stage (cpu_join.reference_reason)."""
+        from ...plan.group_plan import GroupStage
+        from ...plan.join_plan import JoinStage
+        if isinstance(stage, GroupStage):
+            from querycompute._codegen.dialects.numba_group_fused import fits
+            fused = ("with <= 4096 groups it runs INSIDE the pass above (per-chunk tables; the key "
+                     "and input columns are never stored), else " if fits(stage.spec.key_dtypes) else "")
+            return [f"cpu: {fused}per-chunk group-id tables (<= 4096 groups) or a radix sort, "
+                    "then the aggregates in source-chunk order"]
+        if isinstance(stage, JoinStage):
+            why = reference_reason(key_types([element_dtypes[k] for k in stage.keys], stage.key_dtypes))
+            if why:
+                return [f"numpy reference (join_plan.join_reference: a stable sort of the other side's "
+                        f"keys, binary searches), not the cpu hash join: {why}"]
+            return ["cpu: hash join: the smaller side built, the other probed in parallel chunks "
+                    "(a bloom array in front of the table), pairs in LINQ's order"]
+        if isinstance(stage, DistinctStage):
+            if one_word(stage.spec.key_dtypes):
+                return ["cpu: per-partition hash sets of the keys' order bits (one 64-bit word per "
+                        "row), first occurrences kept in source order"]
+            return [f"cpu: the keys ({', '.join(stage.spec.key_dtypes)}) are wider than 64 bits together: "
+                    f"a stable LSD radix sort of them, the first row of each run of equal keys kept"]
+        return None
+
+    def fused_group(self, p, spec, keys, values, inputs, params, gparams, n, rows):
+        """The pass `p` and the group_by after it in one pass (<= 4096 groups), or None
+        (cpu_group_fused.py)."""
+        if self._fused is None:
+            from .cpu_group_fused import CpuFusedGroup
+            self._fused = CpuFusedGroup(self)
+        return self._fused(p, spec, keys, values, inputs, params, gparams, n, rows)
+
+    # ---- distinct -----------------------------------------------------------------------
+    def first_occurrence(self, spec, keys, rows):
+        keys = [np.ascontiguousarray(c) for c in keys]
+        n = len(keys[0])
+        if n == 0:
+            return np.zeros(0, dtype=bool)
+        if not one_word(c.dtype for c in keys):
+            return self._first_by_sort(spec, keys, rows)
+        if len(keys) == 1:
+            u = _raw(keys[0])
+            kind, sign, ones, inf = _consts(keys[0].dtype)
+        else:
+            u = self._pack((False,) * len(keys), keys, rows, f"{spec.name}_")
+            kind, sign, ones, inf = _consts(np.dtype(np.uint64))
+        # partitions of ~16K elements (each one's hash set stays in a core's L2); the serial
+        # kernel takes the whole input as one
+        pbits = int(min(12, max(1, round(np.log2(max(n, 1) / 16384)))))
+        return self._run(self._kernels(), "distinct", n, rows, f"{spec.name}_", u, pbits,
+                         kind, sign, ones, inf)
+
+    def _first_by_sort(self, spec, keys, rows) -> np.ndarray:
+        """Key tuples wider than one word: run starts of the stable sort (the first row of
+        each run of equal keys has the smallest index)."""
+        ascending = type(spec)(spec.key_dtypes, (False,) * len(keys), spec.name)
+        perm = self._full_sort(ascending, keys, rows)
+        new_run = np.ones(len(perm), dtype=bool)
+        new_run[1:] = False
+        for c in keys:
+            s = order_keys.transform(c)[perm]
+            new_run[1:] |= s[1:] != s[:-1]
+        keep = np.empty(len(perm), dtype=bool)
+        keep[perm] = new_run
+        return keep
+

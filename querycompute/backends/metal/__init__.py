@@ -1,0 +1,2 @@
+"""The `metal` backend: Metal Shading Language source generation only.
+"""

@@ -1,0 +1,2 @@
+"""The `opencl` backend: OpenCL C built and launched through PyOpenCL.
+"""

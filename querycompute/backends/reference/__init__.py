@@ -1,0 +1,2 @@
+"""The `numpy` backend: the reference interpreter every other backend is tested against.
+"""

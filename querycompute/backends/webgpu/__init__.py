@@ -1,0 +1,2 @@
+"""The `webgpu` backend: WGSL run through wgpu-py (its device, timing, windows and column operations).
+"""

@@ -1,0 +1,131 @@
+"""Inputs larger than a storage binding: one webgpu pass run over consecutive windows.
+
+A WebGPU storage binding holds at most the adapter's `max_storage_buffer_binding_size`
+(128 MiB on lavapipe and on many GPUs). A pass whose buffers for n elements would exceed it
+runs over windows [lo, hi) of its input columns instead: every window is an ordinary call of
+the same compiled kernels on the columns' views `col[lo:hi]` (one kernel set and one set of
+buffers serve every full window), and the windows' results combine on the host as the
+blocks of one reduction would:
+
+  to_array      outputs concatenated in window order (a compaction keeps its order; a
+                compaction with a ToArray window [lo, hi) of survivors runs each binding
+                window unclipped and slices the concatenation, stopping once hi survivors
+                are in);
+  sum           added in the accumulator's type (floats in window order; integers wrap,
+                two-word sums in 64 bits as NumPy's do);
+  min / max     np.minimum / np.maximum (NaN wins);
+  count         added; any / all: or / and;
+  first         the first window with a survivor, its index offset by the window's start;
+  fold          refused (each window applies the seed; a fold over more than one binding
+                needs the cpu / opencl / cuda backend).
+
+The window length is the largest whole number of elements for which every buffer that grows
+with n (inputs, as the span a strided input covers; outputs; scratch sized n) fits the
+binding limit. `binding_limit` is the adapter's, or `TEST_BINDING_LIMIT` when a test lowers
+it to reach this path with small inputs.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from querycompute._codegen import launch as L
+
+from ...errors import QueryError
+
+TEST_BINDING_LIMIT: int | None = None     # bytes; tests only (None: the adapter's limit)
+
+
+def binding_limit(dev) -> int:
+    return min(dev.max_binding, TEST_BINDING_LIMIT) if TEST_BINDING_LIMIT else dev.max_binding
+
+
+def _step(x, max_step: int) -> int:
+    """Elements of memory a strided input's element spans on the device (gpu_launch.strided_span
+    uploads the span for strides up to max_step, else a contiguous copy)."""
+    x = np.asarray(x)
+    step, rem = divmod(x.strides[0], x.dtype.itemsize) if x.ndim == 1 and len(x) > 1 else (1, 0)
+    return step if rem == 0 and 0 < step <= max_step else 1
+
+
+def window_length(ks: L.KernelSet, inputs, n: int, limit: int, itemsize, max_step: int) -> int:
+    """Elements per window so that no buffer exceeds `limit` bytes (n when all of it fits).
+    `itemsize(dtype)`: device bytes per element."""
+    per = [itemsize(str(np.asarray(x).dtype)) * _step(x, max_step) for x in inputs]
+    per += [itemsize(b.dtype) for b in ks.outputs if b.size in ("n", "window")]
+    per += [itemsize(b.dtype) for b in ks.scratch if b.size == "n"]
+    widest = max(per, default=1)
+    if n * widest <= limit - 4:
+        return n
+    return max(1, (limit - 4) // widest)
+
+
+def run(prepared, loop, aggs, inputs, params, n: int, length: int) -> tuple:
+    """(raw results of the whole pass, launches, tokens) from windows of `length` elements."""
+    ks = loop.ks
+    if not inputs:
+        raise QueryError(f"webgpu: {n} elements of {ks.pass_name} need more than one storage binding "
+                         f"and the pass reads no input column to split; use the cpu / opencl / cuda backend")
+    if ks.shape == "reduce" and any(a.op == "fold" for a in aggs):
+        raise QueryError(f"webgpu: an aggregate(...) fold over {n} elements needs more than one storage "
+                         "binding window (each window would apply the seed); use the cpu / opencl / cuda "
+                         "backend, or a smaller input")
+    params = list(params)
+    want = None
+    if ks.window:                                  # survivors [lo, hi): every survivor, sliced after
+        lo_at, hi_at = ks.window
+        want = (int(params[lo_at]), int(params[hi_at]))
+    launches, tokens, parts = [], [], []
+    kept = 0
+    for lo in range(0, n, length):
+        hi = min(n, lo + length)
+        if want:
+            params[lo_at], params[hi_at] = type(params[lo_at])(0), type(params[hi_at])(hi - lo)
+        raw, ls, ts = loop.run([x[lo:hi] for x in inputs], params, hi - lo)
+        launches += ls
+        tokens += ts
+        if ks.shape == "reduce":
+            parts.append((lo, raw))
+            if _decided(aggs, raw):
+                break
+        else:
+            parts.append(raw)
+            kept += len(raw[0]) if raw else 0
+            if want and kept >= want[1]:
+                break
+    if ks.shape == "reduce":
+        return _combine(aggs, parts), launches, tokens
+    outs = tuple(np.concatenate([p[k] for p in parts]) for k in range(len(ks.outputs)))
+    if want:
+        outs = tuple(o[want[0]:want[1]] for o in outs)
+    return outs, launches, tokens
+
+
+def _decided(aggs, raw) -> bool:
+    """Every aggregate settled by this window (only first / any / all can be)."""
+    for a, r in zip(aggs, raw):
+        if a.op == "first" and r[0] >= 0 or a.op == "any" and r or a.op == "all" and not r:
+            continue
+        return False
+    return True
+
+
+def _combine(aggs, parts) -> list:
+    """The windows' raw reduce results joined in window order (the module doc's rules)."""
+    out = list(parts[0][1])
+    for lo, raw in parts[1:]:
+        for j, a in enumerate(aggs):
+            acc, r = out[j], raw[j]
+            if a.op == "first":
+                if acc[0] < 0 and r[0] >= 0:
+                    out[j] = (r[0] + lo, r[1])
+            elif a.op == "any":
+                out[j] = bool(acc) or bool(r)
+            elif a.op == "all":
+                out[j] = bool(acc) and bool(r)
+            elif a.op == "count":
+                out[j] = acc + r
+            else:
+                with np.errstate(all="ignore"):
+                    f = {"sum": np.add, "min": np.minimum, "max": np.maximum}[a.op]
+                    out[j] = type(acc)(f(acc, r))
+    return out

@@ -1,0 +1,2 @@
+"""The `querycompute` command: cache commands, query text, the demo.
+"""

@@ -1,0 +1,131 @@
+"""Which columns of a table a query reads, so only those are converted and handed to the kernel.
+
+A DataFrame / Arrow table source (sources.Source with a Table) offers every column a kernel
+can read; a query usually reads a few. Before a run, `narrowed(q, term, fns)` looks at the
+lambdas that see the source's record and keeps the columns they name (`r.price`,
+`r["price"]`), so a wide table costs only the columns the query uses (no conversion, no
+device copy of the others) and a column that is not read can't fail the query (a null
+appearing in it later, for instance).
+
+The record reaches a lambda through the operators that keep elements as they are (where,
+order_by / then_by keys, take/skip(_while), distinct, reverse, join and group_by keys) up to
+the first operator that makes new elements (select, scan, a join's result); if none does, the
+terminal's functions see it too. Whenever the record itself may flow on, all readable columns
+are kept (a conservative answer is always correct): a lambda seeing the record uses a
+parameter other than through `.name` / `["name"]`, or unpacks it into several parameters (an
+unpack follows the column order), or the terminal returns elements (to_array, first, last,
+...), or an aggregate has no function. The reads of a lambda are computed once per
+LambdaSource (that is, per code object).
+"""
+from __future__ import annotations
+
+import ast
+
+from ..graph import terminals as T
+from ..graph.graph import Count
+
+# Operators whose elements are the elements they received (their function, if any, sees the
+# record and the record goes on) / that make new elements (their function sees the record).
+_KEEP = frozenset("wWoOtTkKaArdgJLR")
+_MAKE = frozenset("scj")
+# Aggregate kinds whose result never contains the element when they have no function.
+_NO_FN_NO_READ = frozenset(("count",))
+# Which parameter holds the record: a fold's / scan's last (func(acc, v)), a join result's
+# first (result(a, b)); None: the lambda's only parameter (several: an unpacked record).
+_RECORD_PARAM = {"c": -1, "j": 0, "fold": -1}
+_READS: dict[tuple, tuple] = {}    # (id(LambdaSource), record param) -> (LambdaSource, reads)
+
+
+def narrowed(q, term, fns):
+    """`q`, or a copy of it over a Source narrowed to the columns its lambdas read."""
+    src = q._source
+    fields = used_fields(src.fields, q._kinds, q._ops, term, fns)
+    if fields is None or len(fields) == len(src.fields):
+        return q
+    return type(q)(src.narrow(fields), q._ops, q._backend, q._kinds, q._codes)
+
+
+def used_fields(fields: tuple, kinds: str, ops: tuple, term, fns) -> tuple | None:
+    """The table columns (in table order) the query reads, or None for all of them."""
+    names: set = set()
+    for letter, fn in zip(kinds, ops):
+        if letter in "R":                       # the other query of a join: its own source
+            continue
+        if fn is None and letter in "oOd":
+            return None                         # the element itself is the key
+        if fn is not None and not _add(names, fn, _RECORD_PARAM.get(letter)):
+            return None
+        if letter in _MAKE:
+            return _in_order(fields, names)
+        if letter not in _KEEP:
+            return None                         # an operator this analysis does not know
+    if term.name in ("to_array", "to_list"):
+        return None                             # the records themselves are the result
+    specs = term.specs
+    per_call = iter(fns)
+    for _, spec in specs:
+        fn = spec.fn
+        if fn is T.PER_CALL:
+            fn = next(per_call, None)
+        if fn is None or type(fn) is Count:
+            if spec.kind not in _NO_FN_NO_READ:
+                return None                     # the element itself is aggregated or returned
+            continue
+        if spec.kind in ("last", "single", "element_at", "first") and term.name != "agg":
+            return None                         # returns the element the predicate picked
+        if not _add(names, fn, _RECORD_PARAM.get(spec.kind)):
+            return None
+    return _in_order(fields, names)
+
+
+def _in_order(fields: tuple, names: set) -> tuple | None:
+    """The fields named, in table order; at least one (the length comes from a column).
+    None (all of them) when a name is no readable column: the lambda's "no field" error
+    then lists the table's columns, not just the ones read."""
+    if not names <= set(fields):
+        return None
+    return tuple(f for f in fields if f in names) or fields[:1]
+
+
+def _add(names: set, fn, record_param: int | None) -> bool:
+    """Add the fields `fn` reads from the record; False when it may use the record whole."""
+    from .plan import slot_info
+    src = slot_info(fn)[0]
+    key = (id(src), record_param)
+    hit = _READS.get(key)
+    if hit is None or hit[0] is not src:
+        hit = _READS[key] = (src, _reads(src, record_param))
+    if hit[1] is None:
+        return False
+    names.update(hit[1])
+    return True
+
+
+def _reads(src, record_param: int | None) -> frozenset | None:
+    """Names read as r.name / r["name"] from the record parameter, or None if it is used any
+    other way (passed on, returned, compared whole...) or unpacked into several parameters."""
+    if src.body is None or not src.params:
+        return frozenset()
+    if record_param is None:
+        if len(src.params) > 1:
+            return None                         # the record unpacked in column order
+        params = set(src.params)
+    else:
+        params = {src.params[record_param]}
+    out: set = set()
+    parents = {}
+    for node in ast.walk(src.body):
+        for child in ast.iter_child_nodes(node):
+            parents[child] = node
+    for node in ast.walk(src.body):
+        if not (isinstance(node, ast.Name) and node.id in params):
+            continue
+        up = parents.get(node)
+        if isinstance(up, ast.Attribute) and up.value is node:
+            out.add(up.attr)
+        elif (isinstance(up, ast.Subscript) and up.value is node and isinstance(up.slice, ast.Constant)
+              and isinstance(up.slice.value, str)):
+            out.add(up.slice.value)
+        else:
+            return None
+    return frozenset(out)

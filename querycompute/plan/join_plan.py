@@ -1,0 +1,214 @@
+"""Planning `join(other, key, other_key, result)` and `left_join(...)` (DESIGN.md section 3).
+
+    q.where(p).join(orders, lambda l: l.orderkey, lambda o: o.orderkey,
+                    lambda l, o: {"qty": l.qty, "prio": o.prio}).where(...).group_by(...)
+
+    stage 1: fused pass over this side: where p; this side's key and element -> columns
+    stage 2: join: the other query's key and element columns (run as queries of their own on
+             the same backend), the matching (this row, other row) index pairs in LINQ's
+             order: this side's order, then the other side's order among the matches; both
+             sides' element columns gathered by them
+    stage 3: fused pass (the probe side's continuation): result(a, b), then whatever follows
+             (where, select, terminal, group_by)
+
+On a runtime with `indexed_passes` (cpu) stages 2 and 3 are one: nothing is gathered, the
+pass reads this side's columns at li[k] and the other side's at ri[k] (the pairs as index
+columns: dialects/numba_indexed.py), and a group_by after it runs inside that pass too
+(cpu_group_fused.py). `fusable` says where; other runtimes gather (same results).
+
+Key equality is that of sorting and distinct (order_keys.py: all NaNs one value, -0.0 == 0.0),
+after both keys are converted to their common NumPy type. left_join keeps every row of this
+side: a row without a match gets the other side's columns filled with NaN (floats), 0
+(integers) or False (bools), its `b` fields reading those values.
+
+The other side's element type is part of the plan: it is read from the other query when the
+plan is made (its columns' dtypes and shape, by running it on zero rows); a run whose other
+query gives different dtypes raises (it is a different plan).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import QueryError
+from .fusion import leaves
+from ..sources.sources import plain_columns
+
+
+@dataclass(frozen=True)
+class JoinStage:
+    keys: tuple                    # this side's key columns (indexes)
+    element: int                   # the first `element` columns are this side's element
+    other_at: int                  # the plan parameter holding (other Query, its key function)
+    key_dtypes: tuple              # the other side's key column dtypes, as planned
+    other: object                  # the other side's stages.Columns, as planned
+    outer: bool                    # left_join
+
+
+def columns_of(value) -> tuple:
+    """(shape, fields, columns) of a to_array() result: an array, a tuple or a dict of arrays."""
+    if isinstance(value, dict):
+        return "record", tuple(value), tuple(value.values())
+    if isinstance(value, tuple):
+        return "tuple", (), value
+    return "scalar", (), (value,)
+
+
+def plan_join(planner, ops: list, at: int) -> None:
+    """The Join node at `at` (this side's key), the JoinOther after it; appends this side's pass
+    and the JoinStage to `planner`, whose columns then describe the (a, b) pair."""
+    from .stage_kinds import Columns
+    nodes = planner.nodes
+    if at + 2 >= len(nodes) or nodes[at + 1].letter != "R" or nodes[at + 2].letter != "j":
+        raise QueryError("a join is made by q.join(other, key, other_key, result)")
+
+    def key_leaves(lw, element):
+        return leaves(lw.apply(at, element))[2]
+    _, n_elem, key_cols, _ = planner.materialize(ops, key_leaves)
+    this = planner.cols
+    other, other_key = planner.infos[at + 1][1]["other"]
+    other._source.columns()            # (finds its element shapes: shaped ones can't be joined)
+    if getattr(other._source, "shapes", None):
+        from types import SimpleNamespace
+
+        from ..sources.shaped import refuse_staged
+        refuse_staged(other._source, (), SimpleNamespace(name=nodes[at].kind))
+    shape, fields, cols = columns_of(other.on("numpy").take(0).to_array())
+    _, _, key_cols_other = columns_of(other.select(other_key).on("numpy").take(0).to_array())
+    other_cols = Columns(shape, fields, tuple(str(c.dtype) for c in cols))
+    key_dtypes = tuple(str(c.dtype) for c in key_cols_other)
+    if len(key_dtypes) != len(key_cols):
+        raise QueryError(f"join keys differ in arity: this side's key has {len(key_cols)} values, "
+                         f"the other's {len(key_dtypes)}")
+    planner.bindings.append((at + 1, "other", "object"))
+    planner.limits.append(None)
+    outer = nodes[at].outer
+    planner.stages.append(JoinStage(key_cols, n_elem, len(planner.bindings) - 1, key_dtypes, other_cols, outer))
+    planner.texts.append(f"{nodes[at].kind}: the other query's key and element columns; matching row pairs "
+                         f"(this side's order, then the other's); both sides gathered")
+    # (a left join's unmatched rows hold NaN / 0 / False in the other side's own dtypes)
+    planner.cols = Columns("pair", (this, other_cols), this.dtypes + other_cols.dtypes)
+
+
+def fill_value(dtype) -> object:
+    dt = np.dtype(dtype)
+    return np.nan if dt.kind == "f" else (False if dt.kind == "b" else 0)
+
+
+def gather_filled(col: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """col[idx] with idx -1 giving the dtype's fill value (left_join's rows without a match)."""
+    if len(col) == 0:
+        return np.full(len(idx), fill_value(col.dtype), dtype=col.dtype)
+    out = col[np.maximum(idx, 0)]
+    missing = idx < 0
+    if missing.any():
+        out[missing] = fill_value(col.dtype)
+    return out
+
+
+def fusable(stages: tuple, i: int) -> bool:
+    """Whether stage i, a join, can hand its index pairs to the pass after it, which then
+    reads both sides' columns through them (a runtime with `indexed_passes` compiles that
+    pass as dialects/numba_indexed.IndexedPass; nothing is gathered): that pass has no
+    take/skip window, positional terminal or early exit (those slice their inputs)."""
+    from .stage_kinds import plain_pass_after
+    return plain_pass_after(stages, i, JoinStage) is not None
+
+
+def indexed(stage: JoinStage, p):
+    """The pass `p` after join `stage` reading the joined columns through the pairs."""
+    from querycompute._codegen.dialects.numba_indexed import index
+    return index(p, stage.element, len(stage.other.dtypes), stage.outer)
+
+
+def run_join(stage: JoinStage, state: list, pair, backend: str, rt, rows: list) -> list:
+    """The join stage at run time: the other side's columns, the index pairs, the gathers."""
+    left, right, li, ri = join_pairs(stage, state, pair, backend, rt, rows)
+    left = rt.gather(left, li, rows)
+    if getattr(rt, "device_join", False):        # GpuStages: the gathers stay on the device
+        right = rt.gather_filled(right, ri, rows) if stage.outer else list(rt.gather(right, ri, rows))
+    else:
+        right = [gather_filled(np.asarray(c), ri) for c in right]
+    return list(left) + right
+
+
+def join_pairs(stage: JoinStage, state: list, pair, backend: str, rt, rows: list) -> tuple:
+    """(this side's element columns, the other side's columns, li, ri): the join's matching
+    row pairs (join_reference's order) and the columns they index, ungathered."""
+    other, other_key = pair
+    right = other_columns(other, backend)
+    right_keys = other_key_columns(other, other_key, backend)
+    got = (tuple(str(c.dtype) for c in right), tuple(str(c.dtype) for c in right_keys))
+    if got != (stage.other.dtypes, stage.key_dtypes):
+        raise QueryError(f"the joined query's columns are {got[0]} with keys {got[1]}; the plan was made "
+                         f"for {stage.other.dtypes} with keys {stage.key_dtypes}: build the join again")
+    left_keys = [state[k] for k in stage.keys]
+    li, ri = rt.join(left_keys, [np.asarray(k) for k in right_keys], stage.outer, rows)
+    return list(state[:stage.element]), [np.asarray(c) for c in right], li, ri
+
+
+def _in_place(other) -> bool:
+    """Whether the other query is a table as it is: no operators, plain 1-D NumPy columns."""
+    src = other._source
+    return (not other._ops and src.kind in ("array", "zip", "table") and src._table is None
+            and plain_columns(src._items))
+
+
+def other_columns(other, backend: str) -> tuple:
+    """The other query's element columns. A table joined as it is (_in_place) is read in
+    place: the join and the pass after it only read them, so copying them (what its
+    to_array does) would be wasted; anything else runs."""
+    if _in_place(other):
+        return other._source._items
+    return columns_of(other.on(backend).to_array())[2]
+
+
+def other_key_columns(other, other_key, backend: str) -> tuple:
+    """The other query's key columns. Over a table joined as it is, a key that only picks
+    its columns (`lambda o: o.id`, `lambda o: (o.a, o.b)`: the plan's element program
+    computes and filters nothing, and loads each column in its own dtype) is those columns,
+    in place; any other key runs as a query."""
+    from querycompute._codegen.expr import Load
+    q = other.select(other_key)
+    if _in_place(other):
+        lw, _, cols, _ = q.lowered()
+        prog = getattr(getattr(lw, "pass_", None), "program", None)
+        items = other._source._items
+        if prog is not None and not prog.body and not prog.has_filter and len(cols) == len(prog.inputs) \
+                and all(type(o) is Load and o.dtype == prog.inputs[o.input].dtype
+                        and any(cols[o.input] is c for c in items) for o in prog.outputs):
+            return tuple(cols[o.input] for o in prog.outputs)
+    return columns_of(q.on(backend).to_array())[2]
+
+
+def join_reference(left_keys, right_keys, outer: bool) -> tuple:
+    """(left indexes, right indexes) of the matching pairs in LINQ's order: left order, then
+    right order among a left row's matches; `outer`: a left row without a match once, with
+    right index -1. Keys are compared as order bits of their common type."""
+    from querycompute._codegen import order_keys
+    nl, nr = len(left_keys[0]), len(right_keys[0])
+    lb, rb = [], []
+    for a, b in zip(left_keys, right_keys):
+        common = np.promote_types(np.asarray(a).dtype, np.asarray(b).dtype)
+        lb.append(order_keys.transform(np.asarray(a).astype(common)).astype(np.uint64))
+        rb.append(order_keys.transform(np.asarray(b).astype(common)).astype(np.uint64))
+    if len(lb) == 1:
+        lid, rid = lb[0], rb[0]
+    else:                              # several key columns: one id per distinct tuple
+        both = np.concatenate([np.stack(lb, axis=1), np.stack(rb, axis=1)]) if nl + nr else np.zeros((0, len(lb)))
+        _, ids = np.unique(both, axis=0, return_inverse=True)
+        ids = ids.reshape(-1)
+        lid, rid = ids[:nl], ids[nl:]
+    order = np.argsort(rid, kind="stable")
+    sr = rid[order]
+    lo = np.searchsorted(sr, lid, "left")
+    counts = np.searchsorted(sr, lid, "right") - lo
+    take = np.maximum(counts, 1) if outer else counts
+    li = np.repeat(np.arange(nl, dtype=np.int64), take)
+    starts = np.repeat(lo, take)
+    offs = np.arange(len(li), dtype=np.int64) - np.repeat(np.cumsum(take) - take, take)
+    ri = order[np.minimum(starts + offs, max(nr - 1, 0))].astype(np.int64) if nr else np.zeros(len(li), np.int64)
+    if outer:
+        ri[np.repeat(counts == 0, take)] = -1
+    return li, ri

@@ -1,0 +1,139 @@
+"""From a Query to its fused plan: the lambdas' sources, the element the chain starts from,
+the lowering of chain + terminal into one `Lowered` pass, and the kernel parameters' values.
+Used by the engine on a cache miss (and for every call's parameters) and by introspect.
+"""
+from __future__ import annotations
+
+from types import FunctionType
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..errors import CapturedValueOverflowError, QueryError
+from ..graph.graph import Count, JoinArg, ScanArg
+from ..dask.ship import Shipped
+from ..frontend.capture import LambdaSource, capture_values, lambda_source
+from ..frontend.exact import derived_value, is_derived
+
+if TYPE_CHECKING:
+    from .fusion import Lowered, Lowering
+    from ..sources.sources import Source
+
+
+# Stand-ins for the slots of operators without a lambda: reverse(), order_by() / distinct()
+# without a key (NO_FUNCTION), and the n of take / skip / element_at (COUNT: read on every
+# call, like a captured value, so its value is a kernel or run-time parameter).
+NO_FUNCTION = LambdaSource((), None, "<none>", (), None, "")
+COUNT = LambdaSource((), None, "<count>", ("n",), None, "n")
+OTHER = LambdaSource((), None, "<other>", ("other",), None, "the other query")
+
+
+def slot_info(fn) -> tuple:
+    """(LambdaSource, current captured values) for a user function or a parsed text lambda;
+    stand-ins for a missing key function and for take/skip counts."""
+    t = type(fn)
+    if t is Count:
+        return COUNT, {"n": fn.value}
+    if fn is None:
+        return NO_FUNCTION, {}
+    if t is ScanArg:
+        fn = fn.fn
+    if t is JoinArg:
+        return OTHER, {"other": (fn.other, fn.key)}
+    if t is ScanArg:
+        t = type(fn)
+    if t is Shipped:                          # a Dask chunk's function: text + captures
+        return fn.source, fn.env
+    if type(fn) is not FunctionType:          # text, parsed text, a ufunc / builtin: no captures
+        from ..frontend.known_callables import function_source   # (np / math / builtins only)
+        src = function_source(fn)
+        return src, capture_values(None, src)
+    src = lambda_source(fn)
+    return src, capture_values(fn, src)
+
+
+def _input_name(source: Source, i: int) -> str:
+    """Kernel-facing input names: the table's field names where they are plain ASCII
+    identifiers (printers prefix them, so C keywords are safe), else x / in0, in1, ..."""
+    if source.kind == "table":
+        f = source.fields[i]
+        if f.isascii() and f.isidentifier() and not f.startswith("_"):
+            return f
+    return "x" if source.kind == "array" else f"in{i}"
+
+
+def initial_element(source: Source, dts: tuple, lw: Lowering):
+    """The element value the first lambda sees, and the program's inputs."""
+    from querycompute._codegen import expr as E
+    from querycompute._codegen.program import InputSpec
+
+    from ..frontend.values import RecordVal, Scalar, TupleVal
+    if source.kind == "range":
+        start = lw.b.param(("range", 0), "int64")
+        step = lw.b.param(("range", 2), "int64")
+        idx = E.Binary("add", start, E.Binary("mul", E.Index(), step, "int64"), "int64")
+        return Scalar(idx, None), []
+    if source.shapes:                  # shaped elements: several columns per input
+        from ..sources.shaped import initial_element as shaped_element
+        return shaped_element(source, dts)
+    inputs = [InputSpec(_input_name(source, i), d) for i, d in enumerate(dts)]
+    loads = [Scalar(E.Load(i, d), None) for i, d in enumerate(dts)]
+    if source.kind == "array":
+        return loads[0], inputs
+    if source.kind == "zip":
+        return TupleVal(tuple(loads)), inputs
+    return RecordVal(tuple(zip(source.fields, loads)), tuple(source.skipped.items())), inputs
+
+
+def lower(source: Source, dts: tuple, ops: tuple, term, infos: list) -> Lowered:
+    """Fuse source + chain + terminal into one pass (no compilation). (The translator and
+    the fusion are imported here, on the first compile, not with the package.)"""
+    from ..graph.graph import staged
+    if source.shapes:
+        from . import rows
+        if rows.has_long(source):      # rows of more than shaped.MAX_SCALARS values
+            return rows.lower(source, dts, ops, term, infos)
+    if staged("".join([op.letter for op in ops]), term):
+        from ..sources.shaped import refuse_staged
+        refuse_staged(source, ops, term)
+        from .stages import lower_staged
+        return lower_staged(source, dts, ops, term, infos)
+    from .fusion import Lowering
+    lw = Lowering(infos, f"qc_{term.name}")   # kernel names: qc_sum_reduce_partials, ...
+    element, inputs = initial_element(source, dts, lw)
+    element = lw.chain(element, tuple((op.kind, i) for i, op in enumerate(ops)))
+    lowered = lw.terminal(inputs, element, term, len(ops))
+    if lowered.shape == "shaped":      # the final (m, *s) array: one block (shaped.py)
+        from ..sources.shaped import as_block
+        lowered = as_block(lowered)
+    return lowered
+
+
+def param_values(lowered: Lowered, infos: list, source: Source) -> list:
+    out = []
+    for key, limits in zip(lowered.bindings, lowered.limits):
+        where, name, dtype = key
+        if where == "window":          # a compaction window: set per run (pipeline.py)
+            out.append(np.int64(0))
+            continue
+        if dtype == "object":           # a join's other side: (Query, key function)
+            out.append(infos[where][1][name])
+            continue
+        if is_derived(name):            # a weak sub-expression of captured ints, exact
+            src = infos[where][0]
+            out.append(derived_value(name, dtype, infos[where][1], src.where(src.body), src.text))
+            continue
+        v = source.range_args[name] if where == "range" else infos[where][1][name]
+        if limits is not None and type(v) is int and not limits[0] <= v <= limits[1]:
+            src = infos[where][0]
+            raise CapturedValueOverflowError(
+                f"{src.where(src.body)}: captured {name!r} = {v} is out of bounds for "
+                f"{limits[2]}, the type it meets in `{src.text}` (NumPy 2 raises "
+                f"OverflowError here); use a value in [{limits[0]}, {limits[1]}] "
+                f"or make the element wider first, e.g. np.int64(v)")
+        try:
+            out.append(np.dtype(dtype).type(v))
+        except (OverflowError, ValueError, TypeError) as exc:
+            raise QueryError(f"captured value {name!r} = {v!r} does not fit the parameter type "
+                             f"{dtype} it was compiled for ({exc})") from None
+    return out

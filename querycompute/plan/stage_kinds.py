@@ -1,0 +1,183 @@
+"""The stages a staged plan is made of (stages.py plans them, pipeline.py runs them,
+explain_stages.py prints them): the columns between stages, take/skip windows, and one
+frozen record per stage kind. group_plan.GroupStage and join_plan.JoinStage live beside
+their planning."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from querycompute._codegen import expr as E
+from querycompute._codegen.stage_specs import ScanSpec, SortSpec
+
+from ..frontend.values import RecordVal, Scalar, TupleVal
+from .fusion import Lowered
+
+
+@dataclass(frozen=True)
+class Columns:
+    """The element as columns: its shape ("scalar" | "tuple" | "record"), record field
+    names, and the dtype of each leaf column."""
+    shape: str
+    fields: tuple
+    dtypes: tuple
+
+
+@dataclass(frozen=True)
+class Window:
+    """Consecutive take / skip: ("take" | "skip" | "upto" | "at", parameter index or -1,
+    constant) per operator; "upto" i keeps i + 1 elements (element_at after a sort), "at" i
+    skips i elements, or all of them when i < 0 (element_at's position)."""
+    ops: tuple
+
+    def bounds(self, params, n: int) -> tuple[int, int]:
+        lo, hi = 0, n
+        for kind, at, const in self.ops:
+            v = int(params[at]) if at >= 0 else const
+            if kind == "skip":
+                lo = min(hi, lo + max(v, 0))
+            elif kind == "at":                     # element_at(i): nothing for i < 0
+                lo = min(hi, lo + v) if v >= 0 else hi
+            else:
+                hi = min(hi, lo + max(v + (kind == "upto"), 0))
+        return lo, hi
+
+
+@dataclass(frozen=True)
+class PassStage:
+    lowered: Lowered
+    first: int                     # its first parameter in the plan's parameter list
+    keep_input: bool = False       # its last input is a distinct's keep flags
+    window: Optional[Window] = None
+    range_at: tuple = (-1, -1)     # local param indexes of a range source's start, step
+
+
+@dataclass(frozen=True)
+class SortStage:
+    spec: SortSpec
+    keys: tuple                    # column indexes of the keys (the first primary)
+    element: int                   # the first `element` columns are the element's leaves
+    values_only: bool              # the one key is the one element column: sort it directly
+    window: Optional[Window] = None
+
+
+@dataclass(frozen=True)
+class DistinctStage:
+    spec: SortSpec
+    keys: tuple
+    element: int
+
+
+@dataclass(frozen=True)
+class ScanStage:
+    spec: ScanSpec
+    first: int
+
+
+@dataclass(frozen=True)
+class ReverseStage:
+    pass
+
+
+@dataclass(frozen=True)
+class WhileStage:
+    lowered: Lowered               # first(index) of the elements whose predicate is false
+    first: int
+    take: bool                     # take_while keeps what is before that element
+
+
+@dataclass(frozen=True)
+class WindowStage:
+    window: Window
+
+
+@dataclass(frozen=True)
+class TerminalStage:
+    lowered: Optional[Lowered]     # None: to_array of the columns as they are
+    first: int
+    keep_input: bool = False
+    positional: str = ""           # last | element_at | single
+    window: Optional[Window] = None
+    range_at: tuple = (-1, -1)
+
+
+@dataclass(frozen=True)
+class StagedLowered:
+    """The engine's view of a staged plan: what plan.lower returns for one pass (bindings,
+    limits, finishes, shape, fields) plus the stages."""
+    stages: tuple
+    bindings: tuple
+    limits: tuple
+    finishes: tuple
+    shape: str
+    fields: tuple
+    texts: tuple                   # per stage: one line for explain()
+    assemble: object = None        # raw results -> the user's value, where the engine's
+                                   # assemble does not apply (group_by: group_plan.GroupResult)
+    staged = True
+
+
+def element_of(cols: Columns, first: int = 0):
+    """The element value whose leaves are columns first, first + 1, ... (a join's "pair":
+    the (a, b) tuple of both sides' elements)."""
+    if cols.shape == "pair":
+        a, b = cols.fields
+        return TupleVal((element_of(a, first), element_of(b, first + len(a.dtypes))))
+    loads = [Scalar(E.Load(first + i, d), None) for i, d in enumerate(cols.dtypes)]
+    if cols.shape == "scalar":
+        return loads[0]
+    if cols.shape == "tuple":
+        return TupleVal(tuple(loads))
+    return RecordVal(tuple(zip(cols.fields, loads)))
+
+
+def scan_fusable(stages: tuple, i: int) -> bool:
+    """Whether stage i, a scan, can run inside the pass after it (a runtime with
+    `scan_carries` then runs one fused pass: dialects/numba_scan_fused.py): that pass is a
+    reduce or a filtering compaction of the scanned column alone, without a take/skip
+    window, distinct flags, a positional terminal or an early exit (those slice columns)."""
+    from querycompute._codegen.dialects.numba_scan_fused import fusable
+    lowered = plain_pass_after(stages, i, ScanStage)
+    return lowered is not None and fusable(lowered.pass_)
+
+
+def gpu_scan_fused(stages: tuple, i: int) -> tuple:
+    """(the pass after scan stage i fused into the scan's last pass on a GPU dialect, "") or
+    (None, why not): _codegen/ops/scan_fused.py. (None, "") where stage i is no scan or
+    the pass after it slices columns (plain_pass_after)."""
+    from querycompute._codegen.ops.scan_fused import fuse, why_not
+    lowered = plain_pass_after(stages, i, ScanStage, early_ok=True)   # the kernels read it all anyway
+    if lowered is None:
+        return None, ""
+    why = why_not(lowered.pass_, stages[i].spec)
+    return (None, why) if why else (fuse(lowered.pass_, stages[i].spec), "")
+
+
+def fused_scans(stages: tuple, runtime) -> dict:
+    """Scan stage index -> the pass after it as `runtime` fuses it: the cpu's (a runtime
+    with `scan_carries`: None, numba_scan_fused builds it) or a GPU's (`scan_fused_passes`:
+    the ScanFusedGpuPass)."""
+    if getattr(runtime, "scan_carries", None) is not None:
+        return {i: None for i in range(len(stages)) if scan_fusable(stages, i)}
+    if getattr(runtime, "scan_fused_passes", False):
+        here = getattr(runtime, "fuses_scan", lambda spec: True)     # webgpu: not its 64-bit scans
+        return {i: fp for i in range(len(stages)) for fp in [gpu_scan_fused(stages, i)[0]]
+                if fp is not None and here(stages[i].spec)}
+    return {}
+
+
+def plain_pass_after(stages: tuple, i: int, kind: type, early_ok: bool = False):
+    """The Lowered of the pass after stage i when stage i is a `kind` and that pass reads its
+    columns whole, in order (no take/skip window, distinct flags, positional terminal or early
+    exit: those slice columns; `early_ok`: an early exit may be given up), so stage i may run
+    inside it; else None."""
+    from ..run.windows import early_exit
+    if not isinstance(stages[i], kind) or i + 1 >= len(stages):
+        return None
+    nxt = stages[i + 1]
+    lowered = getattr(nxt, "lowered", None)
+    if type(nxt) not in (PassStage, TerminalStage) or lowered is None:
+        return None
+    plain = (nxt.window is None and not nxt.keep_input and not getattr(nxt, "positional", "")
+             and nxt.range_at == (-1, -1) and (early_ok or early_exit(lowered) is None))
+    return lowered if plain else None

@@ -1,0 +1,383 @@
+"""Staged plans: a chain with pipeline breakers as fused passes and column operations.
+
+A chain without breakers is one fused pass (plan.py). Breakers (order_by / then_by, take /
+skip, take_while / skip_while, reverse, distinct, scan; DESIGN.md section 5b) and the
+positional terminals (last, element_at, single) plan here as a list of stages that
+pipeline.py runs, one after the other, on one backend:
+
+    PassStage     a fused pass (plan.py's machinery): the selects/wheres since the previous
+                  breaker, plus what the next breaker needs computed per element (its sort or
+                  distinct keys, a scan's accumulator type), materialized as columns
+    SortStage     stable sort permutation of key columns, then a gather of the element
+                  columns; a take/skip right after it makes it a top-k (k = the window's end;
+                  order_by(k).first() is a top-1, a min-by), never a full sort
+    DistinctStage first-occurrence flags of key columns; the next pass starts by filtering
+                  on them (its compaction restores element order)
+    ScanStage     the inclusive running fold of the one element column
+    ReverseStage  the columns in reverse order
+    WhileStage    take_while / skip_while: a `first` reduction (with early exit) finds the
+                  first element whose predicate is false, then the columns are cut there
+    WindowStage   take / skip where no pass precedes (the columns are sliced)
+    TerminalStage the last selects/wheres and the terminal: a reduction, the element columns,
+                  or for last / element_at / single the few rows they need
+
+The columns between stages are the element's leaves (Columns: shape, field names, dtypes)
+and, where a breaker needs them, key columns after them. A stage never runs a pass that would
+only copy columns (an empty chain before a sort by the element itself, a reverse, ...): the
+columns go on as they are.
+
+Parameters: every pass has its own parameters (captured values); the staged plan's
+`bindings` is all of them in stage order, plus the n of every take / skip / element_at
+(read on every run, so a new n never recompiles). Each stage knows where its own start.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+from querycompute._codegen import expr as E
+from querycompute._codegen.program import Agg, Filter, Reduce
+from querycompute._codegen.stage_specs import ScanSpec, SortSpec
+
+from ..graph import graph as G
+from ..graph import terminals as T
+from ..errors import QueryError
+from .fusion import (Lowered, Lowering, _scalar, _truthy, element_type, leaves, param_limits,
+    pick_one)
+from ..frontend.values import RecordVal, Scalar, TupleVal
+from .plan import initial_element
+from .stage_kinds import (Columns, DistinctStage, PassStage, ReverseStage, ScanStage, SortStage,
+    StagedLowered, TerminalStage, WhileStage, Window, WindowStage, element_of)
+
+
+class _Planner:
+    def __init__(self, source, dts: tuple, nodes: tuple, term, infos: list):
+        self.source, self.nodes, self.term, self.infos = source, nodes, term, infos
+        self.stages: list = []
+        self.texts: list = []
+        self.bindings: list = []
+        self.limits: list = []
+        self.keep = False          # the next pass filters on a distinct's keep flags
+        if source.kind == "range":
+            self.cols = None       # a range has no columns: the first pass computes it
+        else:
+            shape = {"array": "scalar", "zip": "tuple", "table": "record"}[source.kind]
+            self.cols = Columns(shape, tuple(source.fields) if shape == "record" else (), dts)
+        self.source_cols = self.cols   # a table's skipped columns name why when a lambda reads one
+        self.dts = dts
+        self.n_passes = 0
+
+    # -- building passes ----------------------------------------------------------------
+    def _lowering(self) -> Lowering:
+        self.n_passes += 1
+        return Lowering(self.infos, f"qc_stage{self.n_passes}")
+
+    def _start(self, lw: Lowering):
+        """(element, inputs) the next pass starts from: the source or the current columns."""
+        from querycompute._codegen.program import InputSpec
+        if self.cols is None:
+            return initial_element(self.source, self.dts, lw)
+        c = self.cols
+        inputs = [InputSpec(f"c{i}", d) for i, d in enumerate(c.dtypes)]
+        if self.keep:
+            inputs.append(InputSpec("keep", "bool"))
+            lw.b.body.append(Filter(E.Load(len(c.dtypes), "bool")))
+        element = element_of(c)
+        if c is self.source_cols and self.source.skipped:
+            element = RecordVal(element.fields, tuple(self.source.skipped.items()))
+        return element, inputs
+
+    def _add(self, lowered: Lowered) -> int:
+        first = len(self.bindings)
+        self.bindings += lowered.bindings
+        self.limits += lowered.limits
+        return first
+
+    def _range_at(self, lowered: Lowered) -> tuple:
+        at = [-1, -1]
+        for i, key in enumerate(lowered.bindings):
+            if key[0] == "range":
+                at[0 if key[1] == 0 else 1] = i
+        return tuple(at)
+
+    def _count_param(self, slot: int) -> int:
+        self.bindings.append((slot, "n", "int64"))
+        self.limits.append(None)
+        return len(self.bindings) - 1
+
+    def _window(self, i: int) -> tuple[Window, int]:
+        """The take / skip operators from node i on, as one Window; and the next node."""
+        ops = []
+        while i < len(self.nodes) and self.nodes[i].letter in "kK":
+            ops.append(("take" if self.nodes[i].letter == "k" else "skip", self._count_param(i), 0))
+            i += 1
+        return Window(tuple(ops)), i
+
+    def materialize(self, ops: list, extra=lambda lw, element: (), cast=None, window=None):
+        """A pass over the current columns running `ops` (select / where, by slot); its
+        outputs are the element's leaves (cast to `cast`) then the leaves `extra` computes.
+        Returns (element value, number of element leaf columns, key column indexes, every
+        column's dtype). No pass when it would only copy the columns."""
+        keys_fn = extra
+        if not ops and not self.keep and self.cols is not None and cast is None and window is None:
+            probe = _Probe(self.cols)
+            try:
+                keys = keys_fn(probe, probe.element)
+                return (probe.element, len(self.cols.dtypes), tuple(k.expr.input for k in keys),
+                        self.cols.dtypes)
+            except _NeedsPass:
+                pass
+        lw = self._lowering()
+        element, inputs = self._start(lw)
+        element = lw.chain(element, tuple((self.nodes[s].kind, s) for s in ops))
+        shape, fields, items = leaves(element)
+        if shape == "parts":               # (the staged operators read scalar columns)
+            raise QueryError("a pipeline operator over tuples / records with shaped items is not "
+                             "supported yet; select scalar values first")
+        if cast is not None:
+            items = (Scalar(E.Cast(items[0].expr, cast) if items[0].expr.dtype != cast else items[0].expr, None),)
+        keys = keys_fn(lw, element)
+        outs = list(items) + list(keys)
+        reads = ("keep the distinct's flagged elements" + (" -> " if ops else "")) if self.keep else ""
+        self.materialize_columns(lw, inputs, outs, f"{reads}{_ops_text(self.nodes, ops, not reads)}"
+                                 f"{' + keys' if keys else ''}", window)
+        self.cols = Columns(shape, fields, tuple(s.expr.dtype for s in items))
+        return (element, len(items), tuple(range(len(items), len(items) + len(keys))),
+                tuple(s.expr.dtype for s in outs))
+
+    def materialize_columns(self, lw: Lowering, inputs, outs: list, what: str, window=None) -> Lowered:
+        """The pass `lw` has built so far, storing the scalar values `outs` as columns (its
+        survivors only; with `window`, those of the window's ranks)."""
+        filtered = any(isinstance(st, Filter) for st in lw.b.body)
+        lowered = lw.to_array(inputs, TupleVal(tuple(outs)) if len(outs) > 1 else outs[0],
+                              window=window is not None and filtered)
+        self.stages.append(PassStage(lowered, self._add(lowered), self.keep, window, self._range_at(lowered)))
+        self.texts.append(f"fused pass {lowered.pass_.name}: {what} -> columns"
+                          f"{' (window: take/skip)' if window else ''}")
+        self.keep = False
+        return lowered
+
+    # -- the chain ------------------------------------------------------------------------
+    def plan(self) -> StagedLowered:
+        nodes, i = self.nodes, 0
+        while True:
+            ops = []
+            while i < len(nodes) and nodes[i].letter in G.FUSED:
+                ops.append(i)
+                i += 1
+            if i == len(nodes):
+                return self.terminal(ops)
+            letter = nodes[i].letter
+            if letter in "oO":
+                i = self.sort(ops, i)
+            elif letter in "kK":
+                window, i = self._window(i)
+                if ops or self.keep or self.cols is None:
+                    self.materialize(ops, window=window)
+                else:
+                    self.stages.append(WindowStage(window))
+                    self.texts.append("take/skip: the columns are sliced")
+            elif letter in "aA":
+                self.take_while(ops, i)
+                i += 1
+            elif letter == "r":
+                self.materialize(ops)
+                self.stages.append(ReverseStage())
+                self.texts.append("reverse: the columns in reverse order")
+                i += 1
+            elif letter == "d":
+                self.distinct(ops, i)
+                i += 1
+            elif letter == "c":
+                self.scan(ops, i)
+                i += 1
+            elif letter in "JL":
+                from .join_plan import plan_join
+                plan_join(self, ops, i)
+                i += 2                     # the result function is the next pass's first select
+            elif letter == "g":
+                from .group_plan import plan_group
+                result = plan_group(self, ops, i)
+                return StagedLowered(tuple(self.stages), tuple(self.bindings), tuple(self.limits), (),
+                                     "record", result.key_names + result.names, tuple(self.texts), result)
+            else:
+                raise QueryError(f"{nodes[i].kind}() must follow order_by() or another then_by()")
+
+    def _key_leaves(self, lw, element, slot: int, what: str) -> tuple:
+        if self.nodes[slot].fn is None:
+            key = element
+            # distinct() of records compares every field (LINQ's equality of anonymous types);
+            # records have no order of their own, so sorting one needs a key.
+            if isinstance(key, RecordVal) and what != "distinct":
+                raise QueryError(f"{what}() of records needs a key: e.g. {what}(lambda r: r.price)")
+        else:
+            key = lw.apply(slot, element)
+        return leaves(key)[2]
+
+    def sort(self, ops: list, i: int) -> int:
+        sorts = [i]
+        i += 1
+        while i < len(self.nodes) and self.nodes[i].letter in "tT":
+            sorts.append(i)
+            i += 1
+        directions: list = []
+
+        def keys(lw, element):
+            out = []
+            for s in sorts:
+                got = self._key_leaves(lw, element, s, self.nodes[s].kind)
+                directions.extend([self.nodes[s].descending] * len(got))
+                out += got
+            return tuple(out)
+        element, n_elem, key_cols, all_dts = self.materialize(ops, keys)
+        spec = SortSpec(tuple(all_dts[k] for k in key_cols), tuple(directions), f"qc_sort{len(self.stages)}")
+        window = None
+        if i < len(self.nodes) and self.nodes[i].letter in "kK":
+            window, i = self._window(i)
+        elif i == len(self.nodes) and self.term.name in ("first", "element_at") and not _has_where(self.nodes, i):
+            window = self._top_for_terminal()
+        values_only = n_elem == 1 and key_cols == (0,) and window is None
+        self.stages.append(SortStage(spec, key_cols, n_elem, values_only, window))
+        what = "top-k (no full sort)" if window is not None else "stable sort"
+        keys_text = ", ".join(d + (" desc" if r else "") for d, r in zip(spec.key_dtypes, spec.descending))
+        self.texts.append(f"{what} by {len(key_cols)} key column{'s' * (len(key_cols) > 1)} ({keys_text})"
+                          f"{', then gather' if not values_only else ''}")
+        return i
+
+    def _top_for_terminal(self) -> Optional[Window]:
+        """order_by(k).first() is a top-1 (a min-by); .element_at(i) a top-(i + 1)."""
+        _, spec = self.term.specs[0]
+        if self.term.name == "first":
+            return Window((("take", -1, 1),)) if spec.fn is None else None
+        return Window((("upto", self._count_param(len(self.nodes)), 0),))
+
+    def take_while(self, ops: list, i: int) -> None:
+        self.materialize(ops)
+        lw = self._lowering()
+        element, inputs = self._start(lw)
+        src = self.infos[i][0]
+        cond = _truthy(_scalar(lw.apply(i, element), src, f"{self.nodes[i].kind} predicate"))
+        lw.b.body.append(Filter(E.Unary("not", cond, "bool")))
+        prog = lw.program(inputs, [])
+        from querycompute._codegen.program import Pass
+        p = Pass(prog, Reduce((Agg("first", (E.Const(0, "int32"),), "int64"),)), lw.name)
+        lowered = Lowered(p, tuple(lw.b.bindings), "scalar", (), (), tuple(lw.steps), param_limits(p))
+        take = self.nodes[i].letter == "a"
+        self.stages.append(WhileStage(lowered, self._add(lowered), take))
+        self.texts.append(f"{self.nodes[i].kind}: reduction {p.name} finds the first element whose "
+                          f"predicate is false (early exit), then the columns are cut there")
+
+    def distinct(self, ops: list, i: int) -> None:
+        element, n_elem, key_cols, all_dts = self.materialize(
+            ops, lambda lw, el: self._key_leaves(lw, el, i, "distinct"))
+        spec = SortSpec(tuple(all_dts[k] for k in key_cols), (False,) * len(key_cols),
+                        f"qc_distinct{len(self.stages)}")
+        self.stages.append(DistinctStage(spec, key_cols, n_elem))
+        self.texts.append(f"distinct: first-occurrence flags of {len(key_cols)} key column"
+                          f"{'s' * (len(key_cols) > 1)}; the next pass keeps flagged elements in order")
+        self.keep = True
+
+    def scan(self, ops: list, i: int) -> None:
+        # The accumulator type first (the fold's rules): it decides the column's cast. The
+        # combine function is translated in a Lowering of its own: its parameters are the
+        # scan's, not a pass's.
+        lw = Lowering(self.infos, "qc_scan")
+        dtype = self._element_dtype(ops)
+        value = Scalar(E.Var("x", dtype), None)
+        aggs: list = []
+        arg = self.nodes[i].fn
+        seed = arg.seed
+        finish = lw._fold(T.AggSpec("fold", arg.fn, seed=seed, associative=arg.associative), i, value, aggs)
+        spec = ScanSpec(finish.result_dtype, aggs[0].combine, aggs[0].seed, tuple(lw.b.params),
+                        f"qc_scan{len(self.stages)}", aggs[0].in_order)
+        self.materialize(ops, cast=spec.dtype if spec.dtype != dtype else None)
+        first = len(self.bindings)
+        self.bindings += lw.b.bindings
+        self.limits += [None] * len(lw.b.bindings)
+        self.stages.append(ScanStage(spec, first))
+        self.texts.append(f"scan: inclusive running fold ({spec.dtype}, seed {seed!r})"
+                          + ("; in element order (func not proved associative)" if spec.in_order else ""))
+        self.cols = Columns("scalar", (), (spec.dtype,))
+
+    def _element_dtype(self, ops: list) -> str:
+        """The element's dtype after `ops` (it must be a single value)."""
+        lw = Lowering(self.infos, "qc_probe")
+        element, _ = self._start(lw)
+        element = lw.chain(element, tuple((self.nodes[s].kind, s) for s in ops))
+        if not isinstance(element, Scalar):
+            raise QueryError(f"scan() needs single-value elements; the elements are {element_type(element)}: "
+                             f"select one value first, e.g. .select({pick_one(element)}).scan(...)")
+        return element.expr.dtype
+
+    # -- the terminal ---------------------------------------------------------------------
+    def terminal(self, ops: list) -> StagedLowered:
+        term = self.term
+        positional = term.name if term.name in G.POSITIONAL else ""
+        if positional:
+            lowered, window = self.positional(ops, positional)
+        elif not ops and not self.keep and self.cols is not None and not term.specs:
+            lowered, window = None, None           # to_array of the columns as they are
+        else:
+            lw = self._lowering()
+            element, inputs = self._start(lw)
+            element = lw.chain(element, tuple((self.nodes[s].kind, s) for s in ops))
+            lowered, window = lw.terminal(inputs, element, term, len(self.nodes)), None
+        first = self._add(lowered) if lowered is not None else len(self.bindings)
+        range_at = self._range_at(lowered) if lowered is not None else (-1, -1)
+        self.stages.append(TerminalStage(lowered, first, self.keep, positional, window, range_at))
+        self.texts.append(f"terminal {term.name}: " + (f"fused pass {lowered.pass_.name} ({lowered.pass_.stage_op})"
+                                                       if lowered is not None else "the columns as they are"))
+        if lowered is not None:
+            shape, fields = lowered.shape, lowered.fields
+            finishes = lowered.finishes
+        else:
+            shape, fields, finishes = self.cols.shape, self.cols.fields, ()
+        if positional:
+            finishes = (T.Finish("first", 0, shape=shape, fields=fields),)
+        return StagedLowered(tuple(self.stages), tuple(self.bindings), tuple(self.limits), finishes,
+                             shape, fields, tuple(self.texts))
+
+    def positional(self, ops: list, name: str):
+        """last / element_at / single: the surviving elements (the predicate as one more
+        filter), of which the run keeps the rows it needs: single a window [0, 2),
+        element_at [i, i + 1), last all of them."""
+        lw = self._lowering()
+        element, inputs = self._start(lw)
+        element = lw.chain(element, tuple((self.nodes[s].kind, s) for s in ops))
+        _, spec = self.term.specs[0]
+        slot = len(self.nodes)
+        window = None
+        if name == "element_at":
+            window = Window((("at", self._count_param(slot), 0), ("take", -1, 1)))
+        elif spec.fn is not None:
+            src = self.infos[slot][0]
+            lw.b.body.append(Filter(_truthy(_scalar(lw.apply(slot, element), src, f"{name} predicate"))))
+        if name == "single":
+            window = Window((("take", -1, 2),))
+        filtered = any(isinstance(st, Filter) for st in lw.b.body)
+        return lw.to_array(inputs, element, window=window is not None and filtered), window
+
+
+class _Probe:
+    """Stands in for a Lowering when no pass runs: the element is the columns' loads and a
+    key function's leaves are checked to be columns as they are."""
+    def __init__(self, cols: Columns):
+        self.element = element_of(cols)
+
+    def apply(self, slot, element):
+        raise _NeedsPass           # a key function is computed by a pass
+
+
+class _NeedsPass(Exception):
+    pass
+
+
+def _has_where(nodes: tuple, i: int) -> bool:
+    return any(n.letter == "w" for n in nodes[i:])
+
+
+def _ops_text(nodes: tuple, ops: list, read: bool = True) -> str:
+    return " -> ".join(nodes[s].kind for s in ops) or ("read" if read else "")
+
+
+def lower_staged(source, dts: tuple, nodes: tuple, term, infos: list) -> StagedLowered:
+    return _Planner(source, dts, nodes, term, infos).plan()
