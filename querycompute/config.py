@@ -18,7 +18,7 @@ import os
 from dataclasses import dataclass
 from typing import Callable
 
-from .cache.sizes import parse_size
+from .sizes import parse_size
 from .log import ConfigWarning, warn
 
 ON_WORDS = ("1", "true", "yes", "on")

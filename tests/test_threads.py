@@ -67,7 +67,7 @@ def test_keyed_locks_compile_once_and_leave_nothing_behind():
     import threading
     import time
 
-    from querycompute.run.locks import KeyedLocks
+    from querycompute.locks import KeyedLocks
     locks, memo, builds = KeyedLocks(), {}, []
     go = threading.Barrier(8)
 

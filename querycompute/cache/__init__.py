@@ -18,7 +18,7 @@ from .api import CacheAPI, CacheStats, cache, disk_cache
 from .identity import nvrtc_identity, numba_identity, opencl_identity
 from .keys import FORMAT_VERSION, CacheKey, make_key
 from .settings import dump_source
-from .sizes import format_size, parse_size
+from ..sizes import format_size, parse_size
 from .store import CacheWarning, DiskCache
 
 __all__ = [

@@ -21,12 +21,12 @@ arrays as a new DaskSource query, so a second operator is cut again the same way
     order_by(...).take(k)  concatenation, left (earlier elements) first: distinct keeps the
                            global first occurrences in order, a stable sort keeps equal keys
                            in element order, top-k keeps k of 2k. A binary tree of these
-                           combines (dask_partials.tree), so the result is one chunk: for a
+                           combines (partials.tree), so the result is one chunk: for a
                            full sort the data must fit one worker (a gather-free sort by
                            Dask's shuffle would need a key Dask can compute, and the key is a
                            lambda of the element; DESIGN.md lets per-chunk sort + merge stand)
     scan(func, seed)       Dask's cumulative-reduction shape: per chunk its values folded
-                           without the seed (dask_partials.FoldRule, in parallel), the carries
+                           without the seed (partials.FoldRule, in parallel), the carries
                            combined in chunk order (O(chunks) scalar steps, the seed once at
                            the start), then each chunk scanned from its carry in parallel
                            (numpy backend: the seed is compiled into a scan's kernel, and
@@ -41,7 +41,7 @@ from .ship import ship_chain
 from ..errors import QueryError
 from ..graph.graph import BREAKERS, ScanArg
 from ..sources.sources import Source
-from . import partials as P
+from ..run import partials as P
 
 _SORTS, _THEN = "oO", "tT"
 HANDLED = set("kKaAdoOtTc")

@@ -38,7 +38,7 @@ from ..graph import terminals as T
 from ..errors import QueryError
 from ..graph.graph import BREAKERS, Terminal
 from ..sources.sources import Source, is_device_array
-from . import partials as P
+from ..run import partials as P
 from .ship import ship_chain, ship_terminal
 
 # What each worker ran: (pid, backend, terminal, n, ((kernel, cache origin), ...)).
@@ -64,7 +64,7 @@ class ChunkTask:
         self.ops, self.codes = ship_chain(q._ops, q._codes)   # text + captures (dask_ship.py)
         self.kinds = q._kinds
         self.backend, self.term = backend, ship_terminal(term)
-        self.folds = folds             # (index, dask_partials.FoldRule) of folds to run on values
+        self.folds = folds             # (index, partials.FoldRule) of folds to run on values
 
     def query(self, items: tuple):
         from ..api.query import Query

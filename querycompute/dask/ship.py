@@ -11,9 +11,9 @@ every function of the chain and of the terminal into a `Shipped`:
     env    {"k": 3.0}: the captured values as the client saw them (closure cells, globals,
            builtins; modules such as np travel by reference, their names)
 
-On the worker `slot_info` (plan.py) asks a Shipped for its LambdaSource, parsed once per
-process per text (so every chunk of the query finds the same plan in the worker's memo), and
-for `env` as the captured values. The kernel text is the same as the client's (same body,
+On the worker `slot_info` (plan/plan.py) asks a Shipped (frontend/shipped.py) for its
+LambdaSource, parsed once per process per text (so every chunk of the query finds the same
+plan in the worker's memo), and for `env` as the captured values. The kernel text is the same as the client's (same body,
 same capture types): the worker loads it from the disk cache the client's meta run filled.
 
 Text lambdas, parsed text lambdas and known callables (np.sqrt, abs) already are text or a
@@ -24,41 +24,10 @@ from __future__ import annotations
 import ast
 import types
 
-from ..frontend.capture import LambdaSource, capture_values, free_names, lambda_source
+from ..frontend.capture import capture_values, lambda_source
+from ..frontend.shipped import Shipped
 from ..graph.graph import JoinArg, ScanArg, Terminal
 from ..graph import terminals as T
-
-SHIPPED_FILENAME = "<shipped>"
-_PARSED: dict[str, LambdaSource] = {}     # text -> LambdaSource, one per worker process
-
-
-class Shipped:
-    """A user function as text plus its captured values (see the module docstring)."""
-    __slots__ = ("text", "env")
-
-    def __init__(self, text: str, env: dict):
-        self.text, self.env = text, env
-
-    def __getstate__(self):
-        return (self.text, self.env)
-
-    def __setstate__(self, state):
-        self.text, self.env = state
-
-    @property
-    def source(self) -> LambdaSource:
-        src = _PARSED.get(self.text)
-        if src is None:
-            node = ast.parse(self.text, SHIPPED_FILENAME, mode="eval").body
-            params = tuple(a.arg for a in node.args.args)
-            src = LambdaSource(params=params, body=node.body, filename=SHIPPED_FILENAME,
-                               captures=free_names(params, node.body), code=None, text=self.text)
-            _PARSED[self.text] = src
-        return src
-
-    def __repr__(self) -> str:
-        return f"Shipped({self.text!r})"
-
 
 def ship(fn):
     """One chain operator's argument or terminal function, ready to travel."""

@@ -37,6 +37,7 @@ class DaskSource(Source):
     """A Source whose columns are Dask collections with aligned blocks.
     `blocks()` -> one tuple of delayed per-chunk inputs per chunk, in order."""
     __slots__ = ("collections", "frame", "meta", "compute", "frame_skipped")
+    runs_elsewhere = True                # terminals: one fused pass per chunk (dask/run.py)
 
     def __init__(self, kind: str, collections: tuple, fields: tuple, frame=None):
         self.collections = collections   # aligned 1-D dask arrays (zip / table / array)
@@ -57,6 +58,10 @@ class DaskSource(Source):
     @property
     def skipped(self) -> dict:
         return self.frame_skipped
+
+    def run_terminal(self, q, term, fns):
+        from .run import run       # dask/run.py reads this module's DaskSource
+        return run(q, term, fns)
 
     def columns(self) -> tuple:
         return self.meta

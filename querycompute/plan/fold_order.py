@@ -3,7 +3,7 @@ the compiler cannot prove associative (_codegen/associative.py) and the user did
 `associative=True` is an `in_order` Agg / GroupAgg / ScanSpec. The numpy and cpu backends
 run it sequentially in element order; the GPU dialects have only parallel trees, so the
 engine refuses it there before compiling (`refuse_parallel`; `auto` then runs on cpu), and
-Dask refuses it (dask_partials.FoldRule: chunk partials cannot be combined).
+Dask refuses it (partials.FoldRule: chunk partials cannot be combined).
 """
 from __future__ import annotations
 

@@ -11,8 +11,8 @@ import numpy as np
 
 from ..errors import CapturedValueOverflowError, QueryError
 from ..graph.graph import Count, JoinArg, ScanArg
-from ..dask.ship import Shipped
 from ..frontend.capture import LambdaSource, capture_values, lambda_source
+from ..frontend.shipped import Shipped
 from ..frontend.exact import derived_value, is_derived
 
 if TYPE_CHECKING:

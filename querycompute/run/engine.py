@@ -33,11 +33,10 @@ from ..backends.base import Trace
 from ..cache import disk_cache
 from ..plan.column_use import narrowed
 from .compiled import Compiled, Unusable
-from ..dask.source import DaskSource
 from ..errors import BackendUnavailableError, FoldOrderError, QueryError, codegen_errors
 from ..plan.fold_order import refuse_parallel
 from ..graph.graph import Terminal, slot_functions
-from .locks import KeyedLocks
+from ..locks import KeyedLocks
 from ..log import compiling, logger
 from .memo import Memo
 from ..plan.plan import lower, param_values, slot_info
@@ -182,9 +181,8 @@ def _lookup(q, term: Terminal, fns, name: str, cols, tiered) -> tuple:
 def _run_full(q, term: Terminal, fns, t0: float, tiered, keep_hot: bool):
     """Not hot: read the columns, find the entry by signature (compiling on a miss), launch."""
     source = q._source
-    if isinstance(source, DaskSource):            # one pass per chunk, combined by Dask
-        from ..dask import run as dask_run
-        return dask_run.run(q, term, fns)
+    if source.runs_elsewhere:                     # Dask: one pass per chunk, combined by Dask
+        return source.run_terminal(q, term, fns)
     cols = source.columns()
     n = len(cols[0]) if cols else source.length(cols)
     name = q._backend

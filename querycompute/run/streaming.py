@@ -11,7 +11,7 @@ engine hands it here, and
      normal engine (its memo: one compile for every chunk of a length, two lengths at most:
      the full chunks and the last);
   3. the chunks' partial results combine with the rules every multi-block reduction uses
-     (dask_partials.ScalarPlan: sums and counts added in chunk order, min/max, first = the
+     (partials.ScalarPlan: sums and counts added in chunk order, min/max, first = the
      earliest chunk's, any/all, mean as (sum, count), aggregate folds without the seed, the
      seed once at the end); to_array concatenates the chunks' arrays in order.
 What can stream: the chains Dask distributes (select/where, then an aggregate or to_array);
@@ -30,7 +30,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import config
-from ..dask import partials as P
+from . import partials as P
 from ..backends.base import Trace
 from ..backends.gpu.gpu_staging import prefetching
 from ..graph.graph import BREAKERS, Terminal
@@ -120,7 +120,7 @@ def run(q, term: Terminal, fns, name: str, cols, n: int, t0: float, clock):
 
 
 class _Meta:
-    """What dask_partials.ScalarPlan reads of a source: kind, fields, the empty "meta" chunk."""
+    """What partials.ScalarPlan reads of a source: kind, fields, the empty "meta" chunk."""
 
     def __init__(self, src, cols):
         self.kind, self.fields, self.range_args = src.kind, src.fields, src.range_args

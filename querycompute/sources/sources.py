@@ -78,6 +78,9 @@ class Source:
     """kind + how to get the columns. `fields` names the record fields of a table (the
     columns a kernel can read; `skipped` maps the others to why not)."""
     __slots__ = ("kind", "_items", "fields", "range_args", "_table", "shapes")
+    # A source whose terminals run somewhere else (dask/source.py: once per chunk, on Dask's
+    # scheduler) says so here, and the engine hands the query to its `run_terminal`.
+    runs_elsewhere = False
 
     def __init__(self, kind: str, items: tuple, fields: tuple[str, ...] = (), range_args=None,
                  table: Table | None = None):
@@ -128,6 +131,10 @@ class Source:
             what = "table columns" if self.kind == "table" else "zipped inputs"
             raise InputValueError(f"{what} must have equal lengths, got {lens}")
         return cols
+
+    def run_terminal(self, q, term, fns):
+        """Run `term` of `q` where this source's data lives (only when `runs_elsewhere`)."""
+        raise NotImplementedError(f"a {type(self).__name__} runs its terminals here")
 
     def length(self, cols: tuple) -> int:
         if self.kind == "range":

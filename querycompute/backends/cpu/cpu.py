@@ -27,7 +27,7 @@ from querycompute._codegen.program import Pass, Reduce
 from ... import after_fork
 from ...cache import disk_cache, dump_source
 from ...errors import CompileError
-from ...run.locks import KeyedLocks
+from ...locks import KeyedLocks
 from . import cpu_jit_time as jit_time
 from ..base import Backend, KernelRun, Prepared
 from .cpu_elements import bind

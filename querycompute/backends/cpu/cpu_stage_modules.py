@@ -13,7 +13,7 @@ import time
 
 from ...cache import disk_cache, dump_source
 from ...errors import CompileError
-from ...run.locks import KeyedLocks
+from ...locks import KeyedLocks
 from . import cpu_jit_time as jit_time
 from .cpu_module import cache_key, numba_options
 
