@@ -149,7 +149,7 @@ def test_item10_auto_falls_back_when_nvrtc_cannot_serve_the_device(fake_device, 
     fake_device(min(SUPPORTED) - 5)
     x = np.arange(1000, dtype=np.float32)
     # a sort-based plan: `auto` sends host arrays to a GPU only for work that pays for PCIe
-    # (registry.host_work_pays); a fused select/where/sum stays on the cpu backend
+    # (graph.heavy); a fused select/where/sum stays on the cpu backend
     with pytest.warns(RuntimeWarning, match="backend 'cuda' failed"):
         got = qc.query(x).select(lambda v: v * 2).where(lambda v: v > 100).order_by(lambda v: -v).first()
     assert got == (x * 2)[x * 2 > 100].max()

@@ -1,5 +1,5 @@
 """Issue 18 item 5: `auto` keeps host arrays on the CPU unless the plan does enough work per
-byte to pay for PCIe (registry.host_work_pays: sort-based plans); device arrays stay on the
+byte to pay for PCIe (graph.heavy: the operator nodes that read their input many times); device arrays stay on the
 device. A GPU is stood in for by the choice `auto` remembered for large inputs (pocl runs the
 query), as tests/test_warm_path.py does."""
 from __future__ import annotations
@@ -9,13 +9,14 @@ import pytest
 
 import querycompute as qc
 from querycompute.backends import registry
+from querycompute.graph import graph
 
 
 def test_item5_the_rule():
-    assert not registry.host_work_pays("sw")           # select / where: one read of each byte
-    assert not registry.host_work_pays("swc")          # a scan: one read, one write
+    assert not graph.heavy("sw")                       # select / where: one read of each byte
+    assert not graph.heavy("swc")                      # a scan: one read, one write
     for heavy in ("o", "sO", "d", "g", "J", "wL"):     # sorts, distinct, group_by, joins
-        assert registry.host_work_pays(heavy)
+        assert graph.heavy(heavy)
     assert registry.choose_auto(10, True, False) == "cuda"     # device data stays there
 
 

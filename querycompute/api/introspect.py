@@ -17,7 +17,7 @@ from querycompute._codegen.program import Reduce
 from ..graph import terminals as T
 from ..run import windows
 from ..backends import registry
-from ..graph.graph import PLAIN, POSITIONAL, Count, Terminal, slot_functions
+from ..graph.graph import PLAIN, POSITIONAL, Count, Terminal, heavy, slot_functions
 from ..errors import QueryError, codegen_errors
 from ..plan.plan import lower, slot_info
 from .query_terminals import positional
@@ -90,7 +90,7 @@ def _element_bytes(dtypes) -> int:
 def explain(q, backend: str | None, terminal: Any) -> str:
     lowered, term, cols, infos = lower_for(q, terminal)
     n = q._source.length(cols)
-    name = backend or (q._backend if q._backend != "auto" else registry.choose_auto(n, False, registry.host_work_pays(q._kinds)))
+    name = backend or (q._backend if q._backend != "auto" else registry.choose_auto(n, False, heavy(q._kinds)))
     if getattr(lowered, "row_plan", None) is not None:      # long rows (rows.py)
         return f"operation graph: {q!r}\nplan:\n  {lowered.row_plan.describe(name)}"
     if getattr(lowered, "staged", False):

@@ -15,7 +15,8 @@ import numpy as np
 from ..backends import registry
 from ..errors import QueryError
 from ..dask.source import from_dask, wants_dask
-from ..graph.graph import Count, JoinArg, ScanArg, chain
+from ..graph import graph as G
+from ..graph.graph import NODES, Count, JoinArg, ScanArg, chain
 from .query_args import count_arg, required, text_lambda
 from ..graph import terminals as T
 from .query_terminals import QueryTerminals
@@ -23,6 +24,9 @@ from ..sources.sources import NATIVE_DTYPES, Source, from_args, from_range, plai
 
 if TYPE_CHECKING:
     from .grouped import Grouped
+
+
+_SELECT, _WHERE = G.Select.letter, G.Where.letter     # (the warm path: no call for these)
 
 
 class Query(QueryTerminals):
@@ -101,7 +105,7 @@ class Query(QueryTerminals):
         code = getattr(f, "__code__", None)
         if code is None:
             f = code = text_lambda("select", f)
-        return Query(self._source, self._ops + (f,), self._backend, self._kinds + "s",
+        return Query(self._source, self._ops + (f,), self._backend, self._kinds + _SELECT,
                      self._codes + (code,))
 
     def where(self, pred) -> "Query":
@@ -121,21 +125,23 @@ class Query(QueryTerminals):
         code = getattr(pred, "__code__", None)
         if code is None:
             pred = code = text_lambda("where", pred)
-        return Query(self._source, self._ops + (pred,), self._backend, self._kinds + "w",
+        return Query(self._source, self._ops + (pred,), self._backend, self._kinds + _WHERE,
                      self._codes + (code,))
 
     # -- pipeline operators (each ends a fused stage: stages.py, DESIGN.md section 5b) --------
-    def _then(self, letter: str, arg, code) -> "Query":
-        return Query(self._source, self._ops + (arg,), self._backend, self._kinds + letter,
+    def _then(self, node: type, arg, code) -> "Query":
+        """This query with operator `node` (a graph node class) appended: its letter, its
+        argument, and what of the argument is part of the signature."""
+        return Query(self._source, self._ops + (arg,), self._backend, self._kinds + node.letter,
                      self._codes + (code,))
 
-    def _keyed(self, letter: str, what: str, key) -> "Query":
+    def _keyed(self, node: type, key, what: str | None = None) -> "Query":
         if key is None:
-            return self._then(letter, None, None)
+            return self._then(node, None, None)
         code = getattr(key, "__code__", None)
         if code is None:
-            key = code = text_lambda(what, key)
-        return self._then(letter, key, code)
+            key = code = text_lambda(what or node.kind, key)
+        return self._then(node, key, code)
 
     def order_by(self, key=None) -> "Query":
         """Stable sort by `key(element)`, ascending.
@@ -153,7 +159,7 @@ class Query(QueryTerminals):
             qc.query(price=p, qty=q).order_by(lambda r: r.price).take(10).to_array()
             ```
         """
-        return self._keyed("o", "order_by", key)
+        return self._keyed(G.OrderBy, key)
 
     def order_by_descending(self, key=None) -> "Query":
         """Stable sort by `key(element)`, descending; NaN keys still last.
@@ -169,7 +175,7 @@ class Query(QueryTerminals):
             qc.query(x).order_by_descending().take(3).to_list()
             ```
         """
-        return self._keyed("O", "order_by_descending", key)
+        return self._keyed(G.OrderByDescending, key)
 
     def then_by(self, key) -> "Query":
         """A further ascending sort key for elements whose earlier keys are equal.
@@ -189,7 +195,7 @@ class Query(QueryTerminals):
             ```
         """
         self._after_sort("then_by")
-        return self._keyed("t", "then_by", key)
+        return self._keyed(G.ThenBy, key)
 
     def then_by_descending(self, key) -> "Query":
         """A further descending sort key for elements whose earlier keys are equal.
@@ -209,10 +215,10 @@ class Query(QueryTerminals):
             ```
         """
         self._after_sort("then_by_descending")
-        return self._keyed("T", "then_by_descending", key)
+        return self._keyed(G.ThenByDescending, key)
 
     def _after_sort(self, what: str) -> None:
-        if not self._kinds or self._kinds[-1] not in "oOtT":
+        if not self._kinds or not NODES[self._kinds[-1]].sorts:
             raise QueryError(f"{what}() must follow order_by(), order_by_descending() or another "
                              f"then_by(); to sort by several keys use order_by(k1).{what}(k2)")
 
@@ -232,7 +238,7 @@ class Query(QueryTerminals):
             qc.query(x).where(lambda v: v > 0).take(5).to_list()
             ```
         """
-        return self._then("k", Count(count_arg(n, "take")), "count")
+        return self._then(G.Take, Count(count_arg(n, "take")), "count")
 
     def skip(self, n) -> "Query":
         """All but the first `n` elements (none when there are fewer; all when n <= 0).
@@ -248,7 +254,7 @@ class Query(QueryTerminals):
             qc.query(x).skip(10).sum()
             ```
         """
-        return self._then("K", Count(count_arg(n, "skip")), "count")
+        return self._then(G.Skip, Count(count_arg(n, "skip")), "count")
 
     def take_while(self, pred) -> "Query":
         """The elements up to (not including) the first for which `pred` is false.
@@ -264,7 +270,7 @@ class Query(QueryTerminals):
             qc.query(x).take_while(lambda v: v < 100).count()
             ```
         """
-        return self._keyed("a", "take_while", required(pred, "take_while"))
+        return self._keyed(G.TakeWhile, required(pred, "take_while"))
 
     def skip_while(self, pred) -> "Query":
         """The elements from the first for which `pred` is false on.
@@ -280,7 +286,7 @@ class Query(QueryTerminals):
             qc.query(x).skip_while(lambda v: v < 100).to_array()
             ```
         """
-        return self._keyed("A", "skip_while", required(pred, "skip_while"))
+        return self._keyed(G.SkipWhile, required(pred, "skip_while"))
 
     def reverse(self) -> "Query":
         """The elements in reverse order.
@@ -293,7 +299,7 @@ class Query(QueryTerminals):
             qc.query(x).reverse().first()
             ```
         """
-        return self._then("r", None, None)
+        return self._then(G.Reverse, None, None)
 
     def distinct(self, key=None) -> "Query":
         """The first element of each distinct key, in input order.
@@ -311,7 +317,7 @@ class Query(QueryTerminals):
             qc.query(x).distinct().count()
             ```
         """
-        return self._keyed("d", "distinct", key)
+        return self._keyed(G.Distinct, key)
 
     def scan(self, func, seed, *, associative: bool = False) -> "Query":
         """The inclusive running fold: element i becomes func(..func(seed, x0).., xi).
@@ -340,7 +346,7 @@ class Query(QueryTerminals):
         if not isinstance(seed, (bool, int, float, np.generic)):
             raise TypeError(f"scan() seed must be a number, got {type(seed).__name__}")
         associative = T.check_associative(associative)
-        return self._then("c", ScanArg(func, seed, associative), (code, type(seed), repr(seed), associative))
+        return self._then(G.Scan, ScanArg(func, seed, associative), (code, type(seed), repr(seed), associative))
 
     def join(self, other: "Query", key, other_key, result) -> "Query":
         """Inner equi-join (LINQ's Join).
@@ -361,7 +367,7 @@ class Query(QueryTerminals):
                                   lambda o, u: o.amount * u.rate).sum()
             ```
         """
-        return self._join("J", other, key, other_key, result)
+        return self._join(G.Join, other, key, other_key, result)
 
     def left_join(self, other: "Query", key, other_key, result) -> "Query":
         """Like join, but every element of this query is kept.
@@ -383,19 +389,19 @@ class Query(QueryTerminals):
                                        lambda o, u: u.rate).to_array()
             ```
         """
-        return self._join("L", other, key, other_key, result)
+        return self._join(G.LeftJoin, other, key, other_key, result)
 
-    def _join(self, letter: str, other, key, other_key, result) -> "Query":
-        what = "join" if letter == "J" else "left_join"
+    def _join(self, node: type, other, key, other_key, result) -> "Query":
+        what = node.kind
         if not isinstance(other, Query):
             raise TypeError(f"{what}() joins another Query (qc.query(...)), got {type(other).__name__}")
         for fn, name in ((key, "key"), (other_key, "other_key"), (result, "result")):
             required(fn, f"{what}() {name}")
         other_sig = (other._source.kind, other._source.fields, other._kinds, other._codes,
                      tuple(str(c.dtype) for c in other._source.columns()), getattr(other_key, "__code__", other_key))
-        q = self._keyed(letter, what, key)
-        q = q._then("R", JoinArg(other, other_key), other_sig)
-        return q._keyed("j", what, result)
+        q = self._keyed(node, key)
+        q = q._then(G.JoinOther, JoinArg(other, other_key), other_sig)
+        return q._keyed(G.JoinResult, result, what)
 
     def group_by(self, key) -> "Grouped":
         """Groups of equal key(element), aggregated by the returned Grouped's terminals.
@@ -413,7 +419,7 @@ class Query(QueryTerminals):
             ```
         """
         from .grouped import Grouped
-        return Grouped(self._keyed("g", "group_by", required(key, "group_by")))
+        return Grouped(self._keyed(G.GroupBy, required(key, "group_by")))
 
     def nodes(self) -> tuple:
         """The operation graph's operator nodes after the source (graph.Select, ...)."""

@@ -215,23 +215,13 @@ _THRESHOLD: int | None = None
 
 _auto: dict[bool, str] = {}        # large input? -> backend; forgotten when one breaks
 
-# The operators whose plans read their data many times (a radix sort: 8+ passes over the
-# keys; distinct, group_by and joins sort or hash): only they do enough work per byte of a
-# host array to pay for copying it over PCIe (docs/backends.md, "Choosing a backend").
-HEAVY = frozenset("oOtTdgJL")
-
-
-def host_work_pays(kinds: str) -> bool:
-    """Whether a chain (Query._kinds letters) over host arrays is worth a GPU: a fused
-    select/where/aggregate pass reads each byte once, which the CPU does from its own memory
-    at least as fast as pageable PCIe (10-25 GB/s) delivers it; a sort-based plan reads it
-    8 or more times, and the GPU does those passes at HBM speed."""
-    return not HEAVY.isdisjoint(kinds)
-
-
 def choose_auto(n: int, on_device: bool, heavy: bool = True) -> str:
     """cuda for CUDA-resident data; a real GPU for large host inputs whose plan does enough
-    work per byte (`heavy`: host_work_pays); else the cpu backend."""
+    work per byte; else the cpu backend. `heavy` (graph.heavy): the plan reads its data many
+    times (a radix sort: 8+ passes over the keys; distinct, group_by and joins sort or hash).
+    A fused select/where/aggregate pass reads each byte once, which the CPU does from its own
+    memory at least as fast as pageable PCIe (10-25 GB/s) delivers it; only a heavy plan pays
+    for the copy (docs/backends.md, "Choosing a backend")."""
     if on_device:
         return "cuda"
     large = heavy and n >= gpu_threshold()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..graph import terminals as T
+from ..graph.graph import CLI_OPERATORS
 from ..errors import QueryError
 from ..frontend import parse_chain
 from ..api.query import Query
@@ -16,9 +17,9 @@ from ..sources.sources import Source
 
 TERMINALS = ("to_array", "to_list", "sum", "min", "max", "mean", "count", "any", "all", "first",
              "last", "element_at", "single", "aggregate", "agg")
-# Pipeline operators (Query methods of those names, taking the parsed arguments as they are).
-OPERATORS = ("order_by", "order_by_descending", "then_by", "then_by_descending", "take", "skip",
-             "take_while", "skip_while", "reverse", "distinct", "scan")
+# Pipeline operators (Query methods of those names, taking the parsed arguments as they are):
+# the operator nodes that declare `cli` (graph.py).
+OPERATORS = CLI_OPERATORS
 
 
 def _placeholder(dtype: str, n: int) -> np.ndarray:

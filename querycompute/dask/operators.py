@@ -39,20 +39,10 @@ import numpy as np
 
 from .ship import ship_chain
 from ..errors import QueryError
-from ..graph.graph import BREAKERS, ScanArg
+from ..graph.graph import NODES, ScanArg, first_breaker
 from ..sources.sources import Source
 from ..run import partials as P
 
-_SORTS, _THEN = "oO", "tT"
-HANDLED = set("kKaAdoOtTc")
-
-
-def first_breaker(kinds: str) -> int:
-    """Index of the first pipeline operator (a trailing group_by is a terminal), or -1."""
-    for i, letter in enumerate(kinds):
-        if letter in BREAKERS and not (letter == "g" and i == len(kinds) - 1):
-            return i
-    return -1
 
 
 def split(q):
@@ -63,49 +53,44 @@ def split(q):
     src, kinds = q._source, q._kinds
     i = first_breaker(kinds)
     j = i + 1
-    if kinds[i] in _SORTS:
-        while j < len(kinds) and kinds[j] in _THEN:
+    if NODES[kinds[i]].stage == "sort":
+        while j < len(kinds) and NODES[kinds[j]].then:
             j += 1
-        if j < len(kinds) and kinds[j] == "k":
+        if j < len(kinds) and NODES[kinds[j]].kind == "take":
             j += 1                                    # order_by(...).take(k): top-k
     prefix = Query(src, q._ops[:i], q._backend, kinds[:i], q._codes[:i])
     backend = _backend(q, src)
     shaped = _to_array(prefix, src, backend)
     names, cols = P.columns_of(shaped)
     if names == "tuple":
-        raise QueryError(f"{_name(kinds[i])}() over tuple elements is not distributed over Dask "
+        raise QueryError(f"{NODES[kinds[i]].kind}() over tuple elements is not distributed over Dask "
                          f"chunks; select a record (lambda v: {{'a': ..., 'b': ...}}) first")
     group = Query(Source("array", (), ()), q._ops[i:j], q._backend, kinds[i:j], q._codes[i:j])
-    out = _apply(group, kinds[i], cols, names, backend, prefix, src)
+    out = _apply(group, NODES[kinds[i]], cols, names, backend, prefix, src)
     fields = () if names is None else names
     new = DaskSource("array" if names is None else "table", tuple(out), fields)
     new.compute = src.compute
     return Query(new, q._ops[j:], q._backend, kinds[j:], q._codes[j:])
 
 
-def _name(letter: str) -> str:
-    from .run import _OPERATORS
-    return _OPERATORS.get(letter, letter)
-
-
-def _apply(group, letter, cols, names, backend, prefix, src) -> list:
+def _apply(group, node, cols, names, backend, prefix, src) -> list:
     import dask
     blocks = [dict(zip(names, b)) if names else b[0]
               for b in zip(*[c.to_delayed().ravel() for c in cols])]
-    if letter in "kK":
+    if node.stage == "window":
         n = group._ops[0].value
         known = cols[0].chunks[0]
         if all(m == m for m in known):                # sizes known: whole chunks dropped
-            return _sliced(cols, n, letter == "k")
+            return _sliced(cols, n, node.kind == "take")
         lens = [dask.delayed(_length, pure=True)(b) for b in blocks]
-        parts = [dask.delayed(_cut, pure=True)(b, lens[:k], n, letter == "k")
+        parts = [dask.delayed(_cut, pure=True)(b, lens[:k], n, node.kind == "take")
                  for k, b in enumerate(blocks)]
-    elif letter in "aA":
+    elif node.stage == "take_while":
         local = _checked(group, names, backend, cols)
         stops = [dask.delayed(local.stop, pure=True)(b) for b in blocks]
-        parts = [dask.delayed(local.cut_while, pure=True)(b, stops[:k], letter == "a")
+        parts = [dask.delayed(local.cut_while, pure=True)(b, stops[:k], node.kind == "take_while")
                  for k, b in enumerate(blocks)]
-    elif letter == "c":
+    elif node.stage == "scan":
         parts, cols = _scan(group, blocks, names, prefix, src, backend, cols)
     else:                                             # distinct, order_by (+ top-k)
         local = _checked(group, names, backend, cols)

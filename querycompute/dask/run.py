@@ -36,7 +36,7 @@ import numpy as np
 from ..run import engine
 from ..graph import terminals as T
 from ..errors import QueryError
-from ..graph.graph import BREAKERS, Terminal
+from ..graph.graph import NODES, Terminal, first_breaker
 from ..sources.sources import Source, is_device_array
 from ..run import partials as P
 from .ship import ship_chain, ship_terminal
@@ -44,11 +44,6 @@ from .ship import ship_chain, ship_terminal
 # What each worker ran: (pid, backend, terminal, n, ((kernel, cache origin), ...)).
 # worker_log() reads it (e.g. client.run(worker_log)); bounded, newest last.
 _LOG: collections.deque = collections.deque(maxlen=256)
-
-_OPERATORS = {"o": "order_by", "O": "order_by_descending", "t": "then_by", "T": "then_by_descending",
-              "k": "take", "K": "skip", "a": "take_while", "A": "skip_while", "r": "reverse",
-              "d": "distinct", "c": "scan", "J": "join", "L": "left_join"}
-
 
 def worker_log() -> list:
     """The chunk runs this process made (run it on the workers: client.run(worker_log))."""
@@ -140,13 +135,13 @@ def lazy(q):
 def run(q, term: Terminal, fns):
     """engine.run for a DaskSource: build the chunk graph and compute it (unless lazy)."""
     import dask
-    from .operators import HANDLED, first_breaker, split
+    from .operators import split
     if first_breaker(q._kinds) >= 0 and any(c.ndim > 1 for c in q._source.meta):
         from types import SimpleNamespace
 
         from ..sources.shaped import refuse_staged      # shaped elements: refused as without Dask
         refuse_staged(SimpleNamespace(shapes=tuple(c.shape[1:] for c in q._source.meta)), q.nodes())
-    while first_breaker(q._kinds) >= 0 and q._kinds[first_breaker(q._kinds)] in HANDLED:
+    while first_breaker(q._kinds) >= 0 and NODES[q._kinds[first_breaker(q._kinds)]].dask == "operator":
         q = split(q)                   # a pipeline operator: new Dask arrays, the rest after
     src = q._source
     _check_chain(q, term)
@@ -177,15 +172,13 @@ def _check_chain(q, term: Terminal) -> None:
         raise QueryError("element_at() is not distributed over Dask chunks yet; compute the "
                          "elements first (q.to_array().compute()) and query that array, or use "
                          "first() / skip the chunks with Dask")
-    for i, letter in enumerate(q._kinds):
-        if letter == "g" and i == len(q._kinds) - 1:
-            continue
-        if letter in BREAKERS:
-            what = _OPERATORS.get(letter, letter)
-            raise QueryError(f"{what}() is not distributed over Dask chunks (docs/distributed.md "
-                             f"lists the operators that are); "
-                             f"compute first (qc.query(q.to_array().compute()).{what}(...)) or use "
-                             f"Dask's own operation for it")
+    i = first_breaker(q._kinds)
+    if i >= 0:
+        what = NODES[q._kinds[i]].kind
+        raise QueryError(f"{what}() is not distributed over Dask chunks (docs/distributed.md "
+                         f"lists the operators that are); "
+                         f"compute first (qc.query(q.to_array().compute()).{what}(...)) or use "
+                         f"Dask's own operation for it")
 
 
 def _backend(q, src) -> str:
@@ -221,7 +214,7 @@ def _to_array(q, src, backend):
     meta = _meta_run(q, src, backend, _TO_ARRAY)
     task = ChunkTask(src.kind, src.fields, q, backend, _TO_ARRAY)
     parts = _tasks(src, task)
-    known = "w" not in q._kinds and "g" not in q._kinds
+    known = all(NODES[c].same_length for c in q._kinds)    # chunk lengths kept (no where)
     lens = [int(c) if known and c == c else np.nan for c in src.chunk_lengths()]
     names, cols = P.columns_of(meta)
     out = []

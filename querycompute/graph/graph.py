@@ -17,9 +17,14 @@ Terminal nodes:          Terminal(name, specs): to_array / to_list, or aggregate
                          (result key, AggSpec) pairs (sum, count(pred), agg(...), aggregate);
                          last / element_at / single (positional: planned by stages.py).
 
-Adding an operator means a node class here (with its `kind`, the letter it adds to a chain's
-signature, and its functions), a cut/fuse rule in plan.py, a stage op in the kernel compiler
-and a reference function in the numpy backend (docs/architecture.md walks through it).
+An operator is one object: its node class declares everything the other layers ask of it
+(the class attributes of `Op`: whether it breaks a stage, which planner step plans it, whether
+it reads its input many times, what its function's record parameter is, how Dask distributes
+it). No other module keeps a table of operators; a Query keeps one letter per operator (its
+signature: building a query in a loop makes no node objects) and `NODES` maps a letter back
+to its class. Adding an operator means a node class here, its planner step (plan/stages.py,
+named by `stage`), its stage kind's run (plan/stage_kinds.py, calling a StageRuntime method)
+and its op module (docs/architecture.md, "Adding an operator").
 """
 from __future__ import annotations
 
@@ -27,11 +32,26 @@ from . import terminals as T
 
 
 class Op:
-    """An operator node: `kind` names it, `letter` stands for it in a chain's signature,
-    `fn` is the user's function (a lambda, a def, or a lambda parsed from text)."""
+    """An operator node: `kind` names it (the Query method), `letter` stands for it in a
+    chain's signature, `fn` is the user's function (a lambda, a def, or a lambda parsed from
+    text). The class attributes below are what the planner, column pruning, `auto` and Dask
+    read of an operator."""
     __slots__ = ("fn",)
     kind = "?"
     letter = "?"
+    breaks_stage = False      # ends the fused stage before it (DESIGN.md section 5b)
+    stage: str | None = None  # the planner step that plans it (plan/stages.py: plan_<stage>)
+    sorts = False             # order_by / then_by: its function is a sort key
+    then = False              # then_by: a further key of the sort before it
+    heavy = False             # reads its input many times (sort, hash, join): worth a GPU
+    makes_element = False     # its result is a new element (select, scan, a join's result)
+    same_length = False       # as many elements out as in (select, scan, reverse, sorts)
+    element_key = False       # with no function, the whole element is its key (order_by, distinct)
+    record_param: int | None = None   # which parameter of its function is the record
+    other_side = False        # the other query of a join (columns of its own source)
+    dask: str | None = None   # Dask: "operator" (dask/operators.py cuts the chain there),
+                              # "last" (group_by: the chain's end), None: not distributed
+    cli = False               # a pipeline operator the CLI's query text accepts
 
     def __init__(self, fn):
         self.fn = fn
@@ -43,6 +63,7 @@ class Op:
 class Select(Op):
     __slots__ = ()
     kind, letter = "select", "s"
+    makes_element = same_length = True
 
 
 class Where(Op):
@@ -103,67 +124,81 @@ class ScanArg:
 class Breaker(Op):
     """A pipeline breaker: ends the fused stage before it (stages.py)."""
     __slots__ = ()
+    breaks_stage = True
+    cli = True
 
 
 class OrderBy(Breaker):
     __slots__ = ()
     kind, letter, descending = "order_by", "o", False
+    stage, sorts, heavy, element_key, same_length, dask = "sort", True, True, True, True, "operator"
 
 
 class OrderByDescending(Breaker):
     __slots__ = ()
     kind, letter, descending = "order_by_descending", "O", True
+    stage, sorts, heavy, element_key, same_length, dask = "sort", True, True, True, True, "operator"
 
 
 class ThenBy(Breaker):
     __slots__ = ()
     kind, letter, descending = "then_by", "t", False
+    sorts, then, heavy, same_length, dask = True, True, True, True, "operator"
 
 
 class ThenByDescending(Breaker):
     __slots__ = ()
     kind, letter, descending = "then_by_descending", "T", True
+    sorts, then, heavy, same_length, dask = True, True, True, True, "operator"
 
 
 class Take(Breaker):
     __slots__ = ()
     kind, letter = "take", "k"
+    stage, dask = "window", "operator"
 
 
 class Skip(Breaker):
     __slots__ = ()
     kind, letter = "skip", "K"
+    stage, dask = "window", "operator"
 
 
 class TakeWhile(Breaker):
     __slots__ = ()
     kind, letter = "take_while", "a"
+    stage, dask = "take_while", "operator"
 
 
 class SkipWhile(Breaker):
     __slots__ = ()
     kind, letter = "skip_while", "A"
+    stage, dask = "take_while", "operator"
 
 
 class Reverse(Breaker):
     __slots__ = ()
     kind, letter = "reverse", "r"
+    stage, same_length = "reverse", True
 
 
 class Distinct(Breaker):
     __slots__ = ()
     kind, letter = "distinct", "d"
+    stage, heavy, element_key, dask = "distinct", True, True, "operator"
 
 
 class Scan(Breaker):
     __slots__ = ()
     kind, letter = "scan", "c"
+    stage, makes_element, same_length, record_param, dask = "scan", True, True, -1, "operator"
 
 
 class GroupBy(Breaker):
     """group_by(key): always the last node; its terminal is the Grouped's agg (group_plan.py)."""
     __slots__ = ()
     kind, letter = "group_by", "g"
+    stage, heavy, dask, cli = "group", True, "last", False
 
 
 class JoinArg:
@@ -181,6 +216,7 @@ class Join(Breaker):
     JoinOther(JoinArg) and JoinResult(result), a select over the (a, b) pair (join_plan.py)."""
     __slots__ = ()
     kind, letter, outer = "join", "J", False
+    stage, heavy, cli = "join", True, False
 
 
 class LeftJoin(Join):
@@ -191,26 +227,51 @@ class LeftJoin(Join):
 class JoinOther(Op):
     __slots__ = ()
     kind, letter = "join_other", "R"
+    other_side = True
 
 
 class JoinResult(Op):
     __slots__ = ()
     kind, letter = "select", "j"
+    makes_element, same_length, record_param = True, True, 0
 
 
 NODES = {cls.letter: cls for cls in (Select, Where, OrderBy, OrderByDescending, ThenBy,
                                      ThenByDescending, Take, Skip, TakeWhile, SkipWhile,
                                      Reverse, Distinct, Scan, GroupBy, Join, LeftJoin, JoinOther,
                                      JoinResult)}
-SORTS = "oOtT"                  # the letters of the sort operators
-BREAKERS = "oOtTkKaArdcgJL"     # the letters that make a plan staged (stages.py)
-FUSED = "swj"                   # the letters fused into a pass (select, where, a join's result)
 POSITIONAL = ("last", "element_at", "single")   # terminals planned by stages.py
+
+
+def node_class(letter: str) -> type:
+    """The node class a chain's letter stands for."""
+    return NODES[letter]
 
 
 def staged(letters: str, term) -> bool:
     """Whether a chain + terminal plans as several stages (stages.py) rather than one pass."""
-    return term.name in POSITIONAL or any(c in BREAKERS for c in letters)
+    return term.name in POSITIONAL or any(NODES[c].breaks_stage for c in letters)
+
+
+def heavy(letters: str) -> bool:
+    """Whether a chain reads its input many times (a sort, distinct, group_by or join): what
+    makes a host array worth copying to a GPU (registry.choose_auto's `heavy`), and what the
+    numpy tier answers only for small inputs (tiers.NUMPY_TIER_MAX_HEAVY)."""
+    return any(NODES[c].heavy for c in letters)
+
+
+def first_breaker(letters: str) -> int:
+    """Index of a chain's first pipeline operator (a trailing group_by, which ends the chain
+    like a terminal, is not one), or -1."""
+    last = len(letters) - 1
+    for i, c in enumerate(letters):
+        if NODES[c].breaks_stage and not (NODES[c].dask == "last" and i == last):
+            return i
+    return -1
+
+
+# The pipeline operators the CLI's query text accepts (Query methods of these names).
+CLI_OPERATORS = tuple(dict.fromkeys(cls.kind for cls in NODES.values() if cls.cli))
 
 
 def chain(letters: str, fns: tuple) -> tuple:

@@ -22,17 +22,14 @@ from __future__ import annotations
 import ast
 
 from ..graph import terminals as T
-from ..graph.graph import Count
+from ..graph.graph import NODES, Count
 
-# Operators whose elements are the elements they received (their function, if any, sees the
-# record and the record goes on) / that make new elements (their function sees the record).
-_KEEP = frozenset("wWoOtTkKaArdgJLR")
-_MAKE = frozenset("scj")
 # Aggregate kinds whose result never contains the element when they have no function.
 _NO_FN_NO_READ = frozenset(("count",))
-# Which parameter holds the record: a fold's / scan's last (func(acc, v)), a join result's
-# first (result(a, b)); None: the lambda's only parameter (several: an unpacked record).
-_RECORD_PARAM = {"c": -1, "j": 0, "fold": -1}
+# Which parameter of a terminal's function holds the record: a fold's last (func(acc, v));
+# None: the lambda's only parameter (several: an unpacked record). An operator's node class
+# says it for its own function (Op.record_param).
+_RECORD_PARAM = {"fold": -1}
 _READS: dict[tuple, tuple] = {}    # (id(LambdaSource), record param) -> (LambdaSource, reads)
 
 
@@ -49,16 +46,15 @@ def used_fields(fields: tuple, kinds: str, ops: tuple, term, fns) -> tuple | Non
     """The table columns (in table order) the query reads, or None for all of them."""
     names: set = set()
     for letter, fn in zip(kinds, ops):
-        if letter in "R":                       # the other query of a join: its own source
+        node = NODES[letter]
+        if node.other_side:                     # the other query of a join: its own source
             continue
-        if fn is None and letter in "oOd":
+        if fn is None and node.element_key:
             return None                         # the element itself is the key
-        if fn is not None and not _add(names, fn, _RECORD_PARAM.get(letter)):
+        if fn is not None and not _add(names, fn, node.record_param):
             return None
-        if letter in _MAKE:
+        if node.makes_element:                  # later operators read the new element
             return _in_order(fields, names)
-        if letter not in _KEEP:
-            return None                         # an operator this analysis does not know
     if term.name in ("to_array", "to_list"):
         return None                             # the records themselves are the result
     specs = term.specs

@@ -37,6 +37,13 @@ class GroupStage:
     keys: int                      # the first `keys` columns are the key columns
     values: tuple                  # per agg: its value column's index, or -1 (count)
     first: int                     # the spec's parameters start here in the plan's list
+    column_op = False
+
+    def run(self, ex, call, i: int, state: list, keep):
+        """The group_by ends the plan (stage_kinds' protocol): the runtime's groups."""
+        p = call.params[self.first:self.first + len(self.spec.params)]
+        values = [state[v] if v >= 0 else None for v in self.values]
+        return state, keep, ex.runtime.group_by(self.spec, state[:self.keys], values, p, call.rows)
 
 
 @dataclass(frozen=True)

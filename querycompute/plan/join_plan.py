@@ -31,7 +31,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..backends.gpu import device_columns as DC
 from ..errors import QueryError
+from ..graph import graph as G
 from .fusion import leaves
 from ..sources.sources import plain_columns
 
@@ -44,6 +46,14 @@ class JoinStage:
     key_dtypes: tuple              # the other side's key column dtypes, as planned
     other: object                  # the other side's stages.Columns, as planned
     outer: bool                    # left_join
+    column_op = False              # (its probe reads host columns unless the runtime joins)
+
+    def run(self, ex, call, i: int, state: list, keep):
+        """The join at run time (stage_kinds' protocol): the other side, the pairs, the gathers."""
+        rt = ex.runtime
+        if not getattr(rt, "device_join", False):   # GpuStages: a device join (gpu_join.py)
+            state = [DC.to_host(c) for c in state]  # others: the join runs on the host
+        return run_join(self, state, call.params[self.other_at], ex.backend, rt, call.rows), keep, None
 
 
 def columns_of(value) -> tuple:
@@ -60,7 +70,8 @@ def plan_join(planner, ops: list, at: int) -> None:
     and the JoinStage to `planner`, whose columns then describe the (a, b) pair."""
     from .stage_kinds import Columns
     nodes = planner.nodes
-    if at + 2 >= len(nodes) or nodes[at + 1].letter != "R" or nodes[at + 2].letter != "j":
+    if at + 2 >= len(nodes) or type(nodes[at + 1]) is not G.JoinOther \
+            or type(nodes[at + 2]) is not G.JoinResult:
         raise QueryError("a join is made by q.join(other, key, other_key, result)")
 
     def key_leaves(lw, element):

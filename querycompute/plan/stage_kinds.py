@@ -1,7 +1,15 @@
-"""The stages a staged plan is made of (stages.py plans them, pipeline.py runs them,
-explain_stages.py prints them): the columns between stages, take/skip windows, and one
+"""The stages a staged plan is made of (stages.py plans them, run/pipeline.py runs them,
+api/explain_stages.py prints them): the columns between stages, take/skip windows, and one
 frozen record per stage kind. group_plan.GroupStage and join_plan.JoinStage live beside
-their planning."""
+their planning.
+
+Each stage kind runs itself: `run(ex, call, i, state, keep) -> (state, keep, result)`, where
+`ex` is the executor (run/pipeline.StagedPrepared: the backend's StageRuntime as `ex.runtime`,
+the compiled passes behind `ex.run_pass`), `call` the call's own values (params, n, the trace
+rows, the caller's inputs), `state` the columns and `keep` a distinct's flags; `result` is
+the plan's raw result when the stage ends the plan, else None. A column operation is one
+StageRuntime method call; a pass asks the executor to launch its compiled kernel. The
+executor's loop has no case per stage kind."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -50,6 +58,13 @@ class PassStage:
     keep_input: bool = False       # its last input is a distinct's keep flags
     window: Optional[Window] = None
     range_at: tuple = (-1, -1)     # local param indexes of a range source's start, step
+    column_op = False              # (a fused pass, not a column operation)
+
+    def run(self, ex, call, i: int, state: list, keep):
+        got = ex.fused_group(i, self, state, keep, call.params, call.n, call.rows)
+        if got is not None:            # this pass and the group_by after it, as one pass
+            return state, keep, got
+        return list(ex.run_pass(i, self, state, keep, call.params, call.n, call.rows, ex.device)), None, None
 
 
 @dataclass(frozen=True)
@@ -59,6 +74,15 @@ class SortStage:
     element: int                   # the first `element` columns are the element's leaves
     values_only: bool              # the one key is the one element column: sort it directly
     window: Optional[Window] = None
+    column_op = True               # reads its input columns on the runtime's device
+
+    def run(self, ex, call, i: int, state: list, keep):
+        rt, keys = ex.runtime, [state[k] for k in self.keys]
+        if self.values_only:
+            return [rt.sort_values(self.spec, keys[0], call.rows)], keep, None
+        lo, hi = self.window.bounds(call.params, call.n) if self.window is not None else (0, call.n)
+        perm = rt.sort(self.spec, keys, hi if self.window is not None else None, call.rows)
+        return rt.gather(state[:self.element], perm[lo:hi], call.rows), keep, None
 
 
 @dataclass(frozen=True)
@@ -66,17 +90,30 @@ class DistinctStage:
     spec: SortSpec
     keys: tuple
     element: int
+    column_op = True
+
+    def run(self, ex, call, i: int, state: list, keep):
+        flags = ex.runtime.first_occurrence(self.spec, [state[k] for k in self.keys], call.rows)
+        return state[:self.element], flags, None      # the next pass keeps the flagged
 
 
 @dataclass(frozen=True)
 class ScanStage:
     spec: ScanSpec
     first: int
+    column_op = True
+
+    def run(self, ex, call, i: int, state: list, keep):
+        p = call.params[self.first:self.first + len(self.spec.params)]
+        return [ex.runtime.scan(self.spec, state[0], p, call.rows)], keep, None
 
 
 @dataclass(frozen=True)
 class ReverseStage:
-    pass
+    column_op = True
+
+    def run(self, ex, call, i: int, state: list, keep):
+        return ex.runtime.reverse(state, call.rows), keep, None
 
 
 @dataclass(frozen=True)
@@ -84,11 +121,22 @@ class WhileStage:
     lowered: Lowered               # first(index) of the elements whose predicate is false
     first: int
     take: bool                     # take_while keeps what is before that element
+    column_op = False
+
+    def run(self, ex, call, i: int, state: list, keep):
+        found = ex.run_pass(i, self, state, None, call.params, call.n, call.rows)[0][0]
+        cut = found if found >= 0 else call.n
+        return [c[:cut] if self.take else c[cut:] for c in state], keep, None
 
 
 @dataclass(frozen=True)
 class WindowStage:
     window: Window
+    column_op = False
+
+    def run(self, ex, call, i: int, state: list, keep):
+        lo, hi = self.window.bounds(call.params, call.n)
+        return [c[lo:hi] for c in state], keep, None
 
 
 @dataclass(frozen=True)
@@ -99,6 +147,10 @@ class TerminalStage:
     positional: str = ""           # last | element_at | single
     window: Optional[Window] = None
     range_at: tuple = (-1, -1)
+    column_op = False
+
+    def run(self, ex, call, i: int, state: list, keep):
+        return state, keep, ex.terminal(i, self, state, keep, call.params, call.n, call.rows, call.inputs)
 
 
 @dataclass(frozen=True)

@@ -44,6 +44,8 @@ from ..errors import QueryError
 from .fusion import (Lowered, Lowering, _scalar, _truthy, element_type, leaves, param_limits,
     pick_one)
 from ..frontend.values import RecordVal, Scalar, TupleVal
+from .group_plan import plan_group
+from .join_plan import plan_join
 from .plan import initial_element
 from .stage_kinds import (Columns, DistinctStage, PassStage, ReverseStage, ScanStage, SortStage,
     StagedLowered, TerminalStage, WhileStage, Window, WindowStage, element_of)
@@ -107,8 +109,8 @@ class _Planner:
     def _window(self, i: int) -> tuple[Window, int]:
         """The take / skip operators from node i on, as one Window; and the next node."""
         ops = []
-        while i < len(self.nodes) and self.nodes[i].letter in "kK":
-            ops.append(("take" if self.nodes[i].letter == "k" else "skip", self._count_param(i), 0))
+        while i < len(self.nodes) and self.nodes[i].stage == "window":
+            ops.append((self.nodes[i].kind, self._count_param(i), 0))
             i += 1
         return Window(tuple(ops)), i
 
@@ -158,49 +160,61 @@ class _Planner:
 
     # -- the chain ------------------------------------------------------------------------
     def plan(self) -> StagedLowered:
+        """Cut the chain at its pipeline breakers: each run of fused operators (select /
+        where / a join's result) goes into the pass of the breaker after it, which its node
+        class names (`Op.stage`: the planner step `plan_<stage>`, returning the index of the
+        next node, or the finished plan for a group_by, which ends the chain)."""
         nodes, i = self.nodes, 0
         while True:
             ops = []
-            while i < len(nodes) and nodes[i].letter in G.FUSED:
+            while i < len(nodes) and not nodes[i].breaks_stage:
                 ops.append(i)
                 i += 1
             if i == len(nodes):
                 return self.terminal(ops)
-            letter = nodes[i].letter
-            if letter in "oO":
-                i = self.sort(ops, i)
-            elif letter in "kK":
-                window, i = self._window(i)
-                if ops or self.keep or self.cols is None:
-                    self.materialize(ops, window=window)
-                else:
-                    self.stages.append(WindowStage(window))
-                    self.texts.append("take/skip: the columns are sliced")
-            elif letter in "aA":
-                self.take_while(ops, i)
-                i += 1
-            elif letter == "r":
-                self.materialize(ops)
-                self.stages.append(ReverseStage())
-                self.texts.append("reverse: the columns in reverse order")
-                i += 1
-            elif letter == "d":
-                self.distinct(ops, i)
-                i += 1
-            elif letter == "c":
-                self.scan(ops, i)
-                i += 1
-            elif letter in "JL":
-                from .join_plan import plan_join
-                plan_join(self, ops, i)
-                i += 2                     # the result function is the next pass's first select
-            elif letter == "g":
-                from .group_plan import plan_group
-                result = plan_group(self, ops, i)
-                return StagedLowered(tuple(self.stages), tuple(self.bindings), tuple(self.limits), (),
-                                     "record", result.key_names + result.names, tuple(self.texts), result)
-            else:
+            if nodes[i].stage is None:
                 raise QueryError(f"{nodes[i].kind}() must follow order_by() or another then_by()")
+            got = getattr(self, "plan_" + nodes[i].stage)(ops, i)
+            if isinstance(got, StagedLowered):
+                return got
+            i = got
+
+    # -- the planner steps, one per breaking operator (Op.stage) -----------------------------
+    def plan_window(self, ops: list, i: int) -> int:
+        window, i = self._window(i)
+        if ops or self.keep or self.cols is None:
+            self.materialize(ops, window=window)
+        else:
+            self.stages.append(WindowStage(window))
+            self.texts.append("take/skip: the columns are sliced")
+        return i
+
+    def plan_take_while(self, ops: list, i: int) -> int:
+        self.take_while(ops, i)
+        return i + 1
+
+    def plan_reverse(self, ops: list, i: int) -> int:
+        self.materialize(ops)
+        self.stages.append(ReverseStage())
+        self.texts.append("reverse: the columns in reverse order")
+        return i + 1
+
+    def plan_distinct(self, ops: list, i: int) -> int:
+        self.distinct(ops, i)
+        return i + 1
+
+    def plan_scan(self, ops: list, i: int) -> int:
+        self.scan(ops, i)
+        return i + 1
+
+    def plan_join(self, ops: list, i: int) -> int:
+        plan_join(self, ops, i)
+        return i + 2                   # the result function is the next pass's first select
+
+    def plan_group(self, ops: list, i: int) -> StagedLowered:
+        result = plan_group(self, ops, i)
+        return StagedLowered(tuple(self.stages), tuple(self.bindings), tuple(self.limits), (),
+                             "record", result.key_names + result.names, tuple(self.texts), result)
 
     def _key_leaves(self, lw, element, slot: int, what: str) -> tuple:
         if self.nodes[slot].fn is None:
@@ -213,10 +227,10 @@ class _Planner:
             key = lw.apply(slot, element)
         return leaves(key)[2]
 
-    def sort(self, ops: list, i: int) -> int:
+    def plan_sort(self, ops: list, i: int) -> int:
         sorts = [i]
         i += 1
-        while i < len(self.nodes) and self.nodes[i].letter in "tT":
+        while i < len(self.nodes) and self.nodes[i].then:
             sorts.append(i)
             i += 1
         directions: list = []
@@ -231,7 +245,7 @@ class _Planner:
         element, n_elem, key_cols, all_dts = self.materialize(ops, keys)
         spec = SortSpec(tuple(all_dts[k] for k in key_cols), tuple(directions), f"qc_sort{len(self.stages)}")
         window = None
-        if i < len(self.nodes) and self.nodes[i].letter in "kK":
+        if i < len(self.nodes) and self.nodes[i].stage == "window":
             window, i = self._window(i)
         elif i == len(self.nodes) and self.term.name in ("first", "element_at") and not _has_where(self.nodes, i):
             window = self._top_for_terminal()
@@ -261,7 +275,7 @@ class _Planner:
         from querycompute._codegen.program import Pass
         p = Pass(prog, Reduce((Agg("first", (E.Const(0, "int32"),), "int64"),)), lw.name)
         lowered = Lowered(p, tuple(lw.b.bindings), "scalar", (), (), tuple(lw.steps), param_limits(p))
-        take = self.nodes[i].letter == "a"
+        take = self.nodes[i].kind == "take_while"
         self.stages.append(WhileStage(lowered, self._add(lowered), take))
         self.texts.append(f"{self.nodes[i].kind}: reduction {p.name} finds the first element whose "
                           f"predicate is false (early exit), then the columns are cut there")
@@ -372,7 +386,7 @@ class _NeedsPass(Exception):
 
 
 def _has_where(nodes: tuple, i: int) -> bool:
-    return any(n.letter == "w" for n in nodes[i:])
+    return any(n.kind == "where" for n in nodes[i:])
 
 
 def _ops_text(nodes: tuple, ops: list, read: bool = True) -> str:

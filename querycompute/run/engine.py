@@ -35,7 +35,7 @@ from ..plan.column_use import narrowed
 from .compiled import Compiled, Unusable
 from ..errors import BackendUnavailableError, FoldOrderError, QueryError, codegen_errors
 from ..plan.fold_order import refuse_parallel
-from ..graph.graph import Terminal, slot_functions
+from ..graph.graph import Terminal, heavy, slot_functions
 from ..locks import KeyedLocks
 from ..log import compiling, logger
 from .memo import Memo
@@ -99,7 +99,7 @@ def run(q, term: Terminal, fns=None, tiered: bool | None = None, keep_hot: bool 
     if hot and hot.term is term:
         n = hot.length()
         if n >= 0 and hot.same_fns(fns) and (
-                q._backend != "auto" or registry.auto_choice(n, registry.host_work_pays(q._kinds)) == hot.name):
+                q._backend != "auto" or registry.auto_choice(n, heavy(q._kinds)) == hot.name):
             fast = hot.fast
             infos = _captures(fast, q, fns) if fast.capture_slots else None
             if infos is not False:
@@ -137,7 +137,7 @@ def _backend_for(q, cols, n: int) -> str:
         for c in cols:                # (a loop: a generator costs more on this path)
             if type(c) is not np.ndarray and is_device_array(c):
                 on_device = True
-        name = registry.choose_auto(n, on_device, registry.host_work_pays(q._kinds))
+        name = registry.choose_auto(n, on_device, heavy(q._kinds))
     return name
 
 
@@ -315,7 +315,7 @@ def _compiled(name, source, cols, q, term, infos, tiered) -> tuple:
             pending = tiers.Pending(lambda: _prepare(registry.require(name), lowered, text),
                                     f"the {name} kernel for {text}",
                                     lambda: registry.load_compiler(name),
-                                    tiers.NUMPY_TIER_MAX_HEAVY if registry.host_work_pays(q._kinds)
+                                    tiers.NUMPY_TIER_MAX_HEAVY if heavy(q._kinds)
                                     else float("inf"))
             compiled = Compiled(name, lowered, _prepare(registry.get("numpy"), lowered, text), pending)
             logger.info("tier: numpy answers %s while the %s kernel compiles", text, name)

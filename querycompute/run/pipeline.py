@@ -28,7 +28,7 @@ from ..backends.gpu import device_columns as DC
 from ..backends.base import KernelRun, Prepared
 from ..errors import MultipleElementsError
 from ..plan.group_plan import GroupStage
-from ..plan.join_plan import JoinStage, join_pairs, run_join
+from ..plan.join_plan import join_pairs
 
 # backend -> (module under querycompute.backends, attribute): its StageRuntime instance or
 # class. A backend without one runs its column operations with the numpy reference, which
@@ -66,8 +66,8 @@ class StagedPrepared(Prepared):
         self.runtime = runtime
         # a column operation as the first stage (its kernels read the source; runtimes with
         # device columns copy it over once first: GpuStages.to_device)
-        self.column_op_first = type(staged.stages[0]) in (S.SortStage, S.DistinctStage, S.ScanStage,
-                                                          S.ReverseStage)
+        self.column_op_first = staged.stages[0].column_op
+        self.device = getattr(runtime, "device_columns", False)
         self.passes = {}
         origins, self.compile_ms = [], 0.0
         for i, stage in enumerate(staged.stages):
@@ -111,7 +111,7 @@ class StagedPrepared(Prepared):
     def trace_rows(self, row) -> list[KernelRun]:
         return list(row)
 
-    def _run_pass(self, i: int, stage, cols: list, keep, params, n: int, rows: list, device: bool = False):
+    def run_pass(self, i: int, stage, cols: list, keep, params, n: int, rows: list, device: bool = False):
         """Run pass stage i over `cols` (+ keep flags): its columns, or a reduction's raw
         results. A take / skip window on a pass without a filter narrows its input (the
         elements outside are never computed); with a filter, its survivors are cut."""
@@ -140,7 +140,7 @@ class StagedPrepared(Prepared):
         rows += windows.trace_rows(prepared, row)
         return raw
 
-    def _fused_group(self, i: int, stage, state, keep, params, n: int, rows: list, pass_=None):
+    def fused_group(self, i: int, stage, state, keep, params, n: int, rows: list, pass_=None):
         """A pass followed by a group_by, as one pass where the runtime has one
         (`fused_group`: the cpu backend's low-cardinality tables): its raw result, or None.
         `pass_`: the pass to run instead of the stage's own (a join's indexed pass)."""
@@ -162,67 +162,30 @@ class StagedPrepared(Prepared):
         return raw, rows
 
     def _run_stages(self, cols, params, n: int) -> tuple:
-        rows: list = []
-        rt = self.runtime
-        device = getattr(rt, "device_columns", False)
+        call = _Call(params, n, cols)
+        rows = call.rows
         state, keep = list(cols), None
-        if device and self.column_op_first:
-            state = rt.to_device(state)       # a column operation first: the source goes over once
+        if self.device and self.column_op_first:
+            state = self.runtime.to_device(state)   # a column operation first: the source goes over once
         skip = -1
         for i, stage in enumerate(self.staged.stages):
             if i == skip:
                 continue
-            t = type(stage)
             if i in self.join_fused:
                 done, got = self._join_fused(i, stage, state, params, rows)
                 if done:
                     return got, rows
                 state, skip = list(got), i + 1
-            elif i in self.scan_fused and self._fuse_scan_now(n):
-                raw = self._scan_fused(i, stage, state, params, n, rows, device)
+            elif i in self.scan_fused and self._fuse_scan_now(call.n):
+                raw = self._scan_fused(i, stage, state, params, call.n, rows, self.device)
                 if type(self.staged.stages[i + 1]) is S.TerminalStage:
                     return raw, rows
                 state, skip = list(raw), i + 1
-            elif t is S.PassStage:
-                got = self._fused_group(i, stage, state, keep, params, n, rows)
-                if got is not None:
-                    return got, rows
-                state = list(self._run_pass(i, stage, state, keep, params, n, rows, device))
-                keep = None
-            elif t is S.SortStage:
-                keys = [state[k] for k in stage.keys]
-                if stage.values_only:
-                    state = [rt.sort_values(stage.spec, keys[0], rows)]
-                else:
-                    lo, hi = stage.window.bounds(params, n) if stage.window is not None else (0, n)
-                    perm = rt.sort(stage.spec, keys, hi if stage.window is not None else None, rows)
-                    state = rt.gather(state[:stage.element], perm[lo:hi], rows)
-            elif t is S.DistinctStage:
-                keep = rt.first_occurrence(stage.spec, [state[k] for k in stage.keys], rows)
-                state = state[:stage.element]
-            elif t is S.ScanStage:
-                p = params[stage.first:stage.first + len(stage.spec.params)]
-                state = [rt.scan(stage.spec, state[0], p, rows)]
-            elif t is S.ReverseStage:
-                state = rt.reverse(state, rows)
-            elif t is S.WindowStage:
-                lo, hi = stage.window.bounds(params, n)
-                state = [c[lo:hi] for c in state]
-            elif t is JoinStage:
-                if not getattr(rt, "device_join", False):   # GpuStages: a device join (gpu_join.py)
-                    state = [DC.to_host(c) for c in state]  # others: the join runs on the host
-                state = run_join(stage, state, params[stage.other_at], self.backend, rt, rows)
-            elif t is GroupStage:
-                p = params[stage.first:stage.first + len(stage.spec.params)]
-                values = [state[v] if v >= 0 else None for v in stage.values]
-                return rt.group_by(stage.spec, state[:stage.keys], values, p, rows), rows
-            elif t is S.WhileStage:
-                found = self._run_pass(i, stage, state, None, params, n, rows)[0][0]
-                cut = found if found >= 0 else n
-                state = [c[:cut] if stage.take else c[cut:] for c in state]
-            else:
-                return self._terminal(i, stage, state, keep, params, n, rows, cols), rows
-            n = len(state[0])
+            else:                              # each stage kind runs itself (stage_kinds.py)
+                state, keep, result = stage.run(self, call, i, state, keep)
+                if result is not None:
+                    return result, rows
+            call.n = len(state[0])
         raise AssertionError("a staged plan ends with its terminal")
 
     def _join_fused(self, i: int, stage, state, params, rows: list):
@@ -237,7 +200,7 @@ class StagedPrepared(Prepared):
         prepared, pass_ = self.join_fused[i]
         inputs = left + right + [li, ri]
         m = len(li)
-        got = self._fused_group(i + 1, nxt, inputs, None, params, m, rows, pass_)
+        got = self.fused_group(i + 1, nxt, inputs, None, params, m, rows, pass_)
         if got is not None:
             return True, got
         p = params[nxt.first:nxt.first + len(nxt.lowered.bindings)]
@@ -278,14 +241,14 @@ class StagedPrepared(Prepared):
         rows += prepared.trace_rows(row)
         return raw
 
-    def _terminal(self, i: int, stage, state, keep, params, n: int, rows: list, inputs):
+    def terminal(self, i: int, stage, state, keep, params, n: int, rows: list, inputs):
         if stage.lowered is None:
             # the columns as they are, but never the caller's own memory (take / skip of
             # the source are views of it)
             if not any(DC.on_device(x) for x in inputs):  # the one copy back (device inputs:
                 state = [DC.to_host(c) for c in state]    # device results, as a pass gives)
             return tuple(c.copy() if any(np.may_share_memory(c, x) for x in inputs) else c for c in state)
-        raw = self._run_pass(i, stage, state, keep, params, n, rows)
+        raw = self.run_pass(i, stage, state, keep, params, n, rows)
         if not stage.positional:
             return raw
         m = len(raw[0])
@@ -296,6 +259,16 @@ class StagedPrepared(Prepared):
                                         "take(1), or a predicate that only one element meets")
         at = m - 1 if stage.positional == "last" else 0
         return [(at, tuple(a[at] for a in raw))]
+
+
+class _Call:
+    """One call's own values, handed to each stage's `run` (stage_kinds.py): the plan's
+    parameters, the current column length, the trace rows, and the caller's input columns
+    (a terminal never returns the caller's own memory)."""
+    __slots__ = ("params", "n", "rows", "inputs")
+
+    def __init__(self, params, n: int, inputs):
+        self.params, self.n, self.rows, self.inputs = params, n, [], inputs
 
 
 def prepare(staged: S.StagedLowered, backend: str, prepare_pass) -> StagedPrepared:

@@ -33,7 +33,7 @@ from .. import config
 from . import partials as P
 from ..backends.base import Trace
 from ..backends.gpu.gpu_staging import prefetching
-from ..graph.graph import BREAKERS, Terminal
+from ..graph.graph import NODES, Terminal
 
 DEVICE_BACKENDS = ("cuda", "opencl")
 CHUNK_ALIGN = 1 << 16           # elements: a multiple of every tile (BLOCK x 16 x runs)
@@ -65,7 +65,7 @@ def wanted(q, term: Terminal, name: str, cols, n: int) -> bool:
         return False                   # device arrays are already there
     if sum(c.nbytes for c in cols) <= limit or n <= chunk_length(cols, limit):
         return False
-    return not any(letter in BREAKERS or letter == "g" for letter in q._kinds)
+    return not any(NODES[letter].breaks_stage for letter in q._kinds)
 
 
 def run(q, term: Terminal, fns, name: str, cols, n: int, t0: float, clock):

@@ -44,7 +44,7 @@ _executor_lock = threading.Lock()
 _running = threading.Lock()
 after_fork.hold(_running, rank=0)
 
-# Plans that sort, hash or join (registry.HEAVY) answer on the numpy tier only below this
+# Plans that sort, hash or join (graph.heavy) answer on the numpy tier only below this
 # many elements; a larger first call waits for its kernel (see the module docstring).
 NUMPY_TIER_MAX_HEAVY = 1_000_000
 

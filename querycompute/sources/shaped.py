@@ -123,8 +123,7 @@ def refuse_staged(source, ops=(), term=None) -> None:
     such operator, with what works today (its key or result computed first, as an array)."""
     if not (getattr(source, "shapes", None) and any(source.shapes)):
         return
-    from ..graph.graph import BREAKERS
-    first = next((op.kind for op in ops if op.letter in BREAKERS), getattr(term, "name", "this terminal"))
+    first = next((op.kind for op in ops if op.breaks_stage), getattr(term, "name", "this terminal"))
     shape = next(s for s in source.shapes if s)
     raise QueryError(
         f"{first}(...) on a query over shaped elements (elements of shape {shape}) is not supported "
