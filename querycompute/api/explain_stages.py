@@ -45,106 +45,13 @@ def _pass_lines(lowered, backend: str, n: int) -> list[str]:
 GPU_DIALECTS = ("cuda", "opencl", "metal", "webgpu")
 
 
-def _bits_dtypes(dtypes) -> tuple:
-    from querycompute._codegen import order_keys
-    return tuple(order_keys.bits_dtype(d) for d in dtypes)
-
-
-def _is_group(stage) -> bool:
-    from ..plan.group_plan import GroupStage
-    return isinstance(stage, GroupStage)
-
-
-def _gpu_kernels(stage, dialect: str, element_dtypes) -> list[tuple[str, object]]:
-    """(what, KernelSet) of a column operation's GPU kernels in `dialect`."""
-    from querycompute._codegen.ops import gather as gather_op
-    from querycompute._codegen.ops import scan as scan_op
-    from querycompute._codegen.ops import sort as sort_op
-    from querycompute._codegen.ops import topk as topk_op
-    if isinstance(stage, S.ScanStage):
-        return [("scan", scan_op.render(stage.spec, dialect))]
-    if isinstance(stage, S.ReverseStage):
-        return [("reverse", gather_op.render_reverse(_bits_dtypes(element_dtypes), dialect))]
-    if _is_group(stage):
-        from querycompute._codegen.ops import group as group_op
-        from querycompute._codegen.ops import group_table as table_op
-        return [("group_by, <= 4096 groups (tried first)", table_op.render_group_table(stage.spec, dialect)),
-                ("group_by", group_op.render_group(stage.spec, dialect))]
-    if isinstance(stage, S.DistinctStage):
-        return [("first-occurrence flags", sort_op.render_sort(stage.spec, dialect, distinct=True))]
-    if isinstance(stage, S.SortStage):
-        sets = [("top-k", topk_op.render_topk(stage.spec, dialect))] if stage.window is not None \
-            else [("sort", sort_op.render_sort(stage.spec, dialect))]
-        return sets + [("gather", gather_op.render_gather(_bits_dtypes(element_dtypes), dialect))]
-    return []
-
-
-def _gpu_traffic(stage, dialect: str, element_dtypes) -> list[str]:
-    """Per kernel launch that touches every element: bytes read + written per element."""
-    from querycompute._codegen.ops import gather as gather_op
-    from querycompute._codegen.ops import scan as scan_op
-    from querycompute._codegen.ops import sort as sort_op
-    from querycompute._codegen.ops import topk as topk_op
-    if isinstance(stage, S.ScanStage):
-        rows = scan_op.bytes_per_element(stage.spec, dialect)
-        head = scan_op.describe(stage.spec, dialect)
-    elif isinstance(stage, S.ReverseStage):
-        rows = [("qc_reverse", gather_op.reverse_bytes_per_element(_bits_dtypes(element_dtypes)))]
-        head = "reverse on the device: out[i] = col[n - 1 - i], coalesced reads and writes"
-    elif isinstance(stage, S.DistinctStage):
-        rows = sort_op.bytes_per_element(stage.spec, distinct=True, dialect=dialect)
-        head = "stable LSD radix sort of the keys (8-bit digits), then flags where a key changes"
-    elif isinstance(stage, S.SortStage) and stage.window is not None:
-        rows = topk_op.bytes_per_element(stage.spec)
-        head = "top-k: radix select of the k-th key, order-preserving compaction, one-block sort of k"
-    elif _is_group(stage):
-        from querycompute._codegen.ops import group as group_op
-        rows = group_op.bytes_per_element(stage.spec, dialect=dialect)
-        head = group_op.describe(stage.spec)
-    elif isinstance(stage, S.SortStage):
-        rows = sort_op.bytes_per_element(stage.spec, dialect=dialect)
-        head = f"stable LSD radix sort, {len(sort_op.passes(stage.spec))} passes of 8-bit digits (a stable " \
-               f"scatter each; a key's first byte counted by a read, the next passes' counts added by " \
-               f"the scatter before them), int32 index payload"
-    elif type(stage).__name__ == "JoinStage":
-        from querycompute.backends.gpu.gpu_join import explain_lines      # its kernels, bytes per row
-        return explain_lines([element_dtypes[k] for k in stage.keys], stage.key_dtypes, dialect)
-    else:
-        return []
-    out = [head] + [f"  {name}: {b} B per element" for name, b in rows]
-    total = sum(b for _, b in rows)
-    if isinstance(stage, S.SortStage):
-        g = gather_op.gather_bytes_per_element(_bits_dtypes(element_dtypes))
-        out.append(f"  gather of the element columns: {g} B per {'output row' if stage.window else 'element'}")
-    out.append(f"  total: {total} B per element")
-    if _is_group(stage):
-        from querycompute._codegen.ops import group_table as table_op
-        out += table_op.explain_lines(stage.spec)
-    return out
-
-
-def _scan_rows(stage, dialect: str) -> list:
-    from querycompute._codegen.ops import scan as scan_op
-    return scan_op.bytes_per_element(stage.spec, dialect)
-
-
 def _column_lines(stage, runtime, backend: str, element_dtypes) -> list[str]:
     if backend in GPU_DIALECTS:
-        return [f"    {line}" for line in _gpu_traffic(stage, backend, element_dtypes)]
+        return [f"    {line}" for line in stage.gpu_traffic(backend, element_dtypes)]
     describe = getattr(runtime, "describe", None)
-    lines = describe(stage, element_dtypes) if describe is not None else None
-    if lines:
-        return [f"    {line}" for line in lines]
-    if isinstance(stage, (S.SortStage, S.DistinctStage)):
-        key = _bytes(stage.spec.key_dtypes)
-        what = "top-k (per-chunk candidates, then a sort of those)" if getattr(stage, "window", None) \
-            else f"LSD radix sort, up to {key} passes of 8-bit digits (a pass whose digit is the same for every key is skipped)"
-        return [f"    {what}; {runtime.name} column operation"]
-    if isinstance(stage, S.ScanStage):
-        b = np.dtype(stage.spec.dtype).itemsize
-        return [f"    two passes over fixed chunks (chunk totals, then running fold with carry-in): "
-                f"reads {2 * b} B, writes {b} B per element"]
-    return []
+    lines = (describe(stage, element_dtypes) if describe is not None else None) \
+        or stage.host_lines(runtime.name)
+    return [f"    {line}" for line in lines]
 
 
 def _element_dtypes(staged) -> list:
@@ -152,13 +59,7 @@ def _element_dtypes(staged) -> list:
     out, current = [], None
     for stage in staged.stages:
         out.append(current)
-        lowered = getattr(stage, "lowered", None)
-        if isinstance(stage, S.PassStage):
-            current = lowered.pass_.program.output_dtypes
-        if isinstance(stage, (S.SortStage, S.DistinctStage)) and current is not None:
-            current = current[:stage.element]
-        if isinstance(stage, S.ScanStage):
-            current = (stage.spec.dtype,)
+        current = stage.dtypes_after(current)
     return out
 
 
@@ -208,7 +109,7 @@ def explain(q, staged: S.StagedLowered, term, infos, backend: str, n: int, runti
             out.append(f"    fused with the next pass: {scan_fused.describe(fp, backend)}")
             out += [f"      {name}: {b} B per element" for name, b in rows]
             out.append(f"      total: {sum(b for _, b in rows)} B per element (the unfused plan: the scan's "
-                       f"{sum(b for _, b in _scan_rows(stage, backend))} B, then the pass's)")
+                       f"{sum(b for _, b in stage.gpu_rows(backend))} B, then the pass's)")
             continue
         if i - 1 in fused:
             b = np.dtype(stage.spec.dtype).itemsize
@@ -260,7 +161,7 @@ def source(staged: S.StagedLowered, backend: str, runtime) -> str:
         if backend in GPU_DIALECTS:
             with codegen_errors(backend):  # a dtype the dialect lacks: UnsupportedTypeError
                 body = "\n".join(f"{comment} {what}\n{ks.source}" for what, ks in
-                                 _gpu_kernels(stage, backend, element_dtypes[i - 1] or ()))
+                                 stage.gpu_kernels(backend, element_dtypes[i - 1] or ()))
         elif getattr(runtime, "source", None) is not None and getattr(stage, "spec", None) is not None:
             body = runtime.source(stage.spec)
         parts.append(f"{header}\n{body or comment + ' (no generated kernel: a host-side column operation)'}")

@@ -28,22 +28,33 @@ from querycompute._codegen.stage_specs import GroupAgg, GroupSpec
 from ..graph import terminals as T
 from ..errors import QueryError
 from .fusion import Lowering, _cast, _truthy, leaves
+from .stage_kinds import Stage, traffic_lines
 from ..frontend.values import Scalar, TupleVal
 
 
 @dataclass(frozen=True)
-class GroupStage:
+class GroupStage(Stage):
     spec: GroupSpec
     keys: int                      # the first `keys` columns are the key columns
     values: tuple                  # per agg: its value column's index, or -1 (count)
     first: int                     # the spec's parameters start here in the plan's list
-    column_op = False
+    ends_plan = True
 
     def run(self, ex, call, i: int, state: list, keep):
         """The group_by ends the plan (stage_kinds' protocol): the runtime's groups."""
         p = call.params[self.first:self.first + len(self.spec.params)]
         values = [state[v] if v >= 0 else None for v in self.values]
         return state, keep, ex.runtime.group_by(self.spec, state[:self.keys], values, p, call.rows)
+
+    def gpu_kernels(self, dialect: str, element_dtypes) -> list:
+        from querycompute._codegen.ops import group, group_table
+        return [("group_by, <= 4096 groups (tried first)", group_table.render_group_table(self.spec, dialect)),
+                ("group_by", group.render_group(self.spec, dialect))]
+
+    def gpu_traffic(self, dialect: str, element_dtypes) -> list:
+        from querycompute._codegen.ops import group, group_table
+        return traffic_lines(group.describe(self.spec), group.bytes_per_element(self.spec, dialect=dialect),
+                             after=group_table.explain_lines(self.spec))
 
 
 @dataclass(frozen=True)

@@ -35,25 +35,28 @@ from ..backends.gpu import device_columns as DC
 from ..errors import QueryError
 from ..graph import graph as G
 from .fusion import leaves
+from .stage_kinds import Columns, Stage, plain_pass_after
 from ..sources.sources import plain_columns
 
 
 @dataclass(frozen=True)
-class JoinStage:
+class JoinStage(Stage):
     keys: tuple                    # this side's key columns (indexes)
     element: int                   # the first `element` columns are this side's element
     other_at: int                  # the plan parameter holding (other Query, its key function)
     key_dtypes: tuple              # the other side's key column dtypes, as planned
     other: object                  # the other side's stages.Columns, as planned
     outer: bool                    # left_join
-    column_op = False              # (its probe reads host columns unless the runtime joins)
-
     def run(self, ex, call, i: int, state: list, keep):
         """The join at run time (stage_kinds' protocol): the other side, the pairs, the gathers."""
         rt = ex.runtime
         if not getattr(rt, "device_join", False):   # GpuStages: a device join (gpu_join.py)
             state = [DC.to_host(c) for c in state]  # others: the join runs on the host
         return run_join(self, state, call.params[self.other_at], ex.backend, rt, call.rows), keep, None
+
+    def gpu_traffic(self, dialect: str, element_dtypes) -> list:
+        from ..backends.gpu.gpu_join import explain_lines      # its kernels, bytes per row
+        return explain_lines([element_dtypes[k] for k in self.keys], self.key_dtypes, dialect)
 
 
 def columns_of(value) -> tuple:
@@ -68,7 +71,6 @@ def columns_of(value) -> tuple:
 def plan_join(planner, ops: list, at: int) -> None:
     """The Join node at `at` (this side's key), the JoinOther after it; appends this side's pass
     and the JoinStage to `planner`, whose columns then describe the (a, b) pair."""
-    from .stage_kinds import Columns
     nodes = planner.nodes
     if at + 2 >= len(nodes) or type(nodes[at + 1]) is not G.JoinOther \
             or type(nodes[at + 2]) is not G.JoinResult:
@@ -123,7 +125,6 @@ def fusable(stages: tuple, i: int) -> bool:
     reads both sides' columns through them (a runtime with `indexed_passes` compiles that
     pass as dialects/numba_indexed.IndexedPass; nothing is gathered): that pass has no
     take/skip window, positional terminal or early exit (those slice their inputs)."""
-    from .stage_kinds import plain_pass_after
     return plain_pass_after(stages, i, JoinStage) is not None
 
 

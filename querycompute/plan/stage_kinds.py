@@ -15,11 +15,55 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
+import numpy as np
+
 from querycompute._codegen import expr as E
+from querycompute._codegen import order_keys
 from querycompute._codegen.stage_specs import ScanSpec, SortSpec
 
 from ..frontend.values import RecordVal, Scalar, TupleVal
 from .fusion import Lowered
+
+
+class Stage:
+    """What every stage kind answers (the defaults: a stage without kernels of its own).
+    `run` is the executor's protocol (module docstring); the rest is what explain() prints
+    of it: its GPU kernels in a dialect, their bytes per element, the host runtime's line,
+    and the element dtypes after it."""
+    column_op = False              # a column operation reading its input on the runtime's device
+    ends_plan = False              # its result is the plan's (a terminal, a group_by)
+
+    def run(self, ex, call, i: int, state: list, keep):
+        raise NotImplementedError(type(self).__name__)
+
+    def gpu_kernels(self, dialect: str, element_dtypes) -> list:
+        """(what, KernelSet) of its GPU kernels in `dialect` (the generators are imported
+        here: they are needed only to show a GPU plan, and cost ~0.6 s to import)."""
+        return []
+
+    def gpu_traffic(self, dialect: str, element_dtypes) -> list:
+        """Per kernel launch that touches every element: bytes read + written per element."""
+        return []
+
+    def host_lines(self, runtime_name: str) -> list:
+        """A host runtime's description, where the runtime has none of its own."""
+        return []
+
+    def dtypes_after(self, current):
+        """The element's column dtypes after this stage (those going into it: `current`)."""
+        return current
+
+
+def bits_dtypes(dtypes) -> tuple:
+    """The unsigned words the order-preserving key transform gives each dtype (gathers move
+    element columns as bits)."""
+    return tuple(order_keys.bits_dtype(d) for d in dtypes)
+
+
+def traffic_lines(head: str, rows, extra=(), after=()) -> list:
+    """`head`, then each kernel's bytes per element, `extra`, the total, then `after`."""
+    out = [head] + [f"  {name}: {b} B per element" for name, b in rows] + list(extra)
+    return out + [f"  total: {sum(b for _, b in rows)} B per element"] + list(after)
 
 
 @dataclass(frozen=True)
@@ -52,13 +96,14 @@ class Window:
 
 
 @dataclass(frozen=True)
-class PassStage:
+class PassStage(Stage):
     lowered: Lowered
     first: int                     # its first parameter in the plan's parameter list
     keep_input: bool = False       # its last input is a distinct's keep flags
     window: Optional[Window] = None
     range_at: tuple = (-1, -1)     # local param indexes of a range source's start, step
-    column_op = False              # (a fused pass, not a column operation)
+    def dtypes_after(self, current):
+        return self.lowered.pass_.program.output_dtypes
 
     def run(self, ex, call, i: int, state: list, keep):
         got = ex.fused_group(i, self, state, keep, call.params, call.n, call.rows)
@@ -68,7 +113,7 @@ class PassStage:
 
 
 @dataclass(frozen=True)
-class SortStage:
+class SortStage(Stage):
     spec: SortSpec
     keys: tuple                    # column indexes of the keys (the first primary)
     element: int                   # the first `element` columns are the element's leaves
@@ -84,9 +129,43 @@ class SortStage:
         perm = rt.sort(self.spec, keys, hi if self.window is not None else None, call.rows)
         return rt.gather(state[:self.element], perm[lo:hi], call.rows), keep, None
 
+    def dtypes_after(self, current):
+        return current if current is None else current[:self.element]
+
+    def gpu_kernels(self, dialect: str, element_dtypes) -> list:
+        from querycompute._codegen.ops import gather, sort, topk
+        sets = [("top-k", topk.render_topk(self.spec, dialect))] if self.window is not None \
+            else [("sort", sort.render_sort(self.spec, dialect))]
+        return sets + [("gather", gather.render_gather(bits_dtypes(element_dtypes), dialect))]
+
+    def gpu_traffic(self, dialect: str, element_dtypes) -> list:
+        from querycompute._codegen.ops import gather, sort, topk
+        if self.window is not None:
+            rows = topk.bytes_per_element(self.spec)
+            head = "top-k: radix select of the k-th key, order-preserving compaction, one-block sort of k"
+        else:
+            rows = sort.bytes_per_element(self.spec, dialect=dialect)
+            head = (f"stable LSD radix sort, {len(sort.passes(self.spec))} passes of 8-bit digits (a "
+                    f"stable scatter each; a key's first byte counted by a read, the next passes' "
+                    f"counts added by the scatter before them), int32 index payload")
+        g = gather.gather_bytes_per_element(bits_dtypes(element_dtypes))
+        return traffic_lines(head, rows, [f"  gather of the element columns: {g} B per "
+                                          f"{'output row' if self.window else 'element'}"])
+
+    def host_lines(self, runtime_name: str) -> list:
+        if self.window is not None:
+            return [f"top-k (per-chunk candidates, then a sort of those); {runtime_name} column operation"]
+        return [_radix_line(self.spec, runtime_name)]
+
+
+def _radix_line(spec, runtime_name: str) -> str:
+    key = sum(np.dtype(d).itemsize for d in spec.key_dtypes)
+    return (f"LSD radix sort, up to {key} passes of 8-bit digits (a pass whose digit is the same "
+            f"for every key is skipped); {runtime_name} column operation")
+
 
 @dataclass(frozen=True)
-class DistinctStage:
+class DistinctStage(Stage):
     spec: SortSpec
     keys: tuple
     element: int
@@ -96,9 +175,24 @@ class DistinctStage:
         flags = ex.runtime.first_occurrence(self.spec, [state[k] for k in self.keys], call.rows)
         return state[:self.element], flags, None      # the next pass keeps the flagged
 
+    def dtypes_after(self, current):
+        return current if current is None else current[:self.element]
+
+    def gpu_kernels(self, dialect: str, element_dtypes) -> list:
+        from querycompute._codegen.ops import sort
+        return [("first-occurrence flags", sort.render_sort(self.spec, dialect, distinct=True))]
+
+    def gpu_traffic(self, dialect: str, element_dtypes) -> list:
+        from querycompute._codegen.ops import sort
+        return traffic_lines("stable LSD radix sort of the keys (8-bit digits), then flags where a key changes",
+                             sort.bytes_per_element(self.spec, distinct=True, dialect=dialect))
+
+    def host_lines(self, runtime_name: str) -> list:
+        return [_radix_line(self.spec, runtime_name)]
+
 
 @dataclass(frozen=True)
-class ScanStage:
+class ScanStage(Stage):
     spec: ScanSpec
     first: int
     column_op = True
@@ -107,21 +201,50 @@ class ScanStage:
         p = call.params[self.first:self.first + len(self.spec.params)]
         return [ex.runtime.scan(self.spec, state[0], p, call.rows)], keep, None
 
+    def dtypes_after(self, current):
+        return (self.spec.dtype,)
+
+    def gpu_kernels(self, dialect: str, element_dtypes) -> list:
+        from querycompute._codegen.ops import scan
+        return [("scan", scan.render(self.spec, dialect))]
+
+    def gpu_rows(self, dialect: str) -> list:
+        """(kernel, bytes per element) of the scan's GPU passes."""
+        from querycompute._codegen.ops import scan
+        return scan.bytes_per_element(self.spec, dialect)
+
+    def gpu_traffic(self, dialect: str, element_dtypes) -> list:
+        from querycompute._codegen.ops import scan
+        return traffic_lines(scan.describe(self.spec, dialect), self.gpu_rows(dialect))
+
+    def host_lines(self, runtime_name: str) -> list:
+        b = np.dtype(self.spec.dtype).itemsize
+        return [f"two passes over fixed chunks (chunk totals, then running fold with carry-in): "
+                f"reads {2 * b} B, writes {b} B per element"]
+
 
 @dataclass(frozen=True)
-class ReverseStage:
+class ReverseStage(Stage):
     column_op = True
 
     def run(self, ex, call, i: int, state: list, keep):
         return ex.runtime.reverse(state, call.rows), keep, None
 
+    def gpu_kernels(self, dialect: str, element_dtypes) -> list:
+        from querycompute._codegen.ops import gather
+        return [("reverse", gather.render_reverse(bits_dtypes(element_dtypes), dialect))]
+
+    def gpu_traffic(self, dialect: str, element_dtypes) -> list:
+        from querycompute._codegen.ops import gather
+        return traffic_lines("reverse on the device: out[i] = col[n - 1 - i], coalesced reads and writes",
+                             [("qc_reverse", gather.reverse_bytes_per_element(bits_dtypes(element_dtypes)))])
+
 
 @dataclass(frozen=True)
-class WhileStage:
+class WhileStage(Stage):
     lowered: Lowered               # first(index) of the elements whose predicate is false
     first: int
     take: bool                     # take_while keeps what is before that element
-    column_op = False
 
     def run(self, ex, call, i: int, state: list, keep):
         found = ex.run_pass(i, self, state, None, call.params, call.n, call.rows)[0][0]
@@ -130,9 +253,8 @@ class WhileStage:
 
 
 @dataclass(frozen=True)
-class WindowStage:
+class WindowStage(Stage):
     window: Window
-    column_op = False
 
     def run(self, ex, call, i: int, state: list, keep):
         lo, hi = self.window.bounds(call.params, call.n)
@@ -140,14 +262,14 @@ class WindowStage:
 
 
 @dataclass(frozen=True)
-class TerminalStage:
+class TerminalStage(Stage):
     lowered: Optional[Lowered]     # None: to_array of the columns as they are
     first: int
     keep_input: bool = False
     positional: str = ""           # last | element_at | single
     window: Optional[Window] = None
     range_at: tuple = (-1, -1)
-    column_op = False
+    ends_plan = True
 
     def run(self, ex, call, i: int, state: list, keep):
         return state, keep, ex.terminal(i, self, state, keep, call.params, call.n, call.rows, call.inputs)

@@ -178,7 +178,7 @@ class StagedPrepared(Prepared):
                 state, skip = list(got), i + 1
             elif i in self.scan_fused and self._fuse_scan_now(call.n):
                 raw = self._scan_fused(i, stage, state, params, call.n, rows, self.device)
-                if type(self.staged.stages[i + 1]) is S.TerminalStage:
+                if self.staged.stages[i + 1].ends_plan:
                     return raw, rows
                 state, skip = list(raw), i + 1
             else:                              # each stage kind runs itself (stage_kinds.py)
@@ -206,7 +206,7 @@ class StagedPrepared(Prepared):
         p = params[nxt.first:nxt.first + len(nxt.lowered.bindings)]
         raw, row = prepared.run_quick(inputs, p, m)
         rows += prepared.trace_rows(row)
-        return type(nxt) is not S.PassStage, raw
+        return nxt.ends_plan, raw
 
     def _fuse_scan_now(self, n: int) -> bool:
         """On a GPU: not for n = 0 (an empty scan launches nothing), nor where the runtime
@@ -227,7 +227,7 @@ class StagedPrepared(Prepared):
             x = DC.contiguous(state[0], dtype=np.dtype(stage.spec.dtype))
             p = list(params[nxt.first:nxt.first + len(nxt.lowered.bindings)]) + sp
             prepared = self.scan_fused[i]
-            feeds = device and type(nxt) is S.PassStage       # its outputs stay on the device
+            feeds = device and not nxt.ends_plan              # its outputs stay on the device
             raw, row = prepared.run_quick([x], p, n, keep=True) if feeds else prepared.run_quick([x], p, n)
             rows += prepared.trace_rows(row)
             return raw
