@@ -17,7 +17,7 @@ SCRIPT = textwrap.dedent('''
     x = np.arange(100_000, dtype=np.float32)
     backend = sys.argv[1]
     parent = qc.query(x).on(backend).select(lambda v: v * 2).sum()
-    held = qc.engine._memo._lock            # a lock another thread holds at the fork
+    held = qc.run.engine._memo._lock        # a lock another thread holds at the fork
     if backend == "cpu":
         threading.Thread(target=held.acquire, daemon=True).start()
         while not held.locked():
