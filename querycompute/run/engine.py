@@ -11,7 +11,8 @@
              -> Compiled.launch (windows.py: any/all/first stop early) -> finisher -> value
 
 One memo (memo.Memo, bounded) holds the FastEntries and the Compiled entries; a signature
-compiles once however many threads ask (locks.KeyedLocks). The trace of a call is per thread
+compiles once however many threads ask (locks.KeyedLocks); both belong to the process's
+Runtime (runtime.py). The trace of a call is per thread
 and built only when asked for (qc.last_trace(), CompiledQuery.trace).
 """
 from __future__ import annotations
@@ -36,9 +37,8 @@ from .compiled import Compiled, Unusable
 from ..errors import BackendUnavailableError, FoldOrderError, QueryError, codegen_errors
 from ..plan.fold_order import refuse_parallel
 from ..graph.graph import Terminal, heavy, slot_functions
-from ..locks import KeyedLocks
 from ..log import compiling, logger
-from .memo import Memo
+from .runtime import RUNTIME
 from ..plan.plan import lower, param_values, slot_info
 from ..sources.sources import is_device_array
 from .warm import FastEntry, Hot, plain_items, slot_sig
@@ -50,8 +50,10 @@ if TYPE_CHECKING:
 note_memory_hit = disk_cache.note_memory_hit
 _clock = time.perf_counter
 _dtype_of = operator.attrgetter("dtype")
-_memo = Memo()                  # warm signature -> FastEntry; ("plan", ...) -> Compiled
-_compiling = KeyedLocks()       # ("plan", ...) -> lock while it compiles
+# The memo and the compile locks belong to the process's Runtime (runtime.py); the names
+# here are the same objects, read on every call.
+_memo = RUNTIME.memo
+_compiling = RUNTIME.compiling
 
 
 class _LastCall(threading.local):
@@ -68,8 +70,7 @@ def _after_fork() -> None:
     """In a forked child: GPU entries can't launch; compiles the parent's background thread
     had not finished are submitted again in the child by their next call (tiers.Pending
     .after_fork); locks start afresh."""
-    _memo.after_fork()
-    _compiling.after_fork()
+    RUNTIME.after_fork()
     for key, entry in _memo.items():
         compiled = getattr(entry, "compiled", entry)
         if compiled.backend in registry.NOT_FORK_SAFE and not registry.availability(compiled.backend)[0]:

@@ -17,40 +17,20 @@ comes back to the host (reverse and a join's probe go through the host).
 """
 from __future__ import annotations
 
-import importlib
 from dataclasses import replace
 
 import numpy as np
 
 from ..plan import stage_kinds as S
 from . import windows
+from .runtime import RUNTIME
 from ..backends.gpu import device_columns as DC
 from ..backends.base import KernelRun, Prepared
 from ..errors import MultipleElementsError
 from ..plan.group_plan import GroupStage
 from ..plan.join_plan import join_pairs
 
-# backend -> (module under querycompute.backends, attribute): its StageRuntime instance or
-# class. A backend without one runs its column operations with the numpy reference, which
-# every trace row then names (dialect "numpy"): visible, never silent.
-_RUNTIMES = {"numpy": ("stage_runtime", "NumpyStages"), "cpu": ("cpu.cpu_stages", "CpuStages"),
-             "opencl": ("gpu.gpu_stages", "opencl_stages"), "cuda": ("gpu.gpu_stages", "cuda_stages"),
-             "webgpu": ("webgpu.webgpu_stages", "webgpu_stages")}
-_made: dict = {}
-
-
-def stage_runtime(backend: str):
-    """The StageRuntime a backend runs column operations with (one per backend)."""
-    rt = _made.get(backend)
-    if rt is None:
-        module, attr = _RUNTIMES.get(backend, _RUNTIMES["numpy"])
-        try:
-            obj = getattr(importlib.import_module(f"querycompute.backends.{module}"), attr)
-        except (ImportError, AttributeError):
-            obj = importlib.import_module("querycompute.backends.stage_runtime").NumpyStages
-        rt = obj() if callable(obj) else obj      # a class or factory function, or an instance
-        _made[backend] = rt
-    return rt
+stage_runtime = RUNTIME.stage_runtime     # the backend's StageRuntime (runtime.py owns them)
 
 
 def _lowered_of(stage):
