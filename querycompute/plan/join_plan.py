@@ -36,7 +36,7 @@ from ..errors import QueryError
 from ..graph import graph as G
 from .fusion import leaves
 from .stage_kinds import Columns, Stage, plain_pass_after
-from ..sources.sources import plain_columns
+from ..sources.sources import Source, plain_columns
 
 
 @dataclass(frozen=True)
@@ -149,8 +149,8 @@ def join_pairs(stage: JoinStage, state: list, pair, backend: str, rt, rows: list
     """(this side's element columns, the other side's columns, li, ri): the join's matching
     row pairs (join_reference's order) and the columns they index, ungathered."""
     other, other_key = pair
-    right = other_columns(other, backend)
-    right_keys = other_key_columns(other, other_key, backend)
+    right, key_side = other_side(other, backend)
+    right_keys = other_key_columns(key_side, other_key, backend)
     got = (tuple(str(c.dtype) for c in right), tuple(str(c.dtype) for c in right_keys))
     if got != (stage.other.dtypes, stage.key_dtypes):
         raise QueryError(f"the joined query's columns are {got[0]} with keys {got[1]}; the plan was made "
@@ -167,13 +167,19 @@ def _in_place(other) -> bool:
             and plain_columns(src._items))
 
 
-def other_columns(other, backend: str) -> tuple:
-    """The other query's element columns. A table joined as it is (_in_place) is read in
-    place: the join and the pass after it only read them, so copying them (what its
-    to_array does) would be wasted; anything else runs."""
+_SOURCE_KIND = {"scalar": "array", "tuple": "zip", "record": "table"}     # columns_of's shapes
+
+
+def other_side(other, backend: str) -> tuple:
+    """(the other query's element columns, the query its key function runs over). A table
+    joined as it is (_in_place) is read in place: the join and the pass after it only read
+    them, so copying them (what its to_array does) would be wasted. Any other query runs once:
+    its key is then computed over the columns it gave (a query over them, in place), not by
+    running its operators a second time."""
     if _in_place(other):
-        return other._source._items
-    return columns_of(other.on(backend).to_array())[2]
+        return other._source._items, other
+    shape, fields, cols = columns_of(other.on(backend).to_array())
+    return cols, type(other)(Source(_SOURCE_KIND[shape], tuple(cols), fields), (), other._backend)
 
 
 def other_key_columns(other, other_key, backend: str) -> tuple:
