@@ -4,15 +4,18 @@ outer join's unmatched left rows once, with -1).
 
     1. both sides' keys converted to their common NumPy type (np.promote_types, as the
        reference); one key: its raw bits; several: their order bits packed into one uint64
-       word (the stage kernels' `pack`) when they fit 64 bits together;
+       word (the stage kernels' `pack`) when their dtypes fit 64 bits together; integer keys
+       wider than that by their VALUES' ranges (`range_packed`: a min/max pass over both
+       sides, each field's offset from its minimum in as many bits as its range needs), when
+       those fit 64 bits together (e.g. an int64 order key and an int32 line number);
     2. the SMALLER side is built into a hash table (cpu_join_kernels.join_build_serial), the other
        probes it in parallel chunks (join_probe_parallel);
     3. built on the right: the probe's pairs are already in LINQ's order; built on the
        left: the pairs come in right order and a counting scatter by left row
        (join_by_left_serial) restores it.
 Equality is that of order bits (NaN == NaN, -0.0 == 0.0). Key tuples wider than 64 bits
-together run the numpy reference (`reference_reason`, which explain() prints too), and their
-trace row says so (dialect "numpy").
+together, with a float field or with value ranges too wide to pack, run the numpy reference
+(`reference_reason`, which explain() prints too), and their trace row says so (dialect "numpy").
 """
 from __future__ import annotations
 
@@ -36,15 +39,46 @@ def key_types(left_dtypes, right_dtypes) -> list:
 
 
 def reference_reason(common) -> str:
-    """Why a join on keys of the common dtypes `common` runs the numpy reference on the cpu,
-    or "" when the numba hash join runs it: its table holds one 64-bit word of order bits per
-    key, so a key tuple wider than 64 bits together has no native path. The one rule that
-    CpuJoin.__call__ follows and explain() prints."""
+    """Why a join on keys of the common dtypes `common` may run the numpy reference on the
+    cpu, or "" when the numba hash join always runs it: its table holds one 64-bit word per
+    key, so a key tuple wider than 64 bits together packs only by its values' ranges (integer
+    fields, `range_packed`), else has no native path. The rule CpuJoin.__call__ follows and
+    explain() prints."""
     bits = 8 * sum(np.dtype(c).itemsize for c in common)
     if bits <= 64:
         return ""
-    return (f"a key of {len(common)} fields, {bits} bits together ({', '.join(str(c) for c in common)}), "
-            f"has no native path: the hash join packs a key into one 64-bit word")
+    what = f"a key of {len(common)} fields, {bits} bits together ({', '.join(str(c) for c in common)})"
+    if all(np.dtype(c).kind in "biu" for c in common):
+        return (f"{what}: the hash join runs when the fields' value ranges (a min/max pass) fit 64 "
+                f"bits together, else the numpy reference (the trace names which ran)")
+    return f"{what}, with a float field, has no native path: the hash join packs a key into one 64-bit word"
+
+
+def range_packed(left: list, right: list):
+    """(left words, right words): integer key fields packed into one uint64 per row by their
+    values' ranges over both sides (field i: its offset from the minimum, in the bits its
+    range needs, above the fields after it), or None when the ranges need more than 64 bits
+    together. Injective on the key tuples, so equal words are equal keys."""
+    spans, total = [], 0
+    for a, b in zip(left, right):
+        both = [c for c in (a, b) if len(c)]
+        lo = min(int(c.min()) for c in both)
+        width = (max(int(c.max()) for c in both) - lo).bit_length()
+        spans.append((lo, width))
+        total += width
+    if total > 64:
+        return None
+    out = []
+    for side in (left, right):
+        word, shift = np.zeros(len(side[0]), np.uint64), total
+        for col, (lo, width) in zip(side, spans):
+            shift -= width
+            signed = col.dtype.kind != "u"
+            off = (col.astype(np.int64) - np.int64(lo)).view(np.uint64) if signed \
+                else col.astype(np.uint64) - np.uint64(lo)
+            word |= off << np.uint64(shift)
+        out.append(word)
+    return out
 
 
 class CpuJoin:
@@ -65,15 +99,25 @@ class CpuJoin:
         from ..stage_runtime import NumpyStages
         st = self.stages
         common = key_types([np.asarray(a).dtype for a in left_keys], [np.asarray(b).dtype for b in right_keys])
+        packed = None
         if reference_reason(common):
-            return NumpyStages.join(st, left_keys, right_keys, outer, rows)
+            if not all(c.kind in "biu" for c in common):
+                return NumpyStages.join(st, left_keys, right_keys, outer, rows)
+            lk = [np.asarray(a, dtype=c) for a, c in zip(left_keys, common)]
+            rk = [np.asarray(b, dtype=c) for b, c in zip(right_keys, common)]
+            if len(lk[0]) and len(rk[0]):        # (an empty side: no pairs, below)
+                packed = range_packed(lk, rk)
+                if packed is None:
+                    return NumpyStages.join(st, left_keys, right_keys, outer, rows)
         left = [np.ascontiguousarray(a, dtype=c) for a, c in zip(left_keys, common)]
         right = [np.ascontiguousarray(b, dtype=c) for b, c in zip(right_keys, common)]
         nl, nr = len(left[0]), len(right[0])
         if nl == 0 or nr == 0:
             li = np.arange(nl, dtype=np.int64) if outer else np.zeros(0, np.int64)
             return li, np.full(len(li), -1, np.int64)
-        if len(common) == 1:
+        if packed is not None:           # integer fields packed by their value ranges
+            lu, ru, consts = packed[0], packed[1], _consts(np.dtype(np.uint64))
+        elif len(common) == 1:
             lu, ru, consts = _raw(left[0]), _raw(right[0]), _consts(common[0])
         else:
             falses = (False,) * len(common)

@@ -250,6 +250,9 @@ class CpuStages(StageRuntime):
                     "then the aggregates in source-chunk order"]
         if isinstance(stage, JoinStage):
             why = reference_reason(key_types([element_dtypes[k] for k in stage.keys], stage.key_dtypes))
+            if why and "value ranges" in why:
+                return [f"cpu: hash join on the keys packed by their value ranges, or the numpy "
+                        f"reference (join_plan.join_reference) when those do not fit: {why}"]
             if why:
                 return [f"numpy reference (join_plan.join_reference: a stable sort of the other side's "
                         f"keys, binary searches), not the cpu hash join: {why}"]
