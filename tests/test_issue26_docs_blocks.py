@@ -62,7 +62,7 @@ def test_api_md_names_the_query_function_and_renders_the_terminals():
     d = _directives()
     assert "querycompute.query" not in d, "`::: querycompute.query` renders the module, not qc.query()"
     assert "querycompute.api.query.query" in d
-    mod = sys.modules["querycompute.query"]         # the module, as griffe sees the path
+    mod = sys.modules["querycompute.api.query"]     # the module, as griffe sees the path
     assert mod.query is qc.query and mod.range is qc.range
     # Query once; the terminals are QueryTerminals' members: inherited, or rendered themselves
     queries = [t for t in d if t.split(".")[-1] == "Query"]
