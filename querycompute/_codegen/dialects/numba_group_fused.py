@@ -29,8 +29,9 @@ Entry points (module of `render`):
     <name>_at_serial(rows, outs..., inputs..., params...): the element's outputs at `rows`
         (the groups' first rows: their keys and `first` values)
 
-The module text leans on cpu_group_kernels.py and cpu_stage_kernels.py (order_bits, the key
-kinds, _GOLDEN, _table_bits, CNT_WAYS, _merge_ids): the cpu backend prepends their text.
+The module text leans on order_keys.NUMBA_SOURCE (order_bits, the key kinds), cpu_stage_kernels.py
+and cpu_group_kernels.py (_GOLDEN, _table_bits, CNT_WAYS, _merge_ids): the cpu backend
+prepends their text.
 Keys whose bytes add up to more than 8 do not fit one word: `fits` says no, and the caller
 keeps the two-step path.
 """
@@ -38,6 +39,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import order_keys
 from ..program import Pass
 from ..stage_specs import GroupSpec
 from .numba_group import WAYS, _identity, _Printer
@@ -46,8 +48,6 @@ from .numba_py_helpers import helper_source, jit_decorator
 from ..ops.map import numba_element, numba_names
 
 FBLOCK = 1024                       # source rows per survivor count of the first pass
-_KINDS = {"u": 0, "b": 0, "i": 1, "f": 2}     # cpu_stage_kernels' UNSIGNED, SIGNED, FLOAT
-_EXP_BITS = {2: 5, 4: 8, 8: 11}
 
 
 def fits(key_dtypes) -> bool:
@@ -62,16 +62,13 @@ def _word_lines(dtypes, names) -> list:
     for t, (d, e) in enumerate(zip(dtypes, names)):
         dt = np.dtype(d)
         width = 8 * dt.itemsize
-        kind = _KINDS[dt.kind]
         if dt.kind == "f" and dt.itemsize > 2:
             raw = f"np.uint64(np.uint{width}(float_bits({e})))"
         elif dt.kind == "b":
             raw = f"np.uint64(np.uint8({e}))"
         else:                                   # ints, float16's uint16 bits
             raw = f"np.uint64(np.uint{width}({e}))"
-        inf = ((1 << _EXP_BITS[dt.itemsize]) - 1) << (width - 1 - _EXP_BITS[dt.itemsize]) if kind == 2 else 0
-        bits = (f"order_bits({raw}, {kind}, False, np.uint64({1 << (width - 1)}), "
-                f"np.uint64({(1 << width) - 1}), np.uint64({inf}))")
+        bits = order_keys.numba_call(raw, dt)
         lines.append(f"w = {bits}" if t == 0 else f"w = (w << np.uint64({width})) | {bits}")
     return lines
 

@@ -2,9 +2,9 @@
 
 Besides numpy, math and numba's decorators it holds two intrinsics that reinterpret a
 float's bits as a same-width integer and back (numba has no scalar `.view`). Float min/max
-reductions use them: the integer key `b ^ ((b >> (w-1)) & MAX)` orders like the float
-(-0.0 just below +0.0), and integer min/max reductions vectorise without any fast-math
-flag, while float compare-selects need `nnan` on the whole function.
+reductions use them: the integer min/max key of the float's bits (order_keys.minmax_key_text)
+orders like the float (-0.0 just below +0.0), and integer min/max reductions vectorise
+without any fast-math flag, while float compare-selects need `nnan` on the whole function.
 
 `libm_fmod` calls the C library's fmodf / fmod as an opaque function. numba's np.fmod is
 LLVM's `frem` instruction, which LLVM treats as free of side effects: in a vectorised loop it
@@ -19,6 +19,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
+
+from ..order_keys import minmax_key as order_key      # noqa: F401  (ops/reduce/cpu.py's name)
 
 NAMESPACE_NAMES = ("np", "math", "njit", "prange", "float_bits", "bits_float", "libm_fmod",
                    "trailing_zeros")
@@ -84,11 +86,3 @@ def _build() -> dict:
     return {"np": np, "math": math, "njit": numba.njit, "prange": numba.prange,
             "float_bits": float_bits, "bits_float": bits_float, "libm_fmod": libm_fmod,
             "trailing_zeros": trailing_zeros}
-
-
-def order_key(value: float, dtype: str) -> int:
-    """The integer key (see module doc) of a float32/float64 value, for printing constants."""
-    ftype, itype = (np.float64, np.int64) if dtype == "float64" else (np.float32, np.int32)
-    b = int(np.array(value, ftype).view(itype))
-    width = 64 if dtype == "float64" else 32
-    return b ^ ((b >> (width - 1)) & ((1 << (width - 1)) - 1))

@@ -2,14 +2,10 @@
 ops/topk.py): order bits of a key, a stable in-block sort of one tile by an 8-bit digit, the
 digit runs of a sorted tile, and a one-block exclusive scan of per-(row, tile) counts.
 
-Order bits (order_keys.py, step by step): a key column is bound as its unsigned bits type
-(float32 as uint32, float16 as uint16, bool as uint8: buffers are untyped on the device),
-widened to a 32- or 64-bit register, and transformed with integer operations only:
-    floats   -0.0 -> +0.0; negative -> ~bits, else bits | sign; descending -> ~;
-             NaN (magnitude above the infinity bits) -> all ones, in both directions
-    signed   bits ^ sign (descending: then ~)
-    unsigned / bool  bits (descending: ~)
-`~` is `^ ones` of the key's own width, so the register holds exactly order_keys' bits.
+Order bits: a key column is bound as its unsigned bits type (float32 as uint32, float16 as
+uint16, bool as uint8: buffers are untyped on the device), widened to a 32- or 64-bit
+register and transformed by order_keys.ir_bits (re-exported here as `order_bits`): the rule
+and its every spelling live in _codegen/order_keys.py.
 
 Tile sort. A tile is TILE = BLOCK * EPT consecutive rows; its rows enter shared memory as
 packed 32-bit words `out << 24 | digit << 16 | slot` (slot: the row's position in the tile;
@@ -27,8 +23,8 @@ each row's rank among the tile's rows of its digit (its slot minus its run's sta
 """
 from __future__ import annotations
 
-from .. import dtypes as D
 from .. import kernel_ir as K
+from .. import order_keys
 from ..launch import BLOCK
 from ..lower_block import LID, block_inclusive_scan
 
@@ -59,41 +55,8 @@ def shared(with_runs: bool, with_end: bool = False) -> tuple[K.SharedArray, ...]
     return tuple(arrays)
 
 
-# ---- order bits ----------------------------------------------------------------------------
-def register_type(key_dtype: str) -> str:
-    """The unsigned register the order bits of `key_dtype` are computed in."""
-    return "uint64" if D.itemsize(key_dtype) == 8 else U32
-
-
-def bits_width(key_dtype: str) -> int:
-    return 8 if key_dtype == "bool" else D.itemsize(key_dtype) * 8
-
-
-def order_bits(key_dtype: str, descending: bool, raw: K.KExpr, name: str) -> tuple[list, K.KVar]:
-    """Statements declaring `name`: order_keys.transform of the key whose raw bits `raw`
-    reads (a KLoad of the bits-typed buffer)."""
-    r_t, w = register_type(key_dtype), bits_width(key_dtype)
-    c = lambda v: K.KConst(v, r_t)  # noqa: E731
-    sign, ones = 1 << (w - 1), (1 << w) - 1
-    t = K.KVar(name, r_t)
-    stmts = [K.Declare(t, K.KCast(raw, r_t))]
-    if D.is_float(key_dtype):
-        inf = {16: 0x7C00, 32: 0x7F800000, 64: 0x7FF0000000000000}[w]
-        mag = K.KVar(f"{name}_mag", r_t)
-        neg = K.op("!=", K.op("&", t, c(sign)), c(0))
-        stmts += [K.Comment("order bits of a float: -0.0 -> +0.0; negative: ~bits, else bits | sign;\n"
-                            "descending: ~; NaN (magnitude above inf) -> all ones in both directions"),
-                  K.Declare(mag, K.op("&", t, c(sign - 1))),
-                  K.Assign(t, K.KSelect(K.op("==", mag, c(0)), c(0), t, r_t)),
-                  K.Assign(t, K.KSelect(neg, K.op("^", t, c(ones)), K.op("|", t, c(sign)), r_t))]
-        if descending:
-            stmts.append(K.Assign(t, K.op("^", t, c(ones))))
-        stmts.append(K.Assign(t, K.KSelect(K.op(">", mag, c(inf)), c(ones), t, r_t)))
-        return stmts, t
-    flip = (sign if D.is_signed(key_dtype) else 0) ^ (ones if descending else 0)
-    if flip:
-        stmts.append(K.Assign(t, K.op("^", t, c(flip))))
-    return stmts, t
+# ---- order bits: _codegen/order_keys.py (the rule and its kernel IR spelling) ---------------
+register_type, bits_width, order_bits = order_keys.register_type, order_keys.bits_width, order_keys.ir_bits
 
 
 def digit_of(bits: K.KExpr, shift: K.KExpr) -> K.KExpr:

@@ -24,22 +24,20 @@ partials in chunk order (dialects/numba_group.py). Compared with the reference
 """
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 
 from querycompute._codegen.dialects import numba_group
 from querycompute._codegen.dialects.numba_py import CHUNK, storage_dtype
 from querycompute._codegen.stage_specs import SortSpec
 
+from .cpu_stage_modules import kernels_source as stage_kernels_source
+
 GROUP_TABLE_MAX = 4096              # the low-cardinality path's limit (local ids are uint16)
-_HERE = Path(__file__).parent
 
 
 def kernels_source() -> str:
-    """cpu_stage_kernels.py's text with cpu_group_kernels.py's appended (it uses order_bits)."""
-    return ((_HERE / "cpu_stage_kernels.py").read_text() + "\n\n# ---- group_by " + "-" * 60 + "\n"
-            + (_HERE / "cpu_group_kernels.py").read_text())
+    """The stage kernels' text with cpu_group_kernels.py's appended (it uses order_bits)."""
+    return stage_kernels_source("cpu_group_kernels.py")
 
 
 class CpuGroupBy:

@@ -19,17 +19,14 @@ together, with a float field or with value ranges too wide to pack, run the nump
 """
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 
-_HERE = Path(__file__).parent
+from .cpu_stage_modules import kernels_source as stage_kernels_source
 
 
 def kernels_source() -> str:
-    """cpu_stage_kernels.py's text with cpu_join_kernels.py's appended (it uses order_bits)."""
-    return ((_HERE / "cpu_stage_kernels.py").read_text() + "\n\n# ---- join " + "-" * 64 + "\n"
-            + (_HERE / "cpu_join_kernels.py").read_text())
+    """The stage kernels' text with cpu_join_kernels.py's appended (it uses order_bits)."""
+    return stage_kernels_source("cpu_join_kernels.py")
 
 
 def key_types(left_dtypes, right_dtypes) -> list:

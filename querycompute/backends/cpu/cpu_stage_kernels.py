@@ -1,14 +1,16 @@
 """numba kernels of the cpu stage runtime (cpu_stages.py): radix sort, top-k, gather and
 distinct's first-occurrence flags. The scan is generated per combine (dialects/numba_scan.py).
 
-This file is never imported by querycompute: cpu_stage_modules reads its text and loads it
-through the cpu backend's disk cache (key = this text), so numba's compiled code is cached
-beside it in the kernel cache like every other cpu kernel.
+This file is never imported by querycompute: cpu_stages.stage_kernels_source puts
+order_keys.NUMBA_SOURCE (numba's `order_bits` and the key kinds UNSIGNED, SIGNED, FLOAT) before
+its text and loads the whole through the cpu backend's disk cache (key = the text), so
+numba's compiled code is cached beside it in the kernel cache like every other cpu kernel.
 
 Keys travel as their RAW bits (the key's uint view: bool/int8/uint8 -> uint8, float16 ->
 uint16, ...), and every kernel computes `order_bits` (order_keys.transform, spelled in
-integer operations) where it needs a key's order: a sort moves the raw bits, so sorted
-values keep -0.0 and NaN payloads exactly, and no transformed copy is ever written.
+integer operations: _codegen/order_keys.py) where it needs a key's order: a sort moves the
+raw bits, so sorted values keep -0.0 and NaN payloads exactly, and no transformed copy is
+ever written.
 
 Loads and stores index with unsigned integers: numba then emits no negative-index fix-up
 (which costs up to 2x in these loops). Chunks are CHUNK elements whatever the thread count. A chunk is the unit of every parallel
@@ -42,29 +44,12 @@ from numba import njit, prange
 CHUNK = 1 << 16
 RADIX = 256
 TOPK_BLOCK = 64                             # keys compared with a full heap's top at once
-UNSIGNED, SIGNED, FLOAT = 0, 1, 2          # key kinds (bool is UNSIGNED)
 _U0, _U1, _U8, _MASK = np.uint64(0), np.uint64(1), np.uint64(8), np.uint64(255)
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)    # Fibonacci hashing multiplier
 # Only the explicit prange loops run in parallel: numba would otherwise turn every array
 # expression (np.zeros, h += hc[c]) into a parallel region of its own, each a thread barrier.
 PRANGE_ONLY = {"prange": True, "comprehension": False, "reduction": False, "inplace_binop": False,
                "setitem": False, "numpy": False, "stencil": False, "fusion": False}
-
-
-@njit(cache=True)
-def order_bits(u, kind, desc, sign, ones, inf):
-    """order_keys.transform of one raw key `u` (uint of the key's width), as uint64: NaN ->
-    all ones both ways; -0.0 -> +0.0; floats: negative ~bits, positive bits | sign (for a
-    clear sign bit that is bits ^ sign); signed ints bits ^ sign; descending: all bits
-    inverted (never a NaN's). sign, ones, inf: the width's sign bit, all ones, +inf's bits.
-    Written without branches (selects of loop-invariant choices), so loops vectorise."""
-    x = np.uint64(u)
-    isf = kind == FLOAT
-    nan = isf & ((x & (sign - _U1)) > inf)
-    x = _U0 if isf & (x == sign) else x
-    m = ones if isf & ((x & sign) != _U0) else (_U0 if kind == UNSIGNED else sign)
-    t = x ^ m ^ (ones if desc else _U0)
-    return ones if nan else t
 
 
 @njit(cache=True)

@@ -10,6 +10,9 @@ anything new. `call` runs one entry point and says where its code came from ("me
 from __future__ import annotations
 
 import time
+from pathlib import Path
+
+from querycompute._codegen import order_keys
 
 from ...cache import disk_cache, dump_source
 from ...errors import CompileError
@@ -17,6 +20,7 @@ from ...locks import KeyedLocks
 from . import cpu_jit_time as jit_time
 from .cpu_module import cache_key, numba_options
 
+_HERE = Path(__file__).parent
 _modules: dict[str, "StageModule"] = {}       # source -> its loaded module
 _loading = KeyedLocks()
 
@@ -64,6 +68,16 @@ class StageModule:
             compile_ms += jit_ms
             ms -= jit_ms
         return result, origin, compile_ms, ms
+
+
+def kernels_source(*more: str) -> str:
+    """The fixed stage kernels' module text: order_keys' numba spelling of the order bits
+    (order_keys.NUMBA_SOURCE), cpu_stage_kernels.py, then the kernel files named in `more`
+    (cpu_group_kernels.py, cpu_join_kernels.py), each under a header line."""
+    parts = [order_keys.NUMBA_SOURCE, (_HERE / "cpu_stage_kernels.py").read_text()]
+    for name in more:
+        parts.append(f"# ---- {name} " + "-" * (88 - len(name)) + "\n" + (_HERE / name).read_text())
+    return "\n\n".join(parts)
 
 
 def load(name: str, source: str) -> StageModule:

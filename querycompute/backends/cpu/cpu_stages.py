@@ -28,8 +28,6 @@ compute exactly what the parallel ones do. numba is imported on first use, never
 """
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 
 from querycompute._codegen import order_keys
@@ -41,23 +39,11 @@ from ...plan.stage_kinds import DistinctStage
 from ..base import KernelRun
 from .cpu_join import key_types, reference_reason
 from .cpu_launch import SERIAL_MAX
+from .cpu_stage_modules import kernels_source, load
 from ..stage_runtime import StageRuntime
 
-_KERNELS = Path(__file__).with_name("cpu_stage_kernels.py")
-_UNSIGNED, _SIGNED, _FLOAT = 0, 1, 2
-_EXP_BITS = {2: 5, 4: 8, 8: 11}             # float16/32/64 exponent widths
 _NO_IDX = np.empty(0, np.int64)
-
-
-def _consts(dtype: np.dtype) -> tuple:
-    """(kind, sign, ones, inf) of a key dtype: what order_bits needs (as uint64 scalars)."""
-    w = 8 * dtype.itemsize
-    if dtype.kind == "f":
-        kind, e = _FLOAT, _EXP_BITS[dtype.itemsize]
-        inf = ((1 << e) - 1) << (w - 1 - e)
-    else:
-        kind, inf = (_SIGNED if dtype.kind == "i" else _UNSIGNED), 0
-    return kind, np.uint64(1 << (w - 1)), np.uint64((1 << w) - 1), np.uint64(inf)
+_consts = order_keys.numba_consts          # (kind, sign, ones, inf): what order_bits takes
 
 
 def one_word(dtypes) -> bool:
@@ -89,8 +75,7 @@ class CpuStages(StageRuntime):
         """The fixed kernels' module (cpu_stage_kernels.py), loaded once."""
         mod = self._mod
         if mod is None:
-            from .cpu_stage_modules import load
-            mod = self._mod = load("qc_stage_kernels", _KERNELS.read_text())
+            mod = self._mod = load("qc_stage_kernels", kernels_source())
         return mod
 
     def _run(self, mod, base: str, n: int, rows: list, prefix: str, *args):
@@ -206,7 +191,6 @@ class CpuStages(StageRuntime):
     def _scan_module(self, spec):
         mod = self._scans.get(spec)
         if mod is None:
-            from .cpu_stage_modules import load
             mod = self._scans[spec] = load(spec.name, numba_scan.render(spec, cache=True))
         return mod
 

@@ -21,7 +21,7 @@ import numpy as np
 from querycompute._codegen import dtypes as D
 from querycompute._codegen.dialects.numba_py_expr import ExprPrinter, register_type
 from querycompute._codegen.dialects.numba_py_helpers import helper_source
-from querycompute._codegen.dialects.numba_py_runtime import order_key
+from querycompute._codegen.order_keys import minmax_key, minmax_key_text
 
 LANES = 8          # accumulators per row step (as benchmarks/peer_numba_lanes.py)
 # Inputs of this many values and more run the parallel kernel (rows in prange) when a row
@@ -90,8 +90,8 @@ def _sum_step(st, pr, t: str, args: list) -> list:
 
 def _minmax_step(st, pr, t: str, args: list) -> list:
     """A float min / max step as a strict entry function and a loop over the row that folds
-    order keys -- the float's bits as an integer whose order is the floats' order (as the
-    generic reduce, _codegen/ops/reduce/cpu.py) -- with an integer max / min, which LLVM
+    min/max keys -- the float's bits as an integer whose order is the floats' order
+    (order_keys.minmax_key_text, as the generic reduce, _codegen/ops/reduce/cpu.py) -- with an integer max / min, which LLVM
     vectorises without any fast-math flag, plus an any-NaN flag (a NaN makes the result NaN,
     as np.max). Integer steps fold the values themselves."""
     entry = "\n".join([_STRICT, f"def qc_entry_{st.name}({', '.join(['x'] + args)}):"]
@@ -105,13 +105,12 @@ def _minmax_step(st, pr, t: str, args: list) -> list:
         return [entry, "\n".join(loop)]
     kt, w = ("np.int64", 64) if st.dtype == "float64" else ("np.int32", 32)
     ft = "np.float64" if st.dtype == "float64" else "np.float32"
-    mask = (1 << (w - 1)) - 1
-    start = order_key(float("inf") if st.op == "min" else float("-inf"), "float64" if w == 64 else "float32")
+    start = minmax_key(float("inf") if st.op == "min" else float("-inf"), "float64" if w == 64 else "float32")
     loop = head + [f"    acc = {kt}({start})", "    nan = False", "    for j in range(row.shape[0]):",
                    f"        x = {ft}({call})", "        b = float_bits(x)",
-                   f"        key = b ^ ((b >> {w - 1}) & {mask})",
+                   f"        key = {minmax_key_text('b', w)}",
                    f"        acc = key if key {cmp} acc else acc", "        nan |= x != x",
-                   f"    return {ft}(np.nan) if nan else bits_float({kt}(acc ^ ((acc >> {w - 1}) & {mask})))"]
+                   f"    return {ft}(np.nan) if nan else bits_float({kt}({minmax_key_text('acc', w)}))"]
     return [entry, "\n".join(loop)]
 
 

@@ -1,0 +1,142 @@
+"""Issue 27 item 4 (DESIGN.md section 2, "One home per algorithm"): the order-preserving key
+transform, the host-side combine of partial results and the numba loader each have one home.
+
+1. Key transform (_codegen/order_keys.py): every spelling orders like a stable argsort
+   (NaN last in both directions, -0.0 == 0.0, inf, integer extremes); no other source file
+   spells the sign flip.
+"""
+from __future__ import annotations
+
+import os
+import re
+
+import numpy as np
+import pytest
+
+import querycompute as qc
+from querycompute._codegen import order_keys
+from querycompute.backends.cpu.cpu_stages import CpuStages
+
+ROOT = os.path.dirname(os.path.abspath(qc.__file__))
+FLOATS = ["float16", "float32", "float64"]
+INTS = ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "bool"]
+
+
+def _values(dtype: str, n: int = 400, seed: int = 0) -> np.ndarray:
+    """n keys of `dtype` drawn (with many ties) from its edge values and some ordinary ones."""
+    rng = np.random.default_rng(seed)
+    dt = np.dtype(dtype)
+    if dt.kind == "b":
+        return rng.integers(0, 2, n).astype(bool)
+    if dt.kind == "f":
+        fi = np.finfo(dt)
+        edges = [np.nan, -np.nan, 0.0, -0.0, np.inf, -np.inf, fi.max, fi.min, fi.tiny, -fi.tiny,
+                 fi.smallest_subnormal, -fi.smallest_subnormal, 1.0, -1.0]
+        pool = np.concatenate([np.array(edges, dtype=dt), (rng.standard_normal(20) * 100).astype(dt)])
+        pool[1] = -pool[1]                     # a NaN with the sign bit set
+    else:
+        info = np.iinfo(dt)
+        edges = [info.min, info.max, 0, 1, info.min + 1, info.max - 1] + ([-1] if dt.kind == "i" else [])
+        pool = np.concatenate([np.array(edges, dtype=dt),
+                               rng.integers(info.min, info.max, 20, dtype=dt, endpoint=True)])
+    return pool[rng.integers(0, len(pool), n)]
+
+
+def _expected(x: np.ndarray, descending: bool) -> np.ndarray:
+    """The stable order DESIGN.md wants: np.argsort(kind="stable") ascending (NaN last,
+    -0.0 == 0.0); descending: a stable sort by the negated value, NaN still last."""
+    if not descending:
+        return np.argsort(x, kind="stable")
+    vals = x.tolist()                          # Python ints / floats: no overflow in -v
+    key = [(True, 0) if v != v else (False, -v) for v in vals]
+    return np.array(sorted(range(len(x)), key=key.__getitem__), dtype=np.int64)
+
+
+def _stable_by_bits(bits: np.ndarray) -> np.ndarray:
+    return np.argsort(bits, kind="stable")
+
+
+@pytest.mark.parametrize("dtype", FLOATS + INTS)
+def test_numpy_reference_orders_like_a_stable_argsort(dtype):
+    x = _values(dtype)
+    for desc in (False, True):
+        assert np.array_equal(_stable_by_bits(order_keys.transform(x, desc)), _expected(x, desc)), desc
+        assert np.array_equal(order_keys.stable_order([x], (desc,)), _expected(x, desc))
+
+
+@pytest.mark.parametrize("dtype", FLOATS + INTS)
+def test_numba_spelling_gives_the_reference_bits(dtype):
+    """The numba order_bits the cpu kernels are built on (order_keys.NUMBA_SOURCE, loaded as
+    the cpu stage kernels' module) gives transform()'s bits for every value."""
+    order_bits = CpuStages()._kernels().ns["order_bits"]
+    x = _values(dtype, 120)
+    raw = x.view(order_keys.bits_dtype(dtype))
+    consts = order_keys.numba_consts(x.dtype)
+    for desc in (False, True):
+        got = np.array([order_bits(u, consts[0], desc, *consts[1:]) for u in raw], dtype=np.uint64)
+        assert np.array_equal(got, order_keys.transform(x, desc).astype(np.uint64)), desc
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "int64", "int8", "uint64"])
+def test_cpu_order_by_distinct_and_top_k_follow_the_transform(dtype):
+    x = _values(dtype, 3000, seed=1)
+    q = qc.query(x).on("cpu")
+    for desc in (False, True):
+        want = x[_expected(x, desc)]
+        got = (q.order_by_descending(lambda v: v) if desc else q.order_by(lambda v: v)).to_array()
+        assert np.array_equal(got.view(f"u{x.itemsize}"), want.view(f"u{x.itemsize}")), desc
+        top = (q.order_by_descending(lambda v: v) if desc else q.order_by(lambda v: v)).take(7).to_array()
+        assert np.array_equal(top.view(f"u{x.itemsize}"), want[:7].view(f"u{x.itemsize}")), desc
+        assert qc.last_trace().backend == "cpu"
+    keep = order_keys.first_occurrence([x])
+    assert np.array_equal(q.distinct().to_array().view(f"u{x.itemsize}"), x[keep].view(f"u{x.itemsize}"))
+    # first occurrence = the first row of each run of equal keys of a stable argsort
+    order = _expected(x, False)
+    s = x[order]
+    new = np.ones(len(s), bool)
+    new[1:] = ~((s[1:] == s[:-1]) | ((s[1:] != s[1:]) & (s[:-1] != s[:-1])))
+    assert np.array_equal(np.flatnonzero(keep), np.sort(order[new]))
+
+
+def test_min_max_key_orders_like_the_floats():
+    """The signed min/max key (order_keys.minmax_key): step 3 read as a signed integer, with
+    -0.0 just below +0.0; applying it twice gives the bits back."""
+    for dtype in ("float32", "float64"):
+        x = np.array([-np.inf, -3.5, -1e-30, -0.0, 0.0, 1e-30, 2.0, np.inf], dtype=dtype)
+        keys = [order_keys.minmax_key(float(v), dtype) for v in x]
+        assert keys == sorted(keys) and len(set(keys)) == len(keys)
+        itype = np.int64 if dtype == "float64" else np.int32
+        width = 64 if dtype == "float64" else 32
+        for v, k in zip(x, keys):
+            back = eval(order_keys.minmax_key_text("b", width), {"b": k})
+            assert back == int(np.array(v, dtype).view(itype))
+
+
+# The sign flip of the transform, however it is spelled: a width's sign bit or its
+# arithmetic-shift smear, the float exponent table, an order_bits definition, ~bits / bits | sign.
+_TRANSFORM = re.compile(r"1\s*<<\s*\(\s*(w|width)\s*-\s*1\s*\)|>>\s*\{?\s*\(?\s*(w|width)\s*-\s*1\b"
+                        r"|_EXP_BITS|def order_bits\b|~bits|bits\s*\|\s*sign|\^\s*sign\b")
+# Files that still spell it and may not be edited in this step, with what removes them.
+_ALLOWED = {
+    # the generic numba reduce's float min/max keys: print order_keys.minmax_key_text instead
+    os.path.join("_codegen", "ops", "reduce", "cpu.py"),
+}
+
+
+def test_the_sign_flip_is_spelled_only_in_order_keys():
+    found = []
+    for d, _, files in os.walk(ROOT):
+        for f in files:
+            if not f.endswith(".py"):
+                continue
+            path = os.path.join(d, f)
+            rel = os.path.relpath(path, ROOT)
+            if rel == os.path.join("_codegen", "order_keys.py"):
+                continue
+            for i, line in enumerate(open(path, encoding="utf-8"), 1):
+                if _TRANSFORM.search(line):
+                    found.append((rel, i, line.strip()))
+    stray = [f"{r}:{i}: {t}" for r, i, t in found if r not in _ALLOWED]
+    assert not stray, "the key transform spelled outside _codegen/order_keys.py:\n" + "\n".join(stray)
+    gone = _ALLOWED - {r for r, _, _ in found}
+    assert not gone, f"no longer spell the transform: remove them from _ALLOWED: {sorted(gone)}"
