@@ -4,11 +4,16 @@ transform, the host-side combine of partial results and the numba loader each ha
 1. Key transform (_codegen/order_keys.py): every spelling orders like a stable argsort
    (NaN last in both directions, -0.0 == 0.0, inf, integer extremes); no other source file
    spells the sign flip.
+2. Host combine of partials (_codegen/combine.py): streamed device chunks, webgpu binding
+   windows, the numpy reference's windows, early-exit windows and Dask partitions give,
+   bit for bit, the one-pass results of their pieces joined in the documented order (float32
+   sums over many pieces: the order shows in the bits).
 """
 from __future__ import annotations
 
 import os
 import re
+import sys
 
 import numpy as np
 import pytest
@@ -140,3 +145,115 @@ def test_the_sign_flip_is_spelled_only_in_order_keys():
     assert not stray, "the key transform spelled outside _codegen/order_keys.py:\n" + "\n".join(stray)
     gone = _ALLOWED - {r for r, _, _ in found}
     assert not gone, f"no longer spell the transform: remove them from _ALLOWED: {sorted(gone)}"
+
+
+# ---- 2. the host combine of partials ---------------------------------------------------------
+def _floats(n: int, seed: int = 27) -> np.ndarray:
+    return np.random.default_rng(seed).uniform(0, 2000, n).astype(np.float32)
+
+
+def _in_order(parts):
+    total = parts[0]
+    for p in parts[1:]:
+        total = total + p
+    return total
+
+
+def _pairs(parts):
+    """partials.tree's order: adjacent pairs, level by level, an odd last one moving up."""
+    while len(parts) > 1:
+        nxt = [parts[i] + parts[i + 1] for i in range(0, len(parts) - 1, 2)]
+        parts = nxt + ([parts[-1]] if len(parts) % 2 else [])
+    return parts[0]
+
+
+def _same_bits(a, b) -> bool:
+    return type(a) is type(b) and np.asarray(a).tobytes() == np.asarray(b).tobytes()
+
+
+def test_combine_rules():
+    from querycompute._codegen import combine as C
+    assert C.combine("min", None, np.float32(2)) == 2 and C.combine("max", np.float32(1), None) == 1
+    assert np.isnan(C.combine("min", np.float32(np.nan), np.float32(1)))
+    assert C.combine("first", None, 5) == 5 and C.combine("first", 4, 5) == 4
+    assert C.combine("last", 4, None) == 4 and C.combine("last", 4, 5) == 5
+    assert C.combine("any", False, True) and not C.combine("all", True, False)
+    assert list(C.combine("any", np.array([True, False]), np.array([False, False]))) == [True, False]
+    assert C.combine("sum", np.int8(127), np.int8(1)) == np.int8(-128)        # wraps as NumPy
+    raw = C.combine_raw(("first", "any", "sum"), None, [(-1, ()), False, np.float32(1)], 0)
+    raw = C.combine_raw(("first", "any", "sum"), raw, [(3, (7,)), True, np.float32(2)], 100)
+    assert raw == [(103, (7,)), True, np.float32(3)]
+    assert C.decided("first", raw[0]) and C.decided("any", raw[1]) and not C.decided("sum", raw[2])
+    merged = C.merge_groups({"s": "sum", "f": "first"},
+                            {"k": np.array([2.0, np.nan, -0.0]), "s": np.array([1, 2, 3]), "f": np.array([10, 20, 30])},
+                            {"k": np.array([0.0, np.nan, 2.0]), "s": np.array([4, 5, 6]), "f": np.array([40, 50, 60])})
+    assert merged["k"][:2].tolist() == [-0.0, 2.0] and np.isnan(merged["k"][2])
+    assert merged["s"].tolist() == [7, 7, 7] and merged["f"].tolist() == [30, 10, 20]
+
+
+def test_streamed_chunks_add_in_chunk_order(ocl, monkeypatch):
+    """A device-memory budget streams 16 chunks through opencl (pocl): the sum is the chunks'
+    one-pass sums added left to right."""
+    monkeypatch.setenv("QUERYCOMPUTE_DEVICE_MEMORY", "1e6")      # 65,536-element chunks
+    x = _floats(1_000_000)
+    got = qc.query(x).on("opencl").sum()
+    assert qc.last_trace().chunks == 16
+    step = 1 << 16
+    parts = [qc.query(x[lo:lo + step]).on("opencl").sum() for lo in range(0, len(x), step)]
+    assert qc.last_trace().chunks == 0
+    assert _same_bits(got, _in_order(parts))
+
+
+def test_webgpu_binding_windows_add_in_window_order(monkeypatch):
+    if not qc.backends()["webgpu"]["available"]:
+        pytest.skip("no WebGPU adapter")
+    from querycompute.backends.webgpu import webgpu_windows
+    monkeypatch.setattr(webgpu_windows, "TEST_BINDING_LIMIT", 1 << 16)   # 16,383-element windows
+    x = _floats(200_003)
+    q = qc.query(x).on("webgpu")
+    got, top, first = q.sum(), q.max(), q.where(lambda v: v > 1999.9).first()
+    step = ((1 << 16) - 4) // 4
+    parts = [qc.query(x[lo:lo + step]).on("webgpu").sum() for lo in range(0, len(x), step)]
+    assert len(parts) == 13 and _same_bits(got, _in_order(parts))
+    assert top == x.max() and first == x[x > np.float32(1999.9)][0]
+
+
+def test_numpy_reference_windows(monkeypatch):
+    """The numpy backend's windows: their np.sum values added as NumPy sums an array of them."""
+    from querycompute.backends.reference import numpy_reduce
+    monkeypatch.setattr(numpy_reduce, "WINDOW", 1000)
+    x = _floats(50_500)
+    got = qc.query(x).on("numpy").sum()
+    parts = [np.sum(x[lo:lo + 1000]) for lo in range(0, len(x), 1000)]
+    assert len(parts) == 51 and _same_bits(got, np.sum(np.array(parts, np.float32)))
+    assert qc.query(x).on("numpy").min() == x.min()
+    x[31_234] = np.nan
+    q = qc.query(x).on("numpy")
+    assert np.isnan(q.max()) and np.isnan(q.min())          # a NaN in any window wins
+    assert q.any(lambda v: v != v) and not q.all(lambda v: v < 1999)
+    assert q.first(lambda v: v > 1999.9) == x[x > np.float32(1999.9)][0]
+
+
+def test_early_exit_windows_are_exact():
+    """any / all / first over early-exit windows (run/windows.py) on the cpu backend."""
+    x = _floats(3_000_000)
+    x[2_500_000] = 5000.0
+    q = qc.query(x).on("cpu")
+    assert q.any(lambda v: v > 4000) and not q.all(lambda v: v < 4000)
+    assert len(qc.last_trace().kernels) > 1                   # it did run in windows
+    assert q.first(lambda v: v > 4000) == 5000.0
+    assert not q.any(lambda v: v > 6000) and q.all(lambda v: v >= 0)
+
+
+def test_dask_partitions_add_in_tree_order():
+    da = pytest.importorskip("dask.array")
+    import dask
+    x = _floats(40_000)
+    with dask.config.set(scheduler="synchronous"):
+        got = qc.query(da.from_array(x, chunks=1000)).sum()
+        grouped = qc.query(da.from_array(x, chunks=1000)).group_by(lambda v: v // 500).agg(s=qc.sum)
+    parts = [qc.query(x[lo:lo + 1000]).sum() for lo in range(0, len(x), 1000)]
+    assert len(parts) == 40 and _same_bits(got, _pairs(parts))
+    want = qc.query(x).on("numpy").group_by(lambda v: v // 500).agg(s=qc.sum)
+    assert np.array_equal(grouped["key"], want["key"])
+    np.testing.assert_allclose(grouped["s"], want["s"], rtol=1e-5)

@@ -1,7 +1,10 @@
-"""Partial results of Dask chunks: what each terminal asks of a chunk, how two chunks'
-partials combine (left = earlier elements), and how the last one becomes the user's value.
+"""Partial results of chunks (Dask partitions, streamed device chunks): what each terminal
+asks of a chunk, how two chunks' partials combine (left = earlier elements), and how the
+last one becomes the user's value.
 
-Combine rules (the ones every backend uses between blocks, DESIGN.md section 4):
+The combine rules themselves live in _codegen/combine.py, below every layer, because the
+backends combine windows too (webgpu's binding windows, the numpy reference's windows) and a
+backend must not import run/; this module applies them to the terminals' partials:
     sum, count          added (float: in the tree's fixed order, so deterministic)
     min, max            np.minimum / np.maximum (NaN wins); None (empty chunk) is skipped
     any, all            or / and
@@ -13,9 +16,10 @@ Combine rules (the ones every backend uses between blocks, DESIGN.md section 4):
                         own fold state (numpy_reduce._Fold: balanced pairs in element order)
                         with no seed; two partials combine as combine(P, Q), an empty one is
                         skipped; the seed goes in once at the end (combine(seed, total))
-    group_by            the two tables are concatenated (left first), stably sorted by key
-                        (NaN last; -0.0 == 0.0) and each run of equal keys is reduced with the
-                        rules above (first: the run's first row, which is the left's)
+    group_by            combine.merge_groups: the two tables concatenated (left first),
+                        stably sorted by key (NaN last; -0.0 == 0.0), each run of equal keys
+                        reduced with the rules above (first: the run's first row, the left's)
+The order is this module's: streaming joins chunks left to right, Dask in `tree`'s pairs.
 """
 from __future__ import annotations
 
@@ -23,6 +27,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from .._codegen import combine as C
 from ..graph import terminals as T
 from ..errors import FoldOrderError, MultipleElementsError, QueryError
 from ..plan.fold_order import message
@@ -59,28 +64,6 @@ def chunk_specs(specs, where: str) -> list:
                              "chunks: a group's fold has no seedless partial there; use sum/min/"
                              "max/first/any/all/mean/count, or compute the input first")
     return out
-
-
-def _empty(partial) -> bool:
-    """An empty chunk's min / max / first: None, or for shaped elements (shaped.ShapedFinish)
-    an array of Nones, one per component."""
-    return partial is None or (isinstance(partial, np.ndarray) and partial.dtype == object
-                               and all(v is None for v in partial.flat))
-
-
-def _combine_value(kind: str, a, b):
-    if kind in ("min", "max", "first"):
-        if _empty(a):
-            return b
-        if _empty(b) or kind == "first":
-            return a
-        return np.minimum(a, b) if kind == "min" else np.maximum(a, b)
-    if kind == "any":                  # (per component for shaped elements)
-        return np.logical_or(a, b)
-    if kind == "all":
-        return np.logical_and(a, b)
-    with np.errstate(over="ignore"):
-        return a + b                   # sum (in its result dtype: ints wrap like NumPy), count
 
 
 def _mean(s, n, key, spec, rd: str):
@@ -167,7 +150,7 @@ class ScalarPlan:
         return term
 
     def combine(self, a: dict, b: dict) -> dict:
-        out = {key: _combine_value(kind, a[key], b[key]) for key, kind in self.kinds.items()}
+        out = {key: C.combine(kind, a[key], b[key]) for key, kind in self.kinds.items()}
         for key, rule in self.folds:
             out[key] = rule.combine(a[key], b[key])
         return out
@@ -186,7 +169,7 @@ class ScalarPlan:
             elif kind == "single" and total[key + _N] > 1:
                 raise MultipleElementsError("single() found more than one element; use first() or "
                                             "take(1), or a predicate that only one element meets")
-            elif kind in ("min", "max", "first", "single") and _empty(total[key]):
+            elif kind in ("min", "max", "first", "single") and C.is_empty(total[key]):
                 out[key] = T._empty(spec, None if standalone else key)
             elif kind in ("any", "all"):
                 out[key] = bool(total[key]) if np.ndim(total[key]) == 0 else np.asarray(total[key], bool)
@@ -221,26 +204,7 @@ class GroupPlan:
         return term
 
     def combine(self, a: dict, b: dict) -> dict:
-        nk = len(a) - len(self.kinds)
-        names = list(a)
-        cols = {nm: np.concatenate([a[nm], b[nm]]) for nm in names}
-        keys = [cols[nm] for nm in names[:nk]]
-        if not len(keys[0]):
-            return cols
-        order = np.lexsort(keys[::-1])             # stable; NaN last
-        keys = [k[order] for k in keys]
-        new = np.zeros(len(order), dtype=bool)
-        new[0] = True
-        for k in keys:
-            same = k[1:] == k[:-1]
-            if k.dtype.kind == "f":
-                same |= np.isnan(k[1:]) & np.isnan(k[:-1])
-            new[1:] |= ~same
-        starts = np.flatnonzero(new)
-        out = {nm: k[starts] for nm, k in zip(names[:nk], keys)}
-        for nm in names[nk:]:
-            out[nm] = _segment(self.kinds[nm], cols[nm][order], starts)
-        return out
+        return C.merge_groups(self.kinds, a, b)
 
     def finish(self, total: dict) -> dict:
         nk = len(total) - len(self.kinds)
@@ -257,21 +221,9 @@ class GroupPlan:
         return out
 
 
-_REDUCEAT = {"sum": np.add, "count": np.add, "min": np.minimum, "max": np.maximum,
-             "any": np.logical_or, "all": np.logical_and}
-
-
-def _segment(kind: str, x: np.ndarray, starts: np.ndarray) -> np.ndarray:
-    """Each run's combined value (runs start at `starts`, in sorted order)."""
-    if kind == "first":
-        return x[starts]
-    with np.errstate(over="ignore"):
-        return _REDUCEAT[kind].reduceat(x, starts).astype(x.dtype, copy=False)
-
-
 def later(a, b):
     """last(): the later chunk's last element unless that chunk had none."""
-    return a if b is None else b
+    return C.combine("last", a, b)
 
 
 def finish_last(value, spec_default: tuple):

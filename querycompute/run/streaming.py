@@ -10,10 +10,11 @@ engine hands it here, and
   2. each chunk [lo, hi) runs as the same chain on the columns' views [lo, hi) through the
      normal engine (its memo: one compile for every chunk of a length, two lengths at most:
      the full chunks and the last);
-  3. the chunks' partial results combine with the rules every multi-block reduction uses
-     (partials.ScalarPlan: sums and counts added in chunk order, min/max, first = the
-     earliest chunk's, any/all, mean as (sum, count), aggregate folds without the seed, the
-     seed once at the end); to_array concatenates the chunks' arrays in order.
+  3. the chunks' partial results combine, left to right, with the rules every multi-block
+     reduction uses (_codegen/combine.py through partials.ScalarPlan: sums and counts added
+     in chunk order, min/max, first = the earliest chunk's, any/all, mean as (sum, count),
+     aggregate folds without the seed, the seed once at the end); to_array concatenates the
+     chunks' arrays in order (combine.concatenate).
 What can stream: the chains Dask distributes (select/where, then an aggregate or to_array);
 a chain with a pipeline breaker (sort, scan, distinct, join, take/skip), group_by,
 element_at, last and to_list run whole (and a device that cannot hold them fails, which the
@@ -31,6 +32,7 @@ import numpy as np
 
 from .. import config
 from . import partials as P
+from .._codegen.combine import concatenate
 from ..backends.base import Trace
 from ..backends.gpu.gpu_staging import prefetching
 from ..graph.graph import NODES, Terminal
@@ -99,7 +101,7 @@ def run(q, term: Terminal, fns, name: str, cols, n: int, t0: float, clock):
             with ahead(j):
                 parts.append(engine.run(chunk_query(lo, hi), term, fns, tiered=False))
             note()
-        out = _concatenate(parts)
+        out = concatenate(parts)
     else:
         plan = P.ScalarPlan(q, specs, _Meta(src, cols))
         chunk_term = plan.chunk_terminal()
@@ -125,14 +127,3 @@ class _Meta:
     def __init__(self, src, cols):
         self.kind, self.fields, self.range_args = src.kind, src.fields, src.range_args
         self.meta = tuple(c[:0] for c in cols)
-
-
-def _concatenate(parts: list):
-    first = parts[0]
-    if isinstance(first, np.ndarray):
-        return np.concatenate(parts)
-    if isinstance(first, dict):
-        return {k: np.concatenate([p[k] for p in parts]) for k in first}
-    if isinstance(first, tuple):
-        return tuple(np.concatenate([p[j] for p in parts]) for j in range(len(first)))
-    raise TypeError(f"to_array chunks of type {type(first).__name__} can't be concatenated")

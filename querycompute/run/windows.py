@@ -14,10 +14,10 @@ one compiled kernel serves every window:
   range's start and step are kernel parameters (plan.initial_element), so only their values
   change. The numpy backend builds its index array (E.Index) one window long.
 
-Results combine as the whole pass would have produced them: the first window that decides
-an aggregate gives its value (a `first` index is offset by the window's start); an aggregate
-no window decided keeps the last window's raw value (False for any, True for all, index -1
-for first). Nothing else changes: any/all are exact and `first` is the survivor with the
+Results combine as the whole pass would have produced them (_codegen/combine.py's
+combine_raw, windows in order): the first window that decides an aggregate gives its value
+(a `first` index is offset by the window's start); an aggregate no window decided keeps the
+last window's raw value (False for any, True for all, index -1 for first). Nothing else changes: any/all are exact and `first` is the survivor with the
 lowest index, whichever windows ran.
 
 qc.last_trace() after a windowed run lists every launched kernel of every window that ran,
@@ -28,10 +28,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._codegen.combine import combine_raw, decided
+
 FIRST_WINDOW = 1 << 16      # elements in the first window: one cpu chunk, a few GPU tiles
 GROWTH = 4                  # each window this many times the previous one
-
-_DECIDES = {"any": True, "all": False}      # the raw value that settles any / all
 
 
 class WindowRows(list):
@@ -59,8 +59,7 @@ class EarlyExit:
         if start_at >= 0:
             params = list(params)
             start, step = int(params[start_at]), int(params[self.step])
-        out = [None] * len(ops)
-        undecided = set(range(len(ops)))
+        out = None
         rows = WindowRows()
         lo, size = 0, first
         while True:
@@ -73,17 +72,8 @@ class EarlyExit:
             window = [c[lo:hi] for c in cols] if lo or hi < n else cols
             raw, row = prepared.run_quick(window, params, hi - lo)
             rows.append(row)
-            for k in tuple(undecided):
-                r = raw[k]
-                op = ops[k]
-                if op == "first":
-                    if r[0] >= 0:
-                        r = (r[0] + lo, r[1])
-                        undecided.discard(k)
-                elif bool(r) is _DECIDES[op]:
-                    undecided.discard(k)
-                out[k] = r
-            if not undecided or hi == n:
+            out = combine_raw(ops, out, raw, lo)
+            if hi == n or all(decided(op, r) for op, r in zip(ops, out)):
                 return out, rows
             lo, size = hi, size * GROWTH
 

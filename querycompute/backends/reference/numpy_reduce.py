@@ -18,10 +18,14 @@ update in order:
             each survivor in element order, one at a time (`fold_in_order`)
 
 When every aggregate is settled (a pass of any/all/first) the remaining windows are skipped.
+The windows' partials join with the host-side combine rules of _codegen/combine.py, in
+window order.
 """
 from __future__ import annotations
 
 import numpy as np
+
+from querycompute._codegen.combine import add_all, combine, decided
 
 WINDOW = 1 << 20        # elements per window: bounded memory, whole-array NumPy speed
 
@@ -86,22 +90,19 @@ class _Sum(_Agg):
         self.parts.append(np.sum(_kept(ev, self.agg.values[0], keep), dtype=self.agg.dtype))
 
     def result(self):
-        if len(self.parts) == 1:
-            return self.t(self.parts[0])
-        return self.t(np.sum(np.array(self.parts, dtype=self.agg.dtype), dtype=self.agg.dtype))
+        return add_all(self.parts, self.agg.dtype)
 
 
 class _MinMax(_Agg):
     def __init__(self, agg):
         super().__init__(agg)
-        self.value = None
-        self.pick, self.join = (np.min, np.minimum) if agg.op == "min" else (np.max, np.maximum)
+        self.value = None            # None: no element yet (combine skips it)
+        self.pick = np.min if agg.op == "min" else np.max
 
     def add(self, ev, keep, lo, m):
         x = _kept(ev, self.agg.values[0], keep)
         if len(x):
-            w = self.pick(x)
-            self.value = w if self.value is None else self.join(self.value, w)
+            self.value = combine(self.agg.op, self.value, self.pick(x))
 
     def result(self):
         return self.t(0) if self.value is None else self.t(self.value)
@@ -114,8 +115,9 @@ class _AnyAll(_Agg):
 
     def add(self, ev, keep, lo, m):
         x = _kept(ev, self.agg.values[0], keep)
-        self.value = bool(np.any(x)) if self.agg.op == "any" else bool(np.all(x))
-        self.settled = self.value == (self.agg.op == "any")
+        w = bool(np.any(x)) if self.agg.op == "any" else bool(np.all(x))
+        self.value = combine(self.agg.op, self.value, w)
+        self.settled = decided(self.agg.op, self.value)
 
     def result(self):
         return self.value
@@ -131,7 +133,7 @@ class _First(_Agg):
             return
         idx = 0 if keep is None else int(np.argmax(keep))
         self.found = (lo + idx, tuple(np.dtype(e.dtype).type(ev.full(e)[idx]) for e in self.agg.values))
-        self.settled = True
+        self.settled = True          # the first window with a survivor decides
 
     def result(self):
         return self.found

@@ -4,8 +4,8 @@ A WebGPU storage binding holds at most the adapter's `max_storage_buffer_binding
 (128 MiB on lavapipe and on many GPUs). A pass whose buffers for n elements would exceed it
 runs over windows [lo, hi) of its input columns instead: every window is an ordinary call of
 the same compiled kernels on the columns' views `col[lo:hi]` (one kernel set and one set of
-buffers serve every full window), and the windows' results combine on the host as the
-blocks of one reduction would:
+buffers serve every full window), and the windows' results combine on the host, in window
+order, as the blocks of one reduction would (_codegen/combine.py: combine_raw, concatenate):
 
   to_array      outputs concatenated in window order (a compaction keeps its order; a
                 compaction with a ToArray window [lo, hi) of survivors runs each binding
@@ -29,6 +29,7 @@ from __future__ import annotations
 import numpy as np
 
 from querycompute._codegen import launch as L
+from querycompute._codegen.combine import combine_raw, concatenate, decided
 
 from ...errors import QueryError
 
@@ -74,7 +75,8 @@ def run(prepared, loop, aggs, inputs, params, n: int, length: int) -> tuple:
     if ks.window:                                  # survivors [lo, hi): every survivor, sliced after
         lo_at, hi_at = ks.window
         want = (int(params[lo_at]), int(params[hi_at]))
-    launches, tokens, parts = [], [], []
+    ops = [a.op for a in aggs]
+    launches, tokens, parts, total = [], [], [], None
     kept = 0
     for lo in range(0, n, length):
         hi = min(n, lo + length)
@@ -84,48 +86,17 @@ def run(prepared, loop, aggs, inputs, params, n: int, length: int) -> tuple:
         launches += ls
         tokens += ts
         if ks.shape == "reduce":
-            parts.append((lo, raw))
-            if _decided(aggs, raw):
+            total = combine_raw(ops, total, raw, lo)
+            if all(decided(op, r) for op, r in zip(ops, total)):
                 break
         else:
-            parts.append(raw)
+            parts.append(tuple(raw[k] for k in range(len(ks.outputs))))
             kept += len(raw[0]) if raw else 0
             if want and kept >= want[1]:
                 break
     if ks.shape == "reduce":
-        return _combine(aggs, parts), launches, tokens
-    outs = tuple(np.concatenate([p[k] for p in parts]) for k in range(len(ks.outputs)))
+        return total, launches, tokens
+    outs = concatenate(parts)
     if want:
         outs = tuple(o[want[0]:want[1]] for o in outs)
     return outs, launches, tokens
-
-
-def _decided(aggs, raw) -> bool:
-    """Every aggregate settled by this window (only first / any / all can be)."""
-    for a, r in zip(aggs, raw):
-        if a.op == "first" and r[0] >= 0 or a.op == "any" and r or a.op == "all" and not r:
-            continue
-        return False
-    return True
-
-
-def _combine(aggs, parts) -> list:
-    """The windows' raw reduce results joined in window order (the module doc's rules)."""
-    out = list(parts[0][1])
-    for lo, raw in parts[1:]:
-        for j, a in enumerate(aggs):
-            acc, r = out[j], raw[j]
-            if a.op == "first":
-                if acc[0] < 0 and r[0] >= 0:
-                    out[j] = (r[0] + lo, r[1])
-            elif a.op == "any":
-                out[j] = bool(acc) or bool(r)
-            elif a.op == "all":
-                out[j] = bool(acc) and bool(r)
-            elif a.op == "count":
-                out[j] = acc + r
-            else:
-                with np.errstate(all="ignore"):
-                    f = {"sum": np.add, "min": np.minimum, "max": np.maximum}[a.op]
-                    out[j] = type(acc)(f(acc, r))
-    return out
