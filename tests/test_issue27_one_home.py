@@ -8,11 +8,16 @@ transform, the host-side combine of partial results and the numba loader each ha
    windows, the numpy reference's windows, early-exit windows and Dask partitions give,
    bit for bit, the one-pass results of their pieces joined in the documented order (float32
    sums over many pieces: the order shows in the bits).
+3. One numba loader (backends/cpu/numba_loader.py) with the disk cache: the long-row kernels
+   (rows_numba.py) and the column reduction (rows_columns.py) load from the cache in a new
+   process instead of compiling again.
 """
 from __future__ import annotations
 
+import json
 import os
 import re
+import subprocess
 import sys
 
 import numpy as np
@@ -257,3 +262,57 @@ def test_dask_partitions_add_in_tree_order():
     want = qc.query(x).on("numpy").group_by(lambda v: v // 500).agg(s=qc.sum)
     assert np.array_equal(grouped["key"], want["key"])
     np.testing.assert_allclose(grouped["s"], want["s"], rtol=1e-5)
+
+
+# ---- 3. one numba loader, through the disk cache ----------------------------------------------
+_ROWS_SCRIPT = """
+import json
+import numpy as np
+import querycompute as qc
+
+X = np.random.default_rng(0).random((300, 2000)).astype(np.float32)
+out = {}
+r = qc.query(X).on("cpu").select(lambda r: r.sum() + r.max()).to_array()
+out["rows"] = [(k.name, k.cache) for k in qc.last_trace().kernels]
+c = qc.query(X).on("cpu").sum()
+out["columns"] = [(k.name, k.cache) for k in qc.last_trace().kernels]
+out["right"] = bool(np.allclose(r, X.sum(1, dtype=np.float64) + X.max(1), rtol=1e-5)
+                    and np.allclose(c, X.sum(0), rtol=1e-5))
+stats = qc.cache.stats()
+out["compiles"], out["disk_hits"] = stats.compiles, stats.disk_hits
+print(json.dumps(out))
+"""
+
+
+def test_long_row_kernels_load_from_the_disk_cache_in_a_new_process(tmp_path):
+    """rows_numba's kernels used to have no disk cache (they compiled in every process): the
+    second process's trace says "disk" and it compiles nothing."""
+    from cache_worker import child_env
+    script = tmp_path / "rows.py"
+    script.write_text(_ROWS_SCRIPT)
+    env = child_env(tmp_path / "cache")
+    runs = []
+    for _ in range(2):
+        proc = subprocess.run([sys.executable, str(script)], env=env, capture_output=True,
+                              text=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr
+        runs.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+    first, second = runs
+    assert first["right"] and second["right"]
+    assert first["rows"] == [["qc_rows", "compiled"]] and first["compiles"] >= 2
+    assert first["columns"] == [["qc_rows", "compiled"]]
+    assert second["rows"] == [["qc_rows", "disk"]] and second["columns"] == [["qc_rows", "disk"]]
+    assert second["compiles"] == 0 and second["disk_hits"] >= 2
+
+
+def test_every_numba_module_goes_through_the_loader():
+    """No cpu module makes numba code another way: no exec of a text, no numba decorator on
+    an imported module's function (the fixed kernels are texts: *_kernels.py), no disk-cache
+    module import outside numba_loader.py."""
+    cpu = os.path.join(ROOT, "backends", "cpu")
+    other = re.compile(r"\bexec\(|^\s*(from numba import|import numba)|^\s*@(numba\.)?njit"
+                       r"|disk_cache\.(import_module|import_entry|store_module)", re.M)
+    for f in sorted(os.listdir(cpu)):
+        if f.endswith(".py") and not f.endswith("_kernels.py") and f != "numba_loader.py":
+            found = other.search(open(os.path.join(cpu, f), encoding="utf-8").read())
+            assert found is None, f"{f}: {found.group(0)}"

@@ -62,7 +62,8 @@ class NumpyRows(_Rows):
 
 
 class NumbaRows(_Rows):
-    """Generated numba kernels (rows_numba.py), compiled on first use."""
+    """Generated numba kernels (rows_numba.py), loaded through the cpu backend's numba loader
+    (its disk cache); each flavour compiles, or loads from the cache, on its first call."""
     dialect = "numba"
 
     def __init__(self, plan):
@@ -77,5 +78,9 @@ class NumbaRows(_Rows):
         X = inputs[0]
         if X.dtype == np.float16:            # held as float32 (exact), rounded as float16
             X = X.astype(np.float32)
-        out = self.kernel(X, *params)
-        return [out], ((time.perf_counter() - t0) * 1e3, (n,))
+        out, cache, compile_ms = self.kernel(X, *params)
+        return [out], ((time.perf_counter() - t0) * 1e3 - compile_ms, (n,), cache, compile_ms)
+
+    def trace_rows(self, row):
+        ms, grid, cache, compile_ms = row
+        return [KernelRun(self.name, self.dialect, grid, (), cache, compile_ms, ms)]

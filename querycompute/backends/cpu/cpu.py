@@ -5,11 +5,12 @@ and cached by numba); each call picks the serial entry for small n (starting num
 pool costs tens of microseconds) or the parallel one. Both entries compute the same chunks
 in the same order, so the choice never changes a result's bits.
 
-Disk cache (docs/cache.md): the module is written into its cache entry and imported from
-there, so numba keeps its compiled code beside it and a new process loads that instead of
-compiling. A fresh module's serial entry is compiled in `prepare` (so errors and the compile
-time show there); other entry points compile, or load from numba's cache, on first use.
-Prepared.origin and each trace row say which happened.
+Disk cache (docs/cache.md): the module goes through the one numba loader (numba_loader.py):
+written into its cache entry and imported from there, so numba keeps its compiled code
+beside it and a new process loads that instead of compiling. A fresh module's serial entry
+is compiled in `prepare` (so errors and the compile time show there); other entry points
+compile, or load from numba's cache, on first use. Prepared.origin and each trace row say
+which happened.
 """
 from __future__ import annotations
 
@@ -25,14 +26,13 @@ from querycompute._codegen.dialects import numba_py
 from querycompute._codegen.program import Pass, Reduce
 
 from ... import after_fork
-from ...cache import disk_cache, dump_source
-from ...errors import CompileError
-from ...locks import KeyedLocks
+from ...cache import disk_cache
 from . import cpu_jit_time as jit_time
+from . import numba_loader
 from ..base import Backend, KernelRun, Prepared
 from .cpu_elements import bind
 from .cpu_launch import SERIAL_MAX, Launch, agg_converters
-from .cpu_module import cache_key, module_source, numba_options
+from .cpu_module import module_source
 
 # numba's fallback "workqueue" threading layer aborts when two Python threads launch
 # parallel kernels at once; serialising parallel launches costs ~0.1 us and is always safe.
@@ -87,18 +87,12 @@ def _after_fork() -> None:
     if _parallel["started"]:
         _parallel["allowed"] = False
     _PARALLEL_LOCK = threading.Lock()
-    _loading.after_fork()
 
 
 after_fork.register(_after_fork)
 
 _clock = time.perf_counter
 _CHUNK, _BLOCK = numba_py.CHUNK, (numba_py.CHUNK,)      # a trace row's grid and block
-
-_modules: dict[Pass, tuple] = {}      # Pass -> (module namespace, cache key); its
-                                      # dispatchers keep every specialisation numba compiled
-_loading = KeyedLocks()               # one thread imports (and compiles) a pass's module:
-                                      # another would see it half executed
 
 
 def _numba_version() -> str:
@@ -108,65 +102,12 @@ def _numba_version() -> str:
 
 
 def _load(p: Pass) -> tuple[dict, Any, str, float]:
-    """(namespace, cache key, origin, ms) for pass p: from the memory dict ("memory"), from
-    the disk cache with numba loading its cached code ("disk"), or compiled ("compiled")."""
-    hit = _modules.get(p)
-    if hit is not None:
-        return hit[0], hit[1], "memory", 0.0
-    with _loading.hold(p):
-        hit = _modules.get(p)
-        if hit is not None:
-            return hit[0], hit[1], "memory", 0.0
-        return _load_new(p)
-
-
-def _load_new(p: Pass) -> tuple[dict, Any, str, float]:
-    """_load for a pass this process has not loaded (the caller holds its lock). On a disk
-    miss the compile runs under the cache's compile lock: of several processes starting the
-    same cold query, one compiles and seals the entry, the others then load it."""
-    jit_time.listen()
-    src = module_source(p)
-    key = cache_key(src)
-    t0 = time.perf_counter()
-    loaded = _import(p, src, key, None, t0)
-    if loaded is not None:
-        return loaded
-    before = disk_cache.stamp(key)
-    with disk_cache.compile_lock(key):
-        published = disk_cache.stamp(key) not in (None, before)     # while we waited
-        loaded = _import(p, src, key, None, t0) if published else None
-        if loaded is not None:                    # sealed by the process we waited for
-            return loaded
-        dump_source(p.name, "numba", src)
-        path = disk_cache.store_module(key, source_suffix=".py", kernel_names=[p.name],
-                                       dtypes=[s.dtype for s in p.program.inputs])
-        return _import(p, src, key, path, t0)
-
-
-def _import(p: Pass, src: str, key, path, t0: float) -> tuple[dict, Any, str, float] | None:
-    """Import the module at `path`, just stored: its serial entry is compiled now (so errors
-    surface here, with the source) and it is sealed into the cache entry. With `path` None,
-    the module of the disk entry instead: None on a miss (no entry, a damaged one, or one
-    removed since it was found)."""
-    fresh = path is not None
-    try:
-        module = disk_cache.import_module(path, key) if fresh else disk_cache.import_entry(key)
-        if module is None:
-            return None
-        ns = module.__dict__
-        if fresh:
-            _compile_serial(p, ns)
-    except Exception as exc:  # numba typing/lowering errors: show the source we generated
-        raise CompileError("numba", f"{type(exc).__name__}: {exc}", src,
-                           numba_options()) from exc
-    ms = (time.perf_counter() - t0) * 1e3
-    if fresh:
-        disk_cache.seal_module(key, compile_ms=ms)
-    # On a disk hit numba loads each entry point's code from its cache when first called,
-    # so only the flavour a call needs is loaded; CpuPrepared.run reports that load (or a
-    # compile, when numba's own key differs, e.g. another CPU name) and seals what it adds.
-    _modules[p] = (ns, key)
-    return ns, key, "compiled" if fresh else "disk", ms
+    """(namespace, cache key, origin, ms) for pass p: its module text through the one numba
+    loader (numba_loader.load: memory, the disk cache, or stored and compiled now: then its
+    serial entry is compiled at once, so errors and the compile time show here)."""
+    mod = numba_loader.load(p.name, module_source(p), prepare=lambda ns: _compile_serial(p, ns),
+                            dtypes=[s.dtype for s in p.program.inputs])
+    return (mod.ns, mod.key, *mod.take_load_report())
 
 
 def _compile_serial(p: Pass, ns: dict) -> None:

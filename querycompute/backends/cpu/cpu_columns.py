@@ -21,7 +21,7 @@ import numpy as np
 from querycompute._codegen import expr as E
 from querycompute._codegen.program import Pass, Reduce
 
-from .rows_columns import sum_acc
+from .rows_columns import reduce_columns, sum_acc, tiles, wants_parallel
 from ...sources.shaped import component_view
 from ..base import KernelRun, Prepared
 from .cpu import launch
@@ -103,7 +103,6 @@ class ColumnsPrepared(Prepared):
         self.aggs = aggs
         self.ops = tuple(sorted({op for op, _ in aggs if op != "count"}))
         self.types = tuple(np.dtype(a.dtype).type for a in p.terminal.aggs)
-        self._known: set = set()
 
     @property
     def generic(self) -> Prepared:
@@ -117,23 +116,19 @@ class ColumnsPrepared(Prepared):
         X = as_rows(inputs)
         if X is None:
             return self.generic.run_quick(inputs, params, n)
-        from .rows_columns import reduce_columns, tiles, wants_parallel
         t0 = time.perf_counter()
-        par, vecs = launch(bool(wants_parallel(*X.shape)), lambda p: reduce_columns(X, self.ops, p))
+        par, (vecs, cache, compile_ms) = launch(bool(wants_parallel(*X.shape)),
+                                                lambda p: reduce_columns(X, self.ops, p))
         result = [n if op == "count" else t(vecs[op][j])
                   for (op, j), t in zip(self.aggs, self.types)]
-        ms = (time.perf_counter() - t0) * 1e3
-        flavour = ("parallel" if par else "serial", X.dtype.name, X.strides[1] == X.itemsize)
-        first = flavour not in self._known
-        self._known.add(flavour)
+        ms = (time.perf_counter() - t0) * 1e3 - compile_ms
         rows, width = tiles(*X.shape)
         grid = (-(-X.shape[0] // rows) * -(-X.shape[1] // width),)
-        return result, ("columns", flavour[0], grid, (rows, width), ms, first)
+        return result, ("columns", "parallel" if par else "serial", grid, (rows, width), ms, cache, compile_ms)
 
     def trace_rows(self, row):
         if not (type(row) is tuple and row and row[0] == "columns"):
             return self.generic.trace_rows(row)
-        _, flavour, grid, block, ms, first = row
-        # a flavour's first run includes numba's compile or its disk-cache load
-        return [KernelRun(f"qc_columns_{flavour}", "numba", grid, block,
-                          "compiled" if first else "memory", ms if first else 0.0, ms)]
+        _, flavour, grid, block, ms, cache, compile_ms = row
+        # cache: where a flavour's code came from on its first run (numba_loader), then memory
+        return [KernelRun(f"qc_columns_{flavour}", "numba", grid, block, cache, compile_ms, ms)]

@@ -30,7 +30,7 @@ from querycompute._codegen.dialects import numba_group
 from querycompute._codegen.dialects.numba_py import CHUNK, storage_dtype
 from querycompute._codegen.stage_specs import SortSpec
 
-from .cpu_stage_modules import kernels_source as stage_kernels_source
+from .numba_loader import load, stage_kernels_source
 
 GROUP_TABLE_MAX = 4096              # the low-cardinality path's limit (local ids are uint16)
 
@@ -51,7 +51,6 @@ class CpuGroupBy:
 
     def _kernels(self):
         if self._mod is None:
-            from .cpu_stage_modules import load
             self._mod = load("qc_group_kernels", kernels_source())
             assert self._mod.ns["CHUNK"] == CHUNK        # one chunk rule for ids and folds
         return self._mod
@@ -60,7 +59,6 @@ class CpuGroupBy:
         key = (spec.aggs, spec.params, spec.name)
         mod = self._aggs.get(key)
         if mod is None:
-            from .cpu_stage_modules import load
             mod = self._aggs[key] = load(spec.name, numba_group.render(spec, cache=True))
         return mod
 

@@ -10,7 +10,7 @@ per-chunk private tables (dialects/numba_group_fused.py has the algorithm and th
 Both ways give the same bits (the fused module folds in the two-step path's order), so the
 choice never shows in a result. The module is the text of the stage and group kernels (its
 order_bits, _merge_ids) with the generated functions appended, loaded through the cpu
-backend's disk cache like every other cpu kernel.
+backend's one numba loader (numba_loader.py) like every other cpu kernel.
 """
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from querycompute._codegen.dialects.numba_py import storage_dtype
 from querycompute._codegen.dialects.numba_scan import PRELUDE
 
 from .cpu_group import GROUP_TABLE_MAX, kernels_source
+from .numba_loader import load
 
 
 class CpuFusedGroup:
@@ -35,7 +36,6 @@ class CpuFusedGroup:
         key = (p, spec, keys, values)
         mod = self._mods.get(key)
         if mod is None:
-            from .cpu_stage_modules import load
             text = PRELUDE + kernels_source() + numba_group_fused.render(p, spec, keys, values, cache=True)
             mod = self._mods[key] = load(f"{spec.name}_fused", text)
         return mod

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .cpu_stage_modules import kernels_source as stage_kernels_source
+from .numba_loader import load, stage_kernels_source
 
 
 def kernels_source() -> str:
@@ -87,7 +87,6 @@ class CpuJoin:
 
     def _kernels(self):
         if self._mod is None:
-            from .cpu_stage_modules import load
             self._mod = load("qc_join_kernels", kernels_source())
         return self._mod
 

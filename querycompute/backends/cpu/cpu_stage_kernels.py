@@ -1,7 +1,7 @@
 """numba kernels of the cpu stage runtime (cpu_stages.py): radix sort, top-k, gather and
 distinct's first-occurrence flags. The scan is generated per combine (dialects/numba_scan.py).
 
-This file is never imported by querycompute: cpu_stages.stage_kernels_source puts
+This file is never imported by querycompute: numba_loader.stage_kernels_source puts
 order_keys.NUMBA_SOURCE (numba's `order_bits` and the key kinds UNSIGNED, SIGNED, FLOAT) before
 its text and loads the whole through the cpu backend's disk cache (key = the text), so
 numba's compiled code is cached beside it in the kernel cache like every other cpu kernel.

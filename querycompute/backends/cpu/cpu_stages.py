@@ -39,7 +39,7 @@ from ...plan.stage_kinds import DistinctStage
 from ..base import KernelRun
 from .cpu_join import key_types, reference_reason
 from .cpu_launch import SERIAL_MAX
-from .cpu_stage_modules import kernels_source, load
+from .numba_loader import load, stage_kernels_source
 from ..stage_runtime import StageRuntime
 
 _NO_IDX = np.empty(0, np.int64)
@@ -75,7 +75,7 @@ class CpuStages(StageRuntime):
         """The fixed kernels' module (cpu_stage_kernels.py), loaded once."""
         mod = self._mod
         if mod is None:
-            mod = self._mod = load("qc_stage_kernels", kernels_source())
+            mod = self._mod = load("qc_stage_kernels", stage_kernels_source())
         return mod
 
     def _run(self, mod, base: str, n: int, rows: list, prefix: str, *args):

@@ -24,13 +24,18 @@ over the k results). min / max compare-and-select per lane, with a NaN flag per 
 NaN anywhere makes that column NaN, as np.min / np.max); a tie between -0.0 and +0.0 keeps
 the first one seen (NumPy does not say which).
 
-The kernels are static numba functions (compiled once per dtype, cached on disk by numba);
-`reduce_columns` picks the tiles, calls one, and returns the per-op vectors.
+The kernels are the fixed text rows_columns_kernels.py (compiled once per dtype), loaded
+through the cpu backend's one numba loader and its disk cache (numba_loader.py);
+`reduce_columns` picks the tiles, calls one, and returns the per-op vectors and where their
+code came from.
 """
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
-from numba import njit, prange
+
+from .numba_loader import kernel_files, load
 
 SUM_BLOCK = 512              # rows summed into a block vector before joining the tile's partials
 ROWS_PER_TILE = 1 << 17      # values per tile (row chunk x column block), about 512 KiB of float32
@@ -43,108 +48,6 @@ COLUMN_BLOCK = 1 << 18
 # of microseconds idle, milliseconds on loaded cores) pays only for very large arrays
 # (docs/performance.md, Shaped elements).
 PARALLEL_MIN = 1 << 24
-
-
-def _col_sum(X, acc_like, rows, width):
-    """X's column sums (k,), accumulated in acc_like's dtype (m >= 1)."""
-    m, k = X.shape
-    chunks = (m + rows - 1) // rows
-    blocks = (k + width - 1) // width
-    part = np.empty((chunks, k), acc_like.dtype)
-    zero = np.zeros(1, acc_like.dtype)[0]
-    for t in prange(chunks * blocks):
-        c = t // blocks
-        lo = (t % blocks) * width
-        hi = min(k, lo + width)
-        p = part[c, lo:hi]
-        b = np.empty(hi - lo, acc_like.dtype)
-        r1 = min(m, (c + 1) * rows)
-        first = X[c * rows, lo:hi]
-        for j in range(hi - lo):     # 0 + x: no zeroing pass, and -0.0 sums to +0.0 (np.sum)
-            p[j] = zero + first[j]
-        for r0 in range(c * rows, r1, SUM_BLOCK):
-            if r0 == c * rows:       # the first block straight into the tile's partials
-                for i in range(r0 + 1, min(r1, r0 + SUM_BLOCK)):
-                    row = X[i, lo:hi]
-                    for j in range(hi - lo):
-                        p[j] += row[j]
-                continue
-            b[:] = 0
-            for i in range(r0, min(r1, r0 + SUM_BLOCK)):
-                row = X[i, lo:hi]
-                for j in range(hi - lo):
-                    b[j] += row[j]
-            for j in range(hi - lo):
-                p[j] += b[j]
-    if chunks == 1:
-        return part[0]
-    res = part[0].copy()
-    for c in range(1, chunks):       # chunk order: fixed, whatever ran where
-        for j in range(k):
-            res[j] += part[c, j]
-    return res
-
-
-def _col_minmax(X, rows, width, want_max):
-    """(min, max, any NaN) vectors of X's columns (m >= 1); want_max: 0 min, 1 max, 2 both
-    (the one not wanted holds the first row)."""
-    m, k = X.shape
-    chunks = (m + rows - 1) // rows
-    blocks = (k + width - 1) // width
-    lo_p = np.empty((chunks, k), X.dtype)
-    hi_p = np.empty((chunks, k), X.dtype)
-    nan_p = np.zeros((chunks, k), np.bool_)
-    for t in prange(chunks * blocks):
-        c = t // blocks
-        lo = (t % blocks) * width
-        hi = min(k, lo + width)
-        r0 = c * rows
-        r1 = min(m, r0 + rows)
-        mn = lo_p[c, lo:hi]
-        mx = hi_p[c, lo:hi]
-        nan = nan_p[c, lo:hi]
-        first = X[r0, lo:hi]
-        for j in range(hi - lo):
-            mn[j] = first[j]
-            mx[j] = first[j]
-            nan[j] = first[j] != first[j]
-        for i in range(r0 + 1, r1):
-            row = X[i, lo:hi]
-            if want_max != 1:
-                for j in range(hi - lo):
-                    x = row[j]
-                    mn[j] = x if x < mn[j] else mn[j]
-                    nan[j] |= x != x
-            if want_max != 0:
-                for j in range(hi - lo):
-                    x = row[j]
-                    mx[j] = x if x > mx[j] else mx[j]
-                    nan[j] |= x != x
-    mn_r = lo_p[0].copy()
-    mx_r = hi_p[0].copy()
-    nan_r = nan_p[0].copy()
-    for c in range(1, chunks):
-        for j in range(k):
-            mn_r[j] = lo_p[c, j] if lo_p[c, j] < mn_r[j] else mn_r[j]
-            mx_r[j] = hi_p[c, j] if hi_p[c, j] > mx_r[j] else mx_r[j]
-            nan_r[j] |= nan_p[c, j]
-    return mn_r, mx_r, nan_r
-
-
-def flavours(fn):
-    """(serial, parallel) numba dispatchers of one kernel. The serial one is the same code
-    compiled without `parallel` (prange runs as range: same tiles, same order, same bits);
-    it gets its own qualname so numba's disk cache keeps the two apart."""
-    import types
-    serial = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__ + "_serial",
-                                fn.__defaults__, fn.__closure__)
-    serial.__qualname__ = fn.__qualname__ + "_serial"
-    opts = dict(error_model="numpy", fastmath=False, cache=True, nogil=True)
-    return njit(**opts)(serial), njit(parallel=True, **opts)(fn)
-
-
-COL_SUM = flavours(_col_sum)
-COL_MINMAX = flavours(_col_minmax)
 
 
 def wants_parallel(m: int, k: int) -> int:
@@ -167,28 +70,51 @@ def sum_acc(dtype: str) -> str:
     return sum_dtype(dtype)[0]
 
 
-def reduce_columns(X: np.ndarray, ops, parallel: bool | None = None) -> dict:
-    """{op: vector of k} for op in ops ('sum', 'min', 'max') over X's rows (m >= 1).
-    Sums come back in the accumulator dtype (sum_acc), min / max in X's dtype, with
-    NaN where a column holds one. `parallel`: the flavour (default: by PARALLEL_MIN)."""
+def kernel_source() -> str:
+    """The kernels' module text, as loaded, run and shown by `q.source("cpu")` and explain."""
+    return f"SUM_BLOCK = {SUM_BLOCK}\n\n" + kernel_files("rows_columns_kernels.py")
+
+
+@lru_cache(maxsize=1)
+def _kernels():
+    return load("qc_columns", kernel_source())
+
+
+def __getattr__(name: str):
+    """COL_SUM / COL_MINMAX: the (serial, parallel) numba dispatchers of a kernel."""
+    if name in ("COL_SUM", "COL_MINMAX"):
+        fn = "col_sum" if name == "COL_SUM" else "col_minmax"
+        ns = _kernels().ns
+        return ns[f"{fn}_serial"], ns[f"{fn}_parallel"]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def reduce_columns(X: np.ndarray, ops, parallel: bool | None = None) -> tuple[dict, str, float]:
+    """({op: vector of k} for op in ops ('sum', 'min', 'max') over X's rows (m >= 1), cache
+    origin, compile ms). Sums come back in the accumulator dtype (sum_acc), min / max in X's
+    dtype, with NaN where a column holds one. `parallel`: the flavour (default: by
+    PARALLEL_MIN). The origin is "compiled" or "disk" when a kernel was compiled or loaded
+    for this call (numba_loader.NumbaModule.call), else "memory"."""
     m, k = X.shape
     rows, width = tiles(m, k)
-    par = int(wants_parallel(m, k) if parallel is None else parallel)
-    out = {}
+    flavour = "parallel" if (wants_parallel(m, k) if parallel is None else parallel) else "serial"
+    mod = _kernels()
+    out, origins, compile_ms = {}, [], 0.0
     if "sum" in ops:
-        out["sum"] = COL_SUM[par](X, np.empty(0, sum_acc(X.dtype.name)), rows, width)
+        out["sum"], origin, ms, _ = mod.call(f"col_sum_{flavour}", X, np.empty(0, sum_acc(X.dtype.name)),
+                                             rows, width)
+        origins.append(origin)
+        compile_ms += ms
     wanted = [op for op in ("min", "max") if op in ops]
     if wanted:
-        mn, mx, nan = COL_MINMAX[par](X, rows, width, 2 if len(wanted) == 2 else int(wanted[0] == "max"))
+        (mn, mx, nan), origin, ms, _ = mod.call(f"col_minmax_{flavour}", X, rows, width,
+                                                2 if len(wanted) == 2 else int(wanted[0] == "max"))
+        origins.append(origin)
+        compile_ms += ms
         for op, v in (("min", mn), ("max", mx)):
             if op in wanted:
                 if nan.any():
                     v = np.where(nan, np.array(np.nan, v.dtype), v)
                 out[op] = v
-    return out
-
-
-def kernel_source() -> str:
-    """The kernels' source, for `q.source("cpu")` and explain."""
-    import inspect
-    return inspect.getsource(_col_sum) + "\n\n" + inspect.getsource(_col_minmax)
+    origin = next((o for o in ("compiled", "disk") if o in origins), "memory")
+    return out, origin, compile_ms

@@ -1,4 +1,6 @@
-"""numba kernels for long rows (rows.py): generated source, compiled once per plan.
+"""numba kernels for long rows (rows.py): generated source, compiled once per plan and
+loaded through the cpu backend's one numba loader, so a new process loads them from the disk
+cache (numba_loader.py).
 
 row-per-iteration: `for i in prange(m)`: each row step is an inner loop over j that
 evaluates the step's entry expression (printed by the numba dialect's ExprPrinter, so the
@@ -22,6 +24,9 @@ from querycompute._codegen import dtypes as D
 from querycompute._codegen.dialects.numba_py_expr import ExprPrinter, register_type
 from querycompute._codegen.dialects.numba_py_helpers import helper_source
 from querycompute._codegen.order_keys import minmax_key, minmax_key_text
+
+from .cpu_module import PRELUDE
+from .numba_loader import load
 
 LANES = 8          # accumulators per row step (as benchmarks/peer_numba_lanes.py)
 # Inputs of this many values and more run the parallel kernel (rows in prange) when a row
@@ -70,8 +75,10 @@ class _RowPrinter(ExprPrinter):
         return super()._call(fn, x, d)
 
 
-_STRICT = "@njit(error_model='numpy', fastmath=False)"
-_REASSOC = "@njit(error_model='numpy', fastmath={'reassoc'})"
+# every function carries cache=True: the module is loaded through the disk cache
+# (numba_loader.py), and numba keeps its compiled code beside it there
+_STRICT = "@njit(error_model='numpy', fastmath=False, cache=True)"
+_REASSOC = "@njit(error_model='numpy', fastmath={'reassoc'}, cache=True)"
 
 
 def _sum_step(st, pr, t: str, args: list) -> list:
@@ -162,10 +169,10 @@ def row_source(plan) -> str:
         pr.bind_var(name, py)
     t = pr.value(plan.final)
     body += [f"        {ln}" for ln in pr.lines] + [f"        out[i] = {t}", "    return out"]
-    head = ["import math", "import numpy as np", "from numba import njit, prange", ""]
-    helper_text = [helper_source(kind, ft) for kind, ft in sorted(helpers, key=str)]
+    head = [PRELUDE]                # numpy, math, njit, prange, the bit-cast intrinsics
+    helper_text = [helper_source(kind, ft, cache=True) for kind, ft in sorted(helpers, key=str)]
     sig = ", ".join(["X"] + params)
-    kernel = ["@njit(parallel=True, error_model='numpy', fastmath=False)",
+    kernel = ["@njit(parallel=True, error_model='numpy', fastmath=False, cache=True)",
               f"def qc_rows({sig}):"] + body
     # the serial flavour (small inputs: no thread-pool wake-up); prange runs as range
     serial = [_STRICT, f"def qc_rows_serial({sig}):"] + body
@@ -185,35 +192,38 @@ def parallel_min(plan) -> int:
 
 
 def compile_plan(plan):
-    """A function X, *params -> the plan's result array (numba compiles each flavour on its
-    first call)."""
+    """A function X, *params -> (the plan's result array, cache origin, compile ms): the
+    plan's kernels loaded through the cpu backend's one numba loader and its disk cache
+    (numba_loader.py); numba compiles each flavour, or loads it from the cache, on its first
+    call, which the origin and compile ms of that call say."""
     from .cpu import launch
     if plan.strategy != "column-tiled":
-        from querycompute._codegen.dialects.numba_py_runtime import namespace
-        ns = namespace()                    # numpy, math, njit, the bit-cast intrinsics
-        exec(compile(row_source(plan), "<querycompute long rows: qc_rows>", "exec"), ns)
-        parallel, serial = ns["qc_rows"], ns["qc_rows_serial"]
+        mod = load("qc_rows", row_source(plan))
         least = parallel_min(plan)
 
         def rows(X, *p):
-            _, out = launch(X.size >= least, lambda par: (parallel if par else serial)(X, *p))
-            return out.astype(np.float16) if plan.final.dtype == "float16" else out
+            _, (out, cache, compile_ms, _) = launch(
+                X.size >= least, lambda par: mod.call("qc_rows" if par else "qc_rows_serial", X, *p))
+            return (out.astype(np.float16) if plan.final.dtype == "float16" else out), cache, compile_ms
         return rows
     from ...run.rows_run import _column
     kind = plan.column_kind
 
     def columns(X):                 # rows_columns.py: tiles of row chunks x column blocks
         if len(X) == 0:
-            return _column(kind, np.zeros((0, X.shape[1]), X.dtype))
+            return _column(kind, np.zeros((0, X.shape[1]), X.dtype)), "memory", 0.0
         from .rows_columns import reduce_columns, wants_parallel
         from ...graph.terminals import mean_dtype, sum_dtype
         op = "sum" if kind == "mean" else kind
-        _, res = launch(bool(wants_parallel(*X.shape)), lambda par: reduce_columns(X, (op,), par))
+        _, (res, cache, compile_ms) = launch(bool(wants_parallel(*X.shape)),
+                                             lambda par: reduce_columns(X, (op,), par))
         res = res[op]
         if kind == "mean":
             acc, out = mean_dtype(plan.dtype)
-            return (res.astype(acc) / np.array(len(X), acc)).astype(out)
-        if kind == "sum":
-            return res.astype(sum_dtype(plan.dtype)[1], copy=False)
-        return res.astype(plan.dtype, copy=False)
+            res = (res.astype(acc) / np.array(len(X), acc)).astype(out)
+        elif kind == "sum":
+            res = res.astype(sum_dtype(plan.dtype)[1], copy=False)
+        else:
+            res = res.astype(plan.dtype, copy=False)
+        return res, cache, compile_ms
     return columns

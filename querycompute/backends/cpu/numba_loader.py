@@ -1,0 +1,157 @@
+"""The cpu backend's one way to load numba code: every module it runs -- a fused pass
+(cpu.py), the stage kernels (cpu_stages, cpu_group, cpu_join, cpu_group_fused), a scan, the
+long-row kernels (rows_numba.py) and the column reduction (rows_columns.py) -- is a module
+TEXT that `load` makes ready through the disk cache (docs/cache.md):
+
+  1. memory: one module per text and process (`_modules`);
+  2. disk: the text is stored in a kernel-cache entry under the cpu backend's key
+     (cpu_module.cache_key: the text, numba's identity and options) and imported from there,
+     so numba's cache=True files sit beside it; a later process imports the sealed entry and
+     numba loads each entry point's code from those files on its first call ("disk");
+  3. a miss: under the cache's compile lock (of several processes starting the same cold
+     query, one compiles and seals the entry, the others then load it), the text is stored
+     and imported, `prepare(namespace)` may compile entry points at once (so errors show
+     with the source), and the entry is sealed.
+Every function of a text must carry cache=True, so that numba writes its code beside the
+entry. numba compiles an entry point on its first call with new argument types: `call`
+reports that (numba's compiler time as compile time, jit_time) and seals the new files.
+
+A `NumbaModule` says where its code came from once ("compiled", "disk"), then "memory":
+`take_load_report` for callers that launch its functions themselves (cpu.py's Launch), or
+the first `call`. The fixed kernel files of this folder (cpu_*_kernels.py,
+rows_columns_kernels.py) are texts too, never imported: `kernel_files` and
+`stage_kernels_source` assemble them.
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from querycompute._codegen import order_keys
+
+from ... import after_fork
+from ...cache import disk_cache, dump_source
+from ...errors import CompileError
+from ...locks import KeyedLocks
+from . import cpu_jit_time as jit_time
+from .cpu_module import cache_key, numba_options
+
+_HERE = Path(__file__).parent
+_modules: dict[str, "NumbaModule"] = {}       # text -> its loaded module
+_loading = KeyedLocks()                       # one thread imports a text: another would see
+after_fork.register(_loading.after_fork)      # it half executed
+
+
+class NumbaModule:
+    def __init__(self, name: str, source: str, ns: dict, key, origin: str, compile_ms: float):
+        self.name, self.source, self.ns, self.key = name, source, ns, key
+        self.origin, self.compile_ms = origin, compile_ms      # of the load, reported once
+        self._dispatchers = [v for v in ns.values() if hasattr(v, "overloads") and hasattr(v, "stats")]
+        self._known = self._specialisations()
+        self._misses = self._cache_misses()
+
+    def _specialisations(self) -> int:
+        return sum(len(d.overloads) for d in self._dispatchers)
+
+    def _cache_misses(self) -> int:
+        return sum(sum(d.stats.cache_misses.values()) for d in self._dispatchers)
+
+    def take_load_report(self) -> tuple[str, float]:
+        """(origin, ms) of the module's load the first time asked, then ("memory", 0.0)."""
+        report = self.origin, self.compile_ms
+        self.origin, self.compile_ms = "memory", 0.0
+        return report
+
+    def call(self, fn: str, *args):
+        """(result of entry point `fn`, cache origin, compile ms, run ms). A call that made
+        numba compile or load code reports it (numba's compiler time inside the call counts
+        as compile time, the rest as run time) and seals the new files into the cache entry."""
+        t0 = time.perf_counter()
+        try:
+            result = self.ns[fn](*args)
+        except Exception as exc:
+            if type(exc).__module__.startswith("numba"):      # typing/lowering: show source
+                raise CompileError("numba", f"{type(exc).__name__}: {exc}", self.source,
+                                   numba_options()) from exc
+            raise
+        ms = (time.perf_counter() - t0) * 1e3
+        origin, compile_ms = self.take_load_report()
+        known = self._specialisations()
+        if known != self._known:
+            self._known = known
+            misses = self._cache_misses()
+            compiled = misses > self._misses
+            self._misses = misses
+            jit_ms = min(jit_time.since(t0), ms)    # numba's compiler inside the call
+            if compiled:
+                disk_cache.seal_module(self.key, compile_ms=jit_ms, new_compile=True)
+            origin = "compiled" if compiled or origin == "compiled" else "disk"
+            compile_ms += jit_ms
+            ms -= jit_ms
+        return result, origin, compile_ms, ms
+
+
+def load(name: str, source: str, prepare=None, dtypes=()) -> NumbaModule:
+    """The module of `source` (memory, disk cache, or stored and imported now). `prepare`:
+    a function of the namespace run once on a freshly stored module, before it is sealed
+    (cpu.py compiles the serial entry there); `dtypes`: the input dtypes, for the entry's
+    metadata."""
+    hit = _modules.get(source)
+    if hit is not None:
+        return hit
+    with _loading.hold(source):
+        hit = _modules.get(source)
+        if hit is None:
+            hit = _modules[source] = _load_new(name, source, prepare, dtypes)
+        return hit
+
+
+def _load_new(name: str, source: str, prepare, dtypes) -> NumbaModule:
+    """A disk hit, or (under the compile lock, so one process of several stores it) a new
+    entry; numba compiles each entry point on its first call (or in `prepare`)."""
+    jit_time.listen()
+    key = cache_key(source)
+    t0 = time.perf_counter()
+    module = _imported(source, lambda: disk_cache.import_entry(key))   # None: a miss
+    origin = "disk"
+    if module is None:
+        before = disk_cache.stamp(key)
+        with disk_cache.compile_lock(key):
+            published = disk_cache.stamp(key) not in (None, before)     # while we waited
+            module = _imported(source, lambda: disk_cache.import_entry(key)) if published else None
+            if module is None:
+                dump_source(name, "numba", source)
+                path = disk_cache.store_module(key, source_suffix=".py", kernel_names=[name],
+                                               dtypes=list(dtypes))
+                module = _imported(source, lambda: disk_cache.import_module(path, key), prepare)
+                origin = "compiled"
+                if prepare is not None:
+                    disk_cache.seal_module(key, compile_ms=(time.perf_counter() - t0) * 1e3)
+    return NumbaModule(name, source, module.__dict__, key, origin, (time.perf_counter() - t0) * 1e3)
+
+
+def _imported(source: str, load, prepare=None):
+    """load() (a module or None), then prepare(its namespace); an error of either (numba's
+    typing or lowering) is a CompileError showing the source."""
+    try:
+        module = load()
+        if module is not None and prepare is not None:
+            prepare(module.__dict__)
+        return module
+    except CompileError:
+        raise
+    except Exception as exc:
+        raise CompileError("numba", f"{type(exc).__name__}: {exc}", source, numba_options()) from exc
+
+
+def kernel_files(*names: str) -> str:
+    """The texts of this folder's fixed kernel files `names`, each under a header line."""
+    return "\n\n".join(f"# ---- {n} " + "-" * (88 - len(n)) + "\n" + (_HERE / n).read_text()
+                       for n in names)
+
+
+def stage_kernels_source(*more: str) -> str:
+    """The stage kernels' module text: order_keys' numba spelling of the order bits
+    (order_keys.NUMBA_SOURCE), cpu_stage_kernels.py, then the kernel files named in `more`
+    (cpu_group_kernels.py, cpu_join_kernels.py)."""
+    return order_keys.NUMBA_SOURCE + "\n\n" + kernel_files("cpu_stage_kernels.py", *more)
