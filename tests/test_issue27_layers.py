@@ -87,7 +87,7 @@ KNOWN_UPWARD = {
 # (lower them as imports move to module level). plan's include the GPU kernel generators its
 # stage kinds import only to explain a GPU plan (_codegen/ops: ~0.6 s to import, never needed
 # to run on the cpu or numpy backends).
-KNOWN_LOCAL = {"backends": 86, "plan": 60, "api": 24, "dask": 25, "run": 26, "_codegen": 21,
+KNOWN_LOCAL = {"backends": 76, "plan": 61, "api": 24, "dask": 25, "run": 26, "_codegen": 21,
                "sources": 15, "frontend": 13, "cache": 8, "cli": 8, "graph": 2}
 
 
