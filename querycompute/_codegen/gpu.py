@@ -9,11 +9,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from . import elements
-from .dialects.c_family import CFamily
-from .dialects.cuda import Cuda
-from .dialects.metal import Metal
-from .dialects.opencl import OpenCL
-from .dialects.wgsl import Wgsl
+from .dialects.by_name import DIALECTS, printer
 from .launch import KernelSet
 from .logical_blocks import over_logical_blocks
 from .narrow_params import narrow_params
@@ -22,7 +18,8 @@ from .traffic import touched
 from .ops import STAGE_OPS
 from .program import Pass
 
-DIALECTS: dict[str, type[CFamily]] = {"cuda": Cuda, "opencl": OpenCL, "metal": Metal, "webgpu": Wgsl}
+__all__ = ["DIALECTS", "OCCUPANCY", "printer", "render"]     # DIALECTS, printer: dialects/by_name.py
+
 # Blocks of BLOCK threads per multiprocessor the compiler must fit (CUDA __launch_bounds__'s
 # second argument): 8 x 256 threads leave 32 registers a thread, a full SM on H100 for the
 # streaming kernels' contiguous variants, which need no more (tests/test_issue18_ptx.py
@@ -30,31 +27,22 @@ DIALECTS: dict[str, type[CFamily]] = {"cuda": Cuda, "opencl": OpenCL, "metal": M
 OCCUPANCY = {"elementwise": 8, "reduce": 8, "compact": 8}
 
 
-def printer(dialect: str) -> CFamily:
-    try:
-        return DIALECTS[dialect]()
-    except KeyError:
-        raise ValueError(f"unknown GPU dialect {dialect!r}; expected one of {', '.join(DIALECTS)}") from None
-
-
 def render(p: Pass, dialect: str) -> KernelSet:
     """Every kernel of pass `p` in `dialect` ("cuda", "opencl" or "metal"), with its launch
     rules. Raises codegen.errors.UnsupportedType when the dialect can't hold a dtype. A pass
     fused into a scan's last pass (ops/scan_fused.py) renders there."""
-    if getattr(p, "scan", None) is not None:
+    if getattr(p, "scan", None) is not None:      # a ScanFusedGpuPass (ops/scan_fused.py)
         from .ops import scan_fused
         return scan_fused.render(p, dialect)
     pr = printer(dialect)
-    if pr.UNSUPPORTED or getattr(pr, "check_pass", None) is not None:
+    if not (pr.CAPS.float64 and pr.CAPS.int64):
         p = narrow_params(p)      # no float64 (Metal) or no 64-bit types (WGSL): captured
                                   # Python scalars are cast on the host (narrow_params.py)
     prog = p.program
     in_dtypes = [s.dtype for s in prog.inputs]
     for d in in_dtypes + [s.dtype for s in prog.params]:
         pr.check(d)
-    check_pass = getattr(pr, "check_pass", None)     # dialects whose types are narrower (webgpu: no 64-bit)
-    if check_pass is not None:
-        check_pass(p)
+    pr.check_pass(p)              # a dialect without 64-bit values refuses them (wgsl.py)
     op = STAGE_OPS[p.stage_op]
     low = op.lower_gpu(p, pr)
     kernels, shape = low.kernels, op.SHAPE

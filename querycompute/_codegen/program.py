@@ -20,7 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional, Union
 
-from .expr import Const, Expr
+from . import dtypes as D
+from .expr import Cast, Const, Expr
 
 AGG_OPS = ("sum", "min", "max", "count", "any", "all", "first", "fold")
 
@@ -135,6 +136,33 @@ class Agg:
     combine: Optional[Expr] = None
     seed: Optional[Const] = None
     in_order: bool = False
+
+
+# NumPy's accumulators of narrow integer sums / means: a sum of bool or integers of at most
+# 32 bits is int64 (uint64 for unsigned), a mean float64. A dialect without 64-bit values
+# keeps such a sum in two 32-bit words (ops/reduce/two_words.py) and refuses other 64-bit values.
+WIDE = ("int64", "uint64", "float64")
+
+
+def narrow_value(agg: Agg) -> Expr | None:
+    """The narrow integer / bool expression a sum Agg accumulates in a 64-bit type (its value
+    is Cast(x, int64 | uint64 | float64) with x bool or an integer of at most 32 bits), else
+    None: a sum that needs no 64-bit accumulator, or one whose values are 64-bit."""
+    if agg.op != "sum" or len(agg.values) != 1:
+        return None
+    return narrow_cast(agg.values[0], agg.dtype)
+
+
+def narrow_cast(v: Expr, dtype: str) -> Expr | None:
+    """x when `v` is Cast(x, dtype) with `dtype` one of WIDE and x bool or an integer of at
+    most 32 bits (a sum / mean of x that NumPy accumulates in 64 bits), else None. The
+    query layer uses it too: a webgpu group_by takes such values in their own type."""
+    if dtype not in WIDE or not isinstance(v, Cast) or v.dtype != dtype:
+        return None
+    x = v.x
+    if x.dtype == "bool" or (D.is_int(x.dtype) and D.bits(x.dtype) <= 32):
+        return x
+    return None
 
 
 @dataclass(frozen=True)

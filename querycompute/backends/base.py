@@ -94,10 +94,42 @@ class Prepared:
         raise NotImplementedError
 
 
+@dataclass(frozen=True)
+class BackendCaps:
+    """What a backend has, declared once by its class (`Backend.caps`; DESIGN.md section 2:
+    capabilities are declared, not probed). The planner and the runtimes read these fields,
+    never the backend's name; what its dialect has is the dialect's (DialectCaps,
+    querycompute/_codegen/capabilities.py, for `Backend.dialect`)."""
+    # where its kernels run: "reference" (the numpy interpreter: NumPy calls, no kernels),
+    # "host" (numba-compiled CPU code), "gpu" (kernels of a GPU dialect)
+    device: str
+    # its own StageRuntime runs column operations (sort, scan, group_by...) and long rows
+    # (pipeline.stage_runtime); False: metal (source only in this version)
+    stage_runtime: bool = True
+    # its passes store 64-bit columns; False (webgpu): a group_by's 64-bit sums receive their
+    # narrow values (plan/group_narrow.py)
+    wide_columns: bool = True
+    # a staged plan's columns stay on its device between stages (device_columns.py)
+    device_columns: bool = False
+    # a host input larger than the device memory budget streams through it in chunks
+    # (run/streaming.py)
+    streams: bool = False
+    # it folds in element order, so a fold not provably associative runs (plan/fold_order.py)
+    in_order_fold: bool = False
+
+
 class Backend:
     """Base class of a backend (one instance per process, registered by name)."""
     name: str = "?"
     dialect: str = "?"          # the codegen dialect whose source `source()` returns
+    caps: BackendCaps           # what it has: every backend class declares its own
+    is_gpu = False              # runs on a real GPU device here (`auto` may pick it)
+
+    @property
+    def narrow_group_sums(self) -> bool:
+        """A group_by's int64 / float64 sums and means of narrow values: the pass stores the
+        values in their own type, the group stage widens them (plan/group_narrow.py)."""
+        return not self.caps.wide_columns
 
     def availability(self) -> tuple[bool, str]:
         """(can run here, reason and what to install when not). Cheap after the first call."""

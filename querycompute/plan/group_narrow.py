@@ -3,10 +3,10 @@
 NumPy sums bool and integers of at most 32 bits in int64 (uint32 in uint64) and means them
 in float64, so group_plan.py's pass stores such a sum's values cast to that accumulator
 (`Cast(x, int64)`) and the group stage sums that column. WGSL has no 64-bit types: the pass
-cannot compute that column. For a backend that says so (`narrow_group_sums`, the webgpu
-backend), `narrow_group_values` rewrites the staged plan before it is compiled: every pass
+cannot compute that column. For a backend that says so (BackendCaps.wide_columns False, the
+webgpu backend: `Backend.narrow_group_sums`), `narrow_group_values` rewrites the staged plan before it is compiled: every pass
 output that only feeds a group stage's wide sum (`GroupAgg("sum", int64 | uint64 |
-float64)`) and is `Cast(x, wide)` with x narrow (two_words.narrow_cast) stores x itself.
+float64)`) and is `Cast(x, wide)` with x narrow (program.narrow_cast) stores x itself.
 The GroupSpec is unchanged: the group stage receives values narrower than the aggregate's
 dtype and must widen them as it sums (stage_runtime.group_reference sums them in int64 /
 uint64, exactly, with NumPy's wrap-around; a float64 mean divides that exact sum).
@@ -19,19 +19,20 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from querycompute._codegen.ops.reduce.two_words import narrow_cast
+from querycompute._codegen.program import narrow_cast
 
+from ..backends import registry
 from . import stage_kinds as S
 from .group_plan import GroupStage
 
 
 def for_backend(staged, backend):
     """The staged plan as `backend` (a Backend or its name) compiles it: narrowed where the
-    backend has `narrow_group_sums` (the engine, source() and explain() all ask here)."""
+    backend's passes store no 64-bit columns (BackendCaps.wide_columns; the engine, source()
+    and explain() all ask here)."""
     if isinstance(backend, str):
-        from ..backends import registry
         backend = registry.get(backend)
-    return narrow_group_values(staged) if getattr(backend, "narrow_group_sums", False) else staged
+    return staged if backend.caps.wide_columns else narrow_group_values(staged)
 
 
 def narrow_group_values(staged):

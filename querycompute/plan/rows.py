@@ -12,10 +12,12 @@ Two plans, both on the one input X read in place (any strides):
   elements. numpy calls the axis=0 function; cpu runs rows_columns.py: tiles of (row
   chunk, column block), each adding its rows into a vector of partials read row by row
   (contiguous), the partials combined in chunk order -- no transpose copy.
-opencl, cuda and webgpu run the GPU kernels of backends/gpu_rows.py (_codegen/ops/rows_gpu.py:
-one work-group per row with a tree, column sums tiled so loads stay coalesced); a backend
-without long-row kernels refuses with BackendUnavailableError. Other terminals after a row
-select (sum, min, ...) reduce its m results with NumPy.
+GPU backends with a stage runtime (opencl, cuda, webgpu) run the GPU kernels of
+backends/gpu_rows.py (_codegen/ops/rows_gpu.py: one work-group per row with a tree, column
+sums tiled so loads stay coalesced); a backend without long-row kernels refuses with
+BackendUnavailableError. Other terminals after a row select (sum, min, ...) reduce its m
+results with NumPy. Which plan runs follows the backend's declared capabilities
+(BackendCaps.device, .stage_runtime), never its name.
 """
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..backends import registry
 from ..errors import BackendUnavailableError, QueryError
 from ..sources.shaped import MAX_SCALARS
 
@@ -36,6 +39,20 @@ def is_long(shape: tuple) -> bool:
 
 def has_long(source) -> bool:
     return any(is_long(s) for s in source.shapes or ())
+
+
+def _backend(name: str):
+    """The backend object, or None for a name no backend has (refused below as a backend
+    without long-row kernels)."""
+    try:
+        return registry.get(name)
+    except QueryError:
+        return None
+
+
+def _device(backend) -> str | None:
+    """Where the backend's kernels run (BackendCaps.device), None for no backend."""
+    return backend.caps.device if backend is not None else None
 
 
 @dataclass
@@ -76,13 +93,15 @@ class RowPlan:
     column_kind: str = ""
 
     def prepare(self, backend: str):
-        if backend == "numpy":
+        b = _backend(backend)
+        device = _device(b)
+        if device == "reference":
             from ..run.rows_run import NumpyRows
             return NumpyRows(self)
-        if backend == "cpu":
+        if device == "host":
             from ..run.rows_run import NumbaRows
             return NumbaRows(self)
-        if backend in ("opencl", "cuda", "webgpu"):    # backends/gpu_rows.py, _codegen/ops/rows_gpu.py
+        if device == "gpu" and b.caps.stage_runtime:    # backends/gpu_rows.py, _codegen/ops/rows_gpu.py
             from ..backends.gpu.gpu_rows import prepare
             return prepare(self, backend)
         raise BackendUnavailableError(
@@ -91,10 +110,12 @@ class RowPlan:
 
     def source(self, backend: str) -> str:
         """The generated kernel's source (the cpu backend's numba module)."""
-        if backend in ("opencl", "cuda", "metal", "webgpu"):
+        b = _backend(backend)
+        device = _device(b)
+        if device == "gpu":
             from ..backends.gpu.gpu_rows import render
-            return render(self, backend).source
-        if backend != "cpu":
+            return render(self, b.dialect).source
+        if device != "host":
             self.prepare(backend)              # numpy has no source; others: not built (raises)
             raise QueryError("the numpy backend runs NumPy calls, not generated source")
         if self.strategy == "column-tiled":
@@ -126,7 +147,7 @@ class RowPlan:
         else:
             how = (f"one row per iteration (rows in parallel), {len(self.steps)} pass(es) "
                    f"over each row: " + "; ".join(f"{s.name} = {s.op}_j(...)" for s in self.steps))
-        if backend in ("opencl", "cuda", "metal", "webgpu"):
+        if _device(_backend(backend)) == "gpu":
             from ..backends.gpu.gpu_rows import describe
             how = describe(self)
         return (f"long rows: elements of {self.k} x {self.dtype} ({self.k * item} B/element, "

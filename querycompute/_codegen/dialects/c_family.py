@@ -14,6 +14,7 @@ from __future__ import annotations
 from .. import dtypes as D
 from .. import expr as E
 from .. import kernel_ir as K
+from ..capabilities import DialectCaps
 from ..launch import BLOCK
 from ..errors import UnsupportedType
 from . import c_helpers
@@ -30,6 +31,9 @@ _C_CMP = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
 
 
 class CFamily(KernelPrinter, VectorLoads):
+    # What the dialect has (capabilities.py): every dialect declares its own; the ops read
+    # these, never the dialect's name.
+    CAPS: DialectCaps
     # ---- the table: every dialect overrides these -------------------------------------------
     name = "?"
     TYPES: dict[str, str] = {}          # dtype -> register type (float16 lives in a float)
@@ -38,7 +42,7 @@ class CFamily(KernelPrinter, VectorLoads):
     THREAD: dict[str, str] = {}         # KThread.kind -> expression
     BARRIER = ""
     SHARED = ""                         # qualifier of block-shared arrays
-    SHUFFLE_DOWN = ""                   # format with {v} {o}; "" = no shuffles
+    SHUFFLE_DOWN = ""                   # format with {v} {o}; "" = no shuffles (CAPS.shuffles)
     SHUFFLE_TYPES: tuple[str, ...] = ()  # dtypes the shuffle accepts
     BITCAST: dict[str, str] = {}        # target dtype -> format with {v}: reinterpret bits
     FLOAT_SUFFIX = {"float32": "f", "float16": "f", "float64": ""}
@@ -55,7 +59,11 @@ class CFamily(KernelPrinter, VectorLoads):
     # only dialects whose kernels do it spell them ("" = not available).
     FENCE = ""                          # device-wide memory fence
     ATOMIC_ADD = ""                     # format with {buf} {i} {v}: old value of buf[i] += v
+                                        # (CAPS.buffer_atomics)
     VOLATILE = ""                       # pointer qualifier of a volatile global access
+    # A reduction's finalize kernel binds every partial and result: with a number here, it is
+    # split by aggregate into kernels binding at most that many storage buffers (None: one).
+    FINALIZE_BUFFERS: int | None = None
 
     def __init__(self):
         self.helpers: dict[str, str] = {}
@@ -65,6 +73,10 @@ class CFamily(KernelPrinter, VectorLoads):
     def check(self, dtype: str) -> None:
         if dtype in self.UNSUPPORTED:
             raise UnsupportedType(dtype, self.name, self.UNSUPPORTED[dtype])
+
+    def check_pass(self, p) -> None:
+        """Refuse a pass whose values the dialect can't hold beyond what `check` says of
+        each dtype: a dialect without 64-bit values (CAPS.int64 False: wgsl.py) overrides it."""
 
     def t(self, dtype: str) -> str:
         """Register type of a value of `dtype`."""

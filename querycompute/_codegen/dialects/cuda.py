@@ -1,12 +1,16 @@
 """CUDA C (compiled by NVRTC): the table of spellings, then the few overrides."""
 from __future__ import annotations
 
+from ..capabilities import DialectCaps
 from . import c_syntax as S
 from .c_family import CFamily
 
 
 class Cuda(CFamily):
     name = "cuda"
+    # CUDA's blocks make forward progress (a block may wait for an earlier one's value: the
+    # look-back scans); warp shuffles of 32-bit and 64-bit values; atomicAdd on any buffer
+    CAPS = DialectCaps("CUDA C", forward_progress=True, shuffles=True, buffer_atomics=True)
     TYPES = {"bool": "bool", "int8": "signed char", "int16": "short", "int32": "int",
              "int64": "long long", "uint8": "unsigned char", "uint16": "unsigned short",
              "uint32": "unsigned int", "uint64": "unsigned long long",

@@ -13,6 +13,7 @@ SIMD groups are 32 lanes on Apple GPUs but 8 to 64 on others: kernels read the w
 from __future__ import annotations
 
 from .. import kernel_ir as K
+from ..capabilities import DialectCaps
 from . import c_syntax as S
 from .c_family import CFamily
 from .c_kernel_print import thread_kinds
@@ -20,6 +21,9 @@ from .c_kernel_print import thread_kinds
 
 class Metal(CFamily):
     name = "metal"
+    # no double; no forward-progress guarantee between threadgroups; SIMD-group shuffles;
+    # atomic_fetch_add_explicit on int32 buffers
+    CAPS = DialectCaps("Metal", float64=False, shuffles=True, buffer_atomics=True)
     TYPES = {"bool": "bool", "int8": "char", "int16": "short", "int32": "int", "int64": "long",
              "uint8": "uchar", "uint16": "ushort", "uint32": "uint", "uint64": "ulong",
              "float16": "float", "float32": "float"}

@@ -27,12 +27,17 @@ even once inlined, keeps strict IEEE semantics.
 """
 from __future__ import annotations
 
+from ..capabilities import DialectCaps
 from ..ops import STAGE_OPS
 from ..program import Filter, Let, Pass
 from .numba_indexed import gathers
 from .numba_py_expr import ExprPrinter
 from .numba_py_helpers import helper_source, jit_decorator
 
+NAME = "numba"                        # the dialect's name (the cpu backend's `dialect`)
+# Every NumPy type as a value; chunks of a prange, not blocks: no block waits on another, no
+# shuffles, no atomics in the generated code (the scan runs chunk totals, then carries)
+CAPS = DialectCaps("Python (numba)")
 CHUNK = 1 << 16                       # elements per chunk (fixed: results don't depend on threads)
 
 

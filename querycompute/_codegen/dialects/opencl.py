@@ -1,11 +1,15 @@
 """OpenCL C 1.2 (PyOpenCL, pocl): the table of spellings, then the few overrides."""
 from __future__ import annotations
 
+from ..capabilities import DialectCaps
 from .c_family import CFamily
 
 
 class OpenCL(CFamily):
     name = "opencl"
+    # no forward-progress guarantee between work-groups; sub-groups optional (not used);
+    # atomic_add on int / uint buffers is OpenCL 1.1 core
+    CAPS = DialectCaps("OpenCL C", buffer_atomics=True)
     TYPES = {"bool": "bool", "int8": "char", "int16": "short", "int32": "int", "int64": "long",
              "uint8": "uchar", "uint16": "ushort", "uint32": "uint", "uint64": "ulong",
              "float16": "float", "float32": "float", "float64": "double"}

@@ -16,7 +16,7 @@ Types. WGSL has no 64-bit types and no 8/16-bit integers:
   * int64 / uint64 appear in kernel IR only as indexes and counts (the pass check below makes
     sure of it): they are i32 / u32 here, which holds any n a storage binding can (< 2^31).
     NumPy's 64-bit sums of bool / narrow integers (int64, uint64; float64 for their means)
-    are kept exactly in two u32 words (TWO_WORD_SUMS: ops/reduce/two_words.py). An element
+    are kept exactly in two u32 words (CAPS.int64 False: ops/reduce/two_words.py). An element
     value of a 64-bit type (float64 data, int64 columns, qc.range) is refused by
     `check_pass` with the type named.
 Element semantics are NumPy's (helpers in wgsl_helpers.py): wrap-around integers, Python
@@ -31,8 +31,9 @@ import math
 
 from .. import dtypes as D
 from .. import expr as E
+from ..capabilities import DialectCaps
 from ..errors import UnsupportedType
-from ..ops.reduce import two_words
+from ..program import narrow_value
 from . import c_syntax as S
 from . import wgsl_helpers
 from .c_family import CFamily
@@ -50,6 +51,10 @@ _RANGE_64 = ("qc.range produces int64 indexes (its start and step are int64) and
 
 class Wgsl(WgslKernelPrinter, CFamily):
     name = "webgpu"
+    # no 64-bit types (int64 / uint64 are index types here, printed i32 / u32: check_pass);
+    # no forward-progress guarantee between workgroups; subgroups optional in WebGPU (not
+    # used: shared-memory trees everywhere); atomics only on atomic<T> buffers
+    CAPS = DialectCaps("WGSL", int64=False, float64=False)
     TYPES = {"bool": "bool", "int8": "i32", "int16": "i32", "int32": "i32", "int64": "i32",
              "uint8": "u32", "uint16": "u32", "uint32": "u32", "uint64": "u32",
              "float16": "f32", "float32": "f32"}
@@ -60,7 +65,6 @@ class Wgsl(WgslKernelPrinter, CFamily):
     BARRIER = "workgroupBarrier()"
     SHUFFLE_DOWN = ""        # subgroups are optional in WebGPU: shared-memory trees everywhere
     FOLD_RUNS_APART = True   # lavapipe (CI) runs WGSL on the CPU, like pocl
-    TWO_WORD_SUMS = True     # NumPy's int64 / uint64 sums (and float64 means) of narrow integers
     # a reduction's stage 2 binds every partial and result: split by aggregate into kernels of at
     # most 16 (stage 1 binds the partials alone; lavapipe allows 32 storage buffers a kernel)
     FINALIZE_BUFFERS = 16
@@ -90,7 +94,7 @@ class Wgsl(WgslKernelPrinter, CFamily):
         exprs = [s.expr if hasattr(s, "expr") else s.cond for s in prog.body] + list(prog.outputs)
         aggs = getattr(p.terminal, "aggs", ())
         for a in aggs:
-            narrow = two_words.narrow_value(a)
+            narrow = narrow_value(a)
             if narrow is not None:          # NumPy's int64 / uint64 / float64 sum of narrow values:
                 exprs.append(narrow)        # two uint32 words (ops/reduce/two_words.py)
                 continue

@@ -71,8 +71,7 @@ def _window_args(p: Pass):
 def lower_gpu(p: Pass, pr) -> GpuKernels:
     """The compaction kernels in the printer's dialect (compact_gpu.py: single-pass look-back
     on CUDA, reduce-then-scan with a multi-block scan of the tile counts elsewhere)."""
-    from ..gpu import DIALECTS          # gpu imports ops: import it late
-    dialect = next(d for d, cls in DIALECTS.items() if isinstance(pr, cls))
+    dialect = pr.name
     prog = p.program
     ept = elems_per_thread([s.dtype for s in prog.inputs] + list(prog.output_dtypes))
     check_name(p.name, "pass")

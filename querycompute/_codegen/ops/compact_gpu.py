@@ -9,7 +9,8 @@ in its thread's run). The tile prefix (the first term) is a scan of the per-tile
 that scan is ops/scan.py's (one home for the multi-block scan). Two algorithms (ALGORITHM
 below says which each dialect runs: reduce-then-scan everywhere today):
 
-Look-back (CUDA only, on request: lower(..., algo="lookback")), single pass as CUB's
+Look-back (dialects with forward progress between blocks, DialectCaps.forward_progress: CUDA;
+on request: lower(..., algo="lookback")), single pass as CUB's
 DeviceSelect::If:
   <pass>_compact_scan_init  (one block) zeroes the tile flags and the tile ticket
   <pass>_compact_lookback   (tiles) takes its tile from the ticket; each thread counts its
@@ -44,6 +45,7 @@ from __future__ import annotations
 
 from .. import expr as E
 from .. import kernel_ir as K
+from ..dialects.by_name import caps, printer
 from ..launch import BLOCK, BufferSpec, KernelArg, KernelSpec
 from ..lower_block import LID, block_inclusive_scan, block_reduce, Acc
 from ..lower_element import BASE, element, per_thread_loop, declare_base, input_args, rename, variant
@@ -64,13 +66,15 @@ __all__ = ["lower", "algorithm", "COUNT_GRID"]
 # 2.06 ms with its decoupled one (the counts are exact int64 sums): each tile of 256 x 4
 # elements pays four device-wide fences and two block barriers of look-back latency
 # (docs/performance.md). The look-back lowering stays, chosen by `lower(..., algo=)`, for
-# the day a flag and its count travel in one word and tiles grow.
+# the day a flag and its count travel in one word and tiles grow. (A tuning table, not a
+# capability: the look-back needs DialectCaps.forward_progress, which `lower` checks.)
 ALGORITHM = {"cuda": "reduce_then_scan", "opencl": "reduce_then_scan", "metal": "reduce_then_scan",
              "webgpu": "reduce_then_scan"}
 
 
 def algorithm(dialect: str) -> str:
-    """"reduce_then_scan" (every dialect today) or "lookback" (CUDA only, on request)."""
+    """"reduce_then_scan" (every dialect today) or "lookback" (on request, where the dialect
+    has forward progress)."""
     return ALGORITHM[dialect]
 
 
@@ -78,7 +82,6 @@ def _counts_scan(name: str, dialect: str, algo: str) -> scan_op._Lower:
     """scan.py's lowering of the int64 sum of the tile counts."""
     acc, item = E.Var("acc", "int64"), E.Var("item", "int64")
     spec = ScanSpec("int64", E.Binary("add", acc, item, "int64"), E.Const(0, "int64"), (), f"{name}_compact")
-    from ..gpu import printer          # gpu imports ops: import it late
     runs = scan_op.RUNS["cpu" if printer(dialect).FOLD_RUNS_APART else "gpu"]
     bind = {"in": KernelArg("block_counts", "scratch", "int64", scratch="block_counts"),
             "out": KernelArg("block_incl", "scratch", "int64", scratch="block_incl")}
@@ -232,7 +235,7 @@ def lower(p, dialect: str, ept: int, outs: tuple, window, group: int = scan_op.L
     "reduce_then_scan", default the dialect's (ALGORITHM)."""
     prog = p.program
     algo = algo or algorithm(dialect)
-    if algo == "lookback" and scan_op.ALGORITHM[dialect] != "lookback":
+    if algo == "lookback" and not caps(dialect).forward_progress:
         raise ValueError(f"{dialect} has no look-back (no forward-progress guarantee between blocks)")
     lo_scan = _counts_scan(p.name, dialect, algo)
     kernels, specs = [], []

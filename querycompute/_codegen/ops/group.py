@@ -46,6 +46,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from .. import kernel_ir as K
+from ..dialects.by_name import printer
 from ..launch import BufferSpec, KernelArg, KernelSet, Step
 from ..lower_block import LID, block_inclusive_scan
 from ..lower_element import check_name
@@ -254,7 +255,6 @@ def _perm_scratch(k: K.Kernel, perm: KernelArg) -> K.Kernel:
 def render_group(spec: GroupSpec, dialect: str, index_dtype: str = "int32") -> KernelSet:
     """Every kernel of spec's group_by in `dialect`, with its launch schedule (see the module
     docstring for inputs, outputs and steps)."""
-    from ..gpu import printer          # gpu imports ops: import it late
     pr = printer(dialect)
     for d in [a.dtype for a in spec.aggs] + [p.dtype for p in spec.params]:
         pr.check(d)

@@ -39,6 +39,7 @@ memory); the tables are CHUNKS * SLOTS slots, independent of n (merge reads them
 from __future__ import annotations
 
 from .. import kernel_ir as K
+from ..dialects.by_name import printer
 from ..launch import BLOCK, BufferSpec, KernelArg, KernelSet, KernelSpec
 from ..lower_block import LID
 from ..lower_element import check_name
@@ -236,7 +237,6 @@ PLACED = K.KVar("placed", "bool")
 def render_group_table(spec: GroupSpec, dialect: str, index_dtype: str = "int32") -> KernelSet:
     """The two kernels of spec's low-cardinality group_by in `dialect` (see the module
     docstring for inputs and outputs)."""
-    from ..gpu import printer          # gpu imports ops: import it late
     pr = printer(dialect)
     for d in [a.dtype for a in spec.aggs] + [p.dtype for p in spec.params]:
         pr.check(d)

@@ -1,6 +1,7 @@
 """GPU kernels of the hash join (backends/gpu_join.py runs them): kernel IR for CUDA C,
 OpenCL C and MSL. WGSL has none: the join's counts and offsets (and wide keys' hashes) are
-64-bit integers, which WGSL lacks (webgpu joins on the host reference; `dialects_without_join`).
+64-bit integers, which WGSL lacks (DialectCaps.int64 False: webgpu joins on the host reference;
+`without_join` says why).
 
 Equality is that of join_plan.join_reference: the order bits (order_keys.py, spelled by
 sort_ir.order_bits) of both sides' keys in their common type; all NaNs one value,
@@ -47,13 +48,14 @@ from dataclasses import replace
 from .. import dtypes as D
 from .. import kernel_ir as K
 from .. import order_keys
+from ..dialects.by_name import DIALECTS, caps as dialect_caps, printer
 from ..launch import BufferSpec, KernelArg, KernelSet
 from . import sort_ir as S
 from .sort import kernel_set
 from .sort_ir import I64, SLOT, TILE
 
 __all__ = ["GOLDEN", "device_keys", "hash_dtype", "render_hash", "render_starts", "render_count", "render_pairs",
-           "render_gather_filled", "render_probe", "bytes_per_row", "dialects_without_join"]
+           "render_gather_filled", "render_probe", "bytes_per_row", "without_join"]
 
 U64, U32 = "uint64", "uint32"
 # 2**w / golden ratio, odd: h = word * GOLDEN is a bijection of w-bit words
@@ -62,7 +64,22 @@ HASH_BITS = {U64: 64, U32: 32}
 N = K.KVar("n", I64)
 SEARCH_STEPS = 64                    # binary searches over < 2**63 rows end well before
 
-dialects_without_join = {"webgpu": "WGSL has no 64-bit integers (the join's counts, offsets and wide hashes)"}
+
+def without_join(dialect: str) -> str | None:
+    """Why `dialect` has no join kernels (None: it has them): the join counts, offsets and
+    hashes in 64-bit integers, so a dialect without them (DialectCaps.int64) joins on the host."""
+    caps = dialect_caps(dialect)
+    if caps.int64:
+        return None
+    return f"{caps.language} has no 64-bit integers (the join's counts, offsets and wide hashes)"
+
+
+def __getattr__(attr: str):
+    """`dialects_without_join`: dialect -> why, for every GPU dialect without join kernels
+    (computed from the declared capabilities: without_join)."""
+    if attr == "dialects_without_join":
+        return {d: why for d in DIALECTS for why in [without_join(d)] if why is not None}
+    raise AttributeError(f"module {__name__!r} has no attribute {attr!r}")
 
 
 def device_keys(own: tuple[str, ...], common: tuple[str, ...]) -> str | None:
@@ -236,7 +253,6 @@ def render_probe(dialect: str, index_dtype: str, hd: str = U64) -> dict[str, Ker
     probe once), launching its own."""
     sets = {"starts": render_starts(dialect, hd), "count": render_count(dialect, hd),
             "pairs": render_pairs(dialect, index_dtype)}
-    from ..gpu import printer
     header = f"// querycompute column operation qc_join probe: starts, count ({hd}), pairs ({index_dtype}), {dialect}"
     source = printer(dialect).render([_starts_kernel(hd), _count_kernel(hd), _pairs_kernel(index_dtype)], header)
     return {k: replace(ks, source=source) for k, ks in sets.items()}

@@ -30,6 +30,7 @@ from types import SimpleNamespace
 from .. import dtypes as D
 from .. import expr as E
 from .. import kernel_ir as K
+from ..dialects.by_name import printer
 from ..errors import UnsupportedType
 from ..launch import BLOCK, BufferSpec, KernelArg, KernelSet, KernelSpec
 from ..lower_block import LID, Acc, block_reduce
@@ -75,20 +76,18 @@ def _acc(var: K.KVar, op: str) -> Acc:
 
 def check_values(dialect: str, named) -> None:
     """Refuse, naming the value, a 64-bit value (`named`: (dtype, what) pairs) in a dialect
-    whose 64-bit types are index types only (WGSL: int64 prints as i32, float64 not at all):
-    never a silently truncated sum."""
-    from ..gpu import printer          # gpu imports ops: import it late
+    whose 64-bit types are index types only (DialectCaps.int64 False; WGSL: int64 prints as
+    i32, float64 not at all): never a silently truncated sum."""
     pr = printer(dialect)
-    if getattr(pr, "check_pass", None) is None:      # (dialects with 64-bit values)
+    if pr.CAPS.int64:                  # (dialects with 64-bit values)
         return
     for dtype, what in named:
         if D.bits(dtype) == 64:
-            raise UnsupportedType(dtype, pr.name, f"long rows: {what} is {dtype} and WGSL has no 64-bit "
-                                  f"types (only the cpu, opencl and cuda kernels hold it)")
+            raise UnsupportedType(dtype, pr.name, f"long rows: {what} is {dtype} and {pr.CAPS.language} has "
+                                  f"no 64-bit types (only the cpu, opencl and cuda kernels hold it)")
 
 
 def _kernel_set(kernels: list, specs: list, dialect: str, name: str, shape: str, outputs, scratch) -> KernelSet:
-    from ..gpu import printer          # gpu imports ops: import it late
     pr = printer(dialect)
     header = (f"// querycompute long rows {name}: {shape}, {len(kernels)} kernel(s), {dialect}\n"
               f"// compile options: {' '.join(pr.OPTIONS) or '(none)'}")

@@ -21,7 +21,10 @@ unrolled run: CUB's "direct blocked" load.) Every kernel that reads a tile does:
      run = combine(run, x_i); out[i] = run.
 The seed starts the carry chain, so it goes in once, in front of element 0.
 
-OpenCL and Metal: reduce-then-scan, three kernels, no block ever waits on another:
+Which multi-block algorithm a dialect runs follows its capabilities (`algorithm`): the look-back
+where blocks have forward progress (DialectCaps.forward_progress: CUDA), else reduce-then-scan.
+
+OpenCL, Metal and WGSL: reduce-then-scan, three kernels, no block ever waits on another:
   <name>_scan_partials   (tiles) steps 1-2; block_aggs[b] = fold of tile b
   <name>_scan_blocks     (one block) scans block_aggs a BLOCK-sized chunk at a time with
                          steps 2 and a running carry from the seed: block_carry[b] = seed
@@ -41,6 +44,7 @@ from __future__ import annotations
 from .. import dtypes as D
 from .. import expr as E
 from .. import kernel_ir as K
+from ..dialects.by_name import DIALECTS, printer
 from ..launch import BLOCK, BufferSpec, KernelArg, KernelSet, KernelSpec
 from ..lower_block import LID
 from ..lower_element import check_name, elems_per_thread, rename
@@ -56,9 +60,7 @@ LOOKBACK = 32            # CUDA look-back group: tiles, one per lane of warp 0
 # printer folds runs apart), where each barrier costs most: 8 (int64 at 1e7: 2.5-3x faster
 # than 1 run on pocl).
 RUNS = {"gpu": 4, "cpu": 8}
-ALGORITHM = {"cuda": "lookback", "opencl": "reduce_then_scan", "metal": "reduce_then_scan",
-             "webgpu": "reduce_then_scan"}
-__all__ = ["SHAPE", "render", "bytes_per_element", "describe", "lower"]
+__all__ = ["SHAPE", "algorithm", "render", "bytes_per_element", "describe", "lower"]
 
 IN, OUT = "in_values", "out0"
 
@@ -215,15 +217,22 @@ class _Lower(LookBack):
 _SCRATCH = {"block_aggs": None, "block_carry": None, "block_incl": None, "block_flags": "uint32", "ticket": "uint32"}
 
 
+def algorithm(dialect: str) -> str:
+    """The multi-block scan `dialect` runs: "lookback" where its blocks have forward progress
+    (DialectCaps.forward_progress: a block may wait for an earlier one, ops/scan_lookback.py),
+    else "reduce_then_scan" (no block ever waits on another). KeyError for a name no GPU
+    dialect has."""
+    return "lookback" if DIALECTS[dialect].CAPS.forward_progress else "reduce_then_scan"
+
+
 def _check(spec: ScanSpec) -> None:
     check_combine(spec.combine, spec.dtype, spec.params, f"scan {spec.name}")
 
 
 def lower(spec: ScanSpec, dialect: str, group: int = LOOKBACK):
     """-> (kernels in launch order, KernelSpecs, outputs, scratch, ept)."""
-    from ..gpu import printer          # gpu imports ops: import it late
     lo = _Lower(spec, RUNS["cpu" if printer(dialect).FOLD_RUNS_APART else "gpu"])
-    if ALGORITHM[dialect] == "lookback":
+    if algorithm(dialect) == "lookback":
         if not 1 < group <= 32:
             raise ValueError(f"look-back group of {group} tiles: 2..32 (one per lane of a warp)")
         kernels = [lo.init(), lo.lookback(group)]
@@ -243,7 +252,6 @@ def render(spec: ScanSpec, dialect: str, group: int = LOOKBACK) -> KernelSet:
     """Every kernel of the scan in `dialect` ("cuda", "opencl" or "metal") with its launch
     rules; `group` (CUDA) is the look-back group in tiles (tests shrink it). Raises
     codegen.errors.UnsupportedType when the dialect can't hold a dtype."""
-    from ..gpu import printer          # gpu imports ops: import it late
     pr = printer(dialect)
     for d in [spec.dtype] + [p.dtype for p in spec.params]:
         pr.check(d)
@@ -262,7 +270,7 @@ def bytes_per_element(spec: ScanSpec, dialect: str) -> list[tuple[str, int]]:
     the input in two kernels and writes once; the look-back reads once and writes once (its
     downsweep re-reads the tile it just loaded, from cache)."""
     size, name = D.itemsize(spec.dtype), spec.name
-    if ALGORITHM[dialect] == "lookback":
+    if algorithm(dialect) == "lookback":
         return [(f"{name}_scan_lookback", 2 * size)]
     return [(f"{name}_scan_partials", size), (f"{name}_scan_downsweep", 2 * size)]
 
@@ -270,7 +278,7 @@ def bytes_per_element(spec: ScanSpec, dialect: str) -> list[tuple[str, int]]:
 def describe(spec: ScanSpec, dialect: str) -> str:
     """One line for explain(): algorithm, kernels, bytes per element."""
     total = sum(b for _, b in bytes_per_element(spec, dialect))
-    if ALGORITHM[dialect] == "lookback":
+    if algorithm(dialect) == "lookback":
         how = (f"single-pass {'decoupled' if exact_combine(spec) else 'fixed-group'} look-back "
                f"(init + 1 kernel)")
     else:

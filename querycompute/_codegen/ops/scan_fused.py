@@ -52,6 +52,7 @@ from dataclasses import dataclass, fields, is_dataclass, replace
 from .. import dtypes as D
 from .. import expr as E
 from .. import kernel_ir as K
+from ..dialects.by_name import DIALECTS, printer
 from ..launch import BLOCK, BufferSpec, KernelArg, KernelSet, KernelSpec
 from ..lower_block import LID, Acc, block_inclusive_scan, block_reduce
 from ..lower_element import INDEX, check_name, element, input_args, rename
@@ -191,14 +192,14 @@ def _reduce(lo: _Fused, pr) -> tuple:
     """The reduce tail: accumulate survivors, block tree, one partial per tile; and the
     reduce op's finalize -> (finalize kernel, its spec, outputs, result slots, partial buffers)."""
     fp = lo.fp
-    two_words = getattr(pr, "TWO_WORD_SUMS", False)    # WGSL: 64-bit sums in two u32 words
+    two_words = not pr.CAPS.int64      # no 64-bit values (WGSL): NumPy's 64-bit sums in two u32 words
     built = [make_acc(j, a, fp.program, "", two_words) for j, a in enumerate(fp.terminal.aggs)]
     accs = [b[0] for b in built]
     slots = [s for a in accs for s in a.slots]
     dtypes = [d for b in built for d in b[2]]
     consumed = [v for a in fp.terminal.aggs for v in a.values]
     fold = [st for a, b in zip(accs, built) for st in a.combine(b[1])]
-    lo.use_shuffles = bool(pr.SHUFFLE_DOWN) and all(s.dtype in pr.SHUFFLE_TYPES for s in slots)
+    lo.use_shuffles = pr.CAPS.shuffles and all(s.dtype in pr.SHUFFLE_TYPES for s in slots)
     shared, tree = block_reduce(accs, lo.use_shuffles)
     parts = [_scratch(f"part_{s.name}", d) for s, d in zip(slots, dtypes)]
     write = K.If(K.op("==", LID, K.i32(0)), tuple(K.Store(a.name, TILE, s) for a, s in zip(parts, slots)))
@@ -208,7 +209,7 @@ def _reduce(lo: _Fused, pr) -> tuple:
     lo.tail, lo.mode = (tuple(lo.pass_params()) + tuple(parts), shared, stmts), "reduce"
     plain = Pass(replace(fp.program, params=fp.program.params[:len(fp.program.params) - len(fp.scan.params)]),
                  fp.terminal, fp.name)
-    kernels, specs, outputs, _, result_slots = lower_reduce(plain, lo.ept, pr.SHUFFLE_TYPES if pr.SHUFFLE_DOWN else (),
+    kernels, specs, outputs, _, result_slots = lower_reduce(plain, lo.ept, pr.SHUFFLE_TYPES if pr.CAPS.shuffles else (),
                                                             False, two_words)
     per_tile = lambda a: replace(a, rule="tiles") if a.kind == "value" else a  # noqa: E731
     final = replace(kernels[-1], args=tuple(per_tile(a) for a in kernels[-1].args))
@@ -288,7 +289,7 @@ def lower(fp: ScanFusedGpuPass, dialect: str, pr, group: int = scan_op.LOOKBACK)
     """-> (kernels, specs, outputs, scratch, result slots, ept, shape)."""
     runs = scan_op.RUNS["cpu" if pr.FOLD_RUNS_APART else "gpu"]
     lo = _Fused(fp, runs)
-    lookback = scan_op.ALGORITHM[dialect] == "lookback"
+    lookback = scan_op.algorithm(dialect) == "lookback"
     kernels, specs = [], []
 
     def add(kernel, grid, role):
@@ -339,20 +340,17 @@ def render(fp: ScanFusedGpuPass, dialect: str, group: int = scan_op.LOOKBACK) ->
     """Every kernel of the fused pass in `dialect` ("cuda", "opencl", "metal" or "webgpu");
     `group` (CUDA) as scan.render's. Raises codegen.errors.UnsupportedType where the dialect
     can't hold a dtype (WGSL: any 64-bit value)."""
-    from ..gpu import printer          # gpu imports ops: import it late
     from ..traffic import touched
-    if dialect not in scan_op.ALGORITHM:
+    if dialect not in DIALECTS:
         raise ValueError(f"no fused scan pass in {dialect!r} (cuda, opencl, metal and webgpu have one)")
     check_name(fp.name, "pass")
     pr = printer(dialect)
-    check_pass = getattr(pr, "check_pass", None)      # WGSL: no 64-bit values
-    if pr.UNSUPPORTED or check_pass is not None:
+    if not (pr.CAPS.float64 and pr.CAPS.int64):
         fp = narrow_params(fp)    # a captured 64-bit value cast on the host, as gpu.render does
     prog = fp.program
     for d in [s.dtype for s in prog.inputs] + [s.dtype for s in prog.params] + list(prog.output_dtypes):
         pr.check(d)
-    if check_pass is not None:
-        check_pass(fp)
+    pr.check_pass(fp)             # WGSL: no 64-bit values
     kernels, specs, outputs, scratch, slots, ept, shape = lower(fp, dialect, pr, group)
     header = (f"// querycompute pass {fp.name}: {describe(fp, dialect)}\n"
               f"// compile options: {' '.join(pr.OPTIONS) or '(none)'}"
@@ -370,7 +368,7 @@ def bytes_per_element(fp: ScanFusedGpuPass, dialect: str) -> list[tuple[str, int
     but from DRAM once: the tile (BLOCK x ept elements, 16-32 KiB) stays in L1 / L2; its
     writes count every element as a survivor (an upper bound: f = 1)."""
     s, name = D.itemsize(fp.scan.dtype), fp.name
-    lookback = scan_op.ALGORITHM[dialect] == "lookback"
+    lookback = scan_op.algorithm(dialect) == "lookback"
     if isinstance(fp.terminal, Reduce):
         if lookback:
             return [(f"{name}_fused_lookback_reduce", s)]
@@ -384,7 +382,7 @@ def bytes_per_element(fp: ScanFusedGpuPass, dialect: str) -> list[tuple[str, int
 def describe(fp: ScanFusedGpuPass, dialect: str) -> str:
     """One line for explain() and the source header."""
     total = sum(b for _, b in bytes_per_element(fp, dialect))
-    scan = "single-pass look-back" if scan_op.ALGORITHM[dialect] == "lookback" else "reduce-then-scan"
+    scan = "single-pass look-back" if scan_op.algorithm(dialect) == "lookback" else "reduce-then-scan"
     what = "reduce" if isinstance(fp.terminal, Reduce) else "order-preserving compaction"
     return (f"inclusive scan of {fp.scan.dtype} ({scan}) fused with the {what} after it: the running "
             f"values stay in registers, {total} B per element at most")

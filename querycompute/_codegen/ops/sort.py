@@ -53,6 +53,7 @@ from __future__ import annotations
 
 from .. import kernel_ir as K
 from .. import order_keys
+from ..dialects.by_name import DIALECTS, printer
 from ..launch import BLOCK, BufferSpec, KernelArg, KernelSet, KernelSpec, Step
 from ..lower_block import LID
 from ..stage_specs import SortSpec
@@ -73,9 +74,11 @@ COUNTS, COUNTS_B = "counts", "counts_b"
 def folds(index_dtype: str, dialect: str = "") -> bool:
     """Whether a scatter adds the next pass's (digit, tile) counts with atomics: with int32
     indices (n < 2**31), whose counts are int32 (Metal has no 64-bit atomic add), in a dialect
-    whose printer spells an atomic add on a plain buffer (WGSL's needs atomic<i32> buffer
-    types: there every pass counts by a read)."""
-    return index_dtype == "int32" and dialect != "webgpu"
+    with an atomic add on a plain buffer (DialectCaps.buffer_atomics; WGSL's needs atomic<i32>
+    buffer types: there every pass counts by a read). Another name (the default "": the
+    figures of bytes_per_element without a dialect) is taken to have one."""
+    declared = DIALECTS.get(dialect)
+    return index_dtype == "int32" and (declared is None or declared.CAPS.buffer_atomics)
 
 
 def key_arg(spec: SortSpec, j: int) -> KernelArg:
@@ -347,7 +350,6 @@ def _grid(k: K.Kernel) -> str:
 
 
 def kernel_set(kernels, schedule, dialect: str, name: str, shape: str, outputs, scratch) -> KernelSet:
-    from ..gpu import printer
     pr = printer(dialect)
     header = (f"// querycompute column operation {name}: {shape}, {len(kernels)} kernels, {dialect}\n"
               f"// compile options: {' '.join(pr.OPTIONS) or '(none)'}"

@@ -29,7 +29,7 @@ from ... import after_fork
 from ...cache import disk_cache
 from . import cpu_jit_time as jit_time
 from . import numba_loader
-from ..base import Backend, KernelRun, Prepared
+from ..base import Backend, BackendCaps, KernelRun, Prepared
 from .cpu_elements import bind
 from .cpu_launch import SERIAL_MAX, Launch, agg_converters
 from .cpu_module import module_source
@@ -247,6 +247,9 @@ class CpuPrepared(Prepared):
 class CpuBackend(Backend):
     name = "cpu"
     dialect = "numba"
+    # numba-compiled chunks on the host's cores; column operations of its own (cpu_stages.py);
+    # a fold not provably associative runs in element order, chunk after chunk
+    caps = BackendCaps(device="host", in_order_fold=True)
 
     def __init__(self):
         self._available: tuple[bool, str] | None = None

@@ -21,7 +21,7 @@ from querycompute._codegen.program import Pass
 
 from ...errors import BackendUnavailableError
 from ..gpu.generated import GeneratedSourceBackend
-from ..base import Prepared
+from ..base import BackendCaps, Prepared
 from .cuda_compile import cached_binaries, targets
 from ..gpu.gpu_launch import DeviceRuntime, GpuPrepared, LaunchLoop, strided_span
 from .cuda_device import CudaDevice, current_index, describe, probe
@@ -71,6 +71,11 @@ class _Kernel:
 
     def __init__(self, function):
         self.function, self.args = function, []
+
+
+# CuPy arrays stay on the device between a staged plan's stages; host inputs larger than the
+# device memory budget stream through it in chunks
+CAPS = BackendCaps(device="gpu", device_columns=True, streams=True)
 
 
 class CudaRuntime(DeviceRuntime):
@@ -168,7 +173,7 @@ class CudaRuntime(DeviceRuntime):
     def keeps_results(self, inputs) -> bool:
         return any(_is_cupy(x) for x in inputs)
 
-    device_columns = True       # CuPy arrays between a staged plan's stages
+    device_columns = CAPS.device_columns       # CuPy arrays between a staged plan's stages
 
     def hand_over(self, buf, count: int, dtype: str = ""):
         return buf[:count]
@@ -225,6 +230,7 @@ class CudaPrepared(GpuPrepared):
 class CudaBackend(GeneratedSourceBackend):
     name = "cuda"
     dialect = "cuda"
+    caps = CAPS
 
     def __init__(self):
         self._probed = False

@@ -17,8 +17,9 @@ row's matches; left_join: an unmatched left row once, with right index -1).
        restores left order, keeping the right order among a left row's matches.
 Results stay where the inputs are: device columns (index dtype int32 below 2**31 rows) when
 either side is on the device, else int64 host arrays. Keys the device can't hash
-(join_gpu.device_keys: wider than 64 bits together, a float conversion) and the webgpu
-dialect run the host reference; its trace row says so (dialect "numpy").
+(join_gpu.device_keys: wider than 64 bits together, a float conversion) and a dialect without
+64-bit integers (join_gpu.without_join: webgpu) run the host reference; its trace row says so
+(dialect "numpy").
 """
 from __future__ import annotations
 
@@ -56,8 +57,9 @@ def device_reason(stages, left_keys, right_keys) -> str | None:
 
 def dtype_reason(dialect: str, left_dtypes: tuple, right_dtypes: tuple) -> str | None:
     """device_reason from the key dtypes alone (what explain() knows): the one rule."""
-    if dialect in J.dialects_without_join:
-        return J.dialects_without_join[dialect]
+    why = J.without_join(dialect)
+    if why is not None:
+        return why
     common = tuple(str(np.promote_types(a, b)) for a, b in zip(left_dtypes, right_dtypes))
     return J.device_keys(tuple(left_dtypes), common) or J.device_keys(tuple(right_dtypes), common)
 
@@ -125,7 +127,7 @@ def gather_filled(stages, cols, idx, rows: list) -> list:
     if not cols:
         return []
     m = len(idx)
-    if stages.dialect in J.dialects_without_join or m == 0 or any(len(c) == 0 for c in cols):
+    if not stages.device_join or m == 0 or any(len(c) == 0 for c in cols):
         return [host_gather(DC.to_host(c), DC.to_host(idx)) for c in cols]
     keep = _device(list(cols) + [idx])
     if keep:

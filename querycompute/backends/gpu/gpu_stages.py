@@ -1,9 +1,9 @@
-"""GPU column operations between fused passes (stage_runtime.StageRuntime) for the opencl and
-cuda backends: sort / top-k / distinct / gather kernels of _codegen/ops/sort.py and topk.py,
-the scan of _codegen/ops/scan.py and the group_by of _codegen/ops/group.py, run by the launch
-loop every GPU runtime shares (gpu_launch.LaunchLoop). Columns are host numpy arrays or
-device columns (device_columns.py); results stay where the inputs are, so a staged plan's
-columns never leave the device between stages.
+"""GPU column operations between fused passes (stage_runtime.StageRuntime) for the opencl,
+cuda and webgpu backends (webgpu_stages.py): sort / top-k / distinct / gather kernels of
+_codegen/ops/sort.py and topk.py, the scan of _codegen/ops/scan.py and the group_by of
+_codegen/ops/group.py, run by the launch loop every GPU runtime shares (gpu_launch.LaunchLoop).
+Columns are host numpy arrays or device columns (device_columns.py); results stay where the
+inputs are, so a staged plan's columns never leave the device between stages.
 
 One `GpuStages` per device runtime kind. Per operation and signature (spec, index type) it
 renders the KernelSet once, builds it through the backend's own compile + disk-cache path
@@ -21,6 +21,14 @@ Which algorithm (`sort`): n <= TILE (1024) rows: the one-block sort; a top-k wit
 k <= topk.MAX_K (= TILE): radix select + compaction + one-block sort of the k candidates
 (never a full sort); otherwise the multi-pass radix sort (then its first k).
 `sort_values` is the protocol's default: the permutation, then a gather.
+
+What the dialect has decides the rest (`dialect_caps`: _codegen/capabilities.py),
+never its name. A dialect without 64-bit values (DialectCaps.int64 False: WGSL) holds element
+values in their own type in these kernels, so an operation on a 64-bit column (a group_by's
+int64 sum of int32 or float64 mean, a scan in int64, int64 keys) runs on the numpy reference
+(stage_runtime.NumpyStages) and its trace row says so (dialect "numpy"): never a silently
+truncated result; its join runs on the host too (join_gpu.without_join), and group_by skips
+the low-cardinality tables (they count in int64).
 """
 from __future__ import annotations
 
@@ -31,7 +39,9 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from querycompute._codegen import dtypes as D
 from querycompute._codegen import order_keys
+from querycompute._codegen.dialects import by_name
 from querycompute._codegen.launch import KernelSet
 from querycompute._codegen.ops import gather as gather_op
 from querycompute._codegen.ops import sort as sort_op
@@ -42,7 +52,7 @@ from querycompute._codegen.stage_specs import GroupSpec, ScanSpec, SortSpec
 from . import device_columns as DC
 from ..base import KernelRun
 from .gpu_launch import DeviceRuntime, LaunchLoop
-from ..stage_runtime import StageRuntime
+from ..stage_runtime import NumpyStages, StageRuntime
 
 __all__ = ["GpuStages", "opencl_stages", "cuda_stages", "index_dtype"]
 
@@ -66,6 +76,10 @@ def _device(cols) -> bool:
     return any(DC.on_device(c) for c in cols)
 
 
+def _wide(dtypes) -> bool:
+    return any(D.bits(str(d)) == 64 for d in dtypes)
+
+
 class _Entry:
     __slots__ = ("loop", "origin", "compile_ms")
 
@@ -80,11 +94,13 @@ class GpuStages(StageRuntime):
     device_columns = False
     # a pass after a scan runs in the scan's last pass (pipeline.py, _codegen/ops/scan_fused.py)
     scan_fused_passes = True
-    # group_by tries the low-cardinality tables first (gpu_group_table.py; the sort path on overflow)
-    group_tables = True
 
     def __init__(self, dialect: str, build: Builder, upload: Callable | None = None):
         self.name = self.dialect = dialect
+        self.dialect_caps = by_name.caps(dialect)      # what the dialect has (module doc)
+        # group_by tries the low-cardinality tables first (gpu_group_table.py; the sort path on
+        # overflow): they count in int64, so where the dialect has 64-bit values
+        self.group_tables = self.dialect_caps.int64
         self._build = build
         self._upload = upload              # host array -> device column (device_columns)
         self._entries: dict[tuple, _Entry] = {}
@@ -126,8 +142,20 @@ class GpuStages(StageRuntime):
             return list(cols)
         return [c if DC.on_device(c) else self._upload(np.ascontiguousarray(c)) for c in cols]
 
+    def holds(self, dtypes) -> bool:
+        """Whether the dialect's kernels hold values of `dtypes` (module doc: a dialect without
+        64-bit values runs operations on 64-bit columns on the numpy reference)."""
+        return self.dialect_caps.int64 or not _wide(dtypes)
+
+    def fuses_scan(self, spec: ScanSpec) -> bool:
+        """A pass after a scan runs in the scan's last pass (ops/scan_fused.py) unless the
+        scan runs on the numpy reference (`holds`)."""
+        return self.holds([spec.dtype] + [p.dtype for p in spec.params])
+
     # ---- StageRuntime ----------------------------------------------------------------------
     def sort(self, spec: SortSpec, keys: Sequence[np.ndarray], k: int | None, rows: list) -> np.ndarray:
+        if not self.holds(spec.key_dtypes):
+            return NumpyStages.sort(self, spec, keys, k, rows)
         bits = [_bits(key) for key in keys]
         _check_keys(spec, keys)
         n = len(bits[0])
@@ -145,6 +173,8 @@ class GpuStages(StageRuntime):
         return perm if keep else perm.astype(np.int64)     # on the device: the index type
 
     def gather(self, cols: Sequence[np.ndarray], perm: np.ndarray, rows: list) -> list:
+        if not self.holds(c.dtype for c in cols):
+            return NumpyStages.gather(self, cols, perm, rows)
         if not cols:
             return []
         m = len(perm)
@@ -161,6 +191,8 @@ class GpuStages(StageRuntime):
 
     def reverse(self, cols: Sequence, rows: list) -> list:
         """The columns in reverse order, by the reverse kernel (device columns stay there)."""
+        if not self.holds(c.dtype for c in cols):
+            return NumpyStages.reverse(self, cols, rows)
         n = len(cols[0]) if cols else 0
         if n == 0:
             return [c[0:0] for c in cols]
@@ -171,11 +203,11 @@ class GpuStages(StageRuntime):
         return [r.view(c.dtype) for r, c in zip(raw, cols)]
 
     # the join's pairs and gathers run on the device (gpu_join.py): pipeline.py hands it
-    # device columns (webgpu: the host reference, join_gpu.dialects_without_join)
+    # device columns (a dialect without 64-bit integers: the host reference, join_gpu.without_join)
     @property
     def device_join(self) -> bool:
-        from querycompute._codegen.ops.join_gpu import dialects_without_join
-        return self.dialect not in dialects_without_join
+        from querycompute._codegen.ops.join_gpu import without_join
+        return without_join(self.dialect) is None
 
     def join(self, left_keys, right_keys, outer: bool, rows: list) -> tuple:
         """The device hash join of gpu_join.py (LINQ's order, join_plan.join_reference's pairs)."""
@@ -188,6 +220,8 @@ class GpuStages(StageRuntime):
         return gather_filled(self, cols, idx, rows)
 
     def first_occurrence(self, spec: SortSpec, keys: Sequence[np.ndarray], rows: list) -> np.ndarray:
+        if not self.holds(spec.key_dtypes):
+            return NumpyStages.first_occurrence(self, spec, keys, rows)
         bits = [_bits(key) for key in keys]
         _check_keys(spec, keys)
         n = len(bits[0])
@@ -199,6 +233,8 @@ class GpuStages(StageRuntime):
                          bits, [], n, rows, _device(keys))[0]
 
     def scan(self, spec: ScanSpec, values: np.ndarray, params: Sequence, rows: list) -> np.ndarray:
+        if not self.holds([spec.dtype] + [p.dtype for p in spec.params]):
+            return NumpyStages.scan(self, spec, values, params, rows)
         try:
             from querycompute._codegen.ops import scan as scan_op
             from .gpu_scan import run_scan
@@ -220,6 +256,9 @@ class GpuStages(StageRuntime):
         keys, head flags, a segmented reduce-then-scan); only the groups come back. With
         `group_tables` the low-cardinality tables (gpu_group_table.py) run first and this
         runs only when they overflow (> 4096 groups)."""
+        if not self.holds(list(spec.key_dtypes) + [a.dtype for a in spec.aggs if a.op != "count"]
+                          + [p.dtype for p in spec.params]):
+            return NumpyStages.group_by(self, spec, keys, values, params, rows)
         from querycompute._codegen.ops import group as group_op
         _check_keys(spec, keys)
         n = len(keys[0])
@@ -281,7 +320,7 @@ def opencl_stages(dev=None) -> GpuStages:
         return DC.ClColumn(dev.cl, dev.queue, buf, len(host), host.dtype)
 
     stages = GpuStages("opencl", build, upload)
-    stages.device_columns = True
+    stages.device_columns = OpenCLRuntime.device_columns    # (OpenCLBackend.caps: ClColumns)
     return stages
 
 
@@ -312,6 +351,6 @@ def cuda_stages(backend=None) -> GpuStages:
         import cupy as cp
         return cp.asarray(host)
 
-    stages = GpuStages("cuda", build, upload)
-    stages.device_columns = True
+    stages = GpuStages(CudaBackend.dialect, build, upload)
+    stages.device_columns = CudaBackend.caps.device_columns         # CuPy arrays
     return stages

@@ -14,13 +14,15 @@ from querycompute._codegen.program import Pass
 
 from ...errors import BackendUnavailableError
 from ..gpu.generated import GeneratedSourceBackend
-from ..base import Prepared
+from ..base import BackendCaps, Prepared
 
 
 class MetalBackend(GeneratedSourceBackend):
     name = "metal"
     dialect = "metal"
     is_gpu = False           # never picked by "auto": it cannot run kernels in this version
+    # MSL source only: no runtime, so no column operations or long rows of its own
+    caps = BackendCaps(device="gpu", stage_runtime=False)
 
     def availability(self) -> tuple[bool, str]:
         where = ("this is macOS, but " if platform.system() == "Darwin"

@@ -25,13 +25,18 @@ from querycompute._codegen.program import Pass
 
 from ...errors import QueryError
 from ..gpu.generated import DeviceBackend
-from ..base import Prepared
+from ..base import BackendCaps, Prepared
 from ..gpu.device_columns import TRANSFERS, ClColumn
 from ..gpu.gpu_launch import DeviceRuntime, GpuPrepared, LaunchLoop, strided_span
 from .opencl_device import DeviceContext, cached_program, find_gpu, open_device
 
 MAX_GATHER_STEP = 8     # copying to a device: larger strides copy less on the host than the span
 WORK_GROUPS_PER_UNIT = 8    # a reduction's physical grid: work-groups per compute unit
+
+
+# ClColumns stay on the device between a staged plan's stages; host inputs larger than the
+# device memory budget stream through it in chunks
+CAPS = BackendCaps(device="gpu", device_columns=True, streams=True)
 
 
 class OpenCLRuntime(DeviceRuntime):
@@ -45,7 +50,7 @@ class OpenCLRuntime(DeviceRuntime):
         self._max_step = float("inf") if dev.zero_copy else MAX_GATHER_STEP
         self._copy_queue = None        # streamed chunks' copies (gpu_staging.py), made when first used
 
-    device_columns = True       # ClColumns between a staged plan's stages (device_columns.py)
+    device_columns = CAPS.device_columns     # ClColumns between a staged plan's stages (device_columns.py)
 
     def view(self, x):
         if isinstance(x, ClColumn):
@@ -148,6 +153,7 @@ class OpenCLPrepared(GpuPrepared):
 class OpenCLBackend(DeviceBackend):
     name = "opencl"
     dialect = "opencl"
+    caps = CAPS
 
     def open_device(self) -> DeviceContext:
         return open_device()

@@ -17,7 +17,7 @@ import numpy as np
 from querycompute._codegen import expr as E
 from querycompute._codegen.program import Filter, Let, Pass
 
-from ..base import Backend, KernelRun, Prepared, now_ms
+from ..base import Backend, BackendCaps, KernelRun, Prepared, now_ms
 from .numpy_reduce import run_reduce
 
 _BINARY = {
@@ -176,6 +176,8 @@ RUN_STAGE_OP = {"map": run_map, "compact": run_compact, "reduce": run_reduce}
 class NumpyBackend(Backend):
     name = "numpy"
     dialect = "numpy"
+    # the reference interpreter: whole-array NumPy calls, folds in element order
+    caps = BackendCaps(device="reference", in_order_fold=True)
 
     def availability(self):
         return True, "NumPy reference interpreter (always available)"

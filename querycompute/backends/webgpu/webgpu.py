@@ -39,7 +39,7 @@ from querycompute._codegen.program import Pass
 
 from ... import config
 from ...errors import QueryError
-from ..base import Prepared
+from ..base import BackendCaps, Prepared
 from ..gpu.generated import DeviceBackend
 from ..gpu.gpu_launch import DeviceRuntime, GpuPrepared, LaunchLoop, strided_span
 from . import webgpu_timing, webgpu_windows
@@ -260,9 +260,10 @@ class WebGPUPrepared(GpuPrepared):
 class WebGPUBackend(DeviceBackend):
     name = "webgpu"
     dialect = "webgpu"
-    # a group_by's int64 / float64 sums and means of narrow values: the pass stores the
-    # values in their own type (group_narrow.py), the group stage widens them
-    narrow_group_sums = True
+    # WGSL has no 64-bit types: its passes store no 64-bit column, so a group_by's int64 /
+    # float64 sums and means of narrow values get the values in their own type (group_narrow.py;
+    # Backend.narrow_group_sums) and the group stage widens them
+    caps = BackendCaps(device="gpu", wide_columns=False)
 
     def open_device(self) -> WebGPUDevice:
         return open_device()

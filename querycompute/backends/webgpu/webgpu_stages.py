@@ -6,39 +6,29 @@ The kernels are those of _codegen/ops/sort.py, topk.py, scan.py and group.py pri
 shader module through the disk cache (webgpu_device.cached_module) and runs under the shared
 launch loop on a WebGPURuntime, like a pass.
 
-64-bit columns. WGSL has no 64-bit types, and these kernels hold element values in their own
-type (the pass kernels' two-word sums do not apply here). Passes on webgpu never produce
-float64 / int64 values, but an operation can still need them: a group_by's sum of int32
-(NumPy: int64) or mean (float64), a scan in int64. Such an operation runs on the numpy
-reference (stage_runtime.NumpyStages), and its trace row says so (dialect "numpy"): never a
-silently truncated result, never a silent fallback. A group_by's wide sums receive their
-values in their own narrow type (the pass cannot store 64-bit columns: group_narrow.py) and
-the reference widens them as it sums (stage_runtime.group_reference).
+64-bit columns. WGSL has no 64-bit types (its DialectCaps says int64=False), and these kernels
+hold element values in their own type (the pass kernels' two-word sums do not apply here).
+Passes on webgpu never produce float64 / int64 values, but an operation can still need them:
+a group_by's sum of int32 (NumPy: int64) or mean (float64), a scan in int64. GpuStages runs
+such an operation on the numpy reference (stage_runtime.NumpyStages) for any dialect without
+64-bit values, and its trace row says so (dialect "numpy"): never a silently truncated
+result, never a silent fallback. A group_by's wide sums receive their values in their own
+narrow type (the pass cannot store 64-bit columns: group_narrow.py) and the reference widens
+them as it sums (stage_runtime.group_reference).
 """
 from __future__ import annotations
 
 import time
 
-from querycompute._codegen import dtypes as D
 from querycompute._codegen.launch import KernelSet
 
 from ..gpu.gpu_stages import GpuStages
-from ..stage_runtime import NumpyStages
-
-
-def _wide(dtypes) -> bool:
-    return any(D.bits(str(d)) == 64 for d in dtypes)
 
 
 class WebGPUStages(GpuStages):
-    """GpuStages for WGSL; operations on 64-bit values go to the numpy reference (module doc)."""
-    group_tables = False     # the low-cardinality tables count in int64 (gpu_group_table.py): the sort path
+    """GpuStages on the WebGPU device: WGSL's differences are its capabilities (GpuStages reads
+    them); what is the device's is here (its storage bindings)."""
     dev = None               # the WebGPU device (webgpu_stages sets it)
-
-    def fuses_scan(self, spec) -> bool:
-        """A pass after a scan runs in the scan's last pass (ops/scan_fused.py) unless the
-        scan is a 64-bit one (those run on the numpy reference, module doc)."""
-        return not _wide([spec.dtype] + [p.dtype for p in spec.params])
 
     def scan_fusion_fits(self, n: int) -> bool:
         """Whether a fused scan pass of n elements runs in one storage binding: a pass that
@@ -48,37 +38,6 @@ class WebGPUStages(GpuStages):
         from .webgpu import MAX_GATHER_STEP
         from .webgpu_windows import binding_limit
         return self.dev is not None and n * 8 * MAX_GATHER_STEP <= binding_limit(self.dev)
-
-    def sort(self, spec, keys, k, rows):
-        if _wide(spec.key_dtypes):
-            return NumpyStages.sort(self, spec, keys, k, rows)
-        return super().sort(spec, keys, k, rows)
-
-    def gather(self, cols, perm, rows):
-        if _wide(c.dtype for c in cols):
-            return NumpyStages.gather(self, cols, perm, rows)
-        return super().gather(cols, perm, rows)
-
-    def reverse(self, cols, rows):
-        if _wide(c.dtype for c in cols):
-            return NumpyStages.reverse(self, cols, rows)
-        return super().reverse(cols, rows)
-
-    def first_occurrence(self, spec, keys, rows):
-        if _wide(spec.key_dtypes):
-            return NumpyStages.first_occurrence(self, spec, keys, rows)
-        return super().first_occurrence(spec, keys, rows)
-
-    def scan(self, spec, values, params, rows):
-        if _wide([spec.dtype] + [p.dtype for p in spec.params]):
-            return NumpyStages.scan(self, spec, values, params, rows)
-        return super().scan(spec, values, params, rows)
-
-    def group_by(self, spec, keys, values, params, rows):
-        if _wide(list(spec.key_dtypes) + [a.dtype for a in spec.aggs if a.op != "count"]
-                 + [p.dtype for p in spec.params]):
-            return NumpyStages.group_by(self, spec, keys, values, params, rows)
-        return super().group_by(spec, keys, values, params, rows)
 
 
 def webgpu_stages(dev=None) -> WebGPUStages:

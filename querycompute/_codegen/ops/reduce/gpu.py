@@ -121,8 +121,8 @@ def lower_gpu(p: Pass, pr) -> GpuKernels:
     and whether a thread folds its runs apart (dialects that often run on CPU devices)."""
     ept = run_elements(elems_per_thread([s.dtype for s in p.program.inputs]), p.program)
     kernels, specs, outputs, scratch, slots = lower_reduce(
-        p, ept, pr.SHUFFLE_TYPES if pr.SHUFFLE_DOWN else (), pr.FOLD_RUNS_APART,
-        getattr(pr, "TWO_WORD_SUMS", False), getattr(pr, "FINALIZE_BUFFERS", None))
+        p, ept, pr.SHUFFLE_TYPES if pr.CAPS.shuffles else (), pr.FOLD_RUNS_APART,
+        not pr.CAPS.int64, pr.FINALIZE_BUFFERS)      # no 64-bit values: two-word sums
     return GpuKernels(ept, kernels, specs, outputs, scratch, slots)
 
 

@@ -1,7 +1,7 @@
 """64-bit sums of narrow integers in two 32-bit words, for dialects without 64-bit types (WGSL).
 
 NumPy sums bool and integers of at most 32 bits in int64 (uint32 in uint64), and means them
-in float64. A dialect with no 64-bit type (`TWO_WORD_SUMS` on its printer) still computes
+in float64. A dialect with no 64-bit type (`CAPS.int64` False on its printer) still computes
 those sums exactly: the accumulator is a pair of uint32 words (lo, hi) holding the sum's
 two's-complement bits, and every combine is a 64-bit add spelled in 32-bit arithmetic:
 
@@ -27,31 +27,11 @@ from ... import expr as E
 from ... import kernel_ir as K
 from ...launch import ResultSlot
 from ...lower_block import Acc
+from ...program import WIDE, narrow_cast, narrow_value   # (which sums are narrow: program.py)
 
-WIDE = ("int64", "uint64", "float64")      # NumPy's accumulators of narrow integer sums / means
+__all__ = ["WIDE", "ROLE", "narrow_value", "narrow_cast", "two_word_acc", "assemble"]
 ROLE = "words"                              # launch.ResultSlot role: k = 0 low word, 1 high word
 _ALL_ONES = 0xFFFFFFFF
-
-
-def narrow_value(agg) -> E.Expr | None:
-    """The narrow integer / bool expression a sum Agg accumulates in a 64-bit type (its value
-    is Cast(x, int64 | uint64 | float64) with x bool or an integer of at most 32 bits), else
-    None: a sum that needs no 64-bit accumulator, or one whose values are 64-bit."""
-    if agg.op != "sum" or len(agg.values) != 1:
-        return None
-    return narrow_cast(agg.values[0], agg.dtype)
-
-
-def narrow_cast(v: E.Expr, dtype: str) -> E.Expr | None:
-    """x when `v` is Cast(x, dtype) with `dtype` one of WIDE and x bool or an integer of at
-    most 32 bits (a sum / mean of x that NumPy accumulates in 64 bits), else None. The
-    query layer uses it too: a webgpu group_by takes such values in their own type."""
-    if dtype not in WIDE or not isinstance(v, E.Cast) or v.dtype != dtype:
-        return None
-    x = v.x
-    if x.dtype == "bool" or (D.is_int(x.dtype) and D.bits(x.dtype) <= 32):
-        return x
-    return None
 
 
 def _u32(v) -> E.Const:

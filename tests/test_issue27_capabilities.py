@@ -1,0 +1,348 @@
+"""Issue 27 item 5: capabilities are declared, not probed (DESIGN.md section 2).
+
+Every backend declares a `BackendCaps` (backends/base.py) and every dialect a `DialectCaps`
+(_codegen/capabilities.py); the ops, the plan and the GPU runtime read those fields, never a
+dialect's or backend's name. Checked here: the declarations (and that they agree with the
+dialects' spelling tables and with the name lists other modules still keep), a scan of the
+source for name comparisons in _codegen/ops/, plan/ and backends/gpu/, and the behaviour the
+capabilities decide, unchanged: WGSL's refusals word for word, the algorithms each dialect
+runs, and explain() of three chains as it read before the capabilities existed.
+"""
+from __future__ import annotations
+
+import ast
+import os
+
+import numpy as np
+import pytest
+
+import querycompute as qc
+from querycompute._codegen.capabilities import DialectCaps
+from querycompute._codegen.dialects import numba_py
+from querycompute._codegen.dialects.by_name import DIALECTS, caps
+from querycompute._codegen.dialects.c_family import CFamily
+from querycompute._codegen.ops import join_gpu as J
+from querycompute._codegen.ops import scan as scan_op
+from querycompute._codegen.ops import sort as sort_op
+from querycompute._codegen.stage_specs import SortSpec
+from querycompute.backends import registry
+from querycompute.backends.base import BackendCaps
+from querycompute.backends.gpu.gpu_stages import GpuStages
+from querycompute.errors import UnsupportedTypeError
+
+ROOT = os.path.dirname(os.path.abspath(qc.__file__))
+NAMES = frozenset(registry.NAMES) | frozenset(DIALECTS) | {"wgsl", numba_py.NAME}
+
+
+# ---- every backend and every dialect declares its capabilities -----------------------------
+DECLARED = {
+    "numpy": BackendCaps("reference", in_order_fold=True),
+    "cpu": BackendCaps("host", in_order_fold=True),
+    "cuda": BackendCaps("gpu", device_columns=True, streams=True),
+    "opencl": BackendCaps("gpu", device_columns=True, streams=True),
+    "webgpu": BackendCaps("gpu", wide_columns=False),
+    "metal": BackendCaps("gpu", stage_runtime=False),
+}
+
+
+@pytest.mark.parametrize("name", registry.NAMES)
+def test_every_backend_declares_its_capabilities(name):
+    backend = registry.get(name)
+    assert "caps" in vars(type(backend)), f"{type(backend).__name__} declares no caps of its own"
+    assert type(backend.caps) is BackendCaps
+    assert backend.caps == DECLARED[name]
+    assert (backend.caps.device == "gpu") == (backend.dialect in DIALECTS)
+
+
+DIALECT_CAPS = {
+    "cuda": DialectCaps("CUDA C", forward_progress=True, shuffles=True, buffer_atomics=True),
+    "opencl": DialectCaps("OpenCL C", buffer_atomics=True),
+    "metal": DialectCaps("Metal", float64=False, shuffles=True, buffer_atomics=True),
+    "webgpu": DialectCaps("WGSL", int64=False, float64=False),
+}
+
+
+@pytest.mark.parametrize("dialect", sorted(DIALECTS))
+def test_every_dialect_declares_its_capabilities(dialect):
+    cls = DIALECTS[dialect]
+    assert "CAPS" in vars(cls), f"{cls.__name__} declares no CAPS of its own"
+    assert type(cls.CAPS) is DialectCaps and caps(dialect) is cls.CAPS
+    assert cls.CAPS == DIALECT_CAPS[dialect] and cls.name == dialect
+
+
+def test_the_numba_dialect_declares_its_capabilities():
+    assert type(numba_py.CAPS) is DialectCaps and numba_py.CAPS == DialectCaps("Python (numba)")
+    assert registry.get("cpu").dialect == numba_py.NAME
+
+
+@pytest.mark.parametrize("dialect", sorted(DIALECTS))
+def test_dialect_capabilities_agree_with_the_spelling_tables(dialect):
+    """A capability the ops rely on is spelled by the printer, and a spelling the printer has
+    is declared: shuffles, the atomic add, float64, and the 64-bit pass check."""
+    cls = DIALECTS[dialect]
+    c = cls.CAPS
+    assert c.shuffles == bool(cls.SHUFFLE_DOWN)
+    assert c.buffer_atomics == bool(cls.ATOMIC_ADD)
+    assert c.float64 == ("float64" not in cls.UNSUPPORTED)
+    assert c.int64 == (cls.check_pass is CFamily.check_pass)       # no 64-bit values: a pass check
+    assert not (c.float64 and not c.int64)
+    if c.forward_progress:                 # a look-back publishes values between blocks
+        assert cls.FENCE and cls.VOLATILE and cls.ATOMIC_ADD
+
+
+@pytest.mark.parametrize("name", registry.NAMES)
+def test_backend_capabilities_agree_with_the_lists_other_modules_keep(name):
+    """Until the modules that still keep name lists read the capabilities (fold_order,
+    streaming), the two say the same; a GPU backend stores 64-bit columns exactly when its
+    dialect has 64-bit values."""
+    from querycompute.plan import fold_order
+    from querycompute.run import streaming
+    backend = registry.get(name)
+    c = backend.caps
+    assert c.in_order_fold == (name in fold_order.SEQUENTIAL)
+    assert c.streams == (name in streaming.DEVICE_BACKENDS)
+    if c.device == "gpu":
+        assert c.wide_columns == caps(backend.dialect).int64
+    assert backend.narrow_group_sums == (not c.wide_columns)
+
+
+# ---- no decision by name -------------------------------------------------------------------
+SCANNED = ("_codegen/ops", "plan", "backends/gpu")
+# name comparisons that stay, each with its reason (the list only shrinks)
+ALLOWED = {
+    # fold_order.SEQUENTIAL: another item's module; BackendCaps.in_order_fold is its replacement
+    ("plan/fold_order.py", "SEQUENTIAL"),
+}
+
+
+def _names_in(node, bound: dict) -> set:
+    """The backend / dialect names a comparison operand spells: a string, a literal tuple /
+    list / set of strings, or a module-level name bound to one."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return {node.value} & NAMES
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return set().union(*[_names_in(e, bound) for e in node.elts]) if node.elts else set()
+    if isinstance(node, ast.Name) and node.id in bound:
+        return bound[node.id]
+    return set()
+
+
+def _comparisons(path: str) -> list:
+    tree = ast.parse(open(path, encoding="utf-8").read())
+    bound = {}
+    for stmt in tree.body:
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+            found = _names_in(stmt.value, {})
+            if found and not isinstance(stmt.value, ast.Constant):
+                bound[stmt.targets[0].id] = found
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            for operand in [node.left, *node.comparators]:
+                found = _names_in(operand, bound)
+                if found:
+                    label = operand.id if isinstance(operand, ast.Name) else ast.unparse(operand)
+                    out.append((node.lineno, label, sorted(found)))
+    return out
+
+
+def test_no_module_of_the_ops_plan_or_gpu_runtime_compares_a_backend_or_dialect_name():
+    found = []
+    for folder in SCANNED:
+        for d, _, files in os.walk(os.path.join(ROOT, folder)):
+            for f in sorted(files):
+                if not f.endswith(".py"):
+                    continue
+                path = os.path.join(d, f)
+                rel = os.path.relpath(path, ROOT).replace(os.sep, "/")
+                for line, label, names in _comparisons(path):
+                    if (rel, label) not in ALLOWED:
+                        found.append(f"{rel}:{line}: compares with {label} ({', '.join(names)})")
+    assert not found, ("decisions by a backend's or dialect's name; read its capabilities instead "
+                       "(BackendCaps, DialectCaps):\n  " + "\n  ".join(found))
+
+
+def test_the_scan_finds_a_name_comparison():
+    src = ('X = ("cuda", "opencl")\n'
+           'def f(d, b):\n    return d != "webgpu" or b in X or d in ("metal", "other")\n')
+    import tempfile
+    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as fh:
+        fh.write(src)
+    try:
+        assert [(label, names) for _, label, names in _comparisons(fh.name)] == [
+            ("'webgpu'", ["webgpu"]), ("X", ["cuda", "opencl"]), ("('metal', 'other')", ["metal"])]
+    finally:
+        os.unlink(fh.name)
+
+
+def test_no_capability_is_probed_with_getattr():
+    """Every dialect and backend has the fields (declared, or the base class's default): nothing
+    asks getattr(x, "<capability>", default) of them."""
+    probed = {"caps", "CAPS", "check_pass", "narrow_group_sums", "FINALIZE_BUFFERS", "TWO_WORD_SUMS",
+              "SHUFFLE_DOWN", "ATOMIC_ADD", "is_gpu"}
+    found = []
+    for d, _, files in os.walk(ROOT):
+        for f in files:
+            if f.endswith(".py"):
+                path = os.path.join(d, f)
+                for node in ast.walk(ast.parse(open(path, encoding="utf-8").read())):
+                    if isinstance(node, ast.Call) and getattr(node.func, "id", None) in ("getattr", "hasattr") \
+                            and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant) \
+                            and node.args[1].value in probed:
+                        found.append(f"{os.path.relpath(path, ROOT)}:{node.lineno}: {ast.unparse(node)}")
+    allowed = {"backends/registry.py"}        # registry's is_gpu: another item's module (Backend.is_gpu exists)
+    found = [f for f in found if f.split(":")[0].replace(os.sep, "/") not in allowed]
+    assert not found, "\n".join(found)
+
+
+# ---- what the capabilities decide, unchanged ----------------------------------------------
+def test_scan_and_compaction_algorithms_follow_forward_progress():
+    assert {d: scan_op.algorithm(d) for d in DIALECTS} == {
+        "cuda": "lookback", "opencl": "reduce_then_scan", "metal": "reduce_then_scan",
+        "webgpu": "reduce_then_scan"}
+    with pytest.raises(KeyError):
+        scan_op.algorithm("numba")
+
+
+def test_sort_folds_counts_where_the_dialect_has_a_plain_atomic_add():
+    assert {d: sort_op.folds("int32", d) for d in DIALECTS} == {
+        "cuda": True, "opencl": True, "metal": True, "webgpu": False}
+    assert sort_op.folds("int32") and not sort_op.folds("int64", "cuda")
+
+
+def test_webgpu_joins_on_the_host_and_says_why():
+    why = "WGSL has no 64-bit integers (the join's counts, offsets and wide hashes)"
+    assert J.without_join("webgpu") == why
+    assert J.dialects_without_join == {"webgpu": why}
+    assert all(J.without_join(d) is None for d in ("cuda", "opencl", "metal"))
+
+
+def test_a_64_bit_key_on_webgpu_still_sorts_on_the_numpy_reference():
+    """GpuStages on a dialect without 64-bit values: the int64 sort runs the reference (its trace
+    row says numpy), as WebGPUStages did; the int32 one would build kernels."""
+    stages = GpuStages("webgpu", build=None)
+    rows: list = []
+    perm = stages.sort(SortSpec(("int64",), (False,), "k64"), [np.array([3, 1, 2, 1], np.int64)], None, rows)
+    assert perm.tolist() == [1, 3, 2, 0] and [r.dialect for r in rows] == ["numpy"]
+    assert not stages.holds(("int64",)) and stages.holds(("int32", "float32"))
+    assert not stages.group_tables and not stages.device_join
+    cuda = GpuStages("cuda", build=None)
+    assert cuda.holds(("int64", "float64")) and cuda.group_tables and cuda.device_join
+
+
+_NO_64 = "WGSL has no 64-bit types: use float32 / int32 values (e.g. .select(np.float32))"
+_AFTER = "; cast to a supported type or run this query on another backend"
+
+
+@pytest.mark.parametrize("dtype, message", [
+    (np.float64, f"backend 'webgpu': webgpu kernels cannot use float64: {_NO_64}{_AFTER}"),
+    (np.int64, f"backend 'webgpu': webgpu kernels cannot use int64: input 'x' is int64; {_NO_64}{_AFTER}"),
+])
+def test_webgpu_refuses_64_bit_values_with_the_same_message(dtype, message):
+    x = np.arange(10).astype(dtype)
+    with pytest.raises(UnsupportedTypeError) as err:
+        qc.query(x).select(lambda v: v * 2).source("webgpu")
+    assert str(err.value) == message
+
+
+def test_metal_refuses_float64_and_webgpu_qc_range_with_the_same_message():
+    with pytest.raises(UnsupportedTypeError) as err:
+        qc.query(np.arange(10.0)).select(lambda v: v * 2).source("metal")
+    assert str(err.value) == f"backend 'metal': metal kernels cannot use float64: Metal has no double type{_AFTER}"
+    with pytest.raises(UnsupportedTypeError) as err:
+        qc.range(0, 1000).select(lambda v: v * 2).source("webgpu", "sum")
+    assert str(err.value) == (
+        "backend 'webgpu': webgpu kernels cannot use int64: qc.range produces int64 indexes (its start "
+        "and step are int64) and WGSL has no 64-bit types: run it on another backend (.on('cpu')), or "
+        f"query an int32 array instead, qc.query(np.arange(start, stop, step, dtype=np.int32)){_AFTER}")
+
+
+def test_webgpu_long_rows_refuse_float64_with_the_same_message():
+    X = np.zeros((4, 3000))
+    with pytest.raises(Exception) as err:
+        qc.query(X).select(lambda r: r.sum()).source("webgpu")
+    assert str(err.value) == ("webgpu kernels cannot use float64: long rows: the input is float64 and WGSL "
+                              "has no 64-bit types (only the cpu, opencl and cuda kernels hold it)" + _AFTER)
+
+
+_RNG = np.random.default_rng(0)
+_X = _RNG.random(5000, dtype=np.float32) * 100
+_I = _RNG.integers(0, 1000, 5000).astype(np.int32)
+_U = _RNG.integers(0, 200, 5000).astype(np.uint8)
+
+# explain() as it read before the capabilities (captured at the parent commit)
+EXPLAIN_SCAN_CUDA = """\
+operation graph:
+  source: array, n=5000
+  1. scan   lambda a, v: a + v
+  2. select lambda v: v * 2
+  terminal: sum
+staged plan: 2 stages on cuda (selects/wheres fused into the pass at each side of a breaker)
+  stage 1: scan: inclusive running fold (float32, seed 0)
+    inclusive scan of float32: single-pass fixed-group look-back (init + 1 kernel), 8 B per element
+      qc_scan0_scan_lookback: 8 B per element
+      total: 8 B per element
+    (on cuda the scan and the pass after it are two stages: the scanned column is written, then read by \
+the next pass; not fused: its sum of float32 depends on the order of combining: the unfused reduce's \
+grouping gives the bits, which a fused pass would change)
+  stage 2: terminal sum: fused pass qc_stage1 (reduce)
+    v0: float32 = (in0[i] * 2.0:float32)
+    aggregate sum(v0) -> float32
+    kernel qc_stage1_reduce_partials: grid=(5,) block=(256,)
+    kernel qc_stage1_reduce_finalize: grid=(1,) block=(256,)
+    bytes per element: reads 4 B, writes 0 B
+between stages the columns stay on the device (device columns); only the terminal's result is read \
+back (a join's pairs and gathers stay there too; webgpu's join runs on the host)"""
+
+EXPLAIN_SORT_METAL = """\
+operation graph:
+  source: array, n=5000
+  1. order_by 
+  terminal: to_array
+staged plan: 2 stages on metal (selects/wheres fused into the pass at each side of a breaker)
+  stage 1: stable sort by 1 key column (int32)
+    stable LSD radix sort, 4 passes of 8-bit digits (a stable scatter each; a key's first byte counted \
+by a read, the next passes' counts added by the scatter before them), int32 index payload
+      qc_sort0_pass_key0 (counts): 4 B per element
+      qc_sort0_pass_key0 (scatter): 12 B per element
+      qc_sort0_pass_uint32 (scatter): 16 B per element
+      qc_sort0_pass_uint32 (scatter): 16 B per element
+      qc_sort0_pass_uint32 (scatter): 12 B per element
+      gather of the element columns: 12 B per element
+      total: 60 B per element
+  stage 2: terminal to_array: the columns as they are
+between stages the columns are host arrays, handed from stage to stage"""
+
+EXPLAIN_NARROW_SUM_WEBGPU = """\
+operation graph:
+  source: array(uint8[stride 1]), n=5000
+  1. where  lambda v: v > 3  -> uint8
+  terminal: sum
+fused plan: 1 stage (every select/where and the terminal fused into one pass each)
+  stage 1: reduce (two-stage reduction: one partial per block, then a finalize kernel)
+  keep if (in0[i] > 3:uint8)
+  aggregate sum(uint64(in0[i])) -> uint64
+kernels (webgpu):
+  qc_sum_reduce_partials: grid=(2,) block=(256,)
+  qc_sum_reduce_finalize: grid=(1,) block=(256,)
+memory traffic per element: fused reads 1 B, writes 0 B (plus one partial per block)
+  one kernel per operator instead would move about 5 B per element (5.0x the fused pass)
+kernel traffic at n=5000 (webgpu kernels; outputs at most):
+  qc_sum_reduce_partials: reads 5000 B, writes 16 B
+  qc_sum_reduce_finalize: reads 16 B, writes 8 B"""
+
+
+def test_explain_unchanged_look_back_scan_on_cuda():
+    q = qc.query(_X).scan(lambda a, v: a + v, 0).select(lambda v: v * 2)
+    assert q.explain("cuda", "sum") == EXPLAIN_SCAN_CUDA
+
+
+def test_explain_unchanged_folded_sort_counts_on_metal():
+    assert qc.query(_I).order_by().explain("metal") == EXPLAIN_SORT_METAL
+
+
+def test_explain_unchanged_two_word_sum_on_webgpu():
+    q = qc.query(_U).where(lambda v: v > 3)
+    assert q.explain("webgpu", "sum") == EXPLAIN_NARROW_SUM_WEBGPU
+    src = q.source("webgpu", "sum")           # NumPy's uint64 sum kept in two u32 words
+    assert "u64" not in src and "i64" not in src
