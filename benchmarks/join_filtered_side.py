@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import time
 
 import numpy as np
 
 os.environ.setdefault("QUERYCOMPUTE_TIERED", "0")
 import querycompute as qc  # noqa: E402
+import timing  # noqa: E402   (benchmarks/ is the script's folder)
 
 
 def main() -> None:
@@ -33,12 +33,8 @@ def main() -> None:
             return qc.query(orders).on(backend).join(building, lambda o: o.custkey, lambda c: c.custkey,
                                                      lambda o, c: o.price + c.balance).sum()
         run()
-        times = []
-        for _ in range(a.repeat):
-            t0 = time.perf_counter()
-            run()
-            times.append(time.perf_counter() - t0)
-        print(f"{backend:6} n={a.n} m={a.m}: {1e3 * float(np.median(times)):.1f} ms (median of {a.repeat})")
+        t = timing.warm(run, a.repeat)
+        print(f"{backend:6} n={a.n} m={a.m}: {t.median_ms:.1f} ms (median of {a.repeat})")
 
 
 if __name__ == "__main__":

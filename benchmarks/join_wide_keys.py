@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import time
 
 import numpy as np
 
 os.environ.setdefault("QUERYCOMPUTE_TIERED", "0")
 import querycompute as qc  # noqa: E402
+import timing  # noqa: E402   (benchmarks/ is the script's folder)
 
 
 def main() -> None:
@@ -32,13 +32,9 @@ def main() -> None:
         return qc.query(left).on("cpu").join(qc.query(right), lambda l: (l.okey, l.line),
                                              lambda r: (r.okey, r.line), lambda l, r: l.qty * r.price).sum()
     run()
-    times = []
-    for _ in range(a.repeat):
-        t0 = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - t0)
+    t = timing.warm(run, a.repeat)
     ran = sorted({f"{k.name}:{k.dialect}" for k in qc.last_trace().kernels if "join" in k.name})
-    print(f"cpu n={a.n}: {1e3 * float(np.median(times)):.1f} ms (median of {a.repeat}); join kernels: {ran}")
+    print(f"cpu n={a.n}: {t.median_ms:.1f} ms (median of {a.repeat}); join kernels: {ran}")
 
 
 if __name__ == "__main__":
