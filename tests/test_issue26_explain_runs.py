@@ -28,7 +28,10 @@ def _wide_join(backend):
 
 
 def _stage_lines(text, what):
-    return [line for line in text.splitlines() if what in line]
+    """The lines of explain()'s stages (after the logical plan, whose pack_keys note may say
+    the same of a key) that mention `what`."""
+    stages = text.split("staged plan:", 1)[-1]
+    return [line for line in stages.splitlines() if what in line]
 
 
 def test_wide_key_join_on_cpu_names_the_numpy_reference():

@@ -76,6 +76,10 @@ def explain(q, staged: S.StagedLowered, term, infos, backend: str, n: int, runti
             text = f"n = {infos[i][1]['n']} (read on every run: a new n never recompiles)"
         out.append(f"  {i + 1}. {op.kind:<6} {text}")
     out.append(f"  terminal: {term.name}")
+    if staged.logical:                 # the optimized logical plan (plan/logical.py)
+        out.append("logical plan (optimized):")
+        out += list(staged.logical)
+        out.append("  optimizer passes: " + ("; ".join(staged.optimizer) or "none applied"))
     fused = S.fused_scans(staged.stages, runtime)      # scan i runs with pass i + 1
     n_stages = len(staged.stages) - len(fused)
     from ..plan.join_plan import fusable as join_fusable

@@ -23,6 +23,7 @@ import ast
 
 from ..graph import terminals as T
 from ..graph.graph import NODES, Count
+from .plan import slot_info
 
 # Aggregate kinds whose result never contains the element when they have no function.
 _NO_FN_NO_READ = frozenset(("count",))
@@ -44,34 +45,48 @@ def narrowed(q, term, fns):
 
 def used_fields(fields: tuple, kinds: str, ops: tuple, term, fns) -> tuple | None:
     """The table columns (in table order) the query reads, or None for all of them."""
-    names: set = set()
-    for letter, fn in zip(kinds, ops):
-        node = NODES[letter]
-        if node.other_side:                     # the other query of a join: its own source
-            continue
-        if fn is None and node.element_key:
-            return None                         # the element itself is the key
-        if fn is not None and not _add(names, fn, node.record_param):
-            return None
-        if node.makes_element:                  # later operators read the new element
-            return _in_order(fields, names)
-    if term.name in ("to_array", "to_list"):
-        return None                             # the records themselves are the result
-    specs = term.specs
+    steps = [(NODES[letter], None if fn is None else slot_info(fn)[0]) for letter, fn in zip(kinds, ops)]
     per_call = iter(fns)
-    for _, spec in specs:
+    term_steps = []
+    for _, spec in term.specs:
         fn = spec.fn
         if fn is T.PER_CALL:
             fn = next(per_call, None)
-        if fn is None or type(fn) is Count:
-            if spec.kind not in _NO_FN_NO_READ:
+        term_steps.append((spec.kind, None if fn is None or type(fn) is Count else slot_info(fn)[0]))
+    names = fields_read(steps, term.name, term_steps)
+    return None if names is None else _in_order(fields, names)
+
+
+def fields_read(steps, term_name: str, term_steps) -> set | None:
+    """The record fields read by a chain's operators and its terminal, or None when the
+    record may be used whole. `steps`: (node class, LambdaSource or None) per operator, from
+    the point where the record enters; `term_steps`: (aggregate kind, LambdaSource or None)
+    per terminal spec (None for a Count or no function). Shared by the source's column
+    pruning (used_fields) and the planner's projection pushdown (logical.py)."""
+    names: set = set()
+    for node, src in steps:
+        if node.other_side:                     # the other query of a join: its own source
+            continue
+        if src is None:
+            if node.element_key:
+                return None                     # the element itself is the key
+            continue
+        if not _add(names, src, node.record_param):
+            return None
+        if node.makes_element:                  # later operators read the new element
+            return names
+    if term_name in ("to_array", "to_list"):
+        return None                             # the records themselves are the result
+    for kind, src in term_steps:
+        if src is None:
+            if kind not in _NO_FN_NO_READ:
                 return None                     # the element itself is aggregated or returned
             continue
-        if spec.kind in ("last", "single", "element_at", "first") and term.name != "agg":
+        if kind in ("last", "single", "element_at", "first") and term_name != "agg":
             return None                         # returns the element the predicate picked
-        if not _add(names, fn, _RECORD_PARAM.get(spec.kind)):
+        if not _add(names, src, _RECORD_PARAM.get(kind)):
             return None
-    return _in_order(fields, names)
+    return names
 
 
 def _in_order(fields: tuple, names: set) -> tuple | None:
@@ -83,10 +98,9 @@ def _in_order(fields: tuple, names: set) -> tuple | None:
     return tuple(f for f in fields if f in names) or fields[:1]
 
 
-def _add(names: set, fn, record_param: int | None) -> bool:
-    """Add the fields `fn` reads from the record; False when it may use the record whole."""
-    from .plan import slot_info
-    src = slot_info(fn)[0]
+def _add(names: set, src, record_param: int | None) -> bool:
+    """Add the fields `src` (a LambdaSource) reads from the record; False when it may use
+    the record whole."""
     key = (id(src), record_param)
     hit = _READS.get(key)
     if hit is None or hit[0] is not src:
@@ -95,6 +109,12 @@ def _add(names: set, fn, record_param: int | None) -> bool:
         return False
     names.update(hit[1])
     return True
+
+
+def reads(src, record_param: int | None) -> frozenset | None:
+    """The fields lambda `src` reads from its record parameter (cached per code object)."""
+    names: set = set()
+    return frozenset(names) if _add(names, src, record_param) else None
 
 
 def _reads(src, record_param: int | None) -> frozenset | None:

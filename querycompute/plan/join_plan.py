@@ -47,12 +47,13 @@ class JoinStage(Stage):
     key_dtypes: tuple              # the other side's key column dtypes, as planned
     other: object                  # the other side's stages.Columns, as planned
     outer: bool                    # left_join
+    other_fields: tuple | None = None   # the other side's fields it runs with (logical.project)
     def run(self, ex, call, i: int, state: list, keep):
         """The join at run time (stage_kinds' protocol): the other side, the pairs, the gathers."""
         rt = ex.runtime
         if not getattr(rt, "device_join", False):   # GpuStages: a device join (gpu_join.py)
             state = [DC.to_host(c) for c in state]  # others: the join runs on the host
-        return run_join(self, state, call.params[self.other_at], ex.backend, rt, call.rows), keep, None
+        return run_join(self, state, call, ex.backend, rt), keep, None
 
     def gpu_traffic(self, dialect: str, element_dtypes) -> list:
         from ..backends.gpu.gpu_join import explain_lines      # its kernels, bytes per row
@@ -81,6 +82,8 @@ def plan_join(planner, ops: list, at: int) -> None:
     _, n_elem, key_cols, _ = planner.materialize(ops, key_leaves)
     this = planner.cols
     other, other_key = planner.infos[at + 1][1]["other"]
+    fields = planner.logical.nodes[at + 1].other_fields if planner.logical is not None else None
+    other = projected(other, fields)
     other._source.columns()            # (finds its element shapes: shaped ones can't be joined)
     if getattr(other._source, "shapes", None):
         from types import SimpleNamespace
@@ -97,8 +100,10 @@ def plan_join(planner, ops: list, at: int) -> None:
     planner.bindings.append((at + 1, "other", "object"))
     planner.limits.append(None)
     outer = nodes[at].outer
-    planner.stages.append(JoinStage(key_cols, n_elem, len(planner.bindings) - 1, key_dtypes, other_cols, outer))
-    planner.texts.append(f"{nodes[at].kind}: the other query's key and element columns; matching row pairs "
+    planner.stages.append(JoinStage(key_cols, n_elem, len(planner.bindings) - 1, key_dtypes, other_cols, outer,
+                                    fields))
+    some = f" (its {len(fields)} fields read: {', '.join(fields)})" if fields is not None else ""
+    planner.texts.append(f"{nodes[at].kind}: the other query's key and element columns{some}; matching row pairs "
                          f"(this side's order, then the other's); both sides gathered")
     # (a left join's unmatched rows hold NaN / 0 / False in the other side's own dtypes)
     planner.cols = Columns("pair", (this, other_cols), this.dtypes + other_cols.dtypes)
@@ -134,9 +139,10 @@ def indexed(stage: JoinStage, p):
     return index(p, stage.element, len(stage.other.dtypes), stage.outer)
 
 
-def run_join(stage: JoinStage, state: list, pair, backend: str, rt, rows: list) -> list:
+def run_join(stage: JoinStage, state: list, call, backend: str, rt) -> list:
     """The join stage at run time: the other side's columns, the index pairs, the gathers."""
-    left, right, li, ri = join_pairs(stage, state, pair, backend, rt, rows)
+    rows = call.rows
+    left, right, li, ri = join_pairs(stage, state, call, backend, rt)
     left = rt.gather(left, li, rows)
     if getattr(rt, "device_join", False):        # GpuStages: the gathers stay on the device
         right = rt.gather_filled(right, ri, rows) if stage.outer else list(rt.gather(right, ri, rows))
@@ -145,18 +151,24 @@ def run_join(stage: JoinStage, state: list, pair, backend: str, rt, rows: list) 
     return list(left) + right
 
 
-def join_pairs(stage: JoinStage, state: list, pair, backend: str, rt, rows: list) -> tuple:
+def join_pairs(stage: JoinStage, state: list, call, backend: str, rt) -> tuple:
     """(this side's element columns, the other side's columns, li, ri): the join's matching
-    row pairs (join_reference's order) and the columns they index, ungathered."""
-    other, other_key = pair
-    right, key_side = other_side(other, backend)
+    row pairs (join_reference's order) and the columns they index, ungathered. The other
+    side runs once per call (call.sides: a query joined at two joins of the plan serves
+    both, logical.share_subplans), with only the fields the plan reads of it."""
+    other, other_key = call.params[stage.other_at]
+    shared = (id(other), stage.other_fields)
+    got = call.sides.get(shared)
+    if got is None or got[0] is not other:
+        got = call.sides[shared] = (other, *other_side(projected(other, stage.other_fields), backend))
+    _, right, key_side = got
     right_keys = other_key_columns(key_side, other_key, backend)
     got = (tuple(str(c.dtype) for c in right), tuple(str(c.dtype) for c in right_keys))
     if got != (stage.other.dtypes, stage.key_dtypes):
         raise QueryError(f"the joined query's columns are {got[0]} with keys {got[1]}; the plan was made "
                          f"for {stage.other.dtypes} with keys {stage.key_dtypes}: build the join again")
     left_keys = [state[k] for k in stage.keys]
-    li, ri = rt.join(left_keys, [np.asarray(k) for k in right_keys], stage.outer, rows)
+    li, ri = rt.join(left_keys, [np.asarray(k) for k in right_keys], stage.outer, call.rows)
     return list(state[:stage.element]), [np.asarray(c) for c in right], li, ri
 
 
@@ -165,6 +177,20 @@ def _in_place(other) -> bool:
     src = other._source
     return (not other._ops and src.kind in ("array", "zip", "table") and src._table is None
             and plain_columns(src._items))
+
+
+def projected(other, fields: tuple | None):
+    """The other query over only `fields` of its table (logical.project: the fields its
+    operators, its key and the join's result read), or the query itself."""
+    src = other._source
+    if fields is None or src.kind != "table" or src.shapes or tuple(src.fields) == tuple(fields) \
+            or not set(fields) <= set(src.fields):
+        return other
+    if src._table is not None:
+        narrow = src.narrow(tuple(fields))
+    else:
+        narrow = Source("table", tuple(src._items[src.fields.index(f)] for f in fields), tuple(fields))
+    return type(other)(narrow, other._ops, other._backend, other._kinds, other._codes)
 
 
 _SOURCE_KIND = {"scalar": "array", "tuple": "zip", "record": "table"}     # columns_of's shapes

@@ -288,6 +288,8 @@ class StagedLowered:
     texts: tuple                   # per stage: one line for explain()
     assemble: object = None        # raw results -> the user's value, where the engine's
                                    # assemble does not apply (group_by: group_plan.GroupResult)
+    logical: tuple = ()            # the optimized logical plan, as explain()'s lines
+    optimizer: tuple = ()          # what each optimizer pass did (logical.py)
     staged = True
 
 

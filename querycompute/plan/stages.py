@@ -32,6 +32,7 @@ Parameters: every pass has its own parameters (captured values); the staged plan
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Optional
 
 from querycompute._codegen import expr as E
@@ -44,6 +45,7 @@ from ..errors import QueryError
 from .fusion import (Lowered, Lowering, _scalar, _truthy, element_type, leaves, param_limits,
     pick_one)
 from ..frontend.values import RecordVal, Scalar, TupleVal
+from . import logical
 from .group_plan import plan_group
 from .join_plan import plan_join
 from .plan import initial_element
@@ -52,8 +54,10 @@ from .stage_kinds import (Columns, DistinctStage, PassStage, ReverseStage, ScanS
 
 
 class _Planner:
-    def __init__(self, source, dts: tuple, nodes: tuple, term, infos: list):
+    def __init__(self, source, dts: tuple, nodes: tuple, term, infos: list, logical=None):
         self.source, self.nodes, self.term, self.infos = source, nodes, term, infos
+        self.logical = logical     # the optimized logical plan (logical.py): what each stage carries
+        self.at = 0                # the node the current planner step plans
         self.stages: list = []
         self.texts: list = []
         self.bindings: list = []
@@ -120,7 +124,9 @@ class _Planner:
         Returns (element value, number of element leaf columns, key column indexes, every
         column's dtype). No pass when it would only copy the columns."""
         keys_fn = extra
-        if not ops and not self.keep and self.cols is not None and cast is None and window is None:
+        carry = self._carry()
+        if not ops and not self.keep and self.cols is not None and cast is None and window is None \
+                and (carry is None or self.cols.shape != "record" or set(carry) >= set(self.cols.fields)):
             probe = _Probe(self.cols)
             try:
                 keys = keys_fn(probe, probe.element)
@@ -138,6 +144,10 @@ class _Planner:
         if cast is not None:
             items = (Scalar(E.Cast(items[0].expr, cast) if items[0].expr.dtype != cast else items[0].expr, None),)
         keys = keys_fn(lw, element)
+        if shape == "record" and carry is not None and set(carry) < set(fields):
+            kept = [k for k, f in enumerate(fields) if f in carry]     # projection pushdown
+            fields, items = tuple(fields[k] for k in kept), tuple(items[k] for k in kept)
+            element = RecordVal(tuple(zip(fields, items)))
         outs = list(items) + list(keys)
         reads = ("keep the distinct's flagged elements" + (" -> " if ops else "")) if self.keep else ""
         self.materialize_columns(lw, inputs, outs, f"{reads}{_ops_text(self.nodes, ops, not reads)}"
@@ -174,10 +184,17 @@ class _Planner:
                 return self.terminal(ops)
             if nodes[i].stage is None:
                 raise QueryError(f"{nodes[i].kind}() must follow order_by() or another then_by()")
+            self.at = i
             got = getattr(self, "plan_" + nodes[i].stage)(ops, i)
             if isinstance(got, StagedLowered):
                 return got
             i = got
+
+    def _carry(self) -> tuple | None:
+        """The record fields the current breaker's stage stores (logical.project), or None."""
+        if self.logical is None or self.at >= len(self.logical.nodes):
+            return None
+        return self.logical.nodes[self.at].carry
 
     # -- the planner steps, one per breaking operator (Op.stage) -----------------------------
     def plan_window(self, ops: list, i: int) -> int:
@@ -394,4 +411,10 @@ def _ops_text(nodes: tuple, ops: list, read: bool = True) -> str:
 
 
 def lower_staged(source, dts: tuple, nodes: tuple, term, infos: list) -> StagedLowered:
-    return _Planner(source, dts, nodes, term, infos).plan()
+    """The staged plan of a chain: its logical plan optimized (logical.py), then cut into
+    stages. The optimized chain's slots are mapped back to the user's in the bindings, so a
+    call's captured values bind as the user's chain numbers them."""
+    lp = logical.optimize(logical.build(source.kind, tuple(source.fields), dts, nodes, term, infos))
+    staged = _Planner(source, dts, lp.chain(), term, lp.chain_infos(), lp).plan()
+    bindings = tuple((lp.slot_of(b[0]),) + tuple(b[1:]) if type(b[0]) is int else b for b in staged.bindings)
+    return replace(staged, bindings=bindings, logical=tuple(lp.text()), optimizer=lp.notes)

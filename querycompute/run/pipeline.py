@@ -152,7 +152,7 @@ class StagedPrepared(Prepared):
             if i == skip:
                 continue
             if i in self.join_fused:
-                done, got = self._join_fused(i, stage, state, params, rows)
+                done, got = self._join_fused(i, stage, state, call)
                 if done:
                     return got, rows
                 state, skip = list(got), i + 1
@@ -168,14 +168,14 @@ class StagedPrepared(Prepared):
             call.n = len(state[0])
         raise AssertionError("a staged plan ends with its terminal")
 
-    def _join_fused(self, i: int, stage, state, params, rows: list):
+    def _join_fused(self, i: int, stage, state, call):
         """Join i and the pass after it as one pass: the join's index pairs, then the pass
         reading both sides' columns through them (nothing gathered). A group_by after that
         pass fuses into it as well where the runtime can. (done, value): the plan's raw
         result (a terminal's or the group_by's), or the pass's columns (the next state)."""
+        params, rows = call.params, call.rows
         state = [DC.to_host(c) for c in state]
-        left, right, li, ri = join_pairs(stage, state, params[stage.other_at], self.backend,
-                                         self.runtime, rows)
+        left, right, li, ri = join_pairs(stage, state, call, self.backend, self.runtime)
         nxt = self.staged.stages[i + 1]
         prepared, pass_ = self.join_fused[i]
         inputs = left + right + [li, ri]
@@ -245,10 +245,11 @@ class _Call:
     """One call's own values, handed to each stage's `run` (stage_kinds.py): the plan's
     parameters, the current column length, the trace rows, and the caller's input columns
     (a terminal never returns the caller's own memory)."""
-    __slots__ = ("params", "n", "rows", "inputs")
+    __slots__ = ("params", "n", "rows", "inputs", "sides")
 
     def __init__(self, params, n: int, inputs):
         self.params, self.n, self.rows, self.inputs = params, n, [], inputs
+        self.sides = {}        # a join's other side, run once per call (join_plan.join_pairs)
 
 
 def prepare(staged: S.StagedLowered, backend: str, prepare_pass) -> StagedPrepared:
