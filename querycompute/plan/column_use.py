@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ast
 
+from ..artifacts import ArtifactCache
 from ..graph import terminals as T
 from ..graph.graph import NODES, Count
 from .plan import slot_info
@@ -31,7 +32,7 @@ _NO_FN_NO_READ = frozenset(("count",))
 # None: the lambda's only parameter (several: an unpacked record). An operator's node class
 # says it for its own function (Op.record_param).
 _RECORD_PARAM = {"fold": -1}
-_READS: dict[tuple, tuple] = {}    # (id(LambdaSource), record param) -> (LambdaSource, reads)
+_READS = ArtifactCache("plan: fields a lambda reads", 4096)  # (id(LambdaSource), param) -> (src, reads)
 
 
 def narrowed(q, term, fns):
@@ -104,7 +105,7 @@ def _add(names: set, src, record_param: int | None) -> bool:
     key = (id(src), record_param)
     hit = _READS.get(key)
     if hit is None or hit[0] is not src:
-        hit = _READS[key] = (src, _reads(src, record_param))
+        hit = _READS.put(key, (src, _reads(src, record_param)))
     if hit[1] is None:
         return False
     names.update(hit[1])

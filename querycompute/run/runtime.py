@@ -1,18 +1,21 @@
 """The one owner of the state a process's queries share (DESIGN.md section 2, "State has an
 owner"): the memo of compiled queries (warm entries and plans, bounded: memo.py), the
-per-signature compile locks, and the StageRuntime of each backend. The engine and the
-executor reach them through `RUNTIME`; after fork() it starts the locks afresh and drops what
-the child can't use (engine._after_fork).
+per-signature compile locks, the StageRuntime of each backend, and through them every
+compiled-artifact cache (artifacts.py: the cpu backend's numba modules, a GPU backend's
+kernel sets, the stage runtimes' launch loops and generic kernels; each bounded, each listed
+by `artifacts()` and emptied by `clear()`). The engine and the executor reach them through
+`RUNTIME`; after fork() it starts the locks afresh and drops what the child can't use
+(engine._after_fork).
 
-Still outside it (listed in issue 27's closing note): the backends' compiled-artifact caches
-(the cpu backend's modules, the GPU programs and kernel sets) and the frontend's capture
-cache, each bounded or keyed by a code object in its own module.
+Left with their modules: the frontend's capture tables, keyed by code objects (one entry
+per lambda written in the source, not per call), and the backends' device handles.
 """
 from __future__ import annotations
 
 import importlib
 import threading
 
+from .. import artifacts
 from ..locks import KeyedLocks
 from .memo import Memo
 
@@ -43,6 +46,21 @@ class Runtime:
                 if rt is None:
                     rt = self._stage_runtimes[backend] = _make_stage_runtime(backend)
         return rt
+
+    def artifacts(self) -> dict:
+        """{cache name: (entries, bound)} for the memo and every artifact cache alive."""
+        out = {"memo: compiled queries": (len(self.memo), self.memo.size)}
+        for c in artifacts.caches():
+            n, limit = out.get(c.name, (0, 0))
+            out[c.name] = (n + len(c), limit + c.limit)      # (one per backend instance)
+        return out
+
+    def clear(self) -> None:
+        """Forget every compiled query and artifact of this process (the disk cache stays):
+        the next call of each query plans and loads again."""
+        self.memo.clear()
+        for c in artifacts.caches():
+            c.clear()
 
     def after_fork(self) -> None:
         """In a forked child: fresh locks (a lock another thread held stays held there)."""

@@ -31,6 +31,7 @@ from querycompute._codegen.dialects.numba_py import CHUNK, storage_dtype
 from querycompute._codegen.stage_specs import SortSpec
 
 from .numba_loader import load, stage_kernels_source
+from ...artifacts import ArtifactCache
 
 GROUP_TABLE_MAX = 4096              # the low-cardinality path's limit (local ids are uint16)
 
@@ -47,7 +48,7 @@ class CpuGroupBy:
         self.stages = stages
         self.limit = GROUP_TABLE_MAX
         self._mod = None
-        self._aggs: dict = {}
+        self._aggs = ArtifactCache("cpu: group_by kernels")
 
     def _kernels(self):
         if self._mod is None:
@@ -59,7 +60,7 @@ class CpuGroupBy:
         key = (spec.aggs, spec.params, spec.name)
         mod = self._aggs.get(key)
         if mod is None:
-            mod = self._aggs[key] = load(spec.name, numba_group.render(spec, cache=True))
+            mod = self._aggs.put(key, load(spec.name, numba_group.render(spec, cache=True)))
         return mod
 
     def __call__(self, spec, keys, values, params, rows):

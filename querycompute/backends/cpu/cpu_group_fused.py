@@ -22,6 +22,7 @@ from querycompute._codegen.dialects.numba_scan import PRELUDE
 
 from .cpu_group import GROUP_TABLE_MAX, kernels_source
 from .numba_loader import load
+from ...artifacts import ArtifactCache
 
 
 class CpuFusedGroup:
@@ -30,14 +31,14 @@ class CpuFusedGroup:
     def __init__(self, stages):
         self.stages = stages
         self.limit = GROUP_TABLE_MAX
-        self._mods: dict = {}
+        self._mods = ArtifactCache("cpu: fused group_by kernels")
 
     def _module(self, p, spec, keys, values):
         key = (p, spec, keys, values)
         mod = self._mods.get(key)
         if mod is None:
             text = PRELUDE + kernels_source() + numba_group_fused.render(p, spec, keys, values, cache=True)
-            mod = self._mods[key] = load(f"{spec.name}_fused", text)
+            mod = self._mods.put(key, load(f"{spec.name}_fused", text))
         return mod
 
     def __call__(self, p, spec, keys: int, values: tuple, inputs, params, gparams, n: int, rows):

@@ -37,6 +37,7 @@ from querycompute._codegen.dialects.numba_py import CHUNK, storage_dtype
 from . import cpu as _cpu
 from ...plan.stage_kinds import DistinctStage
 from ..base import KernelRun
+from ...artifacts import ArtifactCache
 from .cpu_join import key_types, reference_reason
 from .cpu_launch import SERIAL_MAX
 from .numba_loader import load, stage_kernels_source
@@ -64,7 +65,7 @@ class CpuStages(StageRuntime):
     indexed_passes = True      # a join's next pass reads through the pairs (numba_indexed.py)
 
     def __init__(self):
-        self._scans: dict = {}
+        self._scans = ArtifactCache("cpu: scan kernels")
         self._mod = None
         self._group = None
         self._fused = None
@@ -191,7 +192,7 @@ class CpuStages(StageRuntime):
     def _scan_module(self, spec):
         mod = self._scans.get(spec)
         if mod is None:
-            mod = self._scans[spec] = load(spec.name, numba_scan.render(spec, cache=True))
+            mod = self._scans.put(spec, load(spec.name, numba_scan.render(spec, cache=True)))
         return mod
 
     def scan_carries(self, spec, values, params, rows):

@@ -32,12 +32,13 @@ from querycompute._codegen import order_keys
 from ... import after_fork
 from ...cache import disk_cache, dump_source
 from ...errors import CompileError
+from ...artifacts import ArtifactCache
 from ...locks import KeyedLocks
 from . import cpu_jit_time as jit_time
 from .cpu_module import cache_key, numba_options
 
 _HERE = Path(__file__).parent
-_modules: dict[str, "NumbaModule"] = {}       # text -> its loaded module
+_modules = ArtifactCache("cpu: numba modules")  # text -> its loaded module (artifacts.py)
 _loading = KeyedLocks()                       # one thread imports a text: another would see
 after_fork.register(_loading.after_fork)      # it half executed
 
@@ -102,7 +103,7 @@ def load(name: str, source: str, prepare=None, dtypes=()) -> NumbaModule:
     with _loading.hold(source):
         hit = _modules.get(source)
         if hit is None:
-            hit = _modules[source] = _load_new(name, source, prepare, dtypes)
+            hit = _modules.put(source, _load_new(name, source, prepare, dtypes))
         return hit
 
 

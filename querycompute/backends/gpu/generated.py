@@ -14,20 +14,21 @@ from querycompute._codegen.program import Pass
 
 from ...errors import QueryError, codegen_errors
 from ..base import Backend
+from ...artifacts import ArtifactCache
 
 
 class GeneratedSourceBackend(Backend):
     """A Backend whose kernels are codegen's `dialect` (cuda, opencl, metal)."""
 
     def __init__(self):
-        self._sets: dict[Pass, L.KernelSet] = {}
+        self._sets = ArtifactCache(f"{self.name}: kernel sets")     # Pass -> KernelSet
 
     def kernel_set(self, p: Pass) -> L.KernelSet:
         ks = self._sets.get(p)
         if ks is None:
             with codegen_errors(self.name):
                 ks = render(p, self.dialect)
-            self._sets[p] = ks
+            self._sets.put(p, ks)
         return ks
 
     def source(self, p: Pass) -> str:

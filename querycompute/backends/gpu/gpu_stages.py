@@ -51,6 +51,7 @@ from querycompute._codegen.stage_specs import GroupSpec, ScanSpec, SortSpec
 
 from . import device_columns as DC
 from ..base import KernelRun
+from ...artifacts import ArtifactCache
 from .gpu_launch import DeviceRuntime, LaunchLoop
 from ..stage_runtime import NumpyStages, StageRuntime
 
@@ -103,7 +104,7 @@ class GpuStages(StageRuntime):
         self.group_tables = self.dialect_caps.int64
         self._build = build
         self._upload = upload              # host array -> device column (device_columns)
-        self._entries: dict[tuple, _Entry] = {}
+        self._entries = ArtifactCache(f"{dialect}: column-operation launch loops")   # key -> _Entry
         self._lock = threading.Lock()        # one run at a time: the loops share buffers
 
     # ---- plumbing --------------------------------------------------------------------------
@@ -113,7 +114,7 @@ class GpuStages(StageRuntime):
             return hit, False
         ks = render()
         rt, origin, ms = self._build(ks)
-        hit = self._entries[key] = _Entry(LaunchLoop(ks, rt), origin, ms)
+        hit = self._entries.put(key, _Entry(LaunchLoop(ks, rt), origin, ms))
         return hit, True
 
     def _run(self, key, render, inputs, params, n: int, rows: list, keep: bool = False) -> tuple:
