@@ -41,9 +41,6 @@ MAY_IMPORT = {
 
 # Imports that still point up (importer -> imported), and what removes them.
 KNOWN_UPWARD = {
-    # the cache lists backend names to check `qc.cache.clear(backend=...)`: the names belong
-    # to a declared table below both
-    "cache.api -> backends.registry",
     # long-row plans (plan/rows.py) and the kernels that run them share the row reference
     # (run/rows_run.py) and the terminals' dtype rules (graph/terminals.py): rows_run moves
     # to backends/reference/ and the dtype rules to _codegen when rows become stage kinds
@@ -63,7 +60,6 @@ KNOWN_UPWARD = {
     "backends.cpu.cpu_stages -> plan.group_plan",
     "backends.cpu.cpu_stages -> plan.stage_kinds",
     "backends.gpu.gpu_join -> plan.join_plan",
-    "plan.stage_kinds -> run.windows",
     # shaped elements: sources/shaped.py holds both the input side and the plan side
     "backends.cpu.cpu_columns -> sources.shaped",
     "backends.cpu.cpu_elements -> sources.shaped",
@@ -71,9 +67,6 @@ KNOWN_UPWARD = {
     "sources.shaped -> backends.gpu.gpu_elements",
     "sources.shaped -> graph.terminals",
     "sources.shaped -> plan.plan",
-    # terminals as data also finish raw results (a run-layer job) and know the query's agg specs
-    "graph.terminals -> api.query_terminals",
-    "graph.terminals -> plan.fusion",
     # the executor still builds Query objects for sub-chains (DESIGN: it runs sub-plans)
     "run.partials -> api.introspect",
     "run.partials -> api.query",
@@ -87,8 +80,8 @@ KNOWN_UPWARD = {
 # (lower them as imports move to module level). plan's include the GPU kernel generators its
 # stage kinds import only to explain a GPU plan (_codegen/ops: ~0.6 s to import, never needed
 # to run on the cpu or numpy backends).
-KNOWN_LOCAL = {"backends": 76, "plan": 61, "api": 24, "dask": 25, "run": 26, "_codegen": 21,
-               "sources": 15, "frontend": 13, "cache": 8, "cli": 8, "graph": 2}
+KNOWN_LOCAL = {"backends": 76, "plan": 57, "api": 22, "dask": 25, "run": 25, "_codegen": 10,
+               "sources": 15, "frontend": 13, "cache": 7, "cli": 8, "graph": 1}
 
 
 def _modules() -> dict:
@@ -147,7 +140,7 @@ def _short(mod: str) -> str:
 
 def test_every_module_is_in_a_layer_folder_or_the_base():
     base = sorted(m for m in _modules() if layer(m) == "base")
-    assert base == [f"{PKG}.{m}" for m in ("after_fork", "config", "errors", "locks", "log", "sizes")]
+    assert base == [f"{PKG}.{m}" for m in ("after_fork", "artifacts", "config", "errors", "locks", "log", "sizes")]
 
 
 def test_imports_point_down():

@@ -56,6 +56,17 @@ def test_where_stays_after_position_operators(make):
     assert L.push_predicates(p) is p                         # nothing to do: the same plan
 
 
+def test_a_where_between_a_sort_and_its_then_by_stays_where_it_is():
+    # Query refuses to build this chain; the pass never makes an invalid chain valid either
+    with pytest.raises(qc.QueryError, match="must follow order_by"):
+        qc.query(table()).order_by(lambda r: r.a).where(lambda r: r.b > 0).then_by(lambda r: r.c)
+    fns = (lambda r: r.a, lambda r: r.b > 0, lambda r: r.c)
+    nodes = (G.OrderBy(fns[0]), G.Where(fns[1]), G.ThenBy(fns[2]))
+    p = L.build("table", ("a", "b", "c"), ("int32",) * 3, nodes, G.PLAIN["to_array"],
+                [slot_info(f) for f in fns])
+    assert L.push_predicates(p) is p
+
+
 # -- drop_sorted (properties) -----------------------------------------------------------
 def test_a_sort_of_sorted_input_is_dropped():
     q = qc.query(table()).order_by(lambda r: r.a).where(lambda r: r.b > 0).order_by(lambda r: r.a)

@@ -42,8 +42,7 @@ class Grouped:
     def agg(self, **named) -> dict:
         """Several aggregates per group in one pass: agg(total=qc.sum(f), n=qc.count, ...)
         with every spec Query.agg takes (qc.first(f), qc.any/all(f), qc.aggregate(func, seed))."""
-        from .query_terminals import agg_specs as _agg_specs
-        return engine.run(self._query, Terminal("group_by", _agg_specs(named), standalone=False))
+        return engine.run(self._query, Terminal("group_by", T.agg_specs(named), standalone=False))
 
     def count(self) -> dict:
         """Rows per group: {key..., "count": int64 counts}."""
@@ -90,9 +89,8 @@ _SHORTHANDS = {"count": T.count, "sum": T.sum, "min": T.min, "max": T.max, "mean
 def _bundle(terminal, named: dict) -> T.AggBundle:
     """explain()/source()'s aggregates: **named, or terminal= as Query.source takes one
     (DESIGN.md section 3: a name, a spec or qc.agg(...)), named as the terminal names them."""
-    from .query_terminals import agg_specs as _agg_specs
     if terminal is None:
-        return T.AggBundle(_agg_specs(named or {"count": T.count}))
+        return T.AggBundle(T.agg_specs(named or {"count": T.count}))
     if named:
         raise TypeError("give the aggregates either as terminal= or as name=spec, not both")
     if isinstance(terminal, T.AggBundle):
@@ -100,6 +98,6 @@ def _bundle(terminal, named: dict) -> T.AggBundle:
     if isinstance(terminal, str) and terminal in _SHORTHANDS:
         return T.AggBundle(((terminal, _SHORTHANDS[terminal]),))
     if isinstance(terminal, T.AggSpec):
-        return T.AggBundle(_agg_specs({terminal.kind: terminal}))
+        return T.AggBundle(T.agg_specs({terminal.kind: terminal}))
     raise TypeError(f"a group_by's terminal is one of {', '.join(_SHORTHANDS)}, a spec such as "
                     f"qc.sum(f) or qc.agg(...), got {terminal!r}")

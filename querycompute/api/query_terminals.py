@@ -305,7 +305,7 @@ class QueryTerminals:
         key = tuple(named.items())
         req = _AGG_REQUESTS.get(key)
         if req is None:
-            specs = agg_specs(named)
+            specs = T.agg_specs(named)
             shared = all(spec.fn is None for _, spec in specs)
             req = Terminal("agg", specs, standalone=False, shared=shared)
             if shared:
@@ -366,14 +366,3 @@ def positional(name: str, arg, default) -> Terminal:
 _AGG_REQUESTS: dict[tuple, Terminal] = {}
 
 
-def agg_specs(named: dict) -> tuple:
-    if not named:
-        raise TypeError("agg() needs at least one named aggregate, e.g. q.agg(total=qc.sum)")
-    out = []
-    for key, spec in named.items():
-        if not isinstance(spec, T.AggSpec) or spec.kind not in T.AGG_SPEC_KINDS:
-            raise TypeError(f"agg({key}=...) must be qc.sum, qc.min, qc.max, qc.mean, qc.count, "
-                            f"qc.first, qc.any, qc.all (optionally called with a function) or "
-                            f"qc.aggregate(func, seed), got {spec!r}")
-        out.append((key, spec))
-    return tuple(out)

@@ -14,8 +14,9 @@ from .. import after_fork, config
 from ..log import FallbackWarning, logger, warn
 from ..errors import BackendUnavailableError, QueryError
 from .base import Backend
+from ..cache.keys import BACKENDS
 
-NAMES = ("numpy", "cpu", "cuda", "opencl", "webgpu", "metal")
+NAMES = BACKENDS
 _MODULES = {
     "numpy": ("reference.numpy_ref", "NumpyBackend"),
     "cpu": ("cpu.cpu", "CpuBackend"),

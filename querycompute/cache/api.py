@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .. import after_fork
+from .keys import BACKENDS
 from .store import DiskCache
 
 if TYPE_CHECKING:              # inventory loads when the cache is first listed or cleared
@@ -118,10 +119,9 @@ class CacheAPI:
 
 def _check_backend(backend) -> None:
     """A misspelt backend name would match no entry and clear nothing, silently."""
-    from ..backends.registry import NAMES
-    if backend is not None and backend not in NAMES:
+    if backend is not None and backend not in BACKENDS:
         raise ValueError(f"unknown backend {backend!r}; the cache holds kernels of "
-                         f"{', '.join(NAMES)} (or pass None for all of them)")
+                         f"{', '.join(BACKENDS)} (or pass None for all of them)")
 
 
 # `qc.cache`.

@@ -14,6 +14,10 @@ from functools import lru_cache
 # simply stop matching (they live under another "v<N>" directory and are never read).
 FORMAT_VERSION = 1
 
+# Every backend name: the cache keys and lists entries by them (`qc.cache.clear(backend=...)`
+# checks a name against this), and backends/registry.py makes one Backend per name.
+BACKENDS = ("numpy", "cpu", "cuda", "opencl", "webgpu", "metal")
+
 
 @lru_cache(maxsize=1)
 def package_version() -> str:

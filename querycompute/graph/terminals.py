@@ -6,6 +6,7 @@ the user's values (NumPy result dtypes, empty-sequence rules, mean = sum / count
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -158,7 +159,6 @@ def finish(f: Finish, raw: list, spec: AggSpec, key: str | None) -> Any:
         if f.shape == "shaped":             # fields: the element shape
             return np.array(values).reshape(f.fields)
         if f.shape == "parts":              # a tuple / record with shaped items
-            from ..plan.fusion import join_parts
             return join_parts(values, f.fields, columns=False)
         if f.shape == "record":
             return dict(zip(f.fields, values))
@@ -188,6 +188,26 @@ def finisher(f: Finish, spec: AggSpec):
     return finish_one
 
 
+def join_parts(values, fields: tuple, columns: bool = True, to_list: bool = False):
+    """The inverse of _parts: one value per leaf (output columns, or first()'s scalars) -> the
+    tuple / dict of items, a shaped item as an (m, *s) array (shaped.stack) or an s array."""
+    from ..sources.shaped import stack        # (shaped.py imports this module)
+    kind, spec = fields
+    out, i = [], 0
+    for _, shape in spec:
+        k = math.prod(shape) if shape else 1
+        part = values[i:i + k]
+        i += k
+        if not shape:
+            out.append(part[0])
+        else:
+            out.append(stack(part, shape) if columns else np.array(part).reshape(shape))
+    if to_list:                        # rows of Python values (a shaped item as nested lists)
+        rows = zip(*[a.tolist() for a in out])
+        return [dict(zip([n for n, _ in spec], r)) for r in rows] if kind == "record" else list(rows)
+    return dict(zip([n for n, _ in spec], out)) if kind == "record" else tuple(out)
+
+
 def _to_half(x) -> np.float16:
     with np.errstate(over="ignore"):
         return np.float16(x)
@@ -212,5 +232,18 @@ class AggBundle:
 
 
 def agg(**named) -> AggBundle:
-    from ..api.query_terminals import agg_specs as _agg_specs
-    return AggBundle(_agg_specs(named))
+    return AggBundle(agg_specs(named))
+
+
+def agg_specs(named: dict) -> tuple:
+    if not named:
+        raise TypeError("agg() needs at least one named aggregate, e.g. q.agg(total=qc.sum)")
+    out = []
+    for key, spec in named.items():
+        if not isinstance(spec, AggSpec) or spec.kind not in AGG_SPEC_KINDS:
+            raise TypeError(f"agg({key}=...) must be qc.sum, qc.min, qc.max, qc.mean, qc.count, "
+                            f"qc.first, qc.any, qc.all (optionally called with a function) or "
+                            f"qc.aggregate(func, seed), got {spec!r}")
+        out.append((key, spec))
+    return tuple(out)
+

@@ -143,7 +143,7 @@ def leaves(v) -> tuple[str, tuple, tuple]:
 def _parts(kind: str, names: tuple, items: tuple) -> tuple[str, tuple, tuple]:
     """A tuple / record with shaped items (a zip or table with (n, *s) inputs): shape
     "parts", fields (kind, ((name, item shape or ()), ...)), the items' scalars in order (a
-    shaped one's in C order); join_parts puts them together again."""
+    shaped one's in C order); graph/terminals.join_parts puts them together again."""
     spec, flat = [], []
     for name, item in zip(names, items):
         if isinstance(item, ShapedVal):
@@ -157,28 +157,17 @@ def _parts(kind: str, names: tuple, items: tuple) -> tuple[str, tuple, tuple]:
     return "parts", (kind, tuple(spec)), tuple(flat)
 
 
-def join_parts(values, fields: tuple, columns: bool = True, to_list: bool = False):
-    """The inverse of _parts: one value per leaf (output columns, or first()'s scalars) -> the
-    tuple / dict of items, a shaped item as an (m, *s) array (shaped.stack) or an s array."""
-    import math
-
-    import numpy as np
-
-    from ..sources.shaped import stack
-    kind, spec = fields
-    out, i = [], 0
-    for _, shape in spec:
-        k = math.prod(shape) if shape else 1
-        part = values[i:i + k]
-        i += k
-        if not shape:
-            out.append(part[0])
-        else:
-            out.append(stack(part, shape) if columns else np.array(part).reshape(shape))
-    if to_list:                        # rows of Python values (a shaped item as nested lists)
-        rows = zip(*[a.tolist() for a in out])
-        return [dict(zip([n for n, _ in spec], r)) for r in rows] if kind == "record" else list(rows)
-    return dict(zip([n for n, _ in spec], out)) if kind == "record" else tuple(out)
+def early_ops(lowered) -> tuple | None:
+    """The aggregates' ops of a lowered pass that may stop before its end (every aggregate
+    any / all / first: run/windows.py runs it window by window until decided), else None
+    (to_array, and any reduce with a sum, count, min, max or fold: those read everything;
+    min/max over bools are all/any plus a count, so they read everything too)."""
+    if getattr(lowered, "staged", False):
+        return None               # a staged plan's reductions stop early inside (pipeline.py)
+    aggs = getattr(lowered.pass_.terminal, "aggs", None)
+    if not aggs or any(a.op not in ("any", "all", "first") for a in aggs):
+        return None
+    return tuple(a.op for a in aggs)
 
 
 def element_type(v) -> str:

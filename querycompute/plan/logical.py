@@ -181,7 +181,8 @@ def push_predicates(plan: LogicalPlan) -> LogicalPlan:
     i = 0
     while i < len(nodes):
         n = nodes[i]
-        if type(n.node) is G.Where:
+        # (a where before a then_by is an error the planner reports: it stays where it is)
+        if type(n.node) is G.Where and not (i + 1 < len(nodes) and nodes[i + 1].node.then):
             j = i
             while j > 0 and _commutes(nodes[j - 1].node):
                 j -= 1

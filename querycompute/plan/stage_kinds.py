@@ -22,7 +22,7 @@ from querycompute._codegen import order_keys
 from querycompute._codegen.stage_specs import ScanSpec, SortSpec
 
 from ..frontend.values import RecordVal, Scalar, TupleVal
-from .fusion import Lowered
+from .fusion import Lowered, early_ops
 
 
 class Stage:
@@ -347,7 +347,6 @@ def plain_pass_after(stages: tuple, i: int, kind: type, early_ok: bool = False):
     columns whole, in order (no take/skip window, distinct flags, positional terminal or early
     exit: those slice columns; `early_ok`: an early exit may be given up), so stage i may run
     inside it; else None."""
-    from ..run.windows import early_exit
     if not isinstance(stages[i], kind) or i + 1 >= len(stages):
         return None
     nxt = stages[i + 1]
@@ -355,5 +354,5 @@ def plain_pass_after(stages: tuple, i: int, kind: type, early_ok: bool = False):
     if type(nxt) not in (PassStage, TerminalStage) or lowered is None:
         return None
     plain = (nxt.window is None and not nxt.keep_input and not getattr(nxt, "positional", "")
-             and nxt.range_at == (-1, -1) and (early_ok or early_exit(lowered) is None))
+             and nxt.range_at == (-1, -1) and (early_ok or early_ops(lowered) is None))
     return lowered if plain else None

@@ -381,8 +381,7 @@ def assemble(lowered: Lowered, raw, term: Terminal):
         out = stack(arrays, lowered.fields)
         return out.tolist() if term.name == "to_list" else out
     if lowered.shape == "parts":            # tuples / records with shaped items
-        from ..plan.fusion import join_parts
-        return join_parts(arrays, lowered.fields, to_list=term.name == "to_list")
+        return T.join_parts(arrays, lowered.fields, to_list=term.name == "to_list")
     if term.name == "to_list":
         lists = [a.tolist() for a in arrays]
         if lowered.shape == "scalar":

@@ -29,6 +29,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._codegen.combine import combine_raw, decided
+from ..plan.fusion import early_ops
 
 FIRST_WINDOW = 1 << 16      # elements in the first window: one cpu chunk, a few GPU tiles
 GROWTH = 4                  # each window this many times the previous one
@@ -79,14 +80,10 @@ class EarlyExit:
 
 
 def early_exit(lowered) -> EarlyExit | None:
-    """The EarlyExit of a lowered pass whose every aggregate is any / all / first; else None
-    (to_array, and any reduce with a sum, count, min, max or fold: those read everything;
-    min/max over bools are all/any plus a count, so they read everything too)."""
-    if getattr(lowered, "staged", False):
-        return None               # a staged plan's reductions stop early inside (pipeline.py)
-    terminal = lowered.pass_.terminal
-    aggs = getattr(terminal, "aggs", None)
-    if not aggs or any(a.op not in ("any", "all", "first") for a in aggs):
+    """The EarlyExit of a lowered pass whose every aggregate is any / all / first (the
+    plan's rule: fusion.early_ops); else None."""
+    ops = early_ops(lowered)
+    if ops is None:
         return None
     start = step = -1
     for i, key in enumerate(lowered.bindings):
@@ -95,7 +92,7 @@ def early_exit(lowered) -> EarlyExit | None:
                 start = i
             elif key[1] == 2:
                 step = i
-    return EarlyExit(tuple(a.op for a in aggs), start, step)
+    return EarlyExit(ops, start, step)
 
 
 def launch(prepared, early: EarlyExit | None, cols, params, n: int) -> tuple:
