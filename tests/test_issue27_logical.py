@@ -67,6 +67,41 @@ def test_a_where_between_a_sort_and_its_then_by_stays_where_it_is():
     assert L.push_predicates(p) is p
 
 
+def _joined(how="join", result=lambda a, b: {"x": a.b * 2, "y": b.v, "z": a.a + b.v}):
+    o = {"k": np.arange(7, dtype=np.int32), "v": np.arange(7.0) * 0.5}
+    return getattr(qc.query(table(40, 4)), how)(qc.query(o), lambda a: a.a, lambda b: b.k, result)
+
+
+@pytest.mark.parametrize("how", ["join", "left_join"])
+def test_a_where_over_this_sides_fields_moves_into_the_join(how):
+    lim = 10
+    q = _joined(how).where(lambda r: r.x > lim)
+    p = L.push_predicates(plan_of(q))
+    assert kinds(p)[:2] == ["where", how]
+    assert p.nodes[0].src.text == "lambda a: a.b * 2 > lim"     # rewritten over this side's record
+    assert p.chain_infos()[0][1]["lim"] == 10                    # its captures: the predicate's slot
+    for b in BACKENDS:
+        got = q.on(b).select(lambda r: r.y).to_array()
+        t = table(40, 4)
+        assert got.tolist() == [0.5 * a for a, x in zip(t["a"], t["b"]) if x * 2 > lim]
+
+
+@pytest.mark.parametrize("pred", [
+    lambda r: r.y > 1,                 # the other side's field
+    lambda r: r.z > 1,                 # computed from both sides
+    lambda r: r.x > 1 and r.y > 1,     # both
+    lambda r: r.w > 1,                 # no such field: the lambda's own error, after the join
+])
+def test_a_where_that_reads_the_other_side_stays_after_the_join(pred):
+    p = plan_of(_joined().where(pred))
+    assert L.push_predicates(p) is p
+
+
+def test_a_where_after_a_result_that_is_no_dict_literal_stays():
+    p = plan_of(_joined(result=lambda a, b: (a.b, b.v)).where(lambda r: r[0] > 1))
+    assert L.push_predicates(p) is p
+
+
 # -- drop_sorted (properties) -----------------------------------------------------------
 def test_a_sort_of_sorted_input_is_dropped():
     q = qc.query(table()).order_by(lambda r: r.a).where(lambda r: r.b > 0).order_by(lambda r: r.a)

@@ -23,7 +23,11 @@ The optimizer is an ordered list of passes (PASSES, run by `optimize`), each a s
 function from a LogicalPlan to a LogicalPlan that notes what it did (explain() prints the
 notes), each with its own test (tests/test_issue27_logical.py):
 
-    push_predicates   a where right after sorts / reverse moves before them: it sees the same
+    push_predicates   a where right after a join's result that reads only fields computed
+                      from this side's record moves before the join, rewritten over that
+                      record (fewer rows probe; a left join keeps every row of this side, so
+                      the rows it drops are the same); a where right after sorts / reverse
+                      moves before them: it sees the same
                       element, and a filter commutes with a stable sort and a reverse (the
                       survivors keep their relative order). Fewer rows are sorted, and a
                       take after the sort then follows it directly (a top-k, not a full sort).
@@ -53,6 +57,7 @@ still made once per signature.
 from __future__ import annotations
 
 import ast
+from copy import deepcopy as _copy
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -79,6 +84,7 @@ class LNode:
     carry: tuple | None = None
     other: "LogicalPlan | None" = None
     other_fields: tuple | None = None   # a join: the other side's fields it runs with
+    src: object = None                  # a function a pass rewrote (its captures: its slot's)
     share: int = -1                     # a join: the slot of an earlier join with the same other query
     note: str = ""
 
@@ -105,7 +111,8 @@ class LogicalPlan:
 
     def chain_infos(self) -> list:
         """The infos in the optimized chain's slot order (the terminal's after)."""
-        return [self.infos[n.slot] for n in self.nodes] + list(self.infos[self.n_user:])
+        return [(n.src, self.infos[n.slot][1]) if n.src is not None else self.infos[n.slot]
+                for n in self.nodes] + list(self.infos[self.n_user:])
 
     def text(self) -> list[str]:
         """explain()'s lines for the optimized plan (indented by depth)."""
@@ -175,9 +182,21 @@ def _other_plan(other) -> LogicalPlan:
 
 # -- the passes ---------------------------------------------------------------------------
 def push_predicates(plan: LogicalPlan) -> LogicalPlan:
-    """A where right after a run of sorts / reverses moves before the run."""
+    """A where right after a join's result that reads only this side's fields moves before
+    the join (rewritten over this side's record); a where right after a run of sorts /
+    reverses moves before the run."""
     nodes = list(plan.nodes)
     moved = []
+    for i in range(3, len(nodes)):
+        n = nodes[i]
+        if type(n.node) is G.Where and type(nodes[i - 1].node) is G.JoinResult:
+            src = _over_this_side(plan.infos[n.slot][0], plan.infos[nodes[i - 1].slot][0])
+            if src is not None:
+                join = nodes[i - 3]
+                pushed = replace(n, node=G.Where(n.node.fn), src=src, text=src.text, fields=join.fields,
+                                 dtypes=join.dtypes, note=f"pushed into the join's side from after it (push_predicates)")
+                nodes[i - 3:i + 1] = [pushed] + nodes[i - 3:i]
+                moved.append(f"where {n.text} into {join.node.kind}'s side")
     i = 0
     while i < len(nodes):
         n = nodes[i]
@@ -194,6 +213,57 @@ def push_predicates(plan: LogicalPlan) -> LogicalPlan:
     if not moved:
         return plan
     return _renote(replace(plan, nodes=tuple(nodes)), "push_predicates: " + "; ".join(moved))
+
+
+def _over_this_side(pred, result):
+    """`pred` (lambda r: ... r.x ...) over the fields of a join's result (lambda a, b: {"x":
+    a.q * 2, ...}) rewritten over this side's record (lambda a: ... a.q * 2 ...), when every
+    field it reads is computed from `a` alone (names other than a, like captured values,
+    make it stay: the new function's captures are the predicate's own); else None."""
+    body = result.body
+    if (len(result.params) != 2 or not isinstance(body, ast.Dict) or len(pred.params) != 1
+            or pred.stmts or result.stmts or pred.body is None):
+        return None
+    a, r = result.params[0], pred.params[0]
+    fields = {}
+    for k, v in zip(body.keys, body.values):
+        if not (isinstance(k, ast.Constant) and isinstance(k.value, str)):
+            return None
+        if all(x.id == a for x in ast.walk(v) if isinstance(x, ast.Name)) and \
+                not any(isinstance(x, (ast.Call, ast.Lambda)) for x in ast.walk(v)):
+            fields[k.value] = v
+    if a in pred.captures:
+        return None
+
+    class Sub(ast.NodeTransformer):
+        ok = True
+
+        def visit_Attribute(self, node):
+            if isinstance(node.value, ast.Name) and node.value.id == r:
+                if node.attr in fields:
+                    return ast.copy_location(_copy(fields[node.attr]), node)
+                self.ok = False
+            return self.generic_visit(node)
+
+        def visit_Subscript(self, node):
+            if isinstance(node.value, ast.Name) and node.value.id == r:
+                key = node.slice.value if isinstance(node.slice, ast.Constant) else None
+                if key in fields:
+                    return ast.copy_location(_copy(fields[key]), node)
+                self.ok = False
+            return self.generic_visit(node)
+
+        def visit_Name(self, node):
+            if node.id == r:             # the record used some other way
+                self.ok = False
+            return node
+    sub = Sub()
+    new = sub.visit(_copy(pred.body))
+    if not sub.ok:
+        return None
+    ast.fix_missing_locations(new)
+    return type(pred)(params=(a,), body=new, filename=pred.filename, captures=pred.captures,
+                      code=None, text=f"lambda {a}: {ast.unparse(new)}")
 
 
 def _commutes(node) -> bool:
