@@ -162,7 +162,7 @@ def test_item2_scan_float_sum_is_deterministic_and_close():
     np.testing.assert_allclose(a, np.cumsum(x, dtype=np.float64), rtol=1e-4)
     # the serial flavour (what a forked child runs at any n) groups the combines the same way
     serial = np.empty_like(x)
-    CPU._scans[spec].ns[f"{spec.name}_serial"](x, serial)
+    CPU._scans.get(spec).ns[f"{spec.name}_serial"](x, serial)
     assert np.array_equal(a.view(np.uint32), serial.view(np.uint32))
 
 

@@ -92,14 +92,13 @@ def test_dialect_capabilities_agree_with_the_spelling_tables(dialect):
 
 @pytest.mark.parametrize("name", registry.NAMES)
 def test_backend_capabilities_agree_with_the_lists_other_modules_keep(name):
-    """Until the modules that still keep name lists read the capabilities (fold_order,
-    streaming), the two say the same; a GPU backend stores 64-bit columns exactly when its
-    dialect has 64-bit values."""
-    from querycompute.plan import fold_order
+    """Until the modules that still keep name lists read the capabilities (streaming), the
+    two say the same; a GPU backend stores 64-bit columns exactly when its dialect has 64-bit
+    values; the in-order fold is the numpy reference's and the cpu's."""
     from querycompute.run import streaming
     backend = registry.get(name)
     c = backend.caps
-    assert c.in_order_fold == (name in fold_order.SEQUENTIAL)
+    assert c.in_order_fold == (name in ("numpy", "cpu"))
     assert c.streams == (name in streaming.DEVICE_BACKENDS)
     if c.device == "gpu":
         assert c.wide_columns == caps(backend.dialect).int64
@@ -109,10 +108,7 @@ def test_backend_capabilities_agree_with_the_lists_other_modules_keep(name):
 # ---- no decision by name -------------------------------------------------------------------
 SCANNED = ("_codegen/ops", "plan", "backends/gpu")
 # name comparisons that stay, each with its reason (the list only shrinks)
-ALLOWED = {
-    # fold_order.SEQUENTIAL: another item's module; BackendCaps.in_order_fold is its replacement
-    ("plan/fold_order.py", "SEQUENTIAL"),
-}
+ALLOWED: set = set()
 
 
 def _names_in(node, bound: dict) -> set:
@@ -277,6 +273,12 @@ operation graph:
   1. scan   lambda a, v: a + v
   2. select lambda v: v * 2
   terminal: sum
+logical plan (optimized):
+  source: array
+  scan lambda a, v: a + v
+  select lambda v: v * 2
+  terminal sum
+  optimizer passes: none applied
 staged plan: 2 stages on cuda (selects/wheres fused into the pass at each side of a breaker)
   stage 1: scan: inclusive running fold (float32, seed 0)
     inclusive scan of float32: single-pass fixed-group look-back (init + 1 kernel), 8 B per element
@@ -299,6 +301,11 @@ operation graph:
   source: array, n=5000
   1. order_by 
   terminal: to_array
+logical plan (optimized):
+  source: array
+  order_by
+  terminal to_array
+  optimizer passes: none applied
 staged plan: 2 stages on metal (selects/wheres fused into the pass at each side of a breaker)
   stage 1: stable sort by 1 key column (int32)
     stable LSD radix sort, 4 passes of 8-bit digits (a stable scatter each; a key's first byte counted \

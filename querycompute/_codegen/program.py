@@ -127,7 +127,7 @@ class Agg:
     That needs an associative combine; `in_order` (a combine not proved associative,
     _codegen/associative.py, and not stated so) asks for LINQ's fold itself instead: the
     seed first, then every survivor in element order, in one sequential pass (GPU
-    dialects refuse it: querycompute/plan/fold_order.py).
+    dialects refuse it: querycompute/plan/plan.py, refuse_parallel).
     Float sums start from +0.0, as np.sum does (a sum of -0.0s is +0.0).
     """
     op: str

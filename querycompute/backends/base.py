@@ -114,7 +114,7 @@ class BackendCaps:
     # a host input larger than the device memory budget streams through it in chunks
     # (run/streaming.py)
     streams: bool = False
-    # it folds in element order, so a fold not provably associative runs (plan/fold_order.py)
+    # it folds in element order, so a fold not provably associative runs (plan/plan.py, refuse_parallel)
     in_order_fold: bool = False
 
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from ..log import warn
-from . import lock_wait, settings, trust
+from . import lock_wait, settings
 from .entry_format import (BINARY_FILE, FILE_MAX_BYTES, META_FILE, META_MAX_BYTES, DamagedEntry,
                            decode_meta, encode_meta, pack_binary, read_entry_file,
                            source_file_name, unpack_binary, write_atomic)
@@ -130,7 +130,7 @@ class DiskCache(ModuleEntries):
             # DESIGN.md section 6, "Trust": kernels are loaded only where nobody else can write
             self._untrusted: str | None = None
             if self._enabled:
-                self._untrusted = trust.untrusted_reason(self._root)
+                self._untrusted = settings.untrusted_reason(self._root)
                 self._enabled = self._untrusted is None
             self._configured = True
             untrusted = self._untrusted
@@ -140,7 +140,7 @@ class DiskCache(ModuleEntries):
                             f"to load kernels from: {untrusted}. Anyone who can write there can "
                             f"plant code this process would run, so the disk cache is off for "
                             f"this process (kernels are compiled and kept in memory). Fix: "
-                            f"{trust.fix_hint(self._root)}.")
+                            f"{settings.fix_hint(self._root)}.")
 
     @property
     def path(self) -> Path:
@@ -157,7 +157,7 @@ class DiskCache(ModuleEntries):
     @property
     def untrusted_reason(self) -> str | None:
         """Why the disk cache is off for this process although QUERYCOMPUTE_CACHE is on: the
-        directory is not safe to load kernels from (trust.py). None when it is."""
+        directory is not safe to load kernels from (settings.py, its trust section). None when it is."""
         self._configure()
         return self._untrusted
 
@@ -205,10 +205,10 @@ class DiskCache(ModuleEntries):
 
     def _untrusted_entry(self, key: CacheKey, *paths: Path) -> bool:
         """True (a miss, with one warning per entry) when one of `paths` of `key`'s entry is
-        owned by another user or is a directory others can write (trust.entry_problem): it is
+        owned by another user or is a directory others can write (settings.entry_problem): it is
         not read, the kernel is compiled and the entry rewritten."""
         for path in paths:
-            problem = trust.entry_problem(path)
+            problem = settings.entry_problem(path)
             if problem:
                 self._count("damaged")
                 self._count("misses")

@@ -9,15 +9,17 @@ plan, so the plan is a tree (two inputs at a join).
 
     q.where(p).order_by(k).where(r).take(5).join(o, kl, ko, res).sum(f)
 
-    logical plan (optimized):
-      scan table (12 fields; 4 read)
+    logical plan (optimized):                        (a sketch of explain()'s lines)
+      source: table (12 fields)
       where p
-      where r                       <- push_predicates: moved before the sort
-      order_by k    carries 3 fields   <- project: the sort gathers 3 columns, not 12
-      take n                        (the sort is now a top-k: the window follows it)
-      join          other side: 2 of 5 fields; key in one 64-bit word by its dtypes
+      where r                    (moved before order_by (push_predicates))
+      order_by k  [carries b, c, d]          (project: the sort gathers 3 columns, not 12)
+      take n                     (the sort is now a top-k: the window follows it)
+      join kl  [carries ...]
+        other side: runs with 2 of 5 fields (k, v)
+          source: table (5 fields)
       select res
-      sum f
+      terminal sum
 
 The optimizer is an ordered list of passes (PASSES, run by `optimize`), each a small pure
 function from a LogicalPlan to a LogicalPlan that notes what it did (explain() prints the
@@ -445,9 +447,9 @@ def optimize(plan: LogicalPlan, passes=PASSES) -> LogicalPlan:
 # -- explain ------------------------------------------------------------------------------
 def _lines(plan: LogicalPlan, pad: str) -> list[str]:
     if plan.source_kind == "table":
-        head = f"{pad}scan table ({len(plan.fields)} fields)"
+        head = f"{pad}source: table ({len(plan.fields)} fields)"
     else:
-        head = f"{pad}scan {plan.source_kind}"
+        head = f"{pad}source: {plan.source_kind}"
     out = [head]
     for n in plan.nodes:
         if type(n.node) is G.JoinOther:
@@ -460,7 +462,7 @@ def _lines(plan: LogicalPlan, pad: str) -> list[str]:
             if n.other is not None:
                 out += _lines(n.other, pad + "    ")
             continue
-        line = f"{pad}{n.node.kind} {n.text}"
+        line = f"{pad}{n.node.kind} {n.text}".rstrip()
         if n.carry is not None:
             line += f"  [carries {', '.join(n.carry)}]"
         if n.note:

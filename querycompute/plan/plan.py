@@ -1,6 +1,8 @@
 """From a Query to its fused plan: the lambdas' sources, the element the chain starts from,
 the lowering of chain + terminal into one `Lowered` pass, and the kernel parameters' values.
 Used by the engine on a cache miss (and for every call's parameters) and by introspect.
+Also the in-order fold rule (refuse_parallel, at the end): which backends may run a plan
+with a fold not provably associative.
 """
 from __future__ import annotations
 
@@ -9,7 +11,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..errors import CapturedValueOverflowError, QueryError
+from querycompute._codegen.pretty import fmt
+from querycompute._codegen.program import Reduce
+from querycompute._codegen.stage_specs import GroupSpec, ScanSpec
+
+from ..errors import CapturedValueOverflowError, FoldOrderError, QueryError
 from ..graph.graph import Count, JoinArg, ScanArg
 from ..frontend.capture import LambdaSource, capture_values, lambda_source
 from ..frontend.shipped import Shipped
@@ -137,3 +143,47 @@ def param_values(lowered: Lowered, infos: list, source: Source) -> list:
             raise QueryError(f"captured value {name!r} = {v!r} does not fit the parameter type "
                              f"{dtype} it was compiled for ({exc})") from None
     return out
+
+
+# ---- the in-order fold rule ------------------------------------------------------------------
+# The in-order fold rule's refusals (DESIGN section 3, `aggregate`): a fold whose function
+# the compiler cannot prove associative (_codegen/associative.py) and the user did not state
+# `associative=True` is an `in_order` Agg / GroupAgg / ScanSpec. The numpy and cpu backends
+# run it sequentially in element order; the GPU dialects have only parallel trees, so the
+# engine refuses it there before compiling (`refuse_parallel`, reading BackendCaps.in_order_fold; `auto` then runs on cpu), and
+# Dask refuses it (partials.FoldRule: chunk partials cannot be combined).
+def in_order_folds(lowered) -> list:
+    """The combine expressions of the in-order folds of a plan (plan.lower's result)."""
+    out = []
+    terminal = getattr(getattr(lowered, "pass_", None), "terminal", None)
+    if isinstance(terminal, Reduce):
+        out += [a.combine for a in terminal.aggs if a.op == "fold" and a.in_order]
+    for stage in getattr(lowered, "stages", ()) if getattr(lowered, "staged", False) else ():
+        inner = getattr(stage, "lowered", None)
+        if inner is not None:
+            out += in_order_folds(inner)
+        spec = getattr(stage, "spec", None)
+        if isinstance(spec, ScanSpec) and spec.in_order:
+            out.append(spec.combine)
+        elif isinstance(spec, GroupSpec):
+            out += [a.combine for a in spec.aggs if a.op == "fold" and a.in_order]
+    return out
+
+
+def fold_message(combine, where: str) -> str:
+    """Why `where` refuses the fold whose combine is `combine`, and what to do."""
+    return (f"{where}: the fold function (acc, item) -> {fmt(combine)} is not provably associative "
+            f"(proved: + * min max & | ^, keep last / first, and compositions of them), so a "
+            f"parallel fold could change its result; if it is associative, say so with "
+            f"associative=True (aggregate(func, seed, associative=True), scan(...), "
+            f"qc.aggregate(...)), else run it in element order with .on(\"cpu\")")
+
+
+def refuse_parallel(backend: str, caps, lowered) -> None:
+    """FoldOrderError when `backend` (its BackendCaps `caps`) folds in parallel only and the
+    plan has an in-order fold."""
+    if caps.in_order_fold:
+        return
+    folds = in_order_folds(lowered)
+    if folds:
+        raise FoldOrderError(fold_message(folds[0], f"backend {backend!r}"))

@@ -35,11 +35,10 @@ from ..cache import disk_cache
 from ..plan.column_use import narrowed
 from .compiled import Compiled, Unusable
 from ..errors import BackendUnavailableError, FoldOrderError, QueryError, codegen_errors
-from ..plan.fold_order import refuse_parallel
 from ..graph.graph import Terminal, heavy, slot_functions
 from ..log import compiling, logger
 from .runtime import RUNTIME
-from ..plan.plan import lower, param_values, slot_info
+from ..plan.plan import lower, param_values, refuse_parallel, slot_info
 from ..sources.sources import is_device_array
 from .warm import FastEntry, Hot, plain_items, slot_sig
 from .windows import trace_rows
@@ -310,7 +309,7 @@ def _compiled(name, source, cols, q, term, infos, tiered) -> tuple:
         # tiered: the compiler is imported when the background compile starts, not here
         registry.check(name) if tiered else registry.require(name)
         lowered = lower(source, tuple(str(d) for d in dts), q.nodes(), term, infos)
-        refuse_parallel(name, lowered)    # a fold only the cpu / numpy run in order
+        refuse_parallel(name, registry.get(name).caps, lowered)   # a fold only cpu / numpy run in order
         text = describe(q, term, infos)
         if tiered:
             pending = tiers.Pending(lambda: _prepare(registry.require(name), lowered, text),

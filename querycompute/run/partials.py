@@ -30,7 +30,7 @@ import numpy as np
 from .._codegen import combine as C
 from ..graph import terminals as T
 from ..errors import FoldOrderError, MultipleElementsError, QueryError
-from ..plan.fold_order import message
+from ..plan.plan import fold_message
 from ..graph.graph import Terminal
 
 _SUM, _N = "__qc_sum", "__qc_n"        # a mean's two partial columns: key + suffix
@@ -88,7 +88,7 @@ class FoldRule:
         self.finish_rule = lowered.finishes[self.index]
         self.agg = lowered.pass_.terminal.aggs[self.finish_rule.agg]
         if self.agg.in_order:          # chunk partials of it cannot be combined
-            raise FoldOrderError(message(self.agg.combine, "Dask chunks"))
+            raise FoldOrderError(fold_message(self.agg.combine, "Dask chunks"))
         self.names = tuple(ps.name for ps in lowered.pass_.program.params)
         self.params = tuple(param_values(lowered, infos, src))
 

@@ -27,7 +27,6 @@ from querycompute._codegen.program import Pass, Reduce
 
 from ... import after_fork
 from ...cache import disk_cache
-from . import cpu_jit_time as jit_time
 from . import numba_loader
 from ..base import Backend, BackendCaps, KernelRun, Prepared
 from .cpu_elements import bind
@@ -217,13 +216,13 @@ class CpuPrepared(Prepared):
         """The trace row of a run that is the Prepared's first, or that made numba compile
         an entry point or load it from numba's cache (the parallel flavour on its first big
         input, any flavour on its first strided input): numba's compiler time inside the
-        call (jit_time.since `t0`) is booked as compile time, not run time. Newly compiled
+        call (numba_loader.jit_ms_since `t0`) is booked as compile time, not run time. Newly compiled
         code is sealed into the disk entry so the next process loads it."""
         cache, compile_ms = ("memory", 0.0) if self._ran else (self.origin, self.compile_ms)
         self._ran = True
         if launch.specialisations() == launch.known:
             return launch, n, run_ms, cache, compile_ms
-        jit_ms = min(jit_time.since(t0), run_ms)
+        jit_ms = min(numba_loader.jit_ms_since(t0), run_ms)
         launch.known = launch.specialisations()
         misses = launch.cache_misses()
         compiled = misses > launch.misses

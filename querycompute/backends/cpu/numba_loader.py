@@ -14,7 +14,7 @@ TEXT that `load` makes ready through the disk cache (docs/cache.md):
      with the source), and the entry is sealed.
 Every function of a text must carry cache=True, so that numba writes its code beside the
 entry. numba compiles an entry point on its first call with new argument types: `call`
-reports that (numba's compiler time as compile time, jit_time) and seals the new files.
+reports that (numba's compiler time as compile time: jit_ms_since, below) and seals the new files.
 
 A `NumbaModule` says where its code came from once ("compiled", "disk"), then "memory":
 `take_load_report` for callers that launch its functions themselves (cpu.py's Launch), or
@@ -24,17 +24,18 @@ rows_columns_kernels.py) are texts too, never imported: `kernel_files` and
 """
 from __future__ import annotations
 
+import threading
 import time
+from collections import deque
 from pathlib import Path
 
 from querycompute._codegen import order_keys
 
-from ... import after_fork
+from ... import after_fork, log
 from ...cache import disk_cache, dump_source
 from ...errors import CompileError
 from ...artifacts import ArtifactCache
 from ...locks import KeyedLocks
-from . import cpu_jit_time as jit_time
 from .cpu_module import cache_key, numba_options
 
 _HERE = Path(__file__).parent
@@ -83,7 +84,7 @@ class NumbaModule:
             misses = self._cache_misses()
             compiled = misses > self._misses
             self._misses = misses
-            jit_ms = min(jit_time.since(t0), ms)    # numba's compiler inside the call
+            jit_ms = min(jit_ms_since(t0), ms)    # numba's compiler inside the call
             if compiled:
                 disk_cache.seal_module(self.key, compile_ms=jit_ms, new_compile=True)
             origin = "compiled" if compiled or origin == "compiled" else "disk"
@@ -110,7 +111,7 @@ def load(name: str, source: str, prepare=None, dtypes=()) -> NumbaModule:
 def _load_new(name: str, source: str, prepare, dtypes) -> NumbaModule:
     """A disk hit, or (under the compile lock, so one process of several stores it) a new
     entry; numba compiles each entry point on its first call (or in `prepare`)."""
-    jit_time.listen()
+    listen_jit()
     key = cache_key(source)
     t0 = time.perf_counter()
     module = _imported(source, lambda: disk_cache.import_entry(key))   # None: a miss
@@ -156,3 +157,82 @@ def stage_kernels_source(*more: str) -> str:
     (order_keys.NUMBA_SOURCE), cpu_stage_kernels.py, then the kernel files named in `more`
     (cpu_group_kernels.py, cpu_join_kernels.py)."""
     return order_keys.NUMBA_SOURCE + "\n\n" + kernel_files("cpu_stage_kernels.py", *more)
+
+
+# ---- numba's compiler time ------------------------------------------------------------------
+# numba's compiler time, told apart from run time, and compiles that take long, logged.
+#
+# numba compiles an entry point (or loads it from its cache) on its first call with new
+# argument types, inside the call: a trace row timing that call would show the compile as run
+# time (seconds for a kernel that runs in a millisecond). Two listeners on numba's events,
+# installed once with the first cpu module (`listen`):
+#
+# * "numba:compiler_lock" (held while numba compiles or loads from its cache): each thread's
+#   spans of it, so `since(t0)` says how much of a call that began at perf_counter() t0 was
+#   numba's compiler; the caller books that as compile time and the rest as run time.
+# * "numba:compile" (a real compile): the entry point's name goes to log.compiling, which logs
+#   a compile running longer than about a second, with how long so far, at INFO.
+
+_clock = time.perf_counter
+_local = threading.local()        # .depth, .t0, .spans: deque of (start, seconds)
+_installed: list = []
+_install_lock = threading.Lock()
+
+
+def _state():
+    s = _local.__dict__
+    if "spans" not in s:
+        _local.depth, _local.t0, _local.spans = 0, 0.0, deque(maxlen=64)
+    return _local
+
+
+def jit_ms_since(t0: float) -> float:
+    """Milliseconds this thread spent in numba's compiler since perf_counter() `t0`."""
+    spans = getattr(_local, "spans", None)
+    if not spans:
+        return 0.0
+    return sum(seconds for start, seconds in spans if start >= t0) * 1e3
+
+
+def listen_jit() -> None:
+    """Install the listeners (once per process; numba must be importable)."""
+    if _installed:
+        return
+    with _install_lock:
+        if _installed:
+            return
+        from numba.core import event
+
+        class CompilerTime(event.Listener):
+            def on_start(self, ev):
+                s = _state()
+                if s.depth == 0:
+                    s.t0 = _clock()
+                s.depth += 1
+
+            def on_end(self, ev):
+                s = _state()
+                s.depth = max(s.depth - 1, 0)
+                if s.depth == 0:
+                    s.spans.append((s.t0, _clock() - s.t0))
+
+        class CompileProgress(event.Listener):
+            def on_start(self, ev):
+                log.compiling_begin(_name(ev))
+
+            def on_end(self, ev):
+                log.compiling_end()
+
+        event.register("numba:compiler_lock", CompilerTime())
+        event.register("numba:compile", CompileProgress())
+        _installed.append(True)
+
+
+def _name(ev) -> str | None:
+    """The entry point numba compiles, when it is one of ours (None for the user's own
+    numba functions, which log.compiling leaves alone)."""
+    fn = getattr((ev.data or {}).get("dispatcher"), "py_func", None)
+    module = getattr(fn, "__module__", "") or ""
+    if not module.startswith("querycompute"):
+        return None
+    return f"numba entry point {fn.__name__}"
