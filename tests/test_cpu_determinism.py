@@ -37,7 +37,7 @@ def test_strided_and_contiguous_inputs_sum_to_the_same_bits(dtype, n):
 
 def test_render_switches_numbas_cache_on_every_function_or_none():
     from querycompute._codegen.dialects import numba_py
-    from querycompute.backends.cpu.cpu_module import module_source
+    from querycompute.backends.cpu.numba_loader import module_source
     p = sum_pass("float32")
     off, on = numba_py.render(p), numba_py.render(p, cache=True)
     functions = off.count("@njit(")

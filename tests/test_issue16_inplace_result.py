@@ -1,7 +1,7 @@
 """Issue 16 item 6: the cpu backend writes a shaped select's result in place.
 
 A select that returns an (n, *s) element stores its k components as the columns of one
-(m, k) array (ToArray.element, backends/cpu_launch.py), for the dense map and the compaction
+(m, k) array (ToArray.element, backends/cpu/cpu.py Launch), for the dense map and the compaction
 (where) alike, and shaped.stack hands that array out reshaped, without the stacking copy.
 Results are checked against the numpy backend (the oracle) and plain NumPy; the no-copy
 claim against the kernel's own output columns (np.shares_memory). The same item's second
@@ -20,7 +20,7 @@ from querycompute.backends.cpu.cpu_elements import as_2d
 from querycompute.sources.shaped import stack
 
 # 0, 1, a few serial chunks' worth, and a parallel run whose last chunk is ragged
-# (cpu_launch.SERIAL_MAX = 32768, numba_py.CHUNK = 65536)
+# (cpu.SERIAL_MAX = 32768, numba_py.CHUNK = 65536)
 SIZES = (0, 1, 1000, 70001)
 TOL = {"float16": 2e-2, "float32": 1e-5, "float64": 1e-12}
 

@@ -17,7 +17,7 @@ from ..errors import QueryError
 from ..dask.source import from_dask, wants_dask
 from ..graph import graph as G
 from ..graph.graph import NODES, Count, JoinArg, ScanArg, chain
-from .query_args import count_arg, required, text_lambda
+from .query_terminals import count_arg, required, text_lambda
 from ..graph import terminals as T
 from .query_terminals import QueryTerminals
 from ..sources.sources import NATIVE_DTYPES, Source, from_args, from_range, plain_columns, validated

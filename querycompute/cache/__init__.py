@@ -15,7 +15,7 @@ Backends use `disk_cache` (see DiskCache for the protocol) and `dump_source`.
 from __future__ import annotations
 
 from .api import CacheAPI, CacheStats, cache, disk_cache
-from .identity import nvrtc_identity, numba_identity, opencl_identity
+from .keys import nvrtc_identity, numba_identity, opencl_identity
 from .keys import FORMAT_VERSION, CacheKey, make_key
 from .settings import dump_source
 from ..sizes import format_size, parse_size

@@ -258,7 +258,7 @@ class _Translator:
     def _BinOp(self, node: ast.BinOp) -> Value:
         op = BINOPS.get(type(node.op))
         left, right = self.value(node.left), self.value(node.right)
-        if isinstance(node.op, ast.MatMult) or S.is_shaped(left) or S.is_shaped(right):
+        if isinstance(node.op, ast.MatMult) or isinstance(left, S.ShapedVal) or isinstance(right, S.ShapedVal):
             return S.operator(op, left, right, self.at(node))       # shaped elements (4b)
         if op is None:
             fail(self.at(node), f"{_construct(node.op)} is not supported; {LANGUAGE}",
@@ -268,7 +268,7 @@ class _Translator:
 
     def _UnaryOp(self, node: ast.UnaryOp) -> Value:
         v = self.value(node.operand)
-        if S.is_shaped(v) and not isinstance(node.op, ast.Not):
+        if isinstance(v, S.ShapedVal) and not isinstance(node.op, ast.Not):
             return S.unop(UNARYOPS[type(node.op)], v, self.at(node))
         x = self.check_scalar(v, node.operand, "an operator")
         if isinstance(node.op, ast.Not):
@@ -281,7 +281,7 @@ class _Translator:
                 fail(self.at(node), f"{_construct(cmp)} is not supported; compare with "
                                     f"< <= > >= == !=", type(cmp).__name__)
         values = [self.value(n) for n in [node.left] + node.comparators]
-        if len(values) == 2 and any(S.is_shaped(v) for v in values):
+        if len(values) == 2 and any(isinstance(v, S.ShapedVal) for v in values):
             return S.binop(CMPOPS[type(node.ops[0])], values[0], values[1], self.at(node))
         operands = [self.check_scalar(v, n, "a comparison")
                     for v, n in zip(values, [node.left] + node.comparators)]
@@ -298,7 +298,7 @@ class _Translator:
         if isinstance(cond.expr, Const) and cond.weak:    # decided now (len(r) > 1): Python
             return self.value(node.body if truthy(cond).value else node.orelse)  # runs one branch
         body, orelse = self.value(node.body), self.value(node.orelse)
-        if S.is_shaped(body) or S.is_shaped(orelse):
+        if isinstance(body, S.ShapedVal) or isinstance(orelse, S.ShapedVal):
             return S.where(cond, body, orelse, self.at(node))
         return select(cond, self.check_scalar(body, node.body, "a branch"),
                       self.check_scalar(orelse, node.orelse, "a branch"), self.at(node))

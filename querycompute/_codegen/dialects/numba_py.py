@@ -77,7 +77,8 @@ class _ModulePrinter:
         self.prog = p.program
         self.helpers: set = set()
         self.cache = cache
-        self.gathers = gathers(p)     # inputs read through an index column (numba_indexed)
+        # inputs read through an index column (an IndexedPass: numba_indexed)
+        self.gathers = gathers(p) if getattr(p, "via", ()) else {}
         # decorators: "scalar" (helpers, element, fold), "chunk" (reduce partials, with the
         # reassociation that vectorises float sums), "serial" and "parallel" entry points
         self.jits = {"scalar": jit_decorator(cache), "serial": jit_decorator(cache),

@@ -20,7 +20,7 @@ the scan's register type) and the scan's params appended (as `scan_<name>`); its
 elements, not over chunks), a windowed compaction, or the compaction's sparse writer
 (which calls the filter and the element separately: the running value would advance twice
 per element); `fusable` says which passes qualify, and the module leaves the sparse writer
-out (cpu_launch.Launch then takes the dense one).
+out (cpu.Launch then takes the dense one).
 """
 from __future__ import annotations
 

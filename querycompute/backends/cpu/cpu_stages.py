@@ -39,7 +39,6 @@ from ...plan.stage_kinds import DistinctStage
 from ..base import KernelRun
 from ...artifacts import ArtifactCache
 from .cpu_join import key_types, reference_reason
-from .cpu_launch import SERIAL_MAX
 from .numba_loader import load, stage_kernels_source
 from ..stage_runtime import StageRuntime
 
@@ -83,7 +82,7 @@ class CpuStages(StageRuntime):
         """Entry point `base`_serial or `base`_parallel (as the cpu backend picks) -> result;
         its trace row is named prefix + the entry point."""
         parallel, (out, cache, compile_ms, ms) = _cpu.launch(
-            n >= SERIAL_MAX, lambda par: mod.call(f"{base}_{'parallel' if par else 'serial'}", *args))
+            n >= _cpu.SERIAL_MAX, lambda par: mod.call(f"{base}_{'parallel' if par else 'serial'}", *args))
         fn = f"{base}_{'parallel' if parallel else 'serial'}"
         grid = (max(1, -(-n // CHUNK)),) if parallel else (1,)
         rows.append(KernelRun(prefix + fn, "numba", grid, (CHUNK,), cache, compile_ms, ms))

@@ -25,7 +25,7 @@ from querycompute._codegen.dialects.numba_py_expr import ExprPrinter, register_t
 from querycompute._codegen.dialects.numba_py_helpers import helper_source
 from querycompute._codegen.order_keys import minmax_key, minmax_key_text
 
-from .cpu_module import PRELUDE
+from .numba_loader import PRELUDE
 from .numba_loader import load
 
 LANES = 8          # accumulators per row step (as benchmarks/peer_numba_lanes.py)
