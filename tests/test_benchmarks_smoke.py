@@ -124,3 +124,16 @@ def test_item9_gpu_bandwidth_on_the_device(tmp_path):
     assert {r["workload"] for r in rows} == {"copy", "W1", "W2", "W3", "W4", "W5", "W6",
                                              "W1[float16]", "W4[float16]", "W4[int8]"}
     assert all(r.get("status", "ok") == "ok" and r["gbps"] > 0 for r in rows), rows
+
+
+def test_optimizer_benchmark_checks_both_plans_equal():
+    """benchmarks/optimizer.py plans each case with and without logical.PASSES and asserts
+    the results equal before timing them."""
+    stdout = run_script("optimizer.py", "--n", "3000", "--samples", "1")
+    for case in ("topk", "sort_gather", "join_where", "join_twice"):
+        assert case in stdout
+
+
+def test_call_files_counts_the_files_a_call_enters():
+    stdout = run_script("call_files.py")
+    assert "fused chain on cpu: cold call enters" in stdout and "staged chain" in stdout
