@@ -67,10 +67,7 @@ KNOWN_UPWARD = {
     "sources.shaped -> backends.gpu.gpu_elements",
     "sources.shaped -> graph.terminals",
     "sources.shaped -> plan.plan",
-    # the executor still builds Query objects for sub-chains (DESIGN: it runs sub-plans)
-    "run.partials -> api.introspect",
-    "run.partials -> api.query",
-    "run.streaming -> api.query",
+    # Dask still builds Query objects for its chunks' sub-chains (DESIGN: it runs sub-plans)
     "dask.operators -> api.query",
     "dask.run -> api.query",
     "dask.run -> api.query_terminals",
@@ -80,7 +77,7 @@ KNOWN_UPWARD = {
 # (lower them as imports move to module level). plan's include the GPU kernel generators its
 # stage kinds import only to explain a GPU plan (_codegen/ops: ~0.6 s to import, never needed
 # to run on the cpu or numpy backends).
-KNOWN_LOCAL = {"backends": 76, "plan": 57, "api": 22, "dask": 25, "run": 25, "_codegen": 10,
+KNOWN_LOCAL = {"backends": 76, "plan": 57, "api": 22, "dask": 25, "run": 21, "_codegen": 10,
                "sources": 15, "frontend": 13, "cache": 7, "cli": 8, "graph": 1}
 
 

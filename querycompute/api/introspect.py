@@ -17,9 +17,9 @@ from querycompute._codegen.program import Reduce
 from ..graph import terminals as T
 from ..run import windows
 from ..backends import registry
-from ..graph.graph import PLAIN, POSITIONAL, Count, Terminal, heavy, slot_functions
+from ..graph.graph import PLAIN, POSITIONAL, Count, Terminal, heavy
 from ..errors import QueryError, codegen_errors
-from ..plan.plan import lower, slot_info
+from ..plan.plan import lower_query
 from .query_terminals import positional
 
 
@@ -44,10 +44,8 @@ def terminal_request(terminal: Any) -> Terminal:
 
 def lower_for(q, terminal: Any):
     term = terminal_request(terminal)
-    cols = q._source.columns()
-    dts = tuple(str(c.dtype) for c in cols)
-    infos = [slot_info(fn) for fn in slot_functions(q._ops, term.fns)]
-    return lower(q._source, dts, q.nodes(), term, infos), term, cols, infos
+    lowered, cols, infos = lower_query(q, term)
+    return lowered, term, cols, infos
 
 
 def source(q, backend: str, terminal: Any) -> str:

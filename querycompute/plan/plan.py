@@ -16,7 +16,7 @@ from querycompute._codegen.program import Reduce
 from querycompute._codegen.stage_specs import GroupSpec, ScanSpec
 
 from ..errors import CapturedValueOverflowError, FoldOrderError, QueryError
-from ..graph.graph import Count, JoinArg, ScanArg
+from ..graph.graph import Count, JoinArg, ScanArg, slot_functions
 from ..frontend.capture import LambdaSource, capture_values, lambda_source
 from ..frontend.shipped import Shipped
 from ..frontend.exact import derived_value, is_derived
@@ -113,6 +113,16 @@ def lower(source: Source, dts: tuple, ops: tuple, term, infos: list) -> Lowered:
         from ..sources.shaped import as_block
         lowered = as_block(lowered)
     return lowered
+
+
+def lower_query(q, term) -> tuple:
+    """(Lowered, columns, infos) of query `q` with Terminal `term`: its source's columns
+    read, its functions' sources captured, its chain planned (introspect's explain/source,
+    the Dask fold rule)."""
+    cols = q._source.columns()
+    dts = tuple(str(c.dtype) for c in cols)
+    infos = [slot_info(fn) for fn in slot_functions(q._ops, term.fns)]
+    return lower(q._source, dts, q.nodes(), term, infos), cols, infos
 
 
 def param_values(lowered: Lowered, infos: list, source: Source) -> list:

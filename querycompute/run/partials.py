@@ -30,7 +30,7 @@ import numpy as np
 from .._codegen import combine as C
 from ..graph import terminals as T
 from ..errors import FoldOrderError, MultipleElementsError, QueryError
-from ..plan.plan import fold_message
+from ..plan.plan import fold_message, lower_query, param_values
 from ..graph.graph import Terminal
 
 _SUM, _N = "__qc_sum", "__qc_n"        # a mean's two partial columns: key + suffix
@@ -81,9 +81,7 @@ class FoldRule:
     its kernel parameters' names and values) made once in the client from the meta chunk."""
 
     def __init__(self, meta_q, spec, src):
-        from ..api.introspect import lower_for
-        from ..plan.plan import param_values
-        lowered, _, _, infos = lower_for(meta_q, spec)
+        lowered, _, infos = lower_query(meta_q, Terminal(spec.kind, ((spec.kind, spec),)))
         self.index = next(i for i, f in enumerate(lowered.finishes) if f.kind == "fold")
         self.finish_rule = lowered.finishes[self.index]
         self.agg = lowered.pass_.terminal.aggs[self.finish_rule.agg]
@@ -135,11 +133,10 @@ class ScalarPlan:
     """sum/min/max/mean/count/any/all/first/aggregate and agg(...) over chunks."""
 
     def __init__(self, q, specs, src):
-        from ..api.query import Query
         self.specs = _without_functions(specs)    # the plan travels to the workers: no code
         chunk = chunk_specs(specs, "agg")
         self._chunk_term = Terminal("agg", tuple(chunk), standalone=False) if chunk else None
-        meta_q = Query(_meta_source(src), q._ops, q._backend, q._kinds, q._codes)
+        meta_q = type(q)(_meta_source(src), q._ops, q._backend, q._kinds, q._codes)   # (q's own class)
         self.folds = tuple((key, FoldRule(meta_q, spec, src)) for key, spec in specs if spec.kind == "fold")
         self.kinds = {key: spec.kind for key, spec in chunk}
         # T.NO_DEFAULT is a singleton compared by identity: a pickled copy is not it

@@ -73,7 +73,6 @@ def wanted(q, term: Terminal, name: str, cols, n: int) -> bool:
 def run(q, term: Terminal, fns, name: str, cols, n: int, t0: float, clock):
     """The terminal's value, computed chunk by chunk (see the module docstring)."""
     from . import engine
-    from ..api.query import Query
     from ..sources.sources import Source
     src = q._source
     step = chunk_length(cols, budget())
@@ -83,7 +82,7 @@ def run(q, term: Terminal, fns, name: str, cols, n: int, t0: float, clock):
 
     def chunk_query(lo, hi):
         items = tuple(c[lo:hi] for c in cols)
-        return Query(Source(src.kind, items, src.fields), q._ops, name, q._kinds, q._codes)
+        return type(q)(Source(src.kind, items, src.fields), q._ops, name, q._kinds, q._codes)
 
     def ahead(j):
         """Chunk j's views paired with chunk j+1's, for the loops' double buffers."""
