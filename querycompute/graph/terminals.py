@@ -80,7 +80,13 @@ count = AggSpec("count")
 first = AggSpec("first")
 any = AggSpec("any")      # noqa: A001
 all = AggSpec("all")      # noqa: A001
-AGG_SPEC_KINDS = ("sum", "min", "max", "mean", "count", "first", "any", "all", "fold")
+# SQL COUNT(DISTINCT f), polars n_unique: how many distinct f(element) (the element itself
+# without f), distinct()'s equality (all NaNs one value, -0.0 == 0.0), an int64 count. Not a
+# reduction of the pass: api/count_distinct.py runs it as distinct(f) then a count (per
+# group: distinct on (key, f) then a count per key), so every backend's distinct runs it.
+count_distinct = AggSpec("count_distinct")
+AGG_SPEC_KINDS = ("sum", "min", "max", "mean", "count", "first", "any", "all", "fold",
+                  "count_distinct")
 
 
 def aggregate(func, seed, *, associative: bool = False) -> AggSpec:
@@ -242,8 +248,8 @@ def agg_specs(named: dict) -> tuple:
     for key, spec in named.items():
         if not isinstance(spec, AggSpec) or spec.kind not in AGG_SPEC_KINDS:
             raise TypeError(f"agg({key}=...) must be qc.sum, qc.min, qc.max, qc.mean, qc.count, "
-                            f"qc.first, qc.any, qc.all (optionally called with a function) or "
-                            f"qc.aggregate(func, seed), got {spec!r}")
+                            f"qc.first, qc.any, qc.all (optionally called with a function), "
+                            f"qc.count_distinct(f) or qc.aggregate(func, seed), got {spec!r}")
         out.append((key, spec))
     return tuple(out)
 
