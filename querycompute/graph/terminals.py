@@ -80,11 +80,19 @@ count = AggSpec("count")
 first = AggSpec("first")
 any = AggSpec("any")      # noqa: A001
 all = AggSpec("all")      # noqa: A001
-# SQL COUNT(DISTINCT f), polars n_unique: how many distinct f(element) (the element itself
-# without f), distinct()'s equality (all NaNs one value, -0.0 == 0.0), an int64 count. Not a
-# reduction of the pass: api/count_distinct.py runs it as distinct(f) then a count (per
-# group: distinct on (key, f) then a count per key), so every backend's distinct runs it.
 count_distinct = AggSpec("count_distinct")
+"""qc.count_distinct(f=None): SQL COUNT(DISTINCT f), polars n_unique, for agg(...) and
+group_by(...).agg(...): how many distinct f(element) (the element itself without f; a
+tuple-valued f counts distinct tuples), as an int64. Equality is distinct()'s (all NaNs one
+value, -0.0 == 0.0: pandas nunique(dropna=False)). Not a reduction of the pass: it runs as
+distinct(f).count() (per group: distinct on (key, f), then a count per key;
+api/count_distinct.py), so every backend's distinct machinery counts it.
+
+Example:
+    ```python
+    q.group_by(lambda r: r.part).agg(sizes=qc.count_distinct(lambda r: r.size), n=qc.count)
+    ```
+"""
 AGG_SPEC_KINDS = ("sum", "min", "max", "mean", "count", "first", "any", "all", "fold",
                   "count_distinct")
 
