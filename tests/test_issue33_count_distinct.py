@@ -187,3 +187,26 @@ def test_item3_dask_array_and_dataframe():
     df = dd.from_pandas(frame, npartitions=3)
     got = qc.query(df).group_by(lambda r: r.k).agg(n=qc.count_distinct(lambda r: r.v))
     assert got["n"].tolist() == frame.groupby("k")["v"].nunique(dropna=False).tolist()
+
+
+# ---- the cpu's two-word hash sets (a (group key, value) pair of 64-bit values) ------------------
+@pytest.mark.parametrize("n", [0, 7, 3 * (1 << 16) + 5])        # serial, parallel partitions
+def test_item3_cpu_two_word_hash_sets(n):
+    from querycompute._codegen.stage_specs import SortSpec
+    from querycompute.backends.cpu.cpu_stages import CpuStages, key_words
+    from querycompute.backends.stage_runtime import NumpyStages
+    rng = np.random.default_rng(n)
+    a = rng.integers(-2 ** 63, 2 ** 63 - 1, 50, dtype=np.int64, endpoint=True)[rng.integers(0, 50, n)]
+    b = np.array([0.0, -0.0, np.nan, -np.nan, 1e308, -5e-324, np.inf], np.float64)[rng.integers(0, 7, n)]
+    spec = SortSpec(("int64", "float64"), (False, False), "qc_cd")
+    assert key_words(spec.key_dtypes) == ((0,), (1,))
+    rows: list = []
+    got = CpuStages().first_occurrence(spec, [a, b], rows)
+    assert np.array_equal(got, NumpyStages().first_occurrence(spec, [a, b], []))
+    if n:
+        assert any(r.name.startswith("qc_cd_distinct_") for r in rows) and \
+            not any("radix" in r.name for r in rows), rows
+    k = qc.query(k=a, v=b).on("cpu").group_by(lambda r: r.k).agg(n=qc.count_distinct(lambda r: r.v))
+    assert k["n"].tolist() == _pandas_nunique(a, b).tolist()
+    assert "two 64-bit words" in qc.query(k=a, v=b).on("cpu").group_by(lambda r: r.k).explain(
+        "cpu", n=qc.count_distinct(lambda r: r.v))

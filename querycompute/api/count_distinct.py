@@ -8,7 +8,7 @@
 A distinct count is not a reduction of one pass: it runs as the query's own distinct, so its
 equality is distinct()'s (all NaNs one value, -0.0 == 0.0; a tuple-valued f counts distinct
 tuples) and every backend runs it with its distinct machinery (cpu: per-partition hash sets
-of the keys' order bits when they fit one 64-bit word, else a radix sort; GPU runtimes: their
+of the keys' order bits when they fit one or two 64-bit words, else a radix sort; GPU runtimes: their
 radix sort's first-occurrence flags; numpy: the stable sort; Dask: per-chunk distinct sets
 merged, then counted). Per group, the distinct key is the pair (group key, f) and the count
 is a count per group: every group has at least one distinct pair, so the count column's rows
