@@ -160,6 +160,18 @@ def test_item3_text_lambdas_grouped_and_errors():
         qc.query(x).compile(qc.agg(n=qc.count_distinct, s=qc.sum))
 
 
+def test_item3_composed_key_reads_captured_values_each_call():
+    x = np.arange(-30, 30, dtype=np.int64)
+    q = qc.query(x).on("cpu")
+    m, d = 3, 5
+
+    def per_group():                # the same lambdas (code objects) on every call
+        return q.group_by(lambda v: v % m).agg(n=qc.count_distinct(lambda v: v // d))["n"].tolist()
+    assert per_group() == pd.Series(x // 5).groupby(x % 3).nunique().tolist()
+    m, d = 4, 7                     # captured values are kernel parameters: no stale kernel
+    assert per_group() == pd.Series(x // 7).groupby(x % 4).nunique().tolist()
+
+
 def test_item3_grouped_explain_names_every_part():
     k = np.array([1, 2, 1], np.int64)
     g = qc.query(k=k, v=k * 2).group_by(lambda r: r.k)
