@@ -332,8 +332,8 @@ class QueryTerminals:
         if req is None:
             specs = T.agg_specs(named)
             if CD.has_distinct_count(specs):
-                return CD.run(self if compute is True else _uncomputed(self, compute),
-                                          specs, lazy=compute is not True)
+                return CD.run(self if compute is True else _uncomputed(self, compute), specs,
+                              lazy=compute is not True)
             shared = all(spec.fn is None for _, spec in specs)
             req = Terminal("agg", specs, standalone=False, shared=shared)
             if shared:
