@@ -16,7 +16,7 @@ from .errors import InputTypeError, InputValueError
 from .log import ConfigWarning, FallbackWarning
 from .api.query import Query, query, range
 from .api.grouped import Grouped
-from .graph.terminals import agg, aggregate, all, any, count, first, max, mean, min, sum
+from .graph.terminals import agg, aggregate, all, any, count, count_distinct, first, max, mean, min, sum
 
 __version__ = "0.1.0"
 

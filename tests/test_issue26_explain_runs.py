@@ -77,9 +77,12 @@ def test_wide_key_join_on_opencl_names_the_host_reference():
 def test_cpu_distinct_names_its_path():
     i = np.arange(N)
     narrow = {"a": (i % 5).astype(np.int32), "b": (i % 3).astype(np.int32)}
-    wide = {"a": (i % 5).astype(np.int64), "b": (i % 3).astype(np.int32)}
-    for t, what in ((narrow, "hash sets"), (wide, "wider than 64 bits together")):
-        text = qc.query(t).on("cpu").distinct(lambda r: (r.a, r.b)).select(lambda r: r.a).explain(terminal="sum")
+    pair = {"a": (i % 5).astype(np.int64), "b": (i % 3).astype(np.int32), "c": i % 2}
+    wide = {"a": (i % 5).astype(np.int64), "b": (i % 3).astype(np.int32), "c": i % 2}
+    for t, key, what in ((narrow, lambda r: (r.a, r.b), "hash sets of the keys' order bits (one 64-bit word"),
+                         (pair, lambda r: (r.a, r.b), "hash sets of the keys' order bits (two 64-bit words"),
+                         (wide, lambda r: (r.a, r.b, r.c), "don't fit two 64-bit words")):
+        text = qc.query(t).on("cpu").distinct(key).select(lambda r: r.a).explain(terminal="sum")
         assert _stage_lines(text, "cpu:") and what in "".join(_stage_lines(text, "cpu:")), text
 
 

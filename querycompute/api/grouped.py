@@ -12,6 +12,7 @@ column operation runs it.
 """
 from __future__ import annotations
 
+from . import count_distinct as CD
 from ..run import engine
 from ..graph import terminals as T
 from ..errors import QueryError
@@ -41,8 +42,17 @@ class Grouped:
 
     def agg(self, **named) -> dict:
         """Several aggregates per group in one pass: agg(total=qc.sum(f), n=qc.count, ...)
-        with every spec Query.agg takes (qc.first(f), qc.any/all(f), qc.aggregate(func, seed))."""
-        return engine.run(self._query, Terminal("group_by", T.agg_specs(named), standalone=False))
+        with every spec Query.agg takes (qc.first(f), qc.any/all(f), qc.aggregate(func, seed),
+        qc.count_distinct(f): int64 distinct f per group, as pandas nunique(dropna=False); it
+        runs as distinct((key, f)) then a count per key, the others in one pass)."""
+        specs = T.agg_specs(named)
+        if CD.has_distinct_count(specs):
+            return CD.run(self._query, specs)
+        return engine.run(self._query, Terminal("group_by", specs, standalone=False))
+
+    def count_distinct(self, f=None) -> dict:
+        """Distinct f(element) (or elements) per group: {key..., "count_distinct": int64}."""
+        return self.agg(count_distinct=T.count_distinct(f) if f is not None else T.count_distinct)
 
     def count(self) -> dict:
         """Rows per group: {key..., "count": int64 counts}."""
@@ -80,10 +90,12 @@ class Grouped:
 
     def select(self, *_):
         raise QueryError("group_by(...).select(...) is not offered: groups are aggregated, not "
-                         "materialized; use .agg(...), .count(), .sum(f), .min(f), .max(f), .mean(f)")
+                         "materialized; use .agg(...), .count(), .sum(f), .min(f), .max(f), .mean(f), "
+                         ".count_distinct(f)")
 
 
-_SHORTHANDS = {"count": T.count, "sum": T.sum, "min": T.min, "max": T.max, "mean": T.mean}
+_SHORTHANDS = {"count": T.count, "sum": T.sum, "min": T.min, "max": T.max, "mean": T.mean,
+               "count_distinct": T.count_distinct}
 
 
 def _bundle(terminal, named: dict) -> T.AggBundle:

@@ -12,6 +12,7 @@ from ..run import engine
 from ..graph import terminals as T
 from ..errors import InputTypeError
 from ..graph.graph import PLAIN, WITH_FN, Count, Terminal
+from . import count_distinct as CD
 
 if TYPE_CHECKING:
     from ..run.compiled import CompiledQuery
@@ -292,6 +293,29 @@ class QueryTerminals:
         """
         return engine.run(self if compute is True else _uncomputed(self, compute), positional("single", pred, default))
 
+    def count_distinct(self, f=None, *, compute=True) -> np.int64:
+        """How many distinct elements (or distinct f(element)) there are: SQL
+        COUNT(DISTINCT f), polars n_unique.
+
+        Equality is distinct()'s: all NaNs are one value and -0.0 == 0.0, so it equals
+        `len(q.distinct(f).to_array())` (pandas `nunique(dropna=False)`). It runs as
+        `q.distinct(f).count()` on every backend (cpu: hash sets of the keys' bits).
+
+        Args:
+            f: Optional lambda of one element; a tuple-valued f counts distinct tuples.
+
+        Returns:
+            An int64; 0 for an empty sequence.
+
+        Example:
+            ```python
+            qc.query(x).count_distinct(lambda v: v % 7)
+            ```
+        """
+        q = self if compute is True else _uncomputed(self, compute)
+        n = q.distinct(f).count()
+        return np.int64(n) if compute is True else n
+
     def aggregate(self, func, seed, *, associative: bool = False, compute=True) -> Any:
         """LINQ's fold func(...func(func(seed, x0), x1)..., xn).
 
@@ -323,8 +347,9 @@ class QueryTerminals:
 
         Args:
             **named: name=spec, each spec qc.sum, qc.min, qc.max, qc.mean, qc.count, qc.first,
-                qc.any, qc.all (optionally called with a lambda or default=) or
-                qc.aggregate(func, seed).
+                qc.any, qc.all (optionally called with a lambda or default=),
+                qc.aggregate(func, seed) or qc.count_distinct(f) (an int64; it runs as
+                its own distinct(f).count(), the others in one pass).
 
         Returns:
             A dict name -> value, each following its terminal's empty-input rule.
@@ -338,6 +363,9 @@ class QueryTerminals:
         req = _AGG_REQUESTS.get(key)
         if req is None:
             specs = T.agg_specs(named)
+            if CD.has_distinct_count(specs):
+                return CD.run(self if compute is True else _uncomputed(self, compute), specs,
+                              lazy=compute is not True)
             shared = all(spec.fn is None for _, spec in specs)
             req = Terminal("agg", specs, standalone=False, shared=shared)
             if shared:
@@ -355,6 +383,9 @@ class QueryTerminals:
         in the background; tiered=False compiles here, raising CompileError if it fails."""
         from ..run.compiled import CompiledQuery
         from .introspect import terminal_request
+        found = CD.terminal_parts(self, terminal)
+        if found is not None:
+            return CD.compiled(self, found, tiered)
         term = terminal_request(terminal)
         return CompiledQuery(self, term, term.fns, terminal, tiered)
 
@@ -367,11 +398,17 @@ class QueryTerminals:
     def source(self, backend: str = "cuda", terminal: Any = "to_array") -> str:
         """Every kernel of the plan in `backend`'s dialect; needs no device."""
         from .introspect import source
+        found = CD.terminal_parts(self, terminal)
+        if found is not None:
+            return CD.source(self, backend, found)
         return source(self, backend, terminal)
 
     def explain(self, backend: str | None = None, terminal: Any = "to_array") -> str:
         """The operation graph, the fused plan, launch shapes and bytes moved per element."""
         from .introspect import explain
+        found = CD.terminal_parts(self, terminal)
+        if found is not None:
+            return CD.explain(self, backend, found)
         return explain(self, backend, terminal)
 
 

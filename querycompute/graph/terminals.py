@@ -80,7 +80,21 @@ count = AggSpec("count")
 first = AggSpec("first")
 any = AggSpec("any")      # noqa: A001
 all = AggSpec("all")      # noqa: A001
-AGG_SPEC_KINDS = ("sum", "min", "max", "mean", "count", "first", "any", "all", "fold")
+count_distinct = AggSpec("count_distinct")
+"""qc.count_distinct(f=None): SQL COUNT(DISTINCT f), polars n_unique, for agg(...) and
+group_by(...).agg(...): how many distinct f(element) (the element itself without f; a
+tuple-valued f counts distinct tuples), as an int64. Equality is distinct()'s (all NaNs one
+value, -0.0 == 0.0: pandas nunique(dropna=False)). Not a reduction of the pass: it runs as
+distinct(f).count() (per group: distinct on (key, f), then a count per key;
+api/count_distinct.py), so every backend's distinct machinery counts it.
+
+Example:
+    ```python
+    q.group_by(lambda r: r.part).agg(sizes=qc.count_distinct(lambda r: r.size), n=qc.count)
+    ```
+"""
+AGG_SPEC_KINDS = ("sum", "min", "max", "mean", "count", "first", "any", "all", "fold",
+                  "count_distinct")
 
 
 def aggregate(func, seed, *, associative: bool = False) -> AggSpec:
@@ -242,8 +256,8 @@ def agg_specs(named: dict) -> tuple:
     for key, spec in named.items():
         if not isinstance(spec, AggSpec) or spec.kind not in AGG_SPEC_KINDS:
             raise TypeError(f"agg({key}=...) must be qc.sum, qc.min, qc.max, qc.mean, qc.count, "
-                            f"qc.first, qc.any, qc.all (optionally called with a function) or "
-                            f"qc.aggregate(func, seed), got {spec!r}")
+                            f"qc.first, qc.any, qc.all (optionally called with a function), "
+                            f"qc.count_distinct(f) or qc.aggregate(func, seed), got {spec!r}")
         out.append((key, spec))
     return tuple(out)
 

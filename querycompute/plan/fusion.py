@@ -140,6 +140,17 @@ def leaves(v) -> tuple[str, tuple, tuple]:
     return "record", tuple(k for k, _ in v.fields), tuple(i for _, i in v.fields)
 
 
+def key_leaves(v) -> tuple:
+    """The scalar leaves of a sort or distinct key, nested tuples / records flattened in
+    order: comparing them in turn is comparing the nested key item by item (so a key
+    `(k(r), f(r))` whose f returns a tuple keys on every scalar of it)."""
+    if isinstance(v, TupleVal):
+        return tuple(s for i in v.items for s in key_leaves(i))
+    if isinstance(v, RecordVal):
+        return tuple(s for _, i in v.fields for s in key_leaves(i))
+    return leaves(v)[2]
+
+
 def _parts(kind: str, names: tuple, items: tuple) -> tuple[str, tuple, tuple]:
     """A tuple / record with shaped items (a zip or table with (n, *s) inputs): shape
     "parts", fields (kind, ((name, item shape or ()), ...)), the items' scalars in order (a

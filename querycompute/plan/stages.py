@@ -42,8 +42,8 @@ from querycompute._codegen.stage_specs import ScanSpec, SortSpec
 from ..graph import graph as G
 from ..graph import terminals as T
 from ..errors import QueryError
-from .fusion import (Lowered, Lowering, _scalar, _truthy, element_type, leaves, param_limits,
-    pick_one)
+from .fusion import (Lowered, Lowering, _scalar, _truthy, element_type, key_leaves, leaves,
+    param_limits, pick_one)
 from ..frontend.values import RecordVal, Scalar, TupleVal
 from . import logical
 from .group_plan import plan_group
@@ -242,7 +242,7 @@ class _Planner:
                 raise QueryError(f"{what}() of records needs a key: e.g. {what}(lambda r: r.price)")
         else:
             key = lw.apply(slot, element)
-        return leaves(key)[2]
+        return key_leaves(key)
 
     def plan_sort(self, ops: list, i: int) -> int:
         sorts = [i]

@@ -30,7 +30,7 @@ from .. import after_fork, config
 from . import streaming, tiers
 from ..graph import terminals as T
 from ..backends import registry
-from ..backends.base import Trace
+from ..backends.base import KernelRun, Trace
 from ..cache import disk_cache
 from ..plan.column_use import narrowed
 from .compiled import Compiled, Unusable
@@ -430,6 +430,25 @@ def last_trace() -> Trace:
     if type(last) is tuple:           # a warm call: build its Trace now
         _last.value = last = build_trace(last)
     return last
+
+
+def combine_traces(parts: list, terminal: str) -> Trace:
+    """One call that ran as several terminal runs (count_distinct inside agg:
+    api/count_distinct.py), as this thread's last trace: `parts` holds (label, Trace) in run
+    order; each kernel row is named with its part's label, so the trace says what ran."""
+    first = parts[0][1]
+    backends = list(dict.fromkeys(t.backend for _, t in parts))
+    trace = Trace("+".join(backends), terminal, first.n,
+                  "; ".join(f"{label}: {t.fallback}" for label, t in parts if t.fallback) or None)
+    trace.tier = "kernel" if all(t.tier == "kernel" for _, t in parts) else "numpy"
+    for label, t in parts:
+        for k in t.kernels:
+            trace.kernels.append(KernelRun(f"{label}:{k.name}", k.dialect, k.grid, k.block,
+                                           k.cache, k.compile_ms, k.run_ms))
+        trace.total_ms += t.total_ms
+        trace.chunks = max(trace.chunks, t.chunks)
+    _last.value = trace
+    return trace
 
 
 def set_memo_size(entries: int) -> None:

@@ -32,8 +32,9 @@ Top-k (topk_parallel): every chunk keeps its k smallest (key, index) in a max-he
   union of the chunks' candidates holds the global top k, which cpu_stages sorts (a small
   radix sort, candidates in index order: ties go by index).
 First occurrence (distinct_parallel): each element's key is one exact uint64 word (its
-  order bits, or several keys' bits packed; wider tuples take a sort in cpu_stages). Words
-  are hashed into P partitions; a counting scatter (as a radix pass: stable) puts each
+  order bits, or several keys' bits packed), or two (`u2`: a key tuple of up to 128 bits,
+  whole columns packed into two words; wider tuples take a sort in cpu_stages). Words (a
+  second word mixed into the first's hash) are hashed into P partitions; a counting scatter (as a radix pass: stable) puts each
   partition's (word, index) pairs in index order; each partition then runs an
   open-addressing hash set in that order, so the first insert of a word is its first
   occurrence. The flags are exact booleans: no order or thread count can change them.
@@ -46,6 +47,7 @@ RADIX = 256
 TOPK_BLOCK = 64                             # keys compared with a full heap's top at once
 _U0, _U1, _U8, _MASK = np.uint64(0), np.uint64(1), np.uint64(8), np.uint64(255)
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)    # Fibonacci hashing multiplier
+_MIX = np.uint64(0xC2B2AE3D27D4EB4F)       # mixes a second key word into the first's hash
 # Only the explicit prange loops run in parallel: numba would otherwise turn every array
 # expression (np.zeros, h += hc[c]) into a parallel region of its own, each a thread barrier.
 PRANGE_ONLY = {"prange": True, "comprehension": False, "reduction": False, "inplace_binop": False,
@@ -356,23 +358,37 @@ def select_le_parallel(w, bound):
 
 # ---- first occurrence --------------------------------------------------------------------------
 @njit(cache=True)
-def _set_first(words, order, lo, hi, keep, pbits, tbits):
-    """Open-addressing hash set of 2**tbits slots over words[lo:hi] (in index order):
-    keep[order[j]] (keep[j] when order is empty) = whether words[j] is new. The slot is
-    taken from the hash bits below the pbits that chose the partition."""
+def _hash(w, words2, j):
+    """The key's hash word: its word, a second word (words2 not empty) mixed in."""
+    if words2.shape[0]:
+        w ^= words2[np.uint64(j)] * _MIX
+    return w * _GOLDEN
+
+
+@njit(cache=True)
+def _set_first(words, words2, order, lo, hi, keep, pbits, tbits):
+    """Open-addressing hash set of 2**tbits slots over words[lo:hi] (and words2[lo:hi] when
+    not empty: two-word keys), in index order: keep[order[j]] (keep[j] when order is empty)
+    = whether the key at j is new. The slot is taken from the hash bits below the pbits that
+    chose the partition."""
     size = 1 << tbits
     mask = np.uint64(size - 1)
+    two = words2.shape[0] > 0
     used = np.zeros(size, np.bool_)
     slots = np.empty(size, np.uint64)
+    slots2 = np.empty(size if two else 0, np.uint64)
     psh, sh = np.uint64(pbits), np.uint64(64 - tbits)
     for j in range(lo, hi):
         w = words[np.uint64(j)]
-        s = ((w * _GOLDEN) << psh) >> sh
-        while used[s] and slots[s] != w:
+        w2 = words2[np.uint64(j)] if two else _U0
+        s = (_hash(w, words2, j) << psh) >> sh
+        while used[s] and (slots[s] != w or (two and slots2[s] != w2)):
             s = (s + _U1) & mask
         keep[np.uint64(order[np.uint64(j)] if order.shape[0] else j)] = not used[s]
         used[s] = True
         slots[s] = w
+        if two:
+            slots2[s] = w2
 
 
 @njit(cache=True)
@@ -390,19 +406,21 @@ def _words(u, lo, hi, out, kind, sign, ones, inf):
 
 
 @njit(cache=True)
-def distinct_serial(u, pbits, kind, sign, ones, inf):
-    """First-occurrence flags: one hash set over the whole input (pbits is unused)."""
+def distinct_serial(u, u2, pbits, kind, sign, ones, inf):
+    """First-occurrence flags: one hash set over the whole input (pbits is unused); u2: the
+    second words of two-word keys (exact bits), else empty."""
     n = u.shape[0]
     words = np.empty(n, np.uint64)
     _words(u, 0, n, words, kind, sign, ones, inf)
     keep = np.empty(n, np.bool_)
-    _set_first(words, np.empty(0, np.int64), 0, n, keep, 0, _table_bits(n))
+    _set_first(words, u2, np.empty(0, np.int64), 0, n, keep, 0, _table_bits(n))
     return keep
 
 
 @njit(cache=True, parallel=PRANGE_ONLY)
-def distinct_parallel(u, pbits, kind, sign, ones, inf):
-    """First-occurrence flags with 2**pbits hash partitions (module doc)."""
+def distinct_parallel(u, u2, pbits, kind, sign, ones, inf):
+    """First-occurrence flags with 2**pbits hash partitions (module doc); u2 as for
+    distinct_serial."""
     n = u.shape[0]
     nch = (n + CHUNK - 1) // CHUNK
     npart = 1 << pbits
@@ -414,7 +432,7 @@ def distinct_parallel(u, pbits, kind, sign, ones, inf):
         _words(u, lo, hi, words, kind, sign, ones, inf)
         hcc = hc[c]
         for i in range(lo, hi):
-            hcc[(words[np.uint64(i)] * _GOLDEN) >> psh] += 1
+            hcc[_hash(words[np.uint64(i)], u2, i) >> psh] += 1
     off = np.empty((nch, npart), np.int64)
     start = np.empty(npart + 1, np.int64)
     run = 0
@@ -424,18 +442,22 @@ def distinct_parallel(u, pbits, kind, sign, ones, inf):
             off[c, p] = run
             run += hc[c, p]
     start[npart] = run
+    two = u2.shape[0] > 0
     pw, pidx = np.empty(n, np.uint64), np.empty(n, np.int64)
+    pw2 = np.empty(n if two else 0, np.uint64)
     for c in prange(nch):
         pos = off[c]
         for i in range(c * CHUNK, min(n, c * CHUNK + CHUNK)):
             w = words[np.uint64(i)]
-            p = (w * _GOLDEN) >> psh
+            p = _hash(w, u2, i) >> psh
             q = np.uint64(pos[p])
             pw[q], pidx[q] = w, i
+            if two:
+                pw2[q] = u2[np.uint64(i)]
             pos[p] = q + _U1
     keep = np.empty(n, np.bool_)
     for p in prange(npart):
         m = start[p + 1] - start[p]
         if m:
-            _set_first(pw, pidx, start[p], start[p + 1], keep, pbits, _table_bits(m))
+            _set_first(pw, pw2, pidx, start[p], start[p + 1], keep, pbits, _table_bits(m))
     return keep

@@ -17,7 +17,8 @@ scan groups its combines differently, deterministically for a given n).
     scan             a generated module per ScanSpec (dialects/numba_scan.py).
     scan_carries     the scan's first phase alone, for a pass fused after the scan.
     first_occurrence hash partitions + per-partition hash sets on the keys' order bits
-                     (one uint64 word; wider key tuples: the sort and run starts).
+                     (one uint64 word, or two: whole key columns packed into each; wider
+                     key tuples: the sort and run starts).
     group_by         per-chunk hash tables of group ids (<= 4096 groups) or the radix sort,
                      then a generated module of the aggregates (cpu_group.py).
     join             hash join on the smaller side, parallel probe (cpu_join.py).
@@ -43,14 +44,25 @@ from .numba_loader import load, stage_kernels_source
 from ..stage_runtime import StageRuntime
 
 _NO_IDX = np.empty(0, np.int64)
+_NO_WORDS = np.empty(0, np.uint64)     # distinct's second key words, for one-word keys
 _consts = order_keys.numba_consts          # (kind, sign, ones, inf): what order_bits takes
 
 
-def one_word(dtypes) -> bool:
-    """Whether keys of these dtypes fit one 64-bit word together (their order bits side by
-    side): distinct's hash sets need it, wider key tuples take the sort (first_occurrence
-    runs it, explain() prints it)."""
-    return sum(np.dtype(d).itemsize for d in dtypes) <= 8
+def key_words(dtypes) -> tuple | None:
+    """The key columns of each 64-bit word of distinct's hash-set key: one word when they
+    fit together (their order bits side by side), else two, each of whole columns in
+    order (a (group key, value) pair of 64-bit values: a per-group distinct count); None
+    when they don't fit two: the sort (first_occurrence runs it, explain() prints it)."""
+    sizes = [np.dtype(d).itemsize for d in dtypes]
+    words: list = [[]]
+    room = 8
+    for j, size in enumerate(sizes):
+        if size > room:
+            words.append([])
+            room = 8
+        words[-1].append(j)
+        room -= size
+    return tuple(tuple(w) for w in words) if len(words) <= 2 else None
 
 
 def _raw(x: np.ndarray) -> np.ndarray:
@@ -243,11 +255,14 @@ class CpuStages(StageRuntime):
             return ["cpu: hash join: the smaller side built, the other probed in parallel chunks "
                     "(a bloom array in front of the table), pairs in LINQ's order"]
         if isinstance(stage, DistinctStage):
-            if one_word(stage.spec.key_dtypes):
-                return ["cpu: per-partition hash sets of the keys' order bits (one 64-bit word per "
-                        "row), first occurrences kept in source order"]
-            return [f"cpu: the keys ({', '.join(stage.spec.key_dtypes)}) are wider than 64 bits together: "
-                    f"a stable LSD radix sort of them, the first row of each run of equal keys kept"]
+            words = key_words(stage.spec.key_dtypes)
+            if words is not None:
+                per_row = "one 64-bit word" if len(words) == 1 else "two 64-bit words"
+                return [f"cpu: per-partition hash sets of the keys' order bits ({per_row} per "
+                        f"row), first occurrences kept in source order"]
+            return [f"cpu: the keys ({', '.join(stage.spec.key_dtypes)}) don't fit two 64-bit words "
+                    f"(whole columns in each): a stable LSD radix sort of them, the first row of "
+                    f"each run of equal keys kept"]
         return None
 
     def fused_group(self, p, spec, keys, values, inputs, params, gparams, n, rows):
@@ -264,22 +279,26 @@ class CpuStages(StageRuntime):
         n = len(keys[0])
         if n == 0:
             return np.zeros(0, dtype=bool)
-        if not one_word(c.dtype for c in keys):
+        words = key_words(c.dtype for c in keys)
+        if words is None:
             return self._first_by_sort(spec, keys, rows)
+        u2 = _NO_WORDS
         if len(keys) == 1:
             u = _raw(keys[0])
             kind, sign, ones, inf = _consts(keys[0].dtype)
         else:
-            u = self._pack((False,) * len(keys), keys, rows, f"{spec.name}_")
+            u, *rest = [self._pack((False,) * len(w), [keys[j] for j in w], rows, f"{spec.name}_")
+                        for w in words]
+            u2 = rest[0] if rest else _NO_WORDS
             kind, sign, ones, inf = _consts(np.dtype(np.uint64))
         # partitions of ~16K elements (each one's hash set stays in a core's L2); the serial
         # kernel takes the whole input as one
         pbits = int(min(12, max(1, round(np.log2(max(n, 1) / 16384)))))
-        return self._run(self._kernels(), "distinct", n, rows, f"{spec.name}_", u, pbits,
+        return self._run(self._kernels(), "distinct", n, rows, f"{spec.name}_", u, u2, pbits,
                          kind, sign, ones, inf)
 
     def _first_by_sort(self, spec, keys, rows) -> np.ndarray:
-        """Key tuples wider than one word: run starts of the stable sort (the first row of
+        """Key tuples that don't fit two words: run starts of the stable sort (the first row of
         each run of equal keys has the smallest index)."""
         ascending = type(spec)(spec.key_dtypes, (False,) * len(keys), spec.name)
         perm = self._full_sort(ascending, keys, rows)
