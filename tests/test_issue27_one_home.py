@@ -127,10 +127,7 @@ def test_min_max_key_orders_like_the_floats():
 _TRANSFORM = re.compile(r"1\s*<<\s*\(\s*(w|width)\s*-\s*1\s*\)|>>\s*\{?\s*\(?\s*(w|width)\s*-\s*1\b"
                         r"|_EXP_BITS|def order_bits\b|~bits|bits\s*\|\s*sign|\^\s*sign\b")
 # Files that still spell it and may not be edited in this step, with what removes them.
-_ALLOWED = {
-    # the generic numba reduce's float min/max keys: print order_keys.minmax_key_text instead
-    os.path.join("_codegen", "ops", "reduce", "cpu.py"),
-}
+_ALLOWED: set = set()
 
 
 def test_the_sign_flip_is_spelled_only_in_order_keys():

@@ -31,6 +31,7 @@ State per op (agg k):
 from __future__ import annotations
 
 from ... import dtypes as D
+from ...order_keys import minmax_key_text
 from ...dialects.numba_py_expr import ExprPrinter, const_text, register_type
 from ...dialects.numba_py_runtime import order_key
 from ...program import Agg, Pass
@@ -110,7 +111,7 @@ class ReducePrinter:
                 lines.append(f"# agg {k} ({agg.op}): integer order key of the value (of the "
                              f"identity when dropped or NaN), and a kept-NaN flag")
                 lines.append(f"b{k} = float_bits({_key_float(agg.dtype)}({v} if (keep & ({v} == {v})) else {ident}))")
-                lines.append(f"m{k} = {kt}(b{k} ^ ((b{k} >> {w - 1}) & {(1 << (w - 1)) - 1}))")
+                lines.append(f"m{k} = {kt}({minmax_key_text(f'b{k}', w)})")
                 lines.append(f"n{k} = keep & ({v} != {v})")
                 out += [f"m{k}", f"n{k}"]
             else:
@@ -226,7 +227,7 @@ class ReducePrinter:
             return [f"s{k} = {register_type(agg.dtype)}(s{k} + {const_text(0.0, agg.dtype)})"]
         if agg.op in ("min", "max") and D.is_float(agg.dtype):
             kt, w = _key_type(agg.dtype)
-            value = f"bits_float({kt}(s{k} ^ ((s{k} >> {w - 1}) & {(1 << (w - 1)) - 1})))"
+            value = f"bits_float({kt}({minmax_key_text(f's{k}', w)}))"
             nan = const_text(float("nan"), agg.dtype)
             return [f"r{k} = {nan} if nan{k} else {register_type(agg.dtype)}({value})"]
         return []
