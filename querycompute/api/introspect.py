@@ -77,6 +77,15 @@ _HOST_OP_TEXT = {
               "reduce": "whole-array NumPy reductions"}}
 
 
+def _params_text(params, bindings) -> str:
+    """p0:int64 = codes[0], ...: each parameter with the captured value it carries."""
+    from ..frontend.exact import origin
+    if len(bindings) != len(params):
+        return ", ".join(f"{ps.name}:{ps.dtype}" for ps in params)
+    return ", ".join(f"{ps.name}:{ps.dtype}" + ("" if b[0] == "window" else f" = {origin(b[1])}")
+                     for ps, b in zip(params, bindings))
+
+
 def _op_text(op: str, backend: str) -> str:
     return _HOST_OP_TEXT.get(backend, _OP_TEXT)[op]
 
@@ -120,7 +129,7 @@ def explain(q, backend: str | None, terminal: Any) -> str:
         out.append(f"  stage {i}: {op} ({_op_text(op, name)})")
     prog = p.program
     if prog.params:
-        out.append("  parameters: " + ", ".join(f"{ps.name}:{ps.dtype}" for ps in prog.params))
+        out.append("  parameters: " + _params_text(prog.params, lowered.bindings))
     out += [f"  {line}" for line in pretty.program_lines(prog)]
     if isinstance(p.terminal, Reduce):
         out += [f"  aggregate {pretty.agg_text(a)}" for a in p.terminal.aggs]

@@ -33,6 +33,7 @@ from typing import Optional
 import numpy as np
 
 from ..errors import UnsupportedLambdaError
+from .members import Members, expand, member_names
 from .source_check import mismatch, module_imports
 
 ACCEPTED = ("a lambda (lambda v: v * 2) or a def function whose body is a single "
@@ -155,10 +156,11 @@ def _add_helpers(out: dict, prefix: str, env: dict, calls: tuple, outer: tuple) 
 
 def _plan(src: LambdaSource, code, cls) -> tuple:
     plan = []
+    members = member_names(src.body, src.stmts)
     for name in src.captures:       # private names in a class body are stored mangled
         stored = _mangle(name, cls)
         cell = code.co_freevars.index(stored) if stored in code.co_freevars else None
-        plan.append((name, cell, stored))
+        plan.append((name, cell, stored, name in members))
     return tuple(plan)
 
 
@@ -222,7 +224,7 @@ def _values(fn, src: LambdaSource, plan: tuple) -> dict[str, object]:
     if not isinstance(bins, dict):
         bins = vars(bins)
     out = {}
-    for name, cell, stored in plan:
+    for name, cell, stored, member in plan:
         if cell is not None:
             try:
                 out[name] = closure[cell].cell_contents
@@ -235,6 +237,8 @@ def _values(fn, src: LambdaSource, plan: tuple) -> dict[str, object]:
         else:
             raise _unbound(src, name, "it is neither a local of an enclosing function, "
                                       "a global nor a builtin")
+        if member:                  # a value set: a Members record and its elements (members.py)
+            expand(out, name, out[name])
     return out
 
 
@@ -245,7 +249,9 @@ def capture_key(env: dict[str, object]) -> tuple:
     IR/kernel cache on this without re-translating."""
     key = []
     for name, obj in env.items():
-        if isinstance(obj, np.generic):
+        if type(obj) is Members:      # a value set: its size bucket and types, not its values
+            key.append((name,) + obj.key())
+        elif isinstance(obj, np.generic):
             key.append((name, obj.dtype.name))
         elif type(obj) is types.FunctionType:
             # a helper: its code (a new code object after an edit and a reload), not the

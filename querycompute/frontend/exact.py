@@ -87,10 +87,29 @@ def _values(tree: tuple, env: dict) -> str:
     return ", ".join(f"{n} = {env[n]!r}" for n in sorted(names))
 
 
+def origin(name) -> str:
+    """What a kernel parameter carries, for explain(): a capture's name, or the derived
+    value's sub-expression and role."""
+    if not is_derived(name):
+        return name if isinstance(name, str) else repr(name)
+    role, tree = name[1], name[2]
+    if role == "anyfits":
+        return f"any of {', '.join(name[4])} fits {name[3]}"
+    if role in ("value", "member"):
+        return text(tree)
+    return f"{role}({text(tree)}, {name[3]})"
+
+
 def derived_value(name: tuple, dtype: str, env: dict, where: str, lambda_text: str):
     """The value of a derived parameter ("exact", role, tree, ...) as a NumPy scalar."""
     role, tree = name[1], name[2]
     v = evaluate(tree, env, where)
+    if role in ("member", "anyfits"):
+        lo, hi = dtypes.int_limits(name[3])
+        fit = [env[k] for k in name[4] if lo <= env[k] <= hi]
+        if role == "anyfits":
+            return np.bool_(bool(fit))
+        return np.dtype(dtype).type(v if lo <= v <= hi else fit[0] if fit else 0)
     if role == "value":
         if dtypes.is_int(dtype):
             lo, hi = dtypes.int_limits(dtype)

@@ -18,7 +18,9 @@ from querycompute._codegen import dtypes
 from querycompute._codegen.expr import Const, Param
 from ..errors import UnsupportedLambdaError, UnsupportedTypeError
 from .capture import HELPER_SEP, LambdaSource, helper_function, helper_source
+from .members import CONTAINERS, MAX_MEMBERS, Members
 from .translate_calls import MODULE_CONSTANTS, SUPPORTED, call_handler, real_imag
+from .promotion import UFUNC, ufunc_loop
 from .translate_ops import binary, const, fail, logical, logical_not, select, to_dtype, truthy, unary
 from .values import Exact, RecordVal, Scalar, TupleVal, Value
 from . import shaped as S
@@ -35,12 +37,15 @@ CONSTRUCTS = {"ListComp": "a list comprehension", "SetComp": "a set comprehensio
               "NamedExpr": "an assignment expression (:=)", "List": "a list literal",
               "Set": "a set literal", "Starred": "* unpacking", "Await": "await",
               "Yield": "yield", "YieldFrom": "yield from", "Slice": "a slice",
-              "MatMult": "the @ operator", "Is": "`is`", "IsNot": "`is not`", "In": "`in`",
-              "NotIn": "`not in`"}
+              "MatMult": "the @ operator", "Is": "`is`", "IsNot": "`is not`"}
 LANGUAGE = ("supported: arithmetic + - * / // % **, unary - + ~ not, comparisons, and/or on "
             "bools, & | ^ << >> on integers, `a if c else b`, calls of " + SUPPORTED +
-            ", record fields r.name / r['name'], tuple[i] with a constant i, and tuple or "
-            "dict literals as the result")
+            ", membership `v in (1, 5)` / `v not in codes` / np.isin(v, codes) in a tuple, list "
+            "or set of numbers (literal or captured), record fields r.name / r['name'], tuple[i] "
+            "with a constant i, and tuple or dict literals as the result")
+# What may stand right of `in` (and as np.isin's second argument).
+VALUE_SETS = (f"a tuple, list or set literal of numbers, or a captured tuple, list, set, frozenset "
+              f"or 1-D NumPy array of at most {MAX_MEMBERS} numbers")
 
 
 def translate(src: LambdaSource, args: tuple[Value, ...], env: Mapping[str, object],
@@ -151,14 +156,19 @@ class _Translator:
             return self.locals[node.id]
         if node.id in self.made:
             return self.made[node.id]
-        obj = self._lookup(node.id, node)
-        key = self.prefix + node.id     # a helper's captures are named "<helper>.<name>"
+        s = self._captured(node.id, self._lookup(node.id, node), node)
+        self.made[node.id] = s
+        return s
+
+    def _captured(self, name: str, obj, node: ast.AST) -> Scalar:
+        """The kernel parameter of captured scalar `obj` (env[prefix + name])."""
+        key = self.prefix + name     # a helper's captures are named "<helper>.<name>"
         if isinstance(obj, np.generic) and obj.dtype.name in dtypes.ALL:
             s = Scalar(self.new_param(key, obj.dtype.name))
         elif isinstance(obj, (bool, int, float)) and not isinstance(obj, np.generic):
             kind = "bool" if isinstance(obj, bool) else "int" if isinstance(obj, int) else "float"
             if kind == "int" and not -2 ** 63 <= obj < 2 ** 64:
-                fail(self.at(node), f"captured int {node.id!r} = {obj} does not fit in 64 "
+                fail(self.at(node), f"captured int {name!r} = {obj} does not fit in 64 "
                                     f"bits; kernel parameters are int64 (uint64 from 2**63 up)",
                      "capture")
             # Still a weak Python int, held as uint64 from 2**63 up (NumPy 2 accepts
@@ -167,11 +177,15 @@ class _Translator:
                                             "int": "int64" if obj < 2 ** 63 else "uint64"}[kind]),
                        kind, None if kind == "float" else Exact(("cap", key), self.new_param))
         else:
-            fail(self.at(node), f"captured {node.id!r} is {_describe(obj)}; only scalars "
+            if type(obj) is Members or isinstance(obj, CONTAINERS):
+                kind = obj.kind if type(obj) is Members else type(obj).__name__
+                fail(self.at(node), f"captured {name!r} is a {kind}: a value set can only be "
+                                    f"tested for membership (v in {name}, np.isin(v, {name})); "
+                                    f"other captures must be scalars", "capture")
+            fail(self.at(node), f"captured {name!r} is {_describe(obj)}; only scalars "
                                 f"(bool, int, float, numpy scalars of {', '.join(dtypes.ALL)}) "
                                 f"can be captured. Arrays belong in qc.query(...) as inputs; "
                                 f"functions must be math/numpy ones, called", "capture")
-        self.made[node.id] = s
         return s
 
     def _lookup(self, name: str, node: ast.AST):
@@ -277,9 +291,12 @@ class _Translator:
 
     def _Compare(self, node: ast.Compare) -> Value:
         for cmp in node.ops:
-            if type(cmp) not in CMPOPS:
+            if type(cmp) not in CMPOPS and not isinstance(cmp, (ast.In, ast.NotIn)):
                 fail(self.at(node), f"{_construct(cmp)} is not supported; compare with "
-                                    f"< <= > >= == !=", type(cmp).__name__)
+                                    f"< <= > >= == != or test membership with in / not in",
+                     type(cmp).__name__)
+        if any(isinstance(cmp, (ast.In, ast.NotIn)) for cmp in node.ops):
+            return self._compare_in(node)
         values = [self.value(n) for n in [node.left] + node.comparators]
         if len(values) == 2 and any(isinstance(v, S.ShapedVal) for v in values):
             return S.binop(CMPOPS[type(node.ops[0])], values[0], values[1], self.at(node))
@@ -288,6 +305,128 @@ class _Translator:
         parts = [binary(CMPOPS[type(cmp)], operands[i], operands[i + 1], self.at(node))
                  for i, cmp in enumerate(node.ops)]
         return parts[0] if len(parts) == 1 else logical("and", parts, self.at(node))
+
+    # --- membership (frontend/members.py) ------------------------------------------------
+    def _compare_in(self, node: ast.Compare) -> Scalar:
+        """A comparison chain with `in` / `not in`: `a < b in s` is (a < b) and (b in s)."""
+        at = self.at(node)
+        left = self.scalar(node.left, "a comparison")
+        parts = []
+        for i, (cmp, right) in enumerate(zip(node.ops, node.comparators)):
+            if isinstance(cmp, (ast.In, ast.NotIn)):
+                if i + 1 < len(node.ops):
+                    fail(at, "a value set can't be compared further in a chain; write "
+                             "`x in s and ...`", "In")
+                part = self.member_test(left, right, False, at)
+                parts.append(logical_not(part) if isinstance(cmp, ast.NotIn) else part)
+            else:
+                value = self.scalar(right, "a comparison")
+                parts.append(binary(CMPOPS[type(cmp)], left, value, at))
+                left = value
+        return parts[0] if len(parts) == 1 else logical("and", parts, at)
+
+    def membership(self, x: Scalar, items: list, at: str) -> Scalar:
+        """`x in items`: x == t0 or x == t1 or ... (NumPy's ==, so NaN is in no set)."""
+        if not items:
+            return const(False, at)                    # `in ()`: False, as in Python
+        return logical("or", [binary("eq", x, t, at) for t in items], at)
+
+    def member_test(self, x: Scalar, node: ast.AST, isin: bool, at: str) -> Scalar:
+        """`x in <node>`, node a literal value set or a captured one (Members): weak Python
+        numbers for `in`; for np.isin every item as np.asarray(set).dtype."""
+        what = "np.isin's second argument" if isin else "the right of `in`"
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            for e in node.elts:
+                if isinstance(e, ast.Constant) and isinstance(e.value, (str, bytes)):
+                    fail(self.at(e), f"{e.value!r} is a string: membership is tested on numbers "
+                                     f"(bool, int, float); strings are not supported in a "
+                                     f"value set", "In")
+            if isin:
+                return self.membership(x, self._isin_literal(node), at)
+            return self.membership(x, [self.scalar(e, "a value in a set") for e in node.elts], at)
+        if isinstance(node, ast.Name) and node.id in self.locals and not isin:
+            v = self.locals[node.id]
+            if isinstance(v, TupleVal):
+                return self.membership(x, [self.check_scalar(i, node, "a value in a set")
+                                           for i in v.items], at)
+        if isinstance(node, ast.Name) and node.id not in self.locals:
+            obj = self._lookup(node.id, node)
+            if type(obj) is Members:
+                return self._captured_set(x, node, obj, isin, at)
+            fail(self.at(node), f"{what} is captured {node.id!r}, {_describe(obj)}; it must be "
+                                f"{VALUE_SETS}", "In")
+        fail(self.at(node), f"{what} is `{ast.unparse(node)}`; it must be {VALUE_SETS}", "In")
+
+    def _captured_set(self, x: Scalar, node: ast.Name, members: Members, isin: bool,
+                      at: str) -> Scalar:
+        if members.refused:
+            fail(self.at(node), f"captured {node.id!r} ({members.kind}) {members.refused}", "In")
+        names = [f"{node.id}[{i}]" for i in range(members.bucket)]
+        if isin:      # np.asarray(set).dtype for every item, as np.isin converts
+            if members.dtype is None:
+                fail(self.at(node), f"np.isin: captured {node.id!r} holds numbers that share "
+                                    f"no NumPy type (np.asarray makes an object array)", "isin")
+            return self.membership(x, [self._typed_item(n, members.dtype, node) for n in names], at)
+        objs = [self._lookup(n, node) for n in names]
+        ints = [n for n, o in zip(names, objs) if type(o) is int]
+        loop = None
+        if ints and x.weak is None:     # the dtype `x == <Python int>` compares in
+            loop = ufunc_loop(UFUNC["eq"], ((x.dtype, None), ("int64", "int")))[0]
+        if loop is None or not dtypes.is_int(loop):
+            return self.membership(x, [self._captured(n, o, node) for n, o in zip(names, objs)], at)
+        # A Python int compares exactly (NumPy 2): one that fits no `loop` value (300 for
+        # uint8) never matches. Each int is a `loop` parameter, one that doesn't fit standing
+        # in as a member that does; `fits` says whether any does (frontend/exact.py).
+        keys = tuple(self.prefix + n for n in ints)
+        test = self.membership(x, [Scalar(self.new_param(
+            ("exact", "member", ("cap", self.prefix + n), loop, keys), loop)) for n in ints], at)
+        if not (loop == "int64" and all(o < 2 ** 63 for o in objs if type(o) is int)):
+            fits = self.new_param(("exact", "anyfits", ("cap", keys[0]), loop, keys), "bool")
+            test = logical("and", [Scalar(fits), test], at)
+        rest = [self._captured(n, o, node) for n, o in zip(names, objs) if type(o) is not int]
+        return logical("or", [test, self.membership(x, rest, at)], at) if rest else test
+
+    def _typed_item(self, name: str, dtype: str, node: ast.AST) -> Scalar:
+        obj = self._lookup(name, node)
+        if isinstance(obj, np.generic) and obj.dtype.name == dtype:
+            return self._captured(name, obj, node)
+        key = self.prefix + name        # the item converted to dtype at launch (exact.py)
+        return Scalar(self.new_param(("exact", "value", ("cap", key), dtype), dtype))
+
+    def _isin_literal(self, node) -> list:
+        values = []
+        for e in node.elts:
+            v = self.value(e)
+            if not (isinstance(v, Scalar) and isinstance(v.expr, Const) and v.weak):
+                fail(self.at(e), "np.isin's values written in the call must be number constants; "
+                                 "capture variables as one value set (codes = (a, b); "
+                                 "np.isin(v, codes))", "isin")
+            values.append(v.expr.value)
+        dtype = np.asarray(values).dtype if values else np.dtype("float64")
+        if dtype.kind not in "biuf":
+            fail(self.at(node), "np.isin: these numbers share no NumPy type (np.asarray makes an "
+                                "object array)", "isin")
+        return [Scalar(Const(dtype.type(v).item(), dtype.name)) for v in values]
+
+    def _isin(self, node: ast.Call, name: str) -> Scalar:
+        """np.isin(x, values, invert=False): NumPy converts `values` with np.asarray first."""
+        at = self.at(node)
+        if len(node.args) != 2:
+            fail(at, f"{name}(element, values) takes two arguments here; got {len(node.args)}",
+                 "isin")
+        invert = False
+        for kw in node.keywords:
+            if kw.arg not in ("invert", "assume_unique", "kind"):
+                fail(at, f"{name}: the keyword {kw.arg!r} is not supported; supported: invert, "
+                         f"assume_unique, kind (the last two change no answer)", "isin")
+            if kw.arg == "invert":
+                if not (isinstance(kw.value, ast.Constant) and isinstance(kw.value.value, bool)):
+                    fail(self.at(kw.value), f"{name}: invert must be the constant True or False",
+                         "isin")
+                invert = kw.value.value
+        x = self.scalar(node.args[0], f"{name}'s first argument")
+        out = self.member_test(x, node.args[1], True, at)
+        return logical_not(out) if invert else out
 
     def _BoolOp(self, node: ast.BoolOp) -> Value:
         op = "and" if isinstance(node.op, ast.And) else "or"
@@ -305,6 +444,12 @@ class _Translator:
 
     def _Call(self, node: ast.Call) -> Value:
         from .shaped_calls import NOT_SHAPED, call
+        f = node.func
+        if (isinstance(f, ast.Attribute) and f.attr == "isin" and isinstance(f.value, ast.Name)
+                and f.value.id not in self.locals) or \
+                (isinstance(f, ast.Name) and f.id == "isin" and f.id not in self.locals):
+            if self._callee(f) is np.isin:
+                return self._isin(node, ast.unparse(f))
         out = call(self, node)        # supported callees, and everything on shaped elements
         if out is not NOT_SHAPED:
             return out
