@@ -19,6 +19,7 @@ from ..run import windows
 from ..backends import registry
 from ..graph.graph import PLAIN, POSITIONAL, Count, Terminal, heavy
 from ..errors import QueryError, codegen_errors
+from ..frontend.exact import origin
 from ..plan.plan import lower_query
 from .query_terminals import positional
 
@@ -79,7 +80,6 @@ _HOST_OP_TEXT = {
 
 def _params_text(params, bindings) -> str:
     """p0:int64 = codes[0], ...: each parameter with the captured value it carries."""
-    from ..frontend.exact import origin
     if len(bindings) != len(params):
         return ", ".join(f"{ps.name}:{ps.dtype}" for ps in params)
     return ", ".join(f"{ps.name}:{ps.dtype}" + ("" if b[0] == "window" else f" = {origin(b[1])}")

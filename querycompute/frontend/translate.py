@@ -181,7 +181,8 @@ class _Translator:
                 kind = obj.kind if type(obj) is Members else type(obj).__name__
                 fail(self.at(node), f"captured {name!r} is a {kind}: a value set can only be "
                                     f"tested for membership (v in {name}, np.isin(v, {name})); "
-                                    f"other captures must be scalars", "capture")
+                                    f"otherwise only scalars (bool, int, float, numpy scalars) "
+                                    f"can be captured", "capture")
             fail(self.at(node), f"captured {name!r} is {_describe(obj)}; only scalars "
                                 f"(bool, int, float, numpy scalars of {', '.join(dtypes.ALL)}) "
                                 f"can be captured. Arrays belong in qc.query(...) as inputs; "
