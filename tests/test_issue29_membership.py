@@ -217,7 +217,7 @@ def test_errors_name_the_place_and_the_way_out():
     with pytest.raises(UnsupportedLambdaError, match=HERE + r".*captured 'words' \(tuple\) holds 'a'.*strings"):
         x.where(lambda v: v in words).count()
     with pytest.raises(UnsupportedLambdaError, match=HERE + rf".*holds {MAX_MEMBERS + 1} values.*at most "
-                                                            rf"{MAX_MEMBERS}.*intersect_by.*join"):
+                                                            rf"{MAX_MEMBERS}.*join.*intersect_by"):
         x.where(lambda v: v in big).count()
     with pytest.raises(UnsupportedLambdaError, match=HERE + r".*2-D array.*1-D"):
         x.where(lambda v: np.isin(v, grid)).count()
