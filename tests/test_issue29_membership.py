@@ -104,6 +104,14 @@ def test_empty_sets_and_bools(backend):
     assert np.array_equal(qc.query(b).on(backend).select(lambda v: np.isin(v, ones, invert=True)).to_array(), ~b)
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_ints_beyond_64_bits_never_match(backend):
+    x = np.array([-2 ** 63, 0, 5, 2 ** 63 - 1], np.int64)
+    q = qc.query(x).on(backend)
+    for codes in ([5, -2 ** 70], [-2 ** 70, 2 ** 64 - 1], [2 ** 63 - 1, 0]):
+        assert np.array_equal(q.select(lambda v: v in codes).to_array(), python_in(x, codes)), codes
+
+
 def test_literal_sets_on_every_dialect():
     """cuda and metal kernels (CPU harness) and every runnable backend agree with Python."""
     x = np.array([0, 3, 7, 100, 250, 9], np.uint8)

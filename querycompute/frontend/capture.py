@@ -259,8 +259,10 @@ def capture_key(env: dict[str, object]) -> tuple:
             key.append((name, "helper", obj.__code__))
         elif isinstance(obj, (bool, int, float)):
             # an int from 2**63 up is a uint64 parameter (translate._Name), not an int64 one
-            big = type(obj) is int and obj >= 2 ** 63
-            key.append((name, "int>=2**63" if big else type(obj).__name__))
+            # (and one below -2**63 fits no parameter: a value set's member, members.py)
+            big = type(obj) is int and not -2 ** 63 <= obj < 2 ** 63
+            key.append((name, ("int>=2**63" if obj > 0 else "int<-2**63") if big
+                        else type(obj).__name__))
         else:
             try:
                 hash(obj)

@@ -22,6 +22,7 @@ from .promotion import PY_BINARY
 from .translate_ops import SYMBOL
 
 UNARY = {"neg": lambda x: -x, "pos": lambda x: +x, "invert": lambda x: ~x, "abs": abs}
+_LIMITS = {d: dtypes.int_limits(d) for d in dtypes.ALL if dtypes.is_int(d)}
 # Beyond this magnitude no 64-bit comparison or cast can matter; refuse to build huge ints.
 _HUGE_BITS = 256
 
@@ -105,11 +106,13 @@ def derived_value(name: tuple, dtype: str, env: dict, where: str, lambda_text: s
     role, tree = name[1], name[2]
     v = evaluate(tree, env, where)
     if role in ("member", "anyfits"):
-        lo, hi = dtypes.int_limits(name[3])
+        lo, hi = _LIMITS[name[3]]
+        if role == "member" and lo <= v <= hi:
+            return np.dtype(dtype).type(v)
         fit = [env[k] for k in name[4] if lo <= env[k] <= hi]
         if role == "anyfits":
             return np.bool_(bool(fit))
-        return np.dtype(dtype).type(v if lo <= v <= hi else fit[0] if fit else 0)
+        return np.dtype(dtype).type(fit[0] if fit else 0)
     if role == "value":
         if dtypes.is_int(dtype):
             lo, hi = dtypes.int_limits(dtype)

@@ -112,6 +112,11 @@ def expand(out: dict, name: str, obj) -> None:
 
 
 def _asarray_dtype(items: list) -> Optional[str]:
+    kinds = {type(v) for v in items}
+    if kinds == {int} and all(-2 ** 63 <= v < 2 ** 63 for v in items):
+        return "int64"                  # the common cases without building an array
+    if kinds == {float}:
+        return "float64"
     try:
         d = np.asarray(items).dtype
     except (OverflowError, ValueError, TypeError):

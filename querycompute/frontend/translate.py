@@ -379,9 +379,13 @@ class _Translator:
         # uint8) never matches. Each int is a `loop` parameter, one that doesn't fit standing
         # in as a member that does; `fits` says whether any does (frontend/exact.py).
         keys = tuple(self.prefix + n for n in ints)
-        test = self.membership(x, [Scalar(self.new_param(
-            ("exact", "member", ("cap", self.prefix + n), loop, keys), loop)) for n in ints], at)
-        if not (loop == "int64" and all(o < 2 ** 63 for o in objs if type(o) is int)):
+        if loop == "int64" and all(-2 ** 63 <= o < 2 ** 63 for o in objs if type(o) is int):
+            # every int of the set is an int64 (capture_key tells 2**63 and up apart)
+            test = self.membership(x, [Scalar(self.new_param(self.prefix + n, loop))
+                                       for n in ints], at)
+        else:
+            test = self.membership(x, [Scalar(self.new_param(
+                ("exact", "member", ("cap", self.prefix + n), loop, keys), loop)) for n in ints], at)
             fits = self.new_param(("exact", "anyfits", ("cap", keys[0]), loop, keys), "bool")
             test = logical("and", [Scalar(fits), test], at)
         rest = [self._captured(n, o, node) for n, o in zip(names, objs) if type(o) is not int]
