@@ -1,6 +1,9 @@
-"""TPC-H lineitem and orders for benchmarks/tpch.py: generated once, cached, loaded as columns.
+"""TPC-H tables for benchmarks/tpch.py: generated once, cached, loaded as columns.
 
-Generation: `tpchgen-cli parquet -s SF --tables=lineitem,orders` (PyPI package tpchgen-cli, in
+The tables (TABLES): lineitem and orders (Q1, Q6, Q12), customer, supplier, nation, region
+and part (the joins of Q3, Q5 and Q17).
+
+Generation: `tpchgen-cli parquet -s SF --tables=lineitem,orders,...` (PyPI package tpchgen-cli, in
 the `bench` extra; nothing here installs it) into a cache directory, by default
 ~/.cache/querycompute-tpch/sf<SF>. It writes into a temporary sibling directory and renames each
 file into place, so two processes generating the same scale factor never see half a file.
@@ -8,8 +11,10 @@ file into place, so two processes generating the same scale factor never see hal
 Loading (pyarrow; only the columns the queries read), in the types DESIGN.md section 8 names:
 - decimal(15,2) -> float64 (pyarrow divides the exact integer by 100: correctly rounded),
 - date32 -> int32 days since 1970-01-01 (the query constants below are such days too),
-- short strings (flags, ship modes, order priorities) -> uint8 codes into a *sorted* code table,
-  so ordering by the code is ordering by the string (Q1 and Q12 sort their groups by them) and
+- int64 keys stay int64; other integers (o_shippriority) keep their parquet type,
+- short strings (flags, ship modes, order priorities, market segments, nation and region names,
+  brands, containers) -> uint8 codes into a *sorted* code table, so ordering by the code is
+  ordering by the string (Q1, Q5 and Q12 sort their groups by them) and
   `Tables.codes[column][code]` maps a result back to the string.
 Every engine (DuckDB, polars, NumPy, querycompute) then reads these same in-memory columns:
 DuckDB and polars through zero-copy Arrow tables over the NumPy buffers.
@@ -27,14 +32,21 @@ from pathlib import Path
 
 import numpy as np
 
-TABLES = ("lineitem", "orders")
-# column -> kind ("float", "date", "code" or "int") for the columns Q1, Q6 and Q12 read
+TABLES = ("lineitem", "orders", "customer", "supplier", "nation", "region", "part")
+# column -> kind ("float", "date", "code" or "int") for the columns the queries read
 COLUMNS = {
-    "lineitem": {"l_orderkey": "int", "l_quantity": "float", "l_extendedprice": "float",
+    "lineitem": {"l_orderkey": "int", "l_partkey": "int", "l_suppkey": "int",
+                 "l_quantity": "float", "l_extendedprice": "float",
                  "l_discount": "float", "l_tax": "float", "l_returnflag": "code",
                  "l_linestatus": "code", "l_shipmode": "code", "l_shipdate": "date",
                  "l_commitdate": "date", "l_receiptdate": "date"},
-    "orders": {"o_orderkey": "int", "o_orderpriority": "code"},
+    "orders": {"o_orderkey": "int", "o_custkey": "int", "o_orderdate": "date",
+               "o_orderpriority": "code", "o_shippriority": "int"},
+    "customer": {"c_custkey": "int", "c_nationkey": "int", "c_mktsegment": "code"},
+    "supplier": {"s_suppkey": "int", "s_nationkey": "int"},
+    "nation": {"n_nationkey": "int", "n_name": "code", "n_regionkey": "int"},
+    "region": {"r_regionkey": "int", "r_name": "code"},
+    "part": {"p_partkey": "int", "p_brand": "code", "p_container": "code"},
 }
 
 
@@ -57,7 +69,8 @@ def generator() -> str | None:
 
 
 def ensure_generated(sf: float, data_dir: Path | None = None) -> Path:
-    """The directory holding lineitem.parquet and orders.parquet at scale factor `sf`."""
+    """The directory holding the TABLES' parquet files at scale factor `sf` (a directory
+    missing one of them is generated again, whole)."""
     data_dir = Path(data_dir) if data_dir else default_dir(sf)
     if all((data_dir / f"{t}.parquet").exists() for t in TABLES):
         return data_dir
@@ -82,10 +95,15 @@ def ensure_generated(sf: float, data_dir: Path | None = None) -> Path:
 
 @dataclass
 class Tables:
-    """The two tables as dicts of 1-D NumPy arrays, plus the code tables of the string columns."""
+    """The TABLES as dicts of 1-D NumPy arrays, plus the code tables of the string columns."""
     sf: float
     lineitem: dict
     orders: dict
+    customer: dict = field(default_factory=dict)
+    supplier: dict = field(default_factory=dict)
+    nation: dict = field(default_factory=dict)
+    region: dict = field(default_factory=dict)
+    part: dict = field(default_factory=dict)
     codes: dict = field(default_factory=dict)      # column -> sorted list of its strings
 
     def code(self, column: str, value: str) -> int:
@@ -117,7 +135,7 @@ def _column(col, kind: str, name: str, codes: dict) -> np.ndarray:
 
 
 def load(sf: float, data_dir: Path | None = None) -> Tables:
-    """Generate (if not cached) and load lineitem and orders at scale factor `sf`."""
+    """Generate (if not cached) and load the TABLES at scale factor `sf`."""
     import pyarrow.parquet as pq
     where = ensure_generated(sf, data_dir)
     codes: dict = {}
@@ -126,7 +144,7 @@ def load(sf: float, data_dir: Path | None = None) -> Tables:
         arrow = pq.read_table(where / f"{table}.parquet", columns=list(columns))
         out[table] = {name: _column(arrow.column(name), kind, name, codes)
                       for name, kind in columns.items()}
-    return Tables(sf, out["lineitem"], out["orders"], codes)
+    return Tables(sf, codes=codes, **out)
 
 
 def column_bytes(table: dict, names) -> int:

@@ -1,18 +1,27 @@
-"""TPC-H Q1, Q6 and Q12 written for each engine benchmarks/tpch.py compares.
+"""TPC-H Q1, Q6, Q12 and the joins Q3, Q5, Q17 written for each engine benchmarks/tpch.py compares.
 
 Every implementation is a *setup* function: setup(tables[, backend]) -> a callable with no
 arguments that computes the query (what is timed). Setup does what a user does once: build
 the polars frame, register the Arrow tables with DuckDB, define the querycompute query.
 Every callable returns the result in one shape, so results compare directly:
 - Q6: a float (the revenue),
-- Q1 and Q12: a dict of equal-length NumPy arrays, one row per group, sorted by the group key;
-  key columns hold the uint8 codes of tpch_data (sorted code tables: code order = string order).
+- Q17: a float (avg_yearly),
+- Q1, Q12, Q3 and Q5: a dict of equal-length NumPy arrays, one row per group in the query's
+  ORDER BY (Q1, Q12: the group key; Q3: revenue descending, then o_orderdate, first 10; Q5:
+  revenue descending); key columns hold the uint8 codes of tpch_data (sorted code tables:
+  code order = string order).
 
 The queries are the TPC-H texts with their default substitution parameters, on the columns of
 tpch_data (decimals as float64, dates as int32 days, strings as codes): DuckDB runs that SQL
 with the codes and days as literals. Q6's `discount between 0.06 - 0.01 and 0.06 + 0.01`
 is written with the literals 0.05 and 0.07 everywhere, because in float64 0.06 + 0.01 is
 0.06999999999999999 and would drop every row whose discount is 0.07.
+
+Q3, Q5 and Q17 are "shaped" on querycompute: strings as codes (until issue 29 item 4), and
+what the library has no operator for yet done on the host, on the small grouped result: the
+ORDER BY / LIMIT after a group_by (Q3, Q5: `_ordered` sorts the grouped dict), and Q17's
+correlated subquery decorrelated into a group_by whose per-part limits a second join reads.
+Hand-written NumPy versions exist for Q1, Q6 and Q12 only (PEERS lists who has which).
 
 The querycompute lambdas live in this file because querycompute reads them from source.
 """
@@ -21,17 +30,22 @@ from __future__ import annotations
 import numpy as np
 
 import querycompute as qc
-from tpch_data import day
+from tpch_data import TABLES, day
 
 Q1_SHIPDATE = day("1998-12-01") - 90            # l_shipdate <= date '1998-12-01' - 90 days
 Q6_FROM, Q6_TO = day("1994-01-01"), day("1995-01-01")
 Q12_FROM, Q12_TO = day("1994-01-01"), day("1995-01-01")
 Q12_MODES = ("MAIL", "SHIP")
 Q12_HIGH = ("1-URGENT", "2-HIGH")
+Q3_SEGMENT, Q3_DATE = "BUILDING", day("1995-03-15")
+Q5_REGION, Q5_FROM, Q5_TO = "ASIA", day("1994-01-01"), day("1995-01-01")
+Q17_BRAND, Q17_CONTAINER = "Brand#23", "MED BOX"
 
 Q1_COLUMNS = ("l_returnflag", "l_linestatus", "sum_qty", "sum_base_price", "sum_disc_price",
               "sum_charge", "avg_qty", "avg_price", "avg_disc", "count_order")
 Q12_COLUMNS = ("l_shipmode", "high_line_count", "low_line_count")
+Q3_COLUMNS = ("l_orderkey", "revenue", "o_orderdate", "o_shippriority")
+Q5_COLUMNS = ("n_name", "revenue")
 # Columns each query reads (the bytes behind a GB/s figure)
 READS = {"Q6": ("l_shipdate", "l_discount", "l_quantity", "l_extendedprice"),
          "Q1": ("l_shipdate", "l_returnflag", "l_linestatus", "l_quantity", "l_extendedprice",
@@ -47,12 +61,20 @@ def _columns(names, arrays) -> dict:
     return {n: np.asarray(a) for n, a in zip(names, arrays)}
 
 
+def _ordered(columns: dict, by, limit=None) -> dict:
+    """ORDER BY ... LIMIT on the host, for querycompute's small grouped result (no sort or
+    take after a group_by yet): `by` = ((column, descending), ...), numeric columns."""
+    keys = [-columns[c] if desc else columns[c] for c, desc in reversed(by)]
+    rows = np.lexsort(keys)[:limit]
+    return {n: np.asarray(a)[rows] for n, a in columns.items()}
+
+
 # ---- DuckDB: SQL over the registered Arrow tables (zero-copy views of the NumPy columns) ------
 def _duckdb(t):
     import duckdb
     con = duckdb.connect()
-    con.register("lineitem", t.arrow("lineitem"))
-    con.register("orders", t.arrow("orders"))
+    for table in TABLES:
+        con.register(table, t.arrow(table))
     return con
 
 
@@ -88,6 +110,42 @@ def duckdb_q12(t):
                 and l_receiptdate >= {Q12_FROM} and l_receiptdate < {Q12_TO}
               group by l_shipmode order by l_shipmode"""
     return lambda: _columns(Q12_COLUMNS, zip(*con.execute(sql).fetchall()))
+
+
+def duckdb_q3(t):
+    con = _duckdb(t)
+    sql = f"""select l_orderkey, sum(l_extendedprice * (1 - l_discount)) as revenue,
+                 o_orderdate, o_shippriority
+              from customer, orders, lineitem
+              where c_mktsegment = {t.code("c_mktsegment", Q3_SEGMENT)}
+                and c_custkey = o_custkey and l_orderkey = o_orderkey
+                and o_orderdate < {Q3_DATE} and l_shipdate > {Q3_DATE}
+              group by l_orderkey, o_orderdate, o_shippriority
+              order by revenue desc, o_orderdate limit 10"""
+    return lambda: _columns(Q3_COLUMNS, zip(*con.execute(sql).fetchall()))
+
+
+def duckdb_q5(t):
+    con = _duckdb(t)
+    sql = f"""select n_name, sum(l_extendedprice * (1 - l_discount)) as revenue
+              from customer, orders, lineitem, supplier, nation, region
+              where c_custkey = o_custkey and l_orderkey = o_orderkey and l_suppkey = s_suppkey
+                and c_nationkey = s_nationkey and s_nationkey = n_nationkey
+                and n_regionkey = r_regionkey and r_name = {t.code("r_name", Q5_REGION)}
+                and o_orderdate >= {Q5_FROM} and o_orderdate < {Q5_TO}
+              group by n_name order by revenue desc"""
+    return lambda: _columns(Q5_COLUMNS, zip(*con.execute(sql).fetchall()))
+
+
+def duckdb_q17(t):
+    con = _duckdb(t)
+    sql = f"""select sum(l_extendedprice) / 7.0 as avg_yearly from lineitem, part
+              where p_partkey = l_partkey and p_brand = {t.code("p_brand", Q17_BRAND)}
+                and p_container = {t.code("p_container", Q17_CONTAINER)}
+                and l_quantity < (select 0.2 * avg(l_quantity) from lineitem
+                                  where l_partkey = p_partkey)"""
+    # SQL's sum over no rows is NULL; the other engines' (and this file's) is 0.0
+    return lambda: float(con.execute(sql).fetchone()[0] or 0.0)
 
 
 # ---- polars: lazy queries on frames over the same Arrow buffers ------------------------------
@@ -135,6 +193,50 @@ def polars_q12(t):
          .agg(is_high.sum().cast(pl.Int64).alias("hi"), (~is_high).sum().cast(pl.Int64).alias("lo"))
          .sort("l_shipmode"))
     return lambda: _columns(Q12_COLUMNS, q.collect().get_columns())
+
+
+def polars_q3(t):
+    import polars as pl
+    c = pl.col
+    q = (_frame(t, "customer").filter(c("c_mktsegment") == t.code("c_mktsegment", Q3_SEGMENT))
+         .join(_frame(t, "orders").filter(c("o_orderdate") < Q3_DATE),
+               left_on="c_custkey", right_on="o_custkey")
+         .join(_frame(t, "lineitem").filter(c("l_shipdate") > Q3_DATE),
+               left_on="o_orderkey", right_on="l_orderkey")
+         .group_by(c("o_orderkey").alias("l_orderkey"), "o_orderdate", "o_shippriority")
+         .agg((c("l_extendedprice") * (1 - c("l_discount"))).sum().alias("revenue"))
+         .sort(["revenue", "o_orderdate"], descending=[True, False]).head(10)
+         .select("l_orderkey", "revenue", "o_orderdate", "o_shippriority"))
+    return lambda: _columns(Q3_COLUMNS, q.collect().get_columns())
+
+
+def polars_q5(t):
+    import polars as pl
+    c = pl.col
+    q = (_frame(t, "region").filter(c("r_name") == t.code("r_name", Q5_REGION))
+         .join(_frame(t, "nation"), left_on="r_regionkey", right_on="n_regionkey")
+         .join(_frame(t, "customer"), left_on="n_nationkey", right_on="c_nationkey")
+         .join(_frame(t, "orders").filter((c("o_orderdate") >= Q5_FROM) & (c("o_orderdate") < Q5_TO)),
+               left_on="c_custkey", right_on="o_custkey")
+         .join(_frame(t, "lineitem"), left_on="o_orderkey", right_on="l_orderkey")
+         .join(_frame(t, "supplier"), left_on=["l_suppkey", "n_nationkey"],
+               right_on=["s_suppkey", "s_nationkey"])
+         .group_by("n_name")
+         .agg((c("l_extendedprice") * (1 - c("l_discount"))).sum().alias("revenue"))
+         .sort("revenue", descending=True))
+    return lambda: _columns(Q5_COLUMNS, q.collect().get_columns())
+
+
+def polars_q17(t):
+    import polars as pl
+    c = pl.col
+    lines = (_frame(t, "part").filter((c("p_brand") == t.code("p_brand", Q17_BRAND))
+                                      & (c("p_container") == t.code("p_container", Q17_CONTAINER)))
+             .join(_frame(t, "lineitem"), left_on="p_partkey", right_on="l_partkey"))
+    limits = lines.group_by("p_partkey").agg((0.2 * c("l_quantity").mean()).alias("limit"))
+    q = (lines.join(limits, on="p_partkey").filter(c("l_quantity") < c("limit"))
+         .select(c("l_extendedprice").sum() / 7.0))
+    return lambda: float(q.collect().item())
 
 
 # ---- NumPy, hand-written and vectorised ------------------------------------------------------
@@ -243,8 +345,84 @@ def qc_q12(t, backend):
     return run
 
 
-QUERIES = ("Q1", "Q6", "Q12")
-PEERS = {"duckdb": {"Q1": duckdb_q1, "Q6": duckdb_q6, "Q12": duckdb_q12},
-         "polars": {"Q1": polars_q1, "Q6": polars_q6, "Q12": polars_q12},
+def qc_q3(t, backend):
+    """Q3-shaped: strings as codes until issue 29 item 4; ORDER BY revenue desc, o_orderdate
+    LIMIT 10 on the host over the grouped dict (no sort after group_by yet). The customer ->
+    orders join is the other side of the lineitem join."""
+    segment, cutoff = t.code("c_mktsegment", Q3_SEGMENT), Q3_DATE
+    customers = qc.query(t.customer).where(lambda c: c.c_mktsegment == segment)
+    orders = qc.query(t.orders).where(lambda o: o.o_orderdate < cutoff).join(
+        customers, lambda o: o.o_custkey, lambda c: c.c_custkey,
+        lambda o, c: {"orderkey": o.o_orderkey, "date": o.o_orderdate, "prio": o.o_shippriority})
+    g = (qc.query(t.lineitem).where(lambda li: li.l_shipdate > cutoff)
+         .join(orders, lambda li: li.l_orderkey, lambda o: o.orderkey,
+               lambda li, o: {"orderkey": li.l_orderkey, "date": o.date, "prio": o.prio,
+                             "rev": li.l_extendedprice * (1 - li.l_discount)})
+         .on(backend).group_by(lambda r: (r.orderkey, r.date, r.prio)))
+
+    def run():
+        r = g.agg(revenue=qc.sum(lambda r: r.rev))
+        top = _ordered(r, (("revenue", True), ("key_1", False)), 10)
+        return _columns(Q3_COLUMNS, (top["key_0"], top["revenue"], top["key_1"], top["key_2"]))
+    return run
+
+
+def qc_q5(t, backend):
+    """Q5-shaped: strings as codes until issue 29 item 4; ORDER BY revenue desc on the host.
+    (l_suppkey, c_nationkey) = (s_suppkey, s_nationkey) is a two-field join key."""
+    asia, lo, hi = t.code("r_name", Q5_REGION), Q5_FROM, Q5_TO
+    nations = qc.query(t.nation).join(
+        qc.query(t.region).where(lambda r: r.r_name == asia),
+        lambda n: n.n_regionkey, lambda r: r.r_regionkey,
+        lambda n, r: {"nationkey": n.n_nationkey, "name": n.n_name})
+    orders = qc.query(t.orders).where(lambda o: o.o_orderdate >= lo and o.o_orderdate < hi)
+    g = (qc.query(t.lineitem)
+         .join(orders, lambda li: li.l_orderkey, lambda o: o.o_orderkey,
+               lambda li, o: {"suppkey": li.l_suppkey, "custkey": o.o_custkey,
+                             "rev": li.l_extendedprice * (1 - li.l_discount)})
+         .join(qc.query(t.customer), lambda r: r.custkey, lambda c: c.c_custkey,
+               lambda r, c: {"suppkey": r.suppkey, "nationkey": c.c_nationkey, "rev": r.rev})
+         .join(qc.query(t.supplier), lambda r: (r.suppkey, r.nationkey),
+               lambda s: (s.s_suppkey, s.s_nationkey),
+               lambda r, s: {"nationkey": s.s_nationkey, "rev": r.rev})
+         .join(nations, lambda r: r.nationkey, lambda n: n.nationkey,
+               lambda r, n: {"name": n.name, "rev": r.rev})
+         .on(backend).group_by(lambda r: r.name))
+
+    def run():
+        o = _ordered(g.agg(revenue=qc.sum(lambda r: r.rev)), (("revenue", True),))
+        return _columns(Q5_COLUMNS, (o["key"], o["revenue"]))
+    return run
+
+
+def qc_q17(t, backend):
+    """Q17-shaped: strings as codes until issue 29 item 4; the correlated subquery
+    (0.2 * avg(l_quantity) of the part's lines) decorrelated: a group_by of the joined lines
+    gives each part's limit, a second join of the same lines with those limits keeps the
+    lines under it (two calls: a Grouped is not a Query to join with yet)."""
+    brand, box = t.code("p_brand", Q17_BRAND), t.code("p_container", Q17_CONTAINER)
+    parts = qc.query(t.part).where(lambda p: p.p_brand == brand and p.p_container == box)
+    lines = (qc.query(t.lineitem)
+             .join(parts, lambda li: li.l_partkey, lambda p: p.p_partkey,
+                   lambda li, p: {"partkey": li.l_partkey, "qty": li.l_quantity,
+                                 "price": li.l_extendedprice})
+             .on(backend))
+    per_part = lines.group_by(lambda r: r.partkey)
+
+    def run():
+        avg = per_part.agg(avg_qty=qc.mean(lambda r: r.qty))
+        limits = qc.query(partkey=avg["key"], limit=0.2 * avg["avg_qty"]).on(backend)
+        small = (lines.join(limits, lambda r: r.partkey, lambda a: a.partkey,
+                            lambda r, a: {"price": r.price, "under": r.qty < a.limit})
+                 .where(lambda r: r.under))
+        return float(small.sum(lambda r: r.price)) / 7.0
+    return run
+
+
+QUERIES = ("Q1", "Q6", "Q12", "Q3", "Q5", "Q17")
+PEERS = {"duckdb": {"Q1": duckdb_q1, "Q6": duckdb_q6, "Q12": duckdb_q12, "Q3": duckdb_q3,
+                    "Q5": duckdb_q5, "Q17": duckdb_q17},
+         "polars": {"Q1": polars_q1, "Q6": polars_q6, "Q12": polars_q12, "Q3": polars_q3,
+                    "Q5": polars_q5, "Q17": polars_q17},
          "numpy": {"Q1": numpy_q1, "Q6": numpy_q6, "Q12": numpy_q12}}
-QC = {"Q1": qc_q1, "Q6": qc_q6, "Q12": qc_q12}
+QC = {"Q1": qc_q1, "Q6": qc_q6, "Q12": qc_q12, "Q3": qc_q3, "Q5": qc_q5, "Q17": qc_q17}
