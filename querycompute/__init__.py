@@ -17,6 +17,7 @@ from .log import ConfigWarning, FallbackWarning
 from .api.query import Query, query, range
 from .api.grouped import Grouped
 from .graph.terminals import agg, aggregate, all, any, count, count_distinct, first, max, mean, min, sum
+from .frontend.values import matched
 
 __version__ = "0.1.0"
 

@@ -391,17 +391,66 @@ class Query(QueryTerminals):
         """
         return self._join(G.LeftJoin, other, key, other_key, result)
 
+    def intersect_by(self, other: "Query", key, other_key) -> "Query":
+        """The elements whose key occurs among other's keys (a semi-join: SQL `EXISTS` /
+        `IN (subquery)`; .NET's IntersectBy, by key).
+
+        Elements pass through unchanged, in this query's order; this query's duplicates are
+        all kept and duplicates in other never duplicate an element. Keys are compared as
+        join's are: after conversion to their common type, all NaNs one value, -0.0 == 0.0.
+
+        Args:
+            other: The other Query (its element columns are never read, only its keys).
+            key: A lambda of this query's element: one value or a tuple of values.
+            other_key: A lambda of other's element, of the same arity.
+
+        Returns:
+            A new lazy Query of this query's elements.
+
+        Example:
+            ```python
+            qc.query(orders).intersect_by(qc.query(users).where(lambda u: u.rate > 1),
+                                          lambda o: o.uid, lambda u: u.id).count()
+            ```
+        """
+        return self._other(G.SemiJoin, other, key, other_key)
+
+    def except_by(self, other: "Query", key, other_key) -> "Query":
+        """The elements whose key does not occur among other's keys (an anti-join: SQL
+        `NOT EXISTS`; .NET's ExceptBy, by key, but this query's duplicates are kept).
+
+        Args:
+            other: The other Query.
+            key: A lambda of this query's element: one value or a tuple of values.
+            other_key: A lambda of other's element, of the same arity.
+
+        Returns:
+            A new lazy Query of this query's elements, in order (intersect_by's complement).
+
+        Example:
+            ```python
+            qc.query(orders).except_by(qc.query(users), lambda o: o.uid, lambda u: u.id).to_array()
+            ```
+        """
+        return self._other(G.AntiJoin, other, key, other_key)
+
     def _join(self, node: type, other, key, other_key, result) -> "Query":
+        q = self._other(node, other, key, other_key)
+        return q._keyed(G.JoinResult, required(result, f"{node.kind}() result"), node.kind)
+
+    def _other(self, node: type, other, key, other_key) -> "Query":
+        """This query, then `node` (this side's key) and the other side's JoinOther node."""
         what = node.kind
         if not isinstance(other, Query):
-            raise TypeError(f"{what}() joins another Query (qc.query(...)), got {type(other).__name__}")
-        for fn, name in ((key, "key"), (other_key, "other_key"), (result, "result")):
+            raise TypeError(f"{what}() takes another Query as `other` (qc.query(...)), got "
+                            f"{type(other).__name__}; wrap it: q.{what}(qc.query(other), key, other_key"
+                            f"{', result' if node.stage == 'join' else ''})")
+        for fn, name in ((key, "key"), (other_key, "other_key")):
             required(fn, f"{what}() {name}")
         other_sig = (other._source.kind, other._source.fields, other._kinds, other._codes,
                      tuple(str(c.dtype) for c in other._source.columns()), getattr(other_key, "__code__", other_key))
         q = self._keyed(node, key)
-        q = q._then(G.JoinOther, JoinArg(other, other_key), other_sig)
-        return q._keyed(G.JoinResult, result, what)
+        return q._then(G.JoinOther, JoinArg(other, other_key), other_sig)
 
     def group_by(self, key) -> "Grouped":
         """Groups of equal key(element), aggregated by the returned Grouped's terminals.

@@ -2,7 +2,8 @@
 
 A staged plan (querycompute/plan/stages.py) alternates fused passes (a backend's Prepared) with
 column operations on the columns a pass produced: sort permutations (order_by, top-k,
-min-by), gathers, scans and distinct's first-occurrence flags. Each backend has one
+min-by), gathers, scans, distinct's first-occurrence flags, a join's pairs and a semi-join's
+membership flags. Each backend has one
 `StageRuntime`; `NumpyStages` below is the reference the others are tested against.
 
 Columns are 1-D host numpy arrays of one length n (the next stage's input). Every method
@@ -68,6 +69,13 @@ class StageRuntime:
         without its own runs the numpy reference (its trace row says so)."""
         return NumpyStages.join(self, left_keys, right_keys, outer, rows)
 
+    def semi_join(self, left_keys: Sequence[np.ndarray], right_keys: Sequence[np.ndarray],
+                  rows: list) -> np.ndarray:
+        """bool flags, one per left row: its key occurs among the right keys (the join's key
+        equality; join_plan.semi_reference defines it). A runtime without its own runs the
+        numpy reference (its trace row says so)."""
+        return NumpyStages.semi_join(self, left_keys, right_keys, rows)
+
 
 def _row(rows: list, name: str, t0: float) -> None:
     rows.append(KernelRun(name, "numpy", cache="memory", run_ms=now_ms() - t0))
@@ -107,6 +115,13 @@ class NumpyStages(StageRuntime):
         t0 = now_ms()
         out = join_reference(left_keys, right_keys, outer)
         _row(rows, "join_sorted_probe", t0)
+        return out
+
+    def semi_join(self, left_keys, right_keys, rows):
+        from ..plan.join_plan import semi_reference
+        t0 = now_ms()
+        out = semi_reference(left_keys, right_keys)
+        _row(rows, "semi_join_sorted_probe", t0)
         return out
 
     def group_by(self, spec, keys, values, params, rows):

@@ -22,7 +22,7 @@ from .members import CONTAINERS, MAX_MEMBERS, Members
 from .translate_calls import MODULE_CONSTANTS, SUPPORTED, call_handler, real_imag
 from .promotion import UFUNC, ufunc_loop
 from .translate_ops import binary, const, fail, logical, logical_not, select, to_dtype, truthy, unary
-from .values import Exact, RecordVal, Scalar, TupleVal, Value
+from .values import Exact, OuterSide, RecordVal, Scalar, TupleVal, Value, matched
 from . import shaped as S
 
 BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "truediv",
@@ -127,7 +127,18 @@ class _Translator:
         if method is None:
             fail(self.at(node), f"{_construct(node)} is not supported in a query lambda; "
                                 f"{LANGUAGE}", type(node).__name__)
-        return method(node)
+        v = method(node)
+        return v.value if isinstance(v, OuterSide) else v   # b's fields: its value
+
+    def _outer(self, node: ast.AST, what: str) -> Scalar:
+        """The matched flag of a left join's other side named by `node` (`b is None`,
+        qc.matched(b)); anything else is refused, saying what the test reads."""
+        v = self.locals.get(node.id) if isinstance(node, ast.Name) else None
+        if not isinstance(v, OuterSide):
+            fail(self.at(node), f"{what} tests whether a left join's row matched: it takes the other "
+                                f"side's parameter b of left_join(..., result=lambda a, b: ...) itself, "
+                                f"got {ast.unparse(node)}; elements and fields are never None", what)
+        return v.matched
 
     def scalar(self, node: ast.AST, what: str) -> Scalar:
         return self.check_scalar(self.value(node), node, what)
@@ -188,6 +199,9 @@ class _Translator:
                                 f"can be captured. Arrays belong in qc.query(...) as inputs; "
                                 f"functions must be math/numpy ones, called", "capture")
         return s
+
+    def _lookup_quiet(self, name: str):
+        return self.env.get(self.prefix + name)
 
     def _lookup(self, name: str, node: ast.AST):
         key = self.prefix + name
@@ -291,6 +305,10 @@ class _Translator:
         return unary(UNARYOPS[type(node.op)], x, self.at(node))
 
     def _Compare(self, node: ast.Compare) -> Value:
+        if len(node.ops) == 1 and type(node.ops[0]) in (ast.Is, ast.IsNot) \
+                and isinstance(node.comparators[0], ast.Constant) and node.comparators[0].value is None:
+            m = self._outer(node.left, f"`{ast.unparse(node)}`")         # a left join's b
+            return m if isinstance(node.ops[0], ast.IsNot) else logical_not(m)
         for cmp in node.ops:
             if type(cmp) not in CMPOPS and not isinstance(cmp, (ast.In, ast.NotIn)):
                 fail(self.at(node), f"{_construct(cmp)} is not supported; compare with "
@@ -448,6 +466,9 @@ class _Translator:
                       self.check_scalar(orelse, node.orelse, "a branch"), self.at(node))
 
     def _Call(self, node: ast.Call) -> Value:
+        if isinstance(node.func, (ast.Name, ast.Attribute)) and not node.keywords and len(node.args) == 1 \
+                and self._names(node.func, matched):
+            return self._outer(node.args[0], "qc.matched(b)")
         from .shaped_calls import NOT_SHAPED, call
         f = node.func
         if (isinstance(f, ast.Attribute) and f.attr == "isin" and isinstance(f.value, ast.Name)
@@ -502,6 +523,17 @@ class _Translator:
             return inner.run()
         except UnsupportedLambdaError as e:
             raise _called_from(e, name, at) from None
+
+    def _names(self, node: ast.AST, fn) -> bool:
+        """Whether the callee `node` (a name or a module attribute) is `fn`, looked up
+        without failing."""
+        if isinstance(node, ast.Name):
+            return node.id not in self.locals and self._lookup_quiet(node.id) is fn
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+                and node.value.id not in self.locals:
+            base = self._lookup_quiet(node.value.id)
+            return isinstance(base, types.ModuleType) and getattr(base, node.attr, None) is fn
+        return False
 
     def _callee(self, node: ast.AST):
         if isinstance(node, ast.Name):

@@ -65,3 +65,32 @@ class RecordVal:
 
 
 Value = Union[Scalar, TupleVal, RecordVal]
+
+
+@dataclass(frozen=True)
+class OuterSide:
+    """A left join's other side `b` in result(a, b): its value (NaN / 0 / False fields where
+    the row found no match) and `matched`, a bool Scalar per row. `b is None`, `b is not None`
+    and `qc.matched(b)` read `matched` (translate.py); every other use of b reads `value`."""
+    value: Value
+    matched: Scalar
+
+
+def matched(b) -> bool:
+    """Inside `left_join(..., result=lambda a, b: ...)`: whether this row of a found a match
+    (the same test as `b is not None`). Called in plain Python, `b is not None`.
+
+    Args:
+        b: The result lambda's other-side parameter.
+
+    Returns:
+        A bool per row: True where the row matched, False where b's fields hold the fill
+        values (NaN / 0 / False).
+
+    Example:
+        ```python
+        qc.query(orders).left_join(qc.query(users), lambda o: o.uid, lambda u: u.id,
+                                   lambda o, u: qc.matched(u)).count(lambda m: m)
+        ```
+    """
+    return b is not None

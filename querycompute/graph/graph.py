@@ -12,7 +12,9 @@ Operator nodes (lazy):   Select(fn)   map every element with fn
 Pipeline breakers (lazy; each ends a fused stage, DESIGN.md section 5b; stages.py plans them):
                          OrderBy / OrderByDescending(key), ThenBy / ThenByDescending(key),
                          Take(n) / Skip(n) (n a Count: a kernel parameter, never compiled in),
-                         TakeWhile / SkipWhile(pred), Reverse(), Distinct(key), Scan(func, seed)
+                         TakeWhile / SkipWhile(pred), Reverse(), Distinct(key), Scan(func, seed),
+                         Join / LeftJoin(key) + JoinOther + JoinResult, SemiJoin / AntiJoin(key)
+                         + JoinOther (intersect_by / except_by)
 Terminal nodes:          Terminal(name, specs): to_array / to_list, or aggregates given as
                          (result key, AggSpec) pairs (sum, count(pred), agg(...), aggregate);
                          last / element_at / single (positional: planned by stages.py).
@@ -224,6 +226,21 @@ class LeftJoin(Join):
     kind, letter, outer = "left_join", "L", True
 
 
+class SemiJoin(Breaker):
+    """intersect_by(other, key, other_key) is two nodes: SemiJoin(key) (this side's key) and
+    JoinOther(JoinArg); the elements pass through unchanged, those whose key occurs among the
+    other's keys kept in order (join_plan.plan_semi_join)."""
+    __slots__ = ()
+    kind, letter, anti = "intersect_by", "i", False
+    stage, heavy, cli = "semi_join", True, False
+
+
+class AntiJoin(SemiJoin):
+    """except_by(other, key, other_key): those whose key does not occur."""
+    __slots__ = ()
+    kind, letter, anti = "except_by", "x", True
+
+
 class JoinOther(Op):
     __slots__ = ()
     kind, letter = "join_other", "R"
@@ -239,7 +256,7 @@ class JoinResult(Op):
 NODES = {cls.letter: cls for cls in (Select, Where, OrderBy, OrderByDescending, ThenBy,
                                      ThenByDescending, Take, Skip, TakeWhile, SkipWhile,
                                      Reverse, Distinct, Scan, GroupBy, Join, LeftJoin, JoinOther,
-                                     JoinResult)}
+                                     JoinResult, SemiJoin, AntiJoin)}
 POSITIONAL = ("last", "element_at", "single")   # terminals planned by stages.py
 
 

@@ -19,7 +19,22 @@ columns: dialects/numba_indexed.py), and a group_by after it runs inside that pa
 Key equality is that of sorting and distinct (order_keys.py: all NaNs one value, -0.0 == 0.0),
 after both keys are converted to their common NumPy type. left_join keeps every row of this
 side: a row without a match gets the other side's columns filled with NaN (floats), 0
-(integers) or False (bools), its `b` fields reading those values.
+(integers) or False (bools), its `b` fields reading those values. One more column follows
+the other side's: `matched` (the other side's all-True column, gathered with the same fill:
+False where nothing matched), which `b is None`, `b is not None` and `qc.matched(b)` read
+(stage_kinds.element_of makes b a values.OuterSide).
+
+`intersect_by(other, key, other_key)` / `except_by(...)` (a semi- / anti-join) plan as
+
+    stage 1: fused pass over this side: its element and key -> columns
+    stage 2: SemiJoinStage: the other query's key columns (run once, as a join's), then a
+             membership flag per row of this side (StageRuntime.semi_join: the join's hash
+             table on cpu and GPUs, semi_reference on numpy)
+    stage 3: the next pass keeps the flagged rows in order (as after distinct; except_by:
+             the unflagged, `not keep` in that pass)
+
+so the other side's element columns are never read, duplicates in it never duplicate a row,
+this side's duplicates are all kept, and the key equality is the join's.
 
 The other side's element type is part of the plan: it is read from the other query when the
 plan is made (its columns' dtypes and shape, by running it on zero rows); a run whose other
@@ -69,6 +84,34 @@ def columns_of(value) -> tuple:
     return "scalar", (), (value,)
 
 
+def this_side(planner, ops: list, at: int, fields=None) -> tuple:
+    """This side's pass (`ops`, then the key of node `at`), and the other query's key dtypes
+    (read by running it on zero rows): (element columns, key column indexes, key dtypes,
+    the other Query over `fields` of its table: `projected`). The other side's node is bound
+    as a plan parameter (read per call)."""
+    def key_leaves(lw, element):
+        return leaves(lw.apply(at, element))[2]
+    _, n_elem, key_cols, _ = planner.materialize(ops, key_leaves)
+    other, other_key = planner.infos[at + 1][1]["other"]
+    other = projected(other, fields)
+    other._source.columns()            # (finds its element shapes: shaped ones can't be joined)
+    if getattr(other._source, "shapes", None):
+        from types import SimpleNamespace
+
+        from ..sources.shaped import refuse_staged
+        refuse_staged(other._source, (), SimpleNamespace(name=planner.nodes[at].kind))
+    _, _, key_cols_other = columns_of(other.select(other_key).on("numpy").take(0).to_array())
+    key_dtypes = tuple(str(c.dtype) for c in key_cols_other)
+    if len(key_dtypes) != len(key_cols):
+        kind = planner.nodes[at].kind
+        raise QueryError(f"{kind}() keys differ in arity: this side's key has {len(key_cols)} "
+                         f"value{'s' * (len(key_cols) != 1)}, the other's {len(key_dtypes)}; "
+                         f"both key lambdas must return one value or tuples of the same length")
+    planner.bindings.append((at + 1, "other", "object"))
+    planner.limits.append(None)
+    return n_elem, key_cols, key_dtypes, other
+
+
 def plan_join(planner, ops: list, at: int) -> None:
     """The Join node at `at` (this side's key), the JoinOther after it; appends this side's pass
     and the JoinStage to `planner`, whose columns then describe the (a, b) pair."""
@@ -76,37 +119,69 @@ def plan_join(planner, ops: list, at: int) -> None:
     if at + 2 >= len(nodes) or type(nodes[at + 1]) is not G.JoinOther \
             or type(nodes[at + 2]) is not G.JoinResult:
         raise QueryError("a join is made by q.join(other, key, other_key, result)")
-
-    def key_leaves(lw, element):
-        return leaves(lw.apply(at, element))[2]
-    _, n_elem, key_cols, _ = planner.materialize(ops, key_leaves)
-    this = planner.cols
-    other, other_key = planner.infos[at + 1][1]["other"]
     fields = planner.logical.nodes[at + 1].other_fields if planner.logical is not None else None
-    other = projected(other, fields)
-    other._source.columns()            # (finds its element shapes: shaped ones can't be joined)
-    if getattr(other._source, "shapes", None):
-        from types import SimpleNamespace
-
-        from ..sources.shaped import refuse_staged
-        refuse_staged(other._source, (), SimpleNamespace(name=nodes[at].kind))
+    n_elem, key_cols, key_dtypes, other = this_side(planner, ops, at, fields)
+    this = planner.cols
     shape, fields, cols = columns_of(other.on("numpy").take(0).to_array())
-    _, _, key_cols_other = columns_of(other.select(other_key).on("numpy").take(0).to_array())
     other_cols = Columns(shape, fields, tuple(str(c.dtype) for c in cols))
-    key_dtypes = tuple(str(c.dtype) for c in key_cols_other)
-    if len(key_dtypes) != len(key_cols):
-        raise QueryError(f"join keys differ in arity: this side's key has {len(key_cols)} values, "
-                         f"the other's {len(key_dtypes)}")
-    planner.bindings.append((at + 1, "other", "object"))
-    planner.limits.append(None)
     outer = nodes[at].outer
     planner.stages.append(JoinStage(key_cols, n_elem, len(planner.bindings) - 1, key_dtypes, other_cols, outer,
                                     fields))
     some = f" (its {len(fields)} fields read: {', '.join(fields)})" if fields is not None else ""
     planner.texts.append(f"{nodes[at].kind}: the other query's key and element columns{some}; matching row pairs "
                          f"(this side's order, then the other's); both sides gathered")
-    # (a left join's unmatched rows hold NaN / 0 / False in the other side's own dtypes)
-    planner.cols = Columns("pair", (this, other_cols), this.dtypes + other_cols.dtypes)
+    # (a left join's unmatched rows hold NaN / 0 / False in the other side's own dtypes; its
+    # matched column follows them)
+    planner.cols = Columns("pair", (this, other_cols), this.dtypes + other_cols.dtypes + ("bool",) * outer)
+
+
+@dataclass(frozen=True)
+class SemiJoinStage(Stage):
+    """intersect_by / except_by (module doc): keep flags of this side's rows."""
+    keys: tuple                    # this side's key columns (indexes)
+    element: int                   # the first `element` columns are this side's element
+    other_at: int                  # the plan parameter holding (other Query, its key function)
+    key_dtypes: tuple              # the other side's key column dtypes, as planned
+    anti: bool                     # except_by
+    column_op = True
+
+    def run(self, ex, call, i: int, state: list, keep):
+        """The other side's keys (its query run once), then StageRuntime.semi_join's flags;
+        the next pass keeps the flagged rows (stages.py's `keep`, as after distinct)."""
+        other, other_key = call.params[self.other_at]
+        right = [np.asarray(k) for k in other_key_columns(other, other_key, ex.backend)]
+        got = tuple(str(c.dtype) for c in right)
+        if got != self.key_dtypes:
+            raise QueryError(f"the other query's keys are {got}; the plan was made for {self.key_dtypes}: "
+                             f"build the {'except_by' if self.anti else 'intersect_by'} again")
+        flags = ex.runtime.semi_join([state[k] for k in self.keys], right, call.rows)
+        return state[:self.element], flags, None      # except_by's pass keeps the unflagged
+
+    def dtypes_after(self, current):
+        return current if current is None else current[:self.element]
+
+    def gpu_traffic(self, dialect: str, element_dtypes) -> list:
+        from ..backends.gpu.gpu_join import explain_lines      # its kernels, bytes per row
+        return explain_lines([element_dtypes[k] for k in self.keys], self.key_dtypes, dialect, semi=True)
+
+    def host_lines(self, runtime_name: str) -> list:
+        return [f"{runtime_name}: the numpy reference (join_plan.semi_reference: a sort of the other "
+                f"side's key ids, binary searches), a flag per row"]
+
+
+def plan_semi_join(planner, ops: list, at: int) -> None:
+    """The SemiJoin node at `at` (this side's key), the JoinOther after it: this side's pass,
+    then the SemiJoinStage; the next pass keeps the flagged rows (planner.keep)."""
+    nodes = planner.nodes
+    if at + 1 >= len(nodes) or type(nodes[at + 1]) is not G.JoinOther:
+        raise QueryError(f"{nodes[at].kind}() is made by q.{nodes[at].kind}(other, key, other_key)")
+    n_elem, key_cols, key_dtypes, _ = this_side(planner, ops, at)
+    anti = nodes[at].anti
+    planner.stages.append(SemiJoinStage(key_cols, n_elem, len(planner.bindings) - 1, key_dtypes, anti))
+    planner.texts.append(f"{nodes[at].kind}: the other query's key columns (run once); a flag per row: whether "
+                         f"its key occurs among them (the join's key equality); the next pass keeps the "
+                         f"{'unflagged' if anti else 'flagged'} rows in order")
+    planner.keep, planner.keep_not = True, anti
 
 
 def fill_value(dtype) -> object:
@@ -136,7 +211,7 @@ def fusable(stages: tuple, i: int) -> bool:
 def indexed(stage: JoinStage, p):
     """The pass `p` after join `stage` reading the joined columns through the pairs."""
     from querycompute._codegen.dialects.numba_indexed import index
-    return index(p, stage.element, len(stage.other.dtypes), stage.outer)
+    return index(p, stage.element, len(stage.other.dtypes) + stage.outer, stage.outer)
 
 
 def run_join(stage: JoinStage, state: list, call, backend: str, rt) -> list:
@@ -169,7 +244,10 @@ def join_pairs(stage: JoinStage, state: list, call, backend: str, rt) -> tuple:
                          f"for {stage.other.dtypes} with keys {stage.key_dtypes}: build the join again")
     left_keys = [state[k] for k in stage.keys]
     li, ri = rt.join(left_keys, [np.asarray(k) for k in right_keys], stage.outer, call.rows)
-    return list(state[:stage.element]), [np.asarray(c) for c in right], li, ri
+    right = [np.asarray(c) for c in right]
+    if stage.outer:                    # the matched column: True, False where filled
+        right.append(np.ones(len(right_keys[0]), dtype=bool))
+    return list(state[:stage.element]), right, li, ri
 
 
 def _in_place(other) -> bool:
@@ -230,6 +308,34 @@ def join_reference(left_keys, right_keys, outer: bool) -> tuple:
     """(left indexes, right indexes) of the matching pairs in LINQ's order: left order, then
     right order among a left row's matches; `outer`: a left row without a match once, with
     right index -1. Keys are compared as order bits of their common type."""
+    nl, nr = len(left_keys[0]), len(right_keys[0])
+    lid, rid = key_ids(left_keys, right_keys)
+    order = np.argsort(rid, kind="stable")
+    sr = rid[order]
+    lo = np.searchsorted(sr, lid, "left")
+    counts = np.searchsorted(sr, lid, "right") - lo
+    take = np.maximum(counts, 1) if outer else counts
+    li = np.repeat(np.arange(nl, dtype=np.int64), take)
+    starts = np.repeat(lo, take)
+    offs = np.arange(len(li), dtype=np.int64) - np.repeat(np.cumsum(take) - take, take)
+    ri = order[np.minimum(starts + offs, max(nr - 1, 0))].astype(np.int64) if nr else np.zeros(len(li), np.int64)
+    if outer:
+        ri[np.repeat(counts == 0, take)] = -1
+    return li, ri
+
+
+def semi_reference(left_keys, right_keys) -> np.ndarray:
+    """bool per left row: its key occurs among the right keys (join_reference's equality)."""
+    lid, rid = key_ids(left_keys, right_keys)
+    sr = np.sort(rid)
+    pos = np.minimum(np.searchsorted(sr, lid), max(len(sr) - 1, 0))
+    return sr[pos] == lid if len(sr) else np.zeros(len(lid), dtype=bool)
+
+
+def key_ids(left_keys, right_keys) -> tuple:
+    """(left ids, right ids): one integer per row, equal exactly where the keys are: order
+    bits of both sides' common type (all NaNs one value, -0.0 == 0.0); several key columns:
+    one id per distinct tuple."""
     from querycompute._codegen import order_keys
     nl, nr = len(left_keys[0]), len(right_keys[0])
     lb, rb = [], []
@@ -244,15 +350,4 @@ def join_reference(left_keys, right_keys, outer: bool) -> tuple:
         _, ids = np.unique(both, axis=0, return_inverse=True)
         ids = ids.reshape(-1)
         lid, rid = ids[:nl], ids[nl:]
-    order = np.argsort(rid, kind="stable")
-    sr = rid[order]
-    lo = np.searchsorted(sr, lid, "left")
-    counts = np.searchsorted(sr, lid, "right") - lo
-    take = np.maximum(counts, 1) if outer else counts
-    li = np.repeat(np.arange(nl, dtype=np.int64), take)
-    starts = np.repeat(lo, take)
-    offs = np.arange(len(li), dtype=np.int64) - np.repeat(np.cumsum(take) - take, take)
-    ri = order[np.minimum(starts + offs, max(nr - 1, 0))].astype(np.int64) if nr else np.zeros(len(li), np.int64)
-    if outer:
-        ri[np.repeat(counts == 0, take)] = -1
-    return li, ri
+    return lid, rid

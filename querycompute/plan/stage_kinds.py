@@ -21,7 +21,7 @@ from querycompute._codegen import expr as E
 from querycompute._codegen import order_keys
 from querycompute._codegen.stage_specs import ScanSpec, SortSpec
 
-from ..frontend.values import RecordVal, Scalar, TupleVal
+from ..frontend.values import OuterSide, RecordVal, Scalar, TupleVal
 from .fusion import Lowered, early_ops
 
 
@@ -295,10 +295,15 @@ class StagedLowered:
 
 def element_of(cols: Columns, first: int = 0):
     """The element value whose leaves are columns first, first + 1, ... (a join's "pair":
-    the (a, b) tuple of both sides' elements)."""
+    the (a, b) tuple of both sides' elements; a left join's b is an OuterSide whose matched
+    flag is the pair's last column)."""
     if cols.shape == "pair":
         a, b = cols.fields
-        return TupleVal((element_of(a, first), element_of(b, first + len(a.dtypes))))
+        other = element_of(b, first + len(a.dtypes))
+        at = first + len(a.dtypes) + len(b.dtypes)
+        if len(cols.dtypes) > at - first:    # a left join: its matched column after b's
+            other = OuterSide(other, Scalar(E.Load(at, "bool"), None))
+        return TupleVal((element_of(a, first), other))
     loads = [Scalar(E.Load(first + i, d), None) for i, d in enumerate(cols.dtypes)]
     if cols.shape == "scalar":
         return loads[0]

@@ -13,6 +13,8 @@ pipeline.py runs, one after the other, on one backend:
                   order_by(k).first() is a top-1, a min-by), never a full sort
     DistinctStage first-occurrence flags of key columns; the next pass starts by filtering
                   on them (its compaction restores element order)
+    SemiJoinStage intersect_by / except_by: membership flags of key columns in the other
+                  query's keys (join_plan.py); filtered on like distinct's
     ScanStage     the inclusive running fold of the one element column
     ReverseStage  the columns in reverse order
     WhileStage    take_while / skip_while: a `first` reduction (with early exit) finds the
@@ -47,7 +49,7 @@ from .fusion import (Lowered, Lowering, _scalar, _truthy, element_type, key_leav
 from ..frontend.values import RecordVal, Scalar, TupleVal
 from . import logical
 from .group_plan import plan_group
-from .join_plan import plan_join
+from .join_plan import plan_join, plan_semi_join
 from .plan import initial_element
 from .stage_kinds import (Columns, DistinctStage, PassStage, ReverseStage, ScanStage, SortStage,
     StagedLowered, TerminalStage, WhileStage, Window, WindowStage, element_of)
@@ -63,6 +65,7 @@ class _Planner:
         self.bindings: list = []
         self.limits: list = []
         self.keep = False          # the next pass filters on a distinct's keep flags
+        self.keep_not = False      # ... keeping the unflagged rows instead (except_by)
         if source.kind == "range":
             self.cols = None       # a range has no columns: the first pass computes it
         else:
@@ -86,7 +89,8 @@ class _Planner:
         inputs = [InputSpec(f"c{i}", d) for i, d in enumerate(c.dtypes)]
         if self.keep:
             inputs.append(InputSpec("keep", "bool"))
-            lw.b.body.append(Filter(E.Load(len(c.dtypes), "bool")))
+            flag = E.Load(len(c.dtypes), "bool")
+            lw.b.body.append(Filter(E.Unary("not", flag, "bool") if self.keep_not else flag))
         element = element_of(c)
         if c is self.source_cols and self.source.skipped:
             element = RecordVal(element.fields, tuple(self.source.skipped.items()))
@@ -149,7 +153,8 @@ class _Planner:
             fields, items = tuple(fields[k] for k in kept), tuple(items[k] for k in kept)
             element = RecordVal(tuple(zip(fields, items)))
         outs = list(items) + list(keys)
-        reads = ("keep the distinct's flagged elements" + (" -> " if ops else "")) if self.keep else ""
+        reads = (f"keep the {'unflagged' if self.keep_not else 'flagged'} elements" + (" -> " if ops else "")) \
+            if self.keep else ""
         self.materialize_columns(lw, inputs, outs, f"{reads}{_ops_text(self.nodes, ops, not reads)}"
                                  f"{' + keys' if keys else ''}", window)
         self.cols = Columns(shape, fields, tuple(s.expr.dtype for s in items))
@@ -165,7 +170,7 @@ class _Planner:
         self.stages.append(PassStage(lowered, self._add(lowered), self.keep, window, self._range_at(lowered)))
         self.texts.append(f"fused pass {lowered.pass_.name}: {what} -> columns"
                           f"{' (window: take/skip)' if window else ''}")
-        self.keep = False
+        self.keep = self.keep_not = False
         return lowered
 
     # -- the chain ------------------------------------------------------------------------
@@ -227,6 +232,10 @@ class _Planner:
     def plan_join(self, ops: list, i: int) -> int:
         plan_join(self, ops, i)
         return i + 2                   # the result function is the next pass's first select
+
+    def plan_semi_join(self, ops: list, i: int) -> int:
+        plan_semi_join(self, ops, i)
+        return i + 2                   # the next pass keeps the flagged rows
 
     def plan_group(self, ops: list, i: int) -> StagedLowered:
         result = plan_group(self, ops, i)

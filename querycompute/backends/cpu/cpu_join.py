@@ -13,6 +13,8 @@ outer join's unmatched left rows once, with -1).
     3. built on the right: the probe's pairs are already in LINQ's order; built on the
        left: the pairs come in right order and a counting scatter by left row
        (join_by_left_serial) restores it.
+A semi-join (CpuJoin.member: intersect_by / except_by) builds the other side into the same
+table and probes this side for a flag per row (join_member_parallel), no pairs.
 Equality is that of order bits (NaN == NaN, -0.0 == 0.0). Key tuples wider than 64 bits
 together, with a float field or with value ranges too wide to pack, run the numpy reference
 (`reference_reason`, which explain() prints too), and their trace row says so (dialect "numpy").
@@ -90,35 +92,63 @@ class CpuJoin:
             self._mod = load("qc_join_kernels", kernels_source())
         return self._mod
 
-    def __call__(self, left_keys, right_keys, outer: bool, rows: list) -> tuple:
+    def words(self, left_keys, right_keys, rows: list):
+        """(left words, right words, their order-bits constants): each side's key as one
+        64-bit word per row (module doc, step 1); None where the numpy reference must run;
+        "empty" where a side has no rows."""
         from .cpu_stages import _consts, _raw
-        from ..stage_runtime import NumpyStages
         st = self.stages
         common = key_types([np.asarray(a).dtype for a in left_keys], [np.asarray(b).dtype for b in right_keys])
         packed = None
         if reference_reason(common):
             if not all(c.kind in "biu" for c in common):
-                return NumpyStages.join(st, left_keys, right_keys, outer, rows)
+                return None
             lk = [np.asarray(a, dtype=c) for a, c in zip(left_keys, common)]
             rk = [np.asarray(b, dtype=c) for b, c in zip(right_keys, common)]
             if len(lk[0]) and len(rk[0]):        # (an empty side: no pairs, below)
                 packed = range_packed(lk, rk)
                 if packed is None:
-                    return NumpyStages.join(st, left_keys, right_keys, outer, rows)
+                    return None
         left = [np.ascontiguousarray(a, dtype=c) for a, c in zip(left_keys, common)]
         right = [np.ascontiguousarray(b, dtype=c) for b, c in zip(right_keys, common)]
-        nl, nr = len(left[0]), len(right[0])
-        if nl == 0 or nr == 0:
+        if len(left[0]) == 0 or len(right[0]) == 0:
+            return "empty"
+        if packed is not None:           # integer fields packed by their value ranges
+            return packed[0], packed[1], _consts(np.dtype(np.uint64))
+        if len(common) == 1:
+            return _raw(left[0]), _raw(right[0]), _consts(common[0])
+        falses = (False,) * len(common)
+        return (st._pack(falses, left, rows, "join_left_"), st._pack(falses, right, rows, "join_right_"),
+                _consts(np.dtype(np.uint64)))
+
+    def member(self, left_keys, right_keys, rows: list) -> np.ndarray:
+        """CpuStages.semi_join: the other (right) side built into the join's hash table, a
+        flag per left row from a parallel probe (join_member: the bloom test, then the table
+        walk to the first match; nothing is paired or gathered)."""
+        from ..stage_runtime import NumpyStages
+        got = self.words(left_keys, right_keys, rows)
+        if got is None:
+            return NumpyStages.semi_join(self.stages, left_keys, right_keys, rows)
+        nl = len(left_keys[0])
+        if got == "empty":
+            return np.zeros(nl, dtype=bool)    # no other keys (or no rows): nothing occurs
+        lu, ru, consts = got
+        mod = self._kernels()
+        slots, _, bloom = self.stages._run(mod, "join_build", 1, rows, "semi_", ru, *consts)
+        return self.stages._run(mod, "join_member", nl, rows, "", lu, slots, bloom, *consts)
+
+    def __call__(self, left_keys, right_keys, outer: bool, rows: list) -> tuple:
+        from ..stage_runtime import NumpyStages
+        st = self.stages
+        got = self.words(left_keys, right_keys, rows)
+        if got is None:
+            return NumpyStages.join(st, left_keys, right_keys, outer, rows)
+        nl = len(left_keys[0])
+        if got == "empty":
             li = np.arange(nl, dtype=np.int64) if outer else np.zeros(0, np.int64)
             return li, np.full(len(li), -1, np.int64)
-        if packed is not None:           # integer fields packed by their value ranges
-            lu, ru, consts = packed[0], packed[1], _consts(np.dtype(np.uint64))
-        elif len(common) == 1:
-            lu, ru, consts = _raw(left[0]), _raw(right[0]), _consts(common[0])
-        else:
-            falses = (False,) * len(common)
-            lu, ru = st._pack(falses, left, rows, "join_left_"), st._pack(falses, right, rows, "join_right_")
-            consts = _consts(np.dtype(np.uint64))
+        lu, ru, consts = got
+        nr = len(ru)
         mod = self._kernels()
         build_right = nr <= nl
         build, probe = (ru, lu) if build_right else (lu, ru)

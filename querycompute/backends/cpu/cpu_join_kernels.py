@@ -26,6 +26,10 @@ into one uint64 word by the stage kernels' `pack`).
       was the smaller and was built on) put in the left side's order by a counting scatter,
       which keeps the right order among a left row's matches; an outer join gives each left
       row without a match one pair (row, -1).
+  member (join_member_parallel): intersect_by / except_by: per probe row (this side; the
+      other side built), whether its word is in the table (bloom bit, then the table walk to
+      the head row): a flag per row, in parallel chunks (except_by's pass keeps the rows
+      without it).
 Every step is exact integer work: no thread count or chunking changes the pairs.
 """
 from numba.cpython.unsafe.numbers import trailing_zeros   # numba's cttz intrinsic
@@ -211,3 +215,32 @@ def join_by_left_serial(li, ri, nl, outer):
         out_l[p], out_r[p] = li[t], ri[t]
         pos[li[t]] = p + 1
     return out_l, out_r
+
+
+@njit(cache=True)
+def _member(v, lo, hi, slots, bloom, out, kind, sign, ones, inf):
+    """out[i] for probe rows [lo, hi): whether word i is in the table."""
+    sh, mask = _shift_mask(slots)
+    for i in range(lo, hi):
+        w = order_bits(v[np.uint64(i)], kind, False, sign, ones, inf)
+        hit = _bloom_bit(w, bloom, sh) != _U0 and _head(w, slots, sh, mask) >= 0
+        out[i] = hit
+
+
+@njit(cache=True)
+def join_member_serial(v, slots, bloom, kind, sign, ones, inf):
+    """The semi-join's keep flags (module doc): one chunk."""
+    out = np.empty(v.shape[0], np.bool_)
+    _member(v, 0, v.shape[0], slots, bloom, out, kind, sign, ones, inf)
+    return out
+
+
+@njit(cache=True, parallel=PRANGE_ONLY)
+def join_member_parallel(v, slots, bloom, kind, sign, ones, inf):
+    """join_member_serial over the chunks in parallel."""
+    n = v.shape[0]
+    out = np.empty(n, np.bool_)
+    nch = (n + CHUNK - 1) // CHUNK
+    for c in prange(nch):
+        _member(v, c * CHUNK, min(n, c * CHUNK + CHUNK), slots, bloom, out, kind, sign, ones, inf)
+    return out

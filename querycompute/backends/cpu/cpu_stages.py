@@ -22,6 +22,7 @@ scan groups its combines differently, deterministically for a given n).
     group_by         per-chunk hash tables of group ids (<= 4096 groups) or the radix sort,
                      then a generated module of the aggregates (cpu_group.py).
     join             hash join on the smaller side, parallel probe (cpu_join.py).
+    semi_join        the join's hash table of the other side, a flag per row (cpu_join.py).
     fused_group      the pass before a group_by and the aggregates in one pass, per-chunk
                      private tables (<= 4096 groups; cpu_group_fused.py), else None.
 Small inputs (n < SERIAL_MAX) run the `_serial` kernels (one chunk, no thread pool), which
@@ -232,18 +233,33 @@ class CpuStages(StageRuntime):
             self._join = CpuJoin(self)
         return self._join(left_keys, right_keys, outer, rows)
 
+    def semi_join(self, left_keys, right_keys, rows):
+        """The join's hash table of the other side, a flag per row (cpu_join.CpuJoin.member)."""
+        if self._join is None:
+            from .cpu_join import CpuJoin
+            self._join = CpuJoin(self)
+        return self._join.member(left_keys, right_keys, rows)
+
     def describe(self, stage, element_dtypes=()):
         """explain()'s lines for a group_by or join stage on the cpu (None: the default);
         `element_dtypes`: the dtypes of the columns going into the stage (a join's keys among
         them). They name the runtime that really runs the stage (cpu_join.reference_reason)."""
         from ...plan.group_plan import GroupStage
-        from ...plan.join_plan import JoinStage
+        from ...plan.join_plan import JoinStage, SemiJoinStage
         if isinstance(stage, GroupStage):
             from querycompute._codegen.dialects.numba_group_fused import fits
             fused = ("with <= 4096 groups it runs INSIDE the pass above (per-chunk tables; the key "
                      "and input columns are never stored), else " if fits(stage.spec.key_dtypes) else "")
             return [f"cpu: {fused}per-chunk group-id tables (<= 4096 groups) or a radix sort, "
                     "then the aggregates in source-chunk order"]
+        if isinstance(stage, SemiJoinStage):
+            why = reference_reason(key_types([element_dtypes[k] for k in stage.keys], stage.key_dtypes))
+            if why:
+                return [f"cpu: the join's hash table when the keys pack into one 64-bit word, else the "
+                        f"numpy reference (join_plan.semi_reference; the trace names which ran): {why}"]
+            return ["cpu: the other side's keys built into the join's hash table (join_build), a flag "
+                    "per row from a parallel probe (join_member: bloom test, then the table); no pairs, "
+                    "nothing gathered"]
         if isinstance(stage, JoinStage):
             why = reference_reason(key_types([element_dtypes[k] for k in stage.keys], stage.key_dtypes))
             if why and "value ranges" in why:

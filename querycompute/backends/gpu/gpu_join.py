@@ -15,7 +15,9 @@ row's matches; left_join: an unmatched left row once, with right index -1).
     4. built on the right, the pairs are in LINQ's order; built on the left, they come by
        right row and a stable radix sort of the pairs by left row (GpuStages.sort, gathers)
        restores left order, keeping the right order among a left row's matches.
-Results stay where the inputs are: device columns (index dtype int32 below 2**31 rows) when
+`member` (GpuStages.semi_join: intersect_by / except_by) runs steps 1-3 built on the right up to
+the counts, then one flag per left row (a gather of an all-True column by each row's first
+match, False where none): no pairs. Results stay where the inputs are: device columns (index dtype int32 below 2**31 rows) when
 either side is on the device, else int64 host arrays. Keys the device can't hash
 (join_gpu.device_keys: wider than 64 bits together, a float conversion) and a dialect without
 64-bit integers (join_gpu.without_join: webgpu) run the host reference; its trace row says so
@@ -66,7 +68,7 @@ def dtype_reason(dialect: str, left_dtypes: tuple, right_dtypes: tuple) -> str |
 
 def join(stages, left_keys, right_keys, outer: bool, rows: list) -> tuple:
     """GpuStages.join: (li, ri) as the module docstring says."""
-    from .gpu_stages import _bits, _device, index_dtype
+    from .gpu_stages import _device, index_dtype
     from ..stage_runtime import NumpyStages
     if device_reason(stages, left_keys, right_keys):
         return NumpyStages.join(stages, [DC.to_host(k) for k in left_keys],
@@ -78,10 +80,33 @@ def join(stages, left_keys, right_keys, outer: bool, rows: list) -> tuple:
         return li, np.full(len(li), -1, np.int64)
     if keep:                         # the other side's host keys go over once
         left_keys, right_keys = stages.to_device(left_keys), stages.to_device(right_keys)
-    common = common_dtypes(left_keys, right_keys)
     idx = index_dtype(max(nl, nr))
-    hd = J.hash_dtype(common)
     build_right = outer or nr <= nl
+    cnt, lo, perm, p, hd = _counts(stages, left_keys, right_keys, build_right, outer, idx, rows, keep)
+    incl = stages.scan(OFFSETS, cnt, (), rows)
+    total = int(DC.to_host(incl[p - 1:p])[0])          # the pairs' count sizes the pairs
+    if total == 0:
+        empty = np.zeros(0, np.int64)
+        return empty, empty.copy()
+    probe, build = stages._run(("join_pairs", idx, hd), lambda: J.render_probe(stages.dialect, idx, hd)["pairs"],
+                               [incl, cnt, lo, DC.contiguous(perm, dtype=idx)], [p], total, rows, keep)
+    if build_right:
+        li, ri = probe, build
+    else:                            # by right row: a stable sort by left row restores LINQ's order
+        order = stages.sort(by_left_sort(idx), [build], None, rows)
+        li, ri = stages.gather([build, probe], order, rows)
+    if keep:
+        return li, ri
+    return np.asarray(li, np.int64), np.asarray(ri, np.int64)
+
+
+def _counts(stages, left_keys, right_keys, build_right: bool, outer: bool, idx: str, rows: list, keep: bool):
+    """Steps 1-3 up to the counts (module doc): (cnt, lo, the build side's sort permutation,
+    probe rows, the hash's dtype); cnt / lo per probe row: its matches and its first sorted
+    build row (-1: none)."""
+    from .gpu_stages import _bits
+    common = common_dtypes(left_keys, right_keys)
+    hd = J.hash_dtype(common)
 
     def hashed(keys):
         own = tuple(str(k.dtype) for k in keys)
@@ -102,27 +127,34 @@ def join(stages, left_keys, right_keys, outer: bool, rows: list) -> tuple:
                          [hs], [m, shift], (1 << tbits) + 1, rows, keep)[0]
     cnt, lo = stages._run(("join_count", idx, hd), lambda: probe_sets()["count"],
                           [hp, hs, starts], [shift, int(outer)], p, rows, keep)
-    incl = stages.scan(OFFSETS, cnt, (), rows)
-    total = int(DC.to_host(incl[p - 1:p])[0])          # the pairs' count sizes the pairs
-    if total == 0:
-        empty = np.zeros(0, np.int64)
-        return empty, empty.copy()
-    probe, build = stages._run(("join_pairs", idx, hd), lambda: probe_sets()["pairs"],
-                               [incl, cnt, lo, DC.contiguous(perm, dtype=idx)], [p], total, rows, keep)
-    if build_right:
-        li, ri = probe, build
-    else:                            # by right row: a stable sort by left row restores LINQ's order
-        order = stages.sort(by_left_sort(idx), [build], None, rows)
-        li, ri = stages.gather([build, probe], order, rows)
+    return cnt, lo, perm, p, hd
+
+
+def member(stages, left_keys, right_keys, rows: list):
+    """GpuStages.semi_join: the join's steps 1-3 built on the right (the other side) up to
+    the counts, then a flag per left row: an all-True column gathered by `lo` with the
+    fill False (render_gather_filled: True where the row has a match); nothing is paired.
+    The join's host reference where it takes it (device_reason)."""
+    from .gpu_stages import _device, index_dtype
+    from ..stage_runtime import NumpyStages
+    if device_reason(stages, left_keys, right_keys):
+        return NumpyStages.semi_join(stages, [DC.to_host(k) for k in left_keys],
+                                     [DC.to_host(k) for k in right_keys], rows)
+    nl, nr = len(left_keys[0]), len(right_keys[0])
+    if nl == 0 or nr == 0:
+        return np.zeros(nl, dtype=bool)
+    keep = _device(list(left_keys) + list(right_keys))
     if keep:
-        return li, ri
-    return np.asarray(li, np.int64), np.asarray(ri, np.int64)
+        left_keys, right_keys = stages.to_device(left_keys), stages.to_device(right_keys)
+    _, lo, _, _, _ = _counts(stages, left_keys, right_keys, True, False, index_dtype(max(nl, nr)), rows, keep)
+    return gather_filled(stages, [np.ones(nr, dtype=bool)], lo, rows, index_dtype="int64")[0]
 
 
-def gather_filled(stages, cols, idx, rows: list) -> list:
+def gather_filled(stages, cols, idx, rows: list, index_dtype: str | None = None) -> list:
     """[col[idx] with idx -1 giving the dtype's fill value (NaN / 0 / False)] on the device
-    (join_plan.gather_filled's kernel: ops/join_gpu.render_gather_filled)."""
-    from .gpu_stages import _bits, _device, index_dtype
+    (join_plan.gather_filled's kernel: ops/join_gpu.render_gather_filled); `index_dtype`:
+    idx's dtype where it is not that of the columns' length (the count kernel's int64 lo)."""
+    from .gpu_stages import _bits, _device, index_dtype as idx_dtype
     from ...plan.join_plan import gather_filled as host_gather
     if not cols:
         return []
@@ -133,7 +165,7 @@ def gather_filled(stages, cols, idx, rows: list) -> list:
     if keep:
         cols = stages.to_device(cols)
     dtypes = tuple(str(c.dtype) for c in cols)
-    it = index_dtype(max(len(c) for c in cols))
+    it = index_dtype or idx_dtype(max(len(c) for c in cols))
     if DC.on_device(idx) and idx.dtype != np.dtype(it):
         idx = DC.to_host(idx)
     raw = stages._run(("join_gather_filled", dtypes, it), lambda: J.render_gather_filled(dtypes, stages.dialect, it),
@@ -141,12 +173,22 @@ def gather_filled(stages, cols, idx, rows: list) -> list:
     return [r.view(c.dtype) for r, c in zip(raw, cols)]
 
 
-def explain_lines(this_dtypes, key_dtypes, dialect: str) -> list[str]:
+def explain_lines(this_dtypes, key_dtypes, dialect: str, semi: bool = False) -> list[str]:
     """The join's kernels and bytes per row, for explain() on a GPU backend (this side's key
-    dtypes `this_dtypes`, the other's `key_dtypes`); the host reference where `join` takes it."""
+    dtypes `this_dtypes`, the other's `key_dtypes`); the host reference where `join` takes it.
+    `semi`: intersect_by / except_by (`member`)."""
     why = dtype_reason(dialect, tuple(str(d) for d in this_dtypes), tuple(str(d) for d in key_dtypes))
     if why:
-        return [f"join: the numpy reference on the host (join_plan.join_reference; no device kernels): {why}"]
+        ref = "semi_reference" if semi else "join_reference"
+        return [f"{'semi-join' if semi else 'join'}: the numpy reference on the host (join_plan.{ref}; "
+                f"no device kernels): {why}"]
+    if semi:
+        rows = J.bytes_per_row(tuple(key_dtypes))
+        return (["semi-join: the device hash join's build on the other side and its count kernel; a "
+                 "flag per row = an all-True column gathered by the first match (qc_join_gather_filled, "
+                 "False where none); no pairs"]
+                + [f"  {step}: {b} B" for step, b in rows
+                   if not any(w in step for w in ("offsets", "pairs", "by_left"))])
     lines = ["join: device hash join (ops/join_gpu.py): inner joins build on the smaller side "
              "(left_join on the right); built on the left, a stable radix sort of the pairs by left "
              "row restores LINQ's order"]

@@ -215,6 +215,11 @@ class GpuStages(StageRuntime):
         from .gpu_join import join
         return join(self, left_keys, right_keys, outer, rows)
 
+    def semi_join(self, left_keys, right_keys, rows: list):
+        """The device join's build and counts, a flag per row (gpu_join.member)."""
+        from .gpu_join import member
+        return member(self, left_keys, right_keys, rows)
+
     def gather_filled(self, cols: Sequence, idx, rows: list) -> list:
         """[col[idx]] with idx -1 giving the dtype's fill value (left_join), on the device."""
         from .gpu_join import gather_filled
