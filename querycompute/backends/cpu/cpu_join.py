@@ -24,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from .numba_loader import load, stage_kernels_source
+from ..stage_runtime import NumpyStages
 
 
 def kernels_source() -> str:
@@ -125,7 +126,6 @@ class CpuJoin:
         """CpuStages.semi_join: the other (right) side built into the join's hash table, a
         flag per left row from a parallel probe (join_member: the bloom test, then the table
         walk to the first match; nothing is paired or gathered)."""
-        from ..stage_runtime import NumpyStages
         got = self.words(left_keys, right_keys, rows)
         if got is None:
             return NumpyStages.semi_join(self.stages, left_keys, right_keys, rows)
@@ -138,7 +138,6 @@ class CpuJoin:
         return self.stages._run(mod, "join_member", nl, rows, "", lu, slots, bloom, *consts)
 
     def __call__(self, left_keys, right_keys, outer: bool, rows: list) -> tuple:
-        from ..stage_runtime import NumpyStages
         st = self.stages
         got = self.words(left_keys, right_keys, rows)
         if got is None:

@@ -40,7 +40,7 @@ from . import cpu as _cpu
 from ...plan.stage_kinds import DistinctStage
 from ..base import KernelRun
 from ...artifacts import ArtifactCache
-from .cpu_join import key_types, reference_reason
+from .cpu_join import CpuJoin, key_types, reference_reason
 from .numba_loader import load, stage_kernels_source
 from ..stage_runtime import StageRuntime
 
@@ -229,14 +229,12 @@ class CpuStages(StageRuntime):
     def join(self, left_keys, right_keys, outer, rows):
         """Hash join: build on the smaller side, probe in parallel chunks (cpu_join.py)."""
         if self._join is None:
-            from .cpu_join import CpuJoin
             self._join = CpuJoin(self)
         return self._join(left_keys, right_keys, outer, rows)
 
     def semi_join(self, left_keys, right_keys, rows):
         """The join's hash table of the other side, a flag per row (cpu_join.CpuJoin.member)."""
         if self._join is None:
-            from .cpu_join import CpuJoin
             self._join = CpuJoin(self)
         return self._join.member(left_keys, right_keys, rows)
 

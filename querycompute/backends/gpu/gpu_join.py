@@ -34,6 +34,8 @@ from querycompute._codegen.ops import join_gpu as J
 from querycompute._codegen.stage_specs import ScanSpec, SortSpec
 
 from . import device_columns as DC
+from .gpu_stages import _bits, _device, index_dtype
+from ..stage_runtime import NumpyStages
 
 _ACC, _ITEM = E.Var("acc", "int64"), E.Var("item", "int64")
 OFFSETS = ScanSpec("int64", E.Binary("add", _ACC, _ITEM, "int64"), E.Const(0, "int64"), (), "qc_join_offsets")
@@ -68,8 +70,6 @@ def dtype_reason(dialect: str, left_dtypes: tuple, right_dtypes: tuple) -> str |
 
 def join(stages, left_keys, right_keys, outer: bool, rows: list) -> tuple:
     """GpuStages.join: (li, ri) as the module docstring says."""
-    from .gpu_stages import _device, index_dtype
-    from ..stage_runtime import NumpyStages
     if device_reason(stages, left_keys, right_keys):
         return NumpyStages.join(stages, [DC.to_host(k) for k in left_keys],
                                 [DC.to_host(k) for k in right_keys], outer, rows)
@@ -104,7 +104,6 @@ def _counts(stages, left_keys, right_keys, build_right: bool, outer: bool, idx: 
     """Steps 1-3 up to the counts (module doc): (cnt, lo, the build side's sort permutation,
     probe rows, the hash's dtype); cnt / lo per probe row: its matches and its first sorted
     build row (-1: none)."""
-    from .gpu_stages import _bits
     common = common_dtypes(left_keys, right_keys)
     hd = J.hash_dtype(common)
 
@@ -135,8 +134,6 @@ def member(stages, left_keys, right_keys, rows: list):
     the counts, then a flag per left row: an all-True column gathered by `lo` with the
     fill False (render_gather_filled: True where the row has a match); nothing is paired.
     The join's host reference where it takes it (device_reason)."""
-    from .gpu_stages import _device, index_dtype
-    from ..stage_runtime import NumpyStages
     if device_reason(stages, left_keys, right_keys):
         return NumpyStages.semi_join(stages, [DC.to_host(k) for k in left_keys],
                                      [DC.to_host(k) for k in right_keys], rows)
@@ -147,14 +144,13 @@ def member(stages, left_keys, right_keys, rows: list):
     if keep:
         left_keys, right_keys = stages.to_device(left_keys), stages.to_device(right_keys)
     _, lo, _, _, _ = _counts(stages, left_keys, right_keys, True, False, index_dtype(max(nl, nr)), rows, keep)
-    return gather_filled(stages, [np.ones(nr, dtype=bool)], lo, rows, index_dtype="int64")[0]
+    return gather_filled(stages, [np.ones(nr, dtype=bool)], lo, rows, idx_dtype="int64")[0]
 
 
-def gather_filled(stages, cols, idx, rows: list, index_dtype: str | None = None) -> list:
+def gather_filled(stages, cols, idx, rows: list, idx_dtype: str | None = None) -> list:
     """[col[idx] with idx -1 giving the dtype's fill value (NaN / 0 / False)] on the device
-    (join_plan.gather_filled's kernel: ops/join_gpu.render_gather_filled); `index_dtype`:
-    idx's dtype where it is not that of the columns' length (the count kernel's int64 lo)."""
-    from .gpu_stages import _bits, _device, index_dtype as idx_dtype
+    (join_plan.gather_filled's kernel: ops/join_gpu.render_gather_filled);
+    `idx_dtype`: idx's dtype where it is not that of the columns' length (the count kernel's int64 lo)."""
     from ...plan.join_plan import gather_filled as host_gather
     if not cols:
         return []
@@ -165,7 +161,7 @@ def gather_filled(stages, cols, idx, rows: list, index_dtype: str | None = None)
     if keep:
         cols = stages.to_device(cols)
     dtypes = tuple(str(c.dtype) for c in cols)
-    it = index_dtype or idx_dtype(max(len(c) for c in cols))
+    it = idx_dtype or index_dtype(max(len(c) for c in cols))
     if DC.on_device(idx) and idx.dtype != np.dtype(it):
         idx = DC.to_host(idx)
     raw = stages._run(("join_gather_filled", dtypes, it), lambda: J.render_gather_filled(dtypes, stages.dialect, it),
