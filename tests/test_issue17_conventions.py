@@ -165,7 +165,7 @@ def test_item9_pocl_build_chatter_stays_off_stderr(tmp_path):
 
 OPERATORS = ("select", "where", "order_by", "order_by_descending", "then_by", "then_by_descending",
              "take", "skip", "take_while", "skip_while", "reverse", "distinct", "scan", "join",
-             "left_join", "group_by", "on")
+             "left_join", "intersect_by", "except_by", "group_by", "on")
 TERMINALS = ("to_array", "to_list", "sum", "min", "max", "mean", "count", "any", "all", "first",
              "last", "element_at", "single", "aggregate", "agg")
 

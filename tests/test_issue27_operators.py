@@ -18,7 +18,7 @@ from querycompute.api.query import Query
 from querycompute.graph import graph as G
 from querycompute.plan import stage_kinds as S
 from querycompute.plan.group_plan import GroupStage
-from querycompute.plan.join_plan import JoinStage
+from querycompute.plan.join_plan import JoinStage, SemiJoinStage
 from querycompute.plan.stages import _Planner as Planner
 from querycompute.run import pipeline
 
@@ -86,8 +86,8 @@ def test_no_case_per_stage_kind_in_the_executor_or_explain():
 
 def test_every_stage_kind_runs_itself():
     kinds = [c for _, c in inspect.getmembers(S, inspect.isclass)
-             if issubclass(c, S.Stage) and c is not S.Stage] + [GroupStage, JoinStage]
-    assert len(kinds) == 10
+             if issubclass(c, S.Stage) and c is not S.Stage] + [GroupStage, JoinStage, SemiJoinStage]
+    assert len(kinds) == 11
     for cls in kinds:
         assert cls.run is not S.Stage.run, cls
     assert "isinstance" not in inspect.getsource(pipeline.StagedPrepared._run_stages)
@@ -107,6 +107,7 @@ def test_every_stage_kind_through_the_executor_matches_numpy(backend):
     assert q.last() == x[-1] and q.element_at(5) == x[5]
     got = q.join(qc.query(y).on(backend), lambda v: v, lambda w: w, lambda a, b: a + b).to_list()
     assert got == [2 * v for v in x.tolist() if v < 10]
+    assert q.except_by(qc.query(y), lambda v: v, lambda w: w).to_list() == [v for v in x.tolist() if v >= 10]
     groups = q.group_by(lambda v: v % 3).count()
     keys, counts = np.unique(x % 3, return_counts=True)
     assert groups["key"].tolist() == keys.tolist() and groups["count"].tolist() == counts.tolist()
