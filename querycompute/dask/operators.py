@@ -31,7 +31,8 @@ arrays as a new DaskSource query, so a second operator is cut again the same way
                            the start), then each chunk scanned from its carry in parallel
                            (numpy backend: the seed is compiled into a scan's kernel, and
                            every chunk starts from its own carry)
-    reverse, join          not distributed: QueryError (dask_run._check_chain)
+    reverse, join,         not distributed: QueryError (dask_run._check_chain)
+    intersect_by, except_by
 """
 from __future__ import annotations
 
