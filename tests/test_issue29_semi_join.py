@@ -274,3 +274,42 @@ def test_doc_examples_run(path, heading, tmp_path):
         f = tmp_path / f"block{i}.py"
         f.write_text(code)
         exec(compile(code, str(f), "exec"), {"__name__": f"block{i}"})  # noqa: S102  (the docs' own code)
+
+
+# ---- GpuStages.semi_join driven directly: OpenCL (pocl), CUDA C and MSL through the harness -----------
+def _semi_cases(rng):
+    """(left keys, right keys): several tiles, both sides' sizes either way, a run of one key,
+    no matches, empty sides, a two-field key."""
+    from test_issue14_gpu_join import BIG, keys_of
+    yield [keys_of(rng, "int32", BIG, 300)], [keys_of(rng, "int32", 200, 300)]
+    yield [keys_of(rng, "int16", 300, 50)], [keys_of(rng, "int16", BIG, 50)]
+    yield [keys_of(rng, "int32", 40, 1)], [keys_of(rng, "int32", 90, 1)]
+    yield [keys_of(rng, "int32", 50)], [keys_of(rng, "int32", 20) + 1000]
+    yield [keys_of(rng, "int32", 0)], [keys_of(rng, "int32", 9)]
+    yield [keys_of(rng, "int32", 9)], [keys_of(rng, "int32", 0)]
+    yield ([keys_of(rng, "int16", 200, 6), keys_of(rng, "float32", 200)],
+           [keys_of(rng, "int16", 30, 6), keys_of(rng, "float32", 30)])
+
+
+def _check_semi(stages, dialect: str) -> None:
+    from querycompute.plan.join_plan import semi_reference
+    rng = np.random.default_rng(29)
+    for left, right in _semi_cases(rng):
+        rows: list = []
+        got = np.asarray(stages.semi_join(left, right, rows))
+        want = semi_reference(left, right)
+        assert got.dtype == np.bool_ and np.array_equal(got, want), (len(left[0]), len(right[0]))
+        if len(left[0]) and len(right[0]):          # the device kernels ran, nothing on the host
+            names = [r.name for r in rows]
+            assert {r.dialect for r in rows} == {dialect} and "qc_join_count" in names, rows
+            assert "qc_join_gather_filled" in names and "qc_join_pairs" not in names, names
+
+
+def test_opencl_semi_join_flags_equal_the_reference(gpu):
+    _check_semi(gpu, "opencl")
+
+
+@pytest.mark.parametrize("dialect", ["cuda", "metal"])
+def test_harness_semi_join_flags_equal_the_reference(dialect):
+    from test_issue14_gpu_join import harness_stages
+    _check_semi(harness_stages(dialect), dialect)
