@@ -55,11 +55,16 @@ from ..sources.sources import Source, plain_columns
 
 
 @dataclass(frozen=True)
-class JoinStage(Stage):
+class KeyedByOther(Stage):
+    """What a join and a semi-join stage hold of both sides' keys (this_side plans them)."""
     keys: tuple                    # this side's key columns (indexes)
     element: int                   # the first `element` columns are this side's element
     other_at: int                  # the plan parameter holding (other Query, its key function)
     key_dtypes: tuple              # the other side's key column dtypes, as planned
+
+
+@dataclass(frozen=True)
+class JoinStage(KeyedByOther):
     other: object                  # the other side's stages.Columns, as planned
     outer: bool                    # left_join
     other_fields: tuple | None = None   # the other side's fields it runs with (logical.project)
@@ -136,12 +141,8 @@ def plan_join(planner, ops: list, at: int) -> None:
 
 
 @dataclass(frozen=True)
-class SemiJoinStage(Stage):
+class SemiJoinStage(KeyedByOther):
     """intersect_by / except_by (module doc): keep flags of this side's rows."""
-    keys: tuple                    # this side's key columns (indexes)
-    element: int                   # the first `element` columns are this side's element
-    other_at: int                  # the plan parameter holding (other Query, its key function)
-    key_dtypes: tuple              # the other side's key column dtypes, as planned
     anti: bool                     # except_by
     column_op = True
 
