@@ -330,7 +330,7 @@ def project(plan: LogicalPlan) -> LogicalPlan:
                 carry = tuple(f for f in n.fields if f in names) or n.fields[:1]
                 nodes[i] = replace(n, carry=carry)
                 notes.append(f"{n.node.kind} carries {len(carry)} of {len(n.fields)} fields")
-        if type(n.node) is G.JoinOther and n.other is not None and n.other.source_kind == "table":
+        if _joined(nodes, i) and n.other is not None and n.other.source_kind == "table":
             got = _other_fields(n.other, infos, i)
             if got is not None and len(got) < len(n.other.fields):
                 nodes[i] = replace(nodes[i], other_fields=got)
@@ -338,6 +338,12 @@ def project(plan: LogicalPlan) -> LogicalPlan:
     if not notes:
         return plan
     return _renote(replace(plan, nodes=tuple(nodes)), "project: " + "; ".join(notes))
+
+
+def _joined(nodes: list, i: int) -> bool:
+    """Whether node i is a join's other side (a semi-join's reads only its keys: its own
+    query, by column pruning, and shares nothing)."""
+    return type(nodes[i].node) is G.JoinOther and nodes[i - 1].node.stage == "join"
 
 
 def _other_fields(other: LogicalPlan, infos: list, at: int) -> tuple | None:
@@ -412,7 +418,7 @@ def share_subplans(plan: LogicalPlan) -> LogicalPlan:
     earlier one's columns; its projection is the union of both)."""
     nodes, seen, notes = list(plan.nodes), {}, []
     for i, n in enumerate(nodes):
-        if type(n.node) is not G.JoinOther:
+        if not _joined(nodes, i):
             continue
         other = plan.infos[n.slot][1]["other"][0]
         first = seen.get(id(other))
