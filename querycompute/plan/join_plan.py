@@ -61,6 +61,11 @@ class KeyedByOther(Stage):
     element: int                   # the first `element` columns are this side's element
     other_at: int                  # the plan parameter holding (other Query, its key function)
     key_dtypes: tuple              # the other side's key column dtypes, as planned
+    semi = False                   # a semi-join: flags, no pairs
+
+    def gpu_traffic(self, dialect: str, element_dtypes) -> list:
+        from ..backends.gpu.gpu_join import explain_lines      # its kernels, bytes per row
+        return explain_lines([element_dtypes[k] for k in self.keys], self.key_dtypes, dialect, semi=self.semi)
 
 
 @dataclass(frozen=True)
@@ -74,10 +79,6 @@ class JoinStage(KeyedByOther):
         if not getattr(rt, "device_join", False):   # GpuStages: a device join (gpu_join.py)
             state = [DC.to_host(c) for c in state]  # others: the join runs on the host
         return run_join(self, state, call, ex.backend, rt), keep, None
-
-    def gpu_traffic(self, dialect: str, element_dtypes) -> list:
-        from ..backends.gpu.gpu_join import explain_lines      # its kernels, bytes per row
-        return explain_lines([element_dtypes[k] for k in self.keys], self.key_dtypes, dialect)
 
 
 def columns_of(value) -> tuple:
@@ -145,6 +146,7 @@ class SemiJoinStage(KeyedByOther):
     """intersect_by / except_by (module doc): keep flags of this side's rows."""
     anti: bool                     # except_by
     column_op = True
+    semi = True
 
     def run(self, ex, call, i: int, state: list, keep):
         """The other side's keys (its query run once), then StageRuntime.semi_join's flags;
@@ -160,10 +162,6 @@ class SemiJoinStage(KeyedByOther):
 
     def dtypes_after(self, current):
         return current if current is None else current[:self.element]
-
-    def gpu_traffic(self, dialect: str, element_dtypes) -> list:
-        from ..backends.gpu.gpu_join import explain_lines      # its kernels, bytes per row
-        return explain_lines([element_dtypes[k] for k in self.keys], self.key_dtypes, dialect, semi=True)
 
     def host_lines(self, runtime_name: str) -> list:
         return [f"{runtime_name}: the numpy reference (join_plan.semi_reference: a sort of the other "
