@@ -15,7 +15,7 @@ from .errors import (BackendUnavailableError, CapturedValueOverflowError, Compil
 from .errors import InputTypeError, InputValueError
 from .log import ConfigWarning, FallbackWarning
 from .api.query import Query, query, range
-from .api.grouped import Grouped
+from .api.grouped import Grouped, GroupedResult
 from .graph.terminals import agg, aggregate, all, any, count, count_distinct, first, max, mean, min, sum
 from .frontend.values import matched
 
@@ -25,7 +25,7 @@ __version__ = "0.1.0"
 # `from querycompute import *` brings no name that shadows a builtin (sum, min, max, range,
 # any, all) or reads like a generic helper (count, first, mean, agg, aggregate): those stay
 # qc.sum, qc.range, ... (tests/test_issue17_conventions.py checks).
-__all__ = ["query", "Query", "Grouped", "CompiledQuery",
+__all__ = ["query", "Query", "Grouped", "GroupedResult", "CompiledQuery",
            "backends", "last_trace", "set_memo_size", "cache", "QueryError", "UnsupportedLambdaError", "EmptySequenceError",
            "MultipleElementsError", "ElementIndexError", "UnsupportedTypeError", "CapturedValueOverflowError",
            "BackendUnavailableError", "CompileError", "FoldOrderError", "InputTypeError", "InputValueError", "FallbackWarning", "ConfigWarning", "__version__"]

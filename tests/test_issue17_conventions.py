@@ -167,7 +167,7 @@ OPERATORS = ("select", "where", "order_by", "order_by_descending", "then_by", "t
              "take", "skip", "take_while", "skip_while", "reverse", "distinct", "scan", "join",
              "left_join", "intersect_by", "except_by", "group_by", "on")
 TERMINALS = ("to_array", "to_list", "sum", "min", "max", "mean", "count", "any", "all", "first",
-             "last", "element_at", "single", "aggregate", "agg")
+             "last", "element_at", "single", "aggregate", "agg", "to_pandas", "to_polars", "to_arrow")
 
 
 @pytest.mark.parametrize("name", OPERATORS + TERMINALS)

@@ -67,9 +67,15 @@ def q_dtypes(q) -> tuple:
     return tuple(str(c.dtype) for c in q._source.columns())
 
 
+def origin_note(src) -> str:
+    """', <where the columns came from>' when the source says (a group_by result's groups)."""
+    origin = getattr(src, "origin", "")        # (a DaskSource has none)
+    return f"; {origin}" if origin else ""
+
+
 def explain(q, staged: S.StagedLowered, term, infos, backend: str, n: int, runtime) -> str:
     src = q._source
-    out = ["operation graph:", f"  source: {src.kind}, n={n}"]
+    out = ["operation graph:", f"  source: {src.kind}, n={n}" + origin_note(src)]
     for i, op in enumerate(q.nodes()):
         text = infos[i][0].text
         if infos[i][0].filename == "<count>":

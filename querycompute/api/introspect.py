@@ -22,6 +22,7 @@ from ..errors import QueryError, codegen_errors
 from ..frontend.exact import origin
 from ..plan.plan import lower_query
 from .query_terminals import positional
+from .explain_stages import origin_note
 
 
 def terminal_request(terminal: Any) -> Terminal:
@@ -114,7 +115,7 @@ def explain(q, backend: str | None, terminal: Any) -> str:
     else:
         desc = ", ".join(f"{f}:{c.dtype}" if src.fields else f"{c.dtype}[stride {c.strides[0] // c.itemsize}]"
                          for f, c in zip(src.fields or [""] * len(cols), cols))
-        out.append(f"  source: {src.kind}({desc}), n={n}")
+        out.append(f"  source: {src.kind}({desc}), n={n}" + origin_note(src))
         if src.shapes:                 # shaped elements: the strategy (shaped.py)
             from ..sources.shaped import describe as shaped_text
             out.append(f"  {shaped_text(src, name, p)}")

@@ -13,6 +13,8 @@ from ..graph import terminals as T
 from ..errors import InputTypeError
 from ..graph.graph import PLAIN, WITH_FN, Count, Terminal
 from . import count_distinct as CD
+from .query_args import count_arg, text_lambda
+from . import results
 
 if TYPE_CHECKING:
     from ..run.compiled import CompiledQuery
@@ -84,6 +86,55 @@ class QueryTerminals:
             ```
         """
         return (self if compute is True else _uncomputed(self, compute))._run("to_list")
+
+    def to_pandas(self) -> "pandas.DataFrame | pandas.Series":
+        """Run the query and return its elements as pandas objects (pandas must be installed).
+
+        Returns:
+            A pd.DataFrame for record elements and tables (columns named as the fields, in
+            their order) and for tuple elements (columns "0", "1", ...: the position, as a
+            string); a pd.Series (unnamed) for scalar elements. Dtypes are to_array()'s (int32
+            stays int32, bool stays bool, NaN stays NaN); an empty result keeps its columns and
+            dtypes. Over Dask inputs the result is computed (to_array() stays lazy).
+
+        Example:
+            ```python
+            qc.query(df).where(lambda r: r.qty > 0).to_pandas()
+            ```
+        """
+        return results.to_pandas(self._run("to_array"))
+
+    def to_polars(self) -> "polars.DataFrame | polars.Series":
+        """Run the query and return its elements as polars objects (polars must be installed).
+
+        Returns:
+            A pl.DataFrame (records, tables, tuples: columns named as to_pandas() names them)
+            or a pl.Series named "" (scalar elements). Dtypes kept, NaN stays NaN (not null);
+            datetime64 units polars lacks ("s" and coarser, but dates) become "ms". An empty
+            result keeps its columns and dtypes. Over Dask inputs the result is computed.
+
+        Example:
+            ```python
+            qc.query(df).select(lambda r: {"total": r.qty * r.price}).to_polars()
+            ```
+        """
+        return results.to_polars(self._run("to_array"))
+
+    def to_arrow(self) -> "pyarrow.Table | pyarrow.Array":
+        """Run the query and return its elements as Arrow data (pyarrow must be installed).
+
+        Returns:
+            A pa.Table (records, tables, tuples: columns named as to_pandas() names them) or a
+            pa.Array (scalar elements). Dtypes kept (float16 is halffloat; NaN stays a value,
+            never a null). An empty result keeps its columns and types. Over Dask inputs the
+            result is computed.
+
+        Example:
+            ```python
+            qc.query(table).where(lambda r: r.qty > 0).to_arrow()
+            ```
+        """
+        return results.to_arrow(self._run("to_array"))
 
     def sum(self, f=None, *, compute=True) -> np.generic:
         """The sum of the elements (or of f(element)), NumPy's dtype rules.

@@ -11,7 +11,7 @@ one row per group, groups sorted by key ascending with NaN last).
     result:  {"key_0": ..., "key_1": ..., "total": ..., "n": ...}
 
 Per aggregate (its accumulator and result types are Query.agg's, terminals.py):
-    count -> the group's row count (int64); sum -> GroupAgg sum in the accumulator type, then
+    count -> the group's row count (int64); count(pred) -> the sum of int64(bool(pred)); sum -> GroupAgg sum in the accumulator type, then
     the result type (float16 sums accumulate in float32); mean -> that sum / count;
     min / max -> of the value type (over bools: all / any); any / all -> bool;
     first -> the value of the group's first row; aggregate(func, seed) -> a fold.
@@ -27,7 +27,7 @@ from querycompute._codegen.stage_specs import GroupAgg, GroupSpec
 
 from ..graph import terminals as T
 from ..errors import QueryError
-from .fusion import Lowering, _cast, _truthy, leaves
+from .fusion import Lowering, _cast, _scalar, _truthy, leaves
 from .stage_kinds import Stage, traffic_lines
 from ..frontend.values import Scalar, TupleVal
 
@@ -126,11 +126,12 @@ def plan_group(planner, ops: list, at: int):
         if spec.fn is not None:
             fn_slot, slot = slot, slot + 1
         kind = spec.kind
-        if kind == "count":
-            if fn_slot is not None:
-                raise QueryError("group_by(...).agg(n=qc.count) counts rows; count with a predicate "
-                                 "is qc.sum(lambda r: int(pred)) here")
+        if kind == "count" and fn_slot is None:
             agg, rule, column = GroupAgg("count", "int64"), ("count", "int64"), None
+        elif kind == "count":           # count(pred): the per-group sum of int64(bool(pred))
+            cond = _truthy(_scalar(lw.apply(fn_slot, element), lw.slots[fn_slot][0], "count predicate"))
+            agg, rule = GroupAgg("sum", "int64"), ("sum", "int64")
+            column = Scalar(E.Cast(cond, "int64"), None)
         else:
             value = element if fn_slot is None or kind == "fold" else lw.apply(fn_slot, element)
             if not isinstance(value, Scalar):

@@ -77,7 +77,7 @@ def plain_columns(items: tuple) -> bool:
 class Source:
     """kind + how to get the columns. `fields` names the record fields of a table (the
     columns a kernel can read; `skipped` maps the others to why not)."""
-    __slots__ = ("kind", "_items", "fields", "range_args", "_table", "shapes")
+    __slots__ = ("kind", "_items", "fields", "range_args", "_table", "shapes", "origin")
     # A source whose terminals run somewhere else (dask/source.py: once per chunk, on Dask's
     # scheduler) says so here, and the engine hands the query to its `run_terminal`.
     runs_elsewhere = False
@@ -90,6 +90,7 @@ class Source:
         self.range_args = range_args   # (start, stop, step) for ranges
         self._table = table            # DataFrames, Arrow tables, tables with skipped columns
         self.shapes = None             # per input: its element shape, when one is shaped (shaped.py)
+        self.origin = ""               # where the columns came from, when explain() says so
 
     @property
     def skipped(self) -> dict:
@@ -104,6 +105,7 @@ class Source:
         hit = t.narrowed.get(fields)
         if hit is None:
             hit = t.narrowed[fields] = Source("table", self._items, fields, table=t)
+            hit.origin = self.origin
         return hit
 
     def columns(self) -> tuple:
