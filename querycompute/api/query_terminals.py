@@ -13,7 +13,6 @@ from ..graph import terminals as T
 from ..errors import InputTypeError
 from ..graph.graph import PLAIN, WITH_FN, Count, Terminal
 from . import count_distinct as CD
-from .query_args import count_arg, text_lambda
 from . import results
 
 if TYPE_CHECKING:
