@@ -311,7 +311,7 @@ class Box:
     (lambda v: v - v, ("bool",), ["boolean subtract"]),
     (lambda v: v << 1, ("float32",), ["<<"]),
     (lambda v: v @ v, ("float32",), ["@"]),
-    (lambda v: v is None, ("float32",), ["`is`"]),
+    (lambda v: v is None, ("float32",), ["`v is None`", "left_join"]),
     (lambda v: v[0], ("float32",), ["indexing a scalar"]),
     (lambda v: math.log(v, 2), ("float32",), ["math.log(x, base)"]),
     (lambda v: v.tolist(), ("float32",), [".tolist()", "scalar methods: astype"]),

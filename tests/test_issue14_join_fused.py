@@ -29,7 +29,9 @@ def join_gathered() -> bool:
     """Whether the last run gathered the joined columns: a gather right after the join's
     kernels (a sort-based group_by's own gather comes later)."""
     names = kernels_of_last_run()
-    at = max(i for i, k in enumerate(names) if k.startswith("join_"))
+    at = max((i for i, k in enumerate(names) if k.startswith("join_")), default=None)
+    if at is None:      # no join kernel ran: a where pushed before the join left no row
+        return False
     return at + 1 < len(names) and names[at + 1].startswith("gather")
 
 
