@@ -46,16 +46,20 @@ def narrowed(q, term, fns):
 
 def used_fields(fields: tuple, kinds: str, ops: tuple, term, fns) -> tuple | None:
     """The table columns (in table order) the query reads, or None for all of them."""
-    steps = [(NODES[letter], None if fn is None else slot_info(fn)[0]) for letter, fn in zip(kinds, ops)]
+    # (generators: fields_read stops at the first operator that makes a new element, so the
+    # functions after it are never looked at; this runs on every call over a DataFrame)
+    steps = ((NODES[letter], None if fn is None else slot_info(fn)[0]) for letter, fn in zip(kinds, ops))
+    names = fields_read(steps, term.name, _term_steps(term, fns))
+    return None if names is None else _in_order(fields, names)
+
+
+def _term_steps(term, fns):
     per_call = iter(fns)
-    term_steps = []
     for _, spec in term.specs:
         fn = spec.fn
         if fn is T.PER_CALL:
             fn = next(per_call, None)
-        term_steps.append((spec.kind, None if fn is None or type(fn) is Count else slot_info(fn)[0]))
-    names = fields_read(steps, term.name, term_steps)
-    return None if names is None else _in_order(fields, names)
+        yield spec.kind, None if fn is None or type(fn) is Count else slot_info(fn)[0]
 
 
 def fields_read(steps, term_name: str, term_steps) -> set | None:

@@ -146,10 +146,11 @@ def build(source_kind: str, fields: tuple, dtypes: tuple, nodes: tuple, term, in
             cur_fields, cur_dtypes = _made_fields(src), ()
             sorted_by = unique_by = ()
         elif node.sorts:
-            k = key_id(node, src)
-            sorted_by = (sorted_by + (k,)) if node.then else ((k,) if k is not None else ())
-            if node.then and k is None:
-                sorted_by = ()
+            k = key_id(node, src)        # a then_by refines its sort's order, if that one is known
+            if node.then:
+                sorted_by = sorted_by + (k,) if sorted_by and k is not None else ()
+            else:
+                sorted_by = (k,) if k is not None else ()
         elif node.stage == "reverse":
             sorted_by = ()
         elif node.stage == "distinct":
