@@ -1,17 +1,17 @@
-"""TPC-H Q1, Q6, Q12 and the joins Q3, Q5, Q17 on querycompute against DuckDB, polars and
+"""TPC-H Q1, Q6, Q12, the joins Q3, Q5, Q17 and the dated Q7, Q8, Q9 on querycompute against DuckDB, polars and
 hand-written NumPy (Q1, Q6, Q12 only).
 
     python benchmarks/tpch.py                         # SF 1, 5 samples, qc backends cpu,opencl,numpy
     python benchmarks/tpch.py --quick                 # SF 0.1, 3 samples
     python benchmarks/tpch.py --sf 0.01 --repeat 1 --json out.json
 
-Data: lineitem, orders, customer, supplier, nation, region and part from `tpchgen-cli parquet
+Data: lineitem, orders, customer, supplier, nation, region, part and partsupp from `tpchgen-cli parquet
 -s SF --tables=...` (PyPI tpchgen-cli, in the `bench` extra; this script installs nothing),
 generated once into --data (default ~/.cache/querycompute-tpch/sf<SF>) and loaded as
 tpch_data.py says: decimals float64, dates int32 days, short strings uint8 codes. Every
 engine reads those same in-memory columns (DuckDB and polars through zero-copy Arrow
-tables). The queries: tpch_queries.py (Q3, Q5, Q17 are shaped on querycompute: its
-docstring says how).
+tables). The queries: tpch_queries.py (Q3, Q5, Q7, Q8, Q9, Q17 are shaped on querycompute:
+its docstring says how).
 
 Every result is checked against DuckDB's before anything is timed: keys and counts exactly,
 float sums and means within a relative 1e-9 (float64 sums of up to 6e6 positive terms in any

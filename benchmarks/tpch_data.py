@@ -1,7 +1,7 @@
 """TPC-H tables for benchmarks/tpch.py: generated once, cached, loaded as columns.
 
-The tables (TABLES): lineitem and orders (Q1, Q6, Q12), customer, supplier, nation, region
-and part (the joins of Q3, Q5 and Q17).
+The tables (TABLES): lineitem and orders (Q1, Q6, Q12), customer, supplier, nation, region,
+part and partsupp (the joins of Q3, Q5, Q7, Q8, Q9 and Q17).
 
 Generation: `tpchgen-cli parquet -s SF --tables=lineitem,orders,...` (PyPI package tpchgen-cli, in
 the `bench` extra; nothing here installs it) into a cache directory, by default
@@ -13,9 +13,12 @@ Loading (pyarrow; only the columns the queries read), in the types DESIGN.md sec
 - date32 -> int32 days since 1970-01-01 (the query constants below are such days too),
 - int64 keys stay int64; other integers (o_shippriority) keep their parquet type,
 - short strings (flags, ship modes, order priorities, market segments, nation and region names,
-  brands, containers) -> uint8 codes into a *sorted* code table, so ordering by the code is
-  ordering by the string (Q1, Q5 and Q12 sort their groups by them) and
-  `Tables.codes[column][code]` maps a result back to the string.
+  brands, containers, part types) -> uint8 codes into a *sorted* code table, so ordering by the
+  code is ordering by the string (Q1, Q5 and Q12 sort their groups by them) and
+  `Tables.codes[column][code]` maps a result back to the string; part names ("dict": too many
+  distinct values for a byte) -> int32 codes into their sorted table the same way.
+- `Tables.dated(table)`: the table with its date columns as datetime64[D] (the same days), for
+  the queries written over real date columns (Q7, Q8, Q9's date variants).
 Every engine (DuckDB, polars, NumPy, querycompute) then reads these same in-memory columns:
 DuckDB and polars through zero-copy Arrow tables over the NumPy buffers.
 """
@@ -32,8 +35,8 @@ from pathlib import Path
 
 import numpy as np
 
-TABLES = ("lineitem", "orders", "customer", "supplier", "nation", "region", "part")
-# column -> kind ("float", "date", "code" or "int") for the columns the queries read
+TABLES = ("lineitem", "orders", "customer", "supplier", "nation", "region", "part", "partsupp")
+# column -> kind ("float", "date", "code", "dict" or "int") for the columns the queries read
 COLUMNS = {
     "lineitem": {"l_orderkey": "int", "l_partkey": "int", "l_suppkey": "int",
                  "l_quantity": "float", "l_extendedprice": "float",
@@ -46,7 +49,9 @@ COLUMNS = {
     "supplier": {"s_suppkey": "int", "s_nationkey": "int"},
     "nation": {"n_nationkey": "int", "n_name": "code", "n_regionkey": "int"},
     "region": {"r_regionkey": "int", "r_name": "code"},
-    "part": {"p_partkey": "int", "p_brand": "code", "p_container": "code"},
+    "part": {"p_partkey": "int", "p_brand": "code", "p_container": "code", "p_type": "code",
+             "p_name": "dict"},
+    "partsupp": {"ps_partkey": "int", "ps_suppkey": "int", "ps_supplycost": "float"},
 }
 
 
@@ -104,11 +109,19 @@ class Tables:
     nation: dict = field(default_factory=dict)
     region: dict = field(default_factory=dict)
     part: dict = field(default_factory=dict)
+    partsupp: dict = field(default_factory=dict)
     codes: dict = field(default_factory=dict)      # column -> sorted list of its strings
 
     def code(self, column: str, value: str) -> int:
         """The uint8 code of a string value (a query constant)."""
         return self.codes[column].index(value)
+
+    def dated(self, table: str) -> dict:
+        """`table`'s columns with the date columns as datetime64[D] (same days; a copy of
+        those columns only): what a user's date columns look like."""
+        kinds = COLUMNS[table]
+        return {name: col.astype("datetime64[D]") if kinds[name] == "date" else col
+                for name, col in getattr(self, table).items()}
 
     def arrow(self, table: str):
         """A zero-copy pyarrow Table over the NumPy columns (what DuckDB and polars read)."""
@@ -128,6 +141,9 @@ def _column(col, kind: str, name: str, codes: dict) -> np.ndarray:
         return col.to_numpy()
     col = col.cast(pa.string())                   # string_view -> string (what pc.* accept)
     table = pc.unique(col).sort()
+    if kind == "dict":
+        codes[name] = table.to_pylist()
+        return pc.index_in(col, value_set=table).cast(pa.int32()).to_numpy()
     if len(table) > 256:
         raise ValueError(f"{name} has {len(table)} distinct values: too many for a uint8 code")
     codes[name] = table.to_pylist()

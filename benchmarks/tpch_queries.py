@@ -1,4 +1,5 @@
-"""TPC-H Q1, Q6, Q12 and the joins Q3, Q5, Q17 written for each engine benchmarks/tpch.py compares.
+"""TPC-H Q1, Q6, Q12, the joins Q3, Q5, Q17 and the dated joins Q7, Q8, Q9, written for each
+engine benchmarks/tpch.py compares.
 
 Every implementation is a *setup* function: setup(tables[, backend]) -> a callable with no
 arguments that computes the query (what is timed). Setup does what a user does once: build
@@ -6,9 +7,10 @@ the polars frame, register the Arrow tables with DuckDB, define the querycompute
 Every callable returns the result in one shape, so results compare directly:
 - Q6: a float (the revenue),
 - Q17: a float (avg_yearly),
-- Q1, Q12, Q3 and Q5: a dict of equal-length NumPy arrays, one row per group in the query's
-  ORDER BY (Q1, Q12: the group key; Q3: revenue descending, then o_orderdate, first 10; Q5:
-  revenue descending); key columns hold the uint8 codes of tpch_data (sorted code tables:
+- Q1, Q12, Q3, Q5, Q7, Q8 and Q9: a dict of equal-length NumPy arrays, one row per group in
+  the query's ORDER BY (Q1, Q12: the group key; Q3: revenue descending, then o_orderdate,
+  first 10; Q5: revenue descending; Q7: the nations then the year; Q8: the year; Q9: nation,
+  then year descending); key columns hold the uint8 codes of tpch_data (sorted code tables:
   code order = string order).
 
 The queries are the TPC-H texts with their default substitution parameters, on the columns of
@@ -16,6 +18,11 @@ tpch_data (decimals as float64, dates as int32 days, strings as codes): DuckDB r
 with the codes and days as literals. Q6's `discount between 0.06 - 0.01 and 0.06 + 0.01`
 is written with the literals 0.05 and 0.07 everywhere, because in float64 0.06 + 0.01 is
 0.06999999999999999 and would drop every row whose discount is 0.07.
+
+Q7, Q8 and Q9 take the year of a date: over int32 days the querycompute lambdas call the
+helper `year_of` (inlined into the kernel), DuckDB says `year(date '1970-01-01' + d)`, polars
+casts to Date. Q9's `p_name like '%green%'` is evaluated once per distinct name on the host
+(p_name is an int32 code) and its codes kept by a semi-join (until issue 29 item 4).
 
 Q3, Q5 and Q17 are "shaped" on querycompute: strings as codes (until issue 29 item 4), and
 what the library has no operator for yet done on the host, on the small grouped result: the
@@ -40,12 +47,19 @@ Q12_HIGH = ("1-URGENT", "2-HIGH")
 Q3_SEGMENT, Q3_DATE = "BUILDING", day("1995-03-15")
 Q5_REGION, Q5_FROM, Q5_TO = "ASIA", day("1994-01-01"), day("1995-01-01")
 Q17_BRAND, Q17_CONTAINER = "Brand#23", "MED BOX"
+Q7_NATIONS, Q7_FROM, Q7_TO = ("FRANCE", "GERMANY"), day("1995-01-01"), day("1996-12-31")
+Q8_NATION, Q8_REGION, Q8_TYPE = "BRAZIL", "AMERICA", "ECONOMY ANODIZED STEEL"
+Q8_FROM, Q8_TO = day("1995-01-01"), day("1996-12-31")
+Q9_COLOR = "green"
 
 Q1_COLUMNS = ("l_returnflag", "l_linestatus", "sum_qty", "sum_base_price", "sum_disc_price",
               "sum_charge", "avg_qty", "avg_price", "avg_disc", "count_order")
 Q12_COLUMNS = ("l_shipmode", "high_line_count", "low_line_count")
 Q3_COLUMNS = ("l_orderkey", "revenue", "o_orderdate", "o_shippriority")
 Q5_COLUMNS = ("n_name", "revenue")
+Q7_COLUMNS = ("supp_nation", "cust_nation", "l_year", "revenue")
+Q8_COLUMNS = ("o_year", "mkt_share")
+Q9_COLUMNS = ("nation", "o_year", "sum_profit")
 # Columns each query reads (the bytes behind a GB/s figure)
 READS = {"Q6": ("l_shipdate", "l_discount", "l_quantity", "l_extendedprice"),
          "Q1": ("l_shipdate", "l_returnflag", "l_linestatus", "l_quantity", "l_extendedprice",
@@ -148,6 +162,64 @@ def duckdb_q17(t):
     return lambda: float(con.execute(sql).fetchone()[0] or 0.0)
 
 
+def _year(days: str) -> str:
+    """SQL's extract(year from d) of an int32 day number (tpch_data's dates)."""
+    return f"year(date '1970-01-01' + {days})"
+
+
+def duckdb_q7(t):
+    con = _duckdb(t)
+    a, b = (t.code("n_name", n) for n in Q7_NATIONS)
+    sql = f"""select supp_nation, cust_nation, l_year, sum(volume) as revenue from (
+                select n1.n_name as supp_nation, n2.n_name as cust_nation,
+                       {_year("l_shipdate")} as l_year,
+                       l_extendedprice * (1 - l_discount) as volume
+                from supplier, lineitem, orders, customer, nation n1, nation n2
+                where s_suppkey = l_suppkey and o_orderkey = l_orderkey and c_custkey = o_custkey
+                  and s_nationkey = n1.n_nationkey and c_nationkey = n2.n_nationkey
+                  and ((n1.n_name = {a} and n2.n_name = {b}) or (n1.n_name = {b} and n2.n_name = {a}))
+                  and l_shipdate between {Q7_FROM} and {Q7_TO}) as shipping
+              group by supp_nation, cust_nation, l_year
+              order by supp_nation, cust_nation, l_year"""
+    return lambda: _columns(Q7_COLUMNS, zip(*con.execute(sql).fetchall()))
+
+
+def duckdb_q8(t):
+    con = _duckdb(t)
+    sql = f"""select o_year, sum(case when nation = {t.code("n_name", Q8_NATION)} then volume
+                                      else 0 end) / sum(volume) as mkt_share from (
+                select {_year("o_orderdate")} as o_year,
+                       l_extendedprice * (1 - l_discount) as volume, n2.n_name as nation
+                from part, supplier, lineitem, orders, customer, nation n1, nation n2, region
+                where p_partkey = l_partkey and s_suppkey = l_suppkey and l_orderkey = o_orderkey
+                  and o_custkey = c_custkey and c_nationkey = n1.n_nationkey
+                  and n1.n_regionkey = r_regionkey and r_name = {t.code("r_name", Q8_REGION)}
+                  and s_nationkey = n2.n_nationkey
+                  and o_orderdate between {Q8_FROM} and {Q8_TO}
+                  and p_type = {t.code("p_type", Q8_TYPE)}) as all_nations
+              group by o_year order by o_year"""
+    return lambda: _columns(Q8_COLUMNS, zip(*con.execute(sql).fetchall()))
+
+
+def duckdb_q9(t):
+    import pyarrow as pa
+    con = _duckdb(t)
+    names = t.codes["p_name"]             # p_name is an int32 code: its strings, for LIKE
+    con.register("p_names", pa.table({"code": np.arange(len(names), dtype=np.int32),
+                                      "name": pa.array(names, pa.string())}))
+    sql = f"""select nation, o_year, sum(amount) as sum_profit from (
+                select n_name as nation, {_year("o_orderdate")} as o_year,
+                       l_extendedprice * (1 - l_discount) - ps_supplycost * l_quantity as amount
+                from part, supplier, lineitem, partsupp, orders, nation
+                where s_suppkey = l_suppkey and ps_suppkey = l_suppkey and ps_partkey = l_partkey
+                  and p_partkey = l_partkey and o_orderkey = l_orderkey
+                  and s_nationkey = n_nationkey
+                  and p_name in (select code from p_names
+                                 where name like '%{Q9_COLOR}%')) as profit
+              group by nation, o_year order by nation, o_year desc"""
+    return lambda: _columns(Q9_COLUMNS, zip(*con.execute(sql).fetchall()))
+
+
 # ---- polars: lazy queries on frames over the same Arrow buffers ------------------------------
 def _frame(t, table):
     import polars as pl
@@ -237,6 +309,73 @@ def polars_q17(t):
     q = (lines.join(limits, on="p_partkey").filter(c("l_quantity") < c("limit"))
          .select(c("l_extendedprice").sum() / 7.0))
     return lambda: float(q.collect().item())
+
+
+def _pl_year(column: str):
+    import polars as pl
+    return pl.col(column).cast(pl.Date).dt.year().cast(pl.Int64)
+
+
+def polars_q7(t):
+    import polars as pl
+    c = pl.col
+    a, b = (t.code("n_name", n) for n in Q7_NATIONS)
+    nations = _frame(t, "nation").filter(c("n_name").is_in([a, b]))
+    supp = (_frame(t, "supplier").join(nations, left_on="s_nationkey", right_on="n_nationkey")
+            .select("s_suppkey", c("n_name").alias("supp_nation")))
+    cust = (_frame(t, "customer").join(nations, left_on="c_nationkey", right_on="n_nationkey")
+            .select("c_custkey", c("n_name").alias("cust_nation")))
+    q = (_frame(t, "lineitem").filter(c("l_shipdate").is_between(Q7_FROM, Q7_TO))
+         .join(supp, left_on="l_suppkey", right_on="s_suppkey")
+         .join(_frame(t, "orders"), left_on="l_orderkey", right_on="o_orderkey")
+         .join(cust, left_on="o_custkey", right_on="c_custkey")
+         .filter(c("supp_nation") != c("cust_nation"))
+         .group_by("supp_nation", "cust_nation", _pl_year("l_shipdate").alias("l_year"))
+         .agg((c("l_extendedprice") * (1 - c("l_discount"))).sum().alias("revenue"))
+         .sort("supp_nation", "cust_nation", "l_year"))
+    return lambda: _columns(Q7_COLUMNS, q.collect().get_columns())
+
+
+def polars_q8(t):
+    import polars as pl
+    c = pl.col
+    brazil = t.code("n_name", Q8_NATION)
+    cust = (_frame(t, "region").filter(c("r_name") == t.code("r_name", Q8_REGION))
+            .join(_frame(t, "nation"), left_on="r_regionkey", right_on="n_regionkey")
+            .join(_frame(t, "customer"), left_on="n_nationkey", right_on="c_nationkey")
+            .select("c_custkey"))
+    q = (_frame(t, "part").filter(c("p_type") == t.code("p_type", Q8_TYPE))
+         .join(_frame(t, "lineitem"), left_on="p_partkey", right_on="l_partkey")
+         .join(_frame(t, "orders").filter(c("o_orderdate").is_between(Q8_FROM, Q8_TO)),
+               left_on="l_orderkey", right_on="o_orderkey")
+         .join(cust, left_on="o_custkey", right_on="c_custkey")
+         .join(_frame(t, "supplier"), left_on="l_suppkey", right_on="s_suppkey")
+         .join(_frame(t, "nation"), left_on="s_nationkey", right_on="n_nationkey")
+         .with_columns((c("l_extendedprice") * (1 - c("l_discount"))).alias("volume"),
+                       _pl_year("o_orderdate").alias("o_year"))
+         .group_by("o_year")
+         .agg((pl.when(c("n_name") == brazil).then(c("volume")).otherwise(0.0).sum()
+               / c("volume").sum()).alias("mkt_share"))
+         .sort("o_year"))
+    return lambda: _columns(Q8_COLUMNS, q.collect().get_columns())
+
+
+def polars_q9(t):
+    import polars as pl
+    c = pl.col
+    green = [i for i, name in enumerate(t.codes["p_name"]) if Q9_COLOR in name]
+    q = (_frame(t, "part").filter(c("p_name").is_in(green))
+         .join(_frame(t, "lineitem"), left_on="p_partkey", right_on="l_partkey")
+         .join(_frame(t, "partsupp"), left_on=["p_partkey", "l_suppkey"],
+               right_on=["ps_partkey", "ps_suppkey"])
+         .join(_frame(t, "supplier"), left_on="l_suppkey", right_on="s_suppkey")
+         .join(_frame(t, "orders"), left_on="l_orderkey", right_on="o_orderkey")
+         .join(_frame(t, "nation"), left_on="s_nationkey", right_on="n_nationkey")
+         .group_by(c("n_name").alias("nation"), _pl_year("o_orderdate").alias("o_year"))
+         .agg((c("l_extendedprice") * (1 - c("l_discount"))
+               - c("ps_supplycost") * c("l_quantity")).sum().alias("sum_profit"))
+         .sort(["nation", "o_year"], descending=[False, True]))
+    return lambda: _columns(Q9_COLUMNS, q.collect().get_columns())
 
 
 # ---- NumPy, hand-written and vectorised ------------------------------------------------------
@@ -419,10 +558,111 @@ def qc_q17(t, backend):
     return run
 
 
-QUERIES = ("Q1", "Q6", "Q12", "Q3", "Q5", "Q17")
+def year_of(days):
+    """The calendar year of an int32 day number since 1970-01-01 (exact for 1901-2099): how a
+    query over int32 days spells SQL's extract(year ...) (the date variants say `d.year`)."""
+    return 1968 + (4 * (days + 731)) // 1461
+
+
+def qc_q7(t, backend):
+    """Q7 over int32 days (the nation names as codes until issue 29 item 4): suppliers and
+    customers of the two nations as joined sides, the pair of different nations as a where
+    after the joins, extract(year) by `year_of`."""
+    a, b = (t.code("n_name", n) for n in Q7_NATIONS)
+    lo, hi = Q7_FROM, Q7_TO
+    nations = qc.query(t.nation).where(lambda n: n.n_name == a or n.n_name == b)
+    suppliers = qc.query(t.supplier).join(nations, lambda s: s.s_nationkey, lambda n: n.n_nationkey,
+                                          lambda s, n: {"suppkey": s.s_suppkey, "nation": n.n_name})
+    customers = qc.query(t.customer).join(nations, lambda c: c.c_nationkey, lambda n: n.n_nationkey,
+                                          lambda c, n: {"custkey": c.c_custkey, "nation": n.n_name})
+    orders = qc.query(t.orders).join(customers, lambda o: o.o_custkey, lambda c: c.custkey,
+                                     lambda o, c: {"orderkey": o.o_orderkey, "nation": c.nation})
+    g = (qc.query(t.lineitem).where(lambda li: li.l_shipdate >= lo and li.l_shipdate <= hi)
+         .join(suppliers, lambda li: li.l_suppkey, lambda s: s.suppkey,
+               lambda li, s: {"orderkey": li.l_orderkey, "supp": s.nation,
+                             "year": year_of(li.l_shipdate),
+                             "volume": li.l_extendedprice * (1 - li.l_discount)})
+         .join(orders, lambda r: r.orderkey, lambda o: o.orderkey,
+               lambda r, o: {"supp": r.supp, "cust": o.nation, "year": r.year, "volume": r.volume})
+         .where(lambda r: r.supp != r.cust)
+         .on(backend).group_by(lambda r: (r.supp, r.cust, r.year)))
+
+    def run():
+        r = g.agg(revenue=qc.sum(lambda r: r.volume))
+        return _columns(Q7_COLUMNS, (r["key_0"], r["key_1"], r["key_2"], r["revenue"]))
+    return run
+
+
+def qc_q8(t, backend):
+    """Q8 over int32 days (names and the part type as codes until issue 29 item 4): the
+    American customers and the steel parts as semi-joins (intersect_by), Brazil's share as a
+    conditional sum over the total per year."""
+    america, brazil = t.code("r_name", Q8_REGION), t.code("n_name", Q8_NATION)
+    steel, lo, hi = t.code("p_type", Q8_TYPE), Q8_FROM, Q8_TO
+    american = qc.query(t.nation).intersect_by(
+        qc.query(t.region).where(lambda r: r.r_name == america),
+        lambda n: n.n_regionkey, lambda r: r.r_regionkey)
+    customers = qc.query(t.customer).intersect_by(american, lambda c: c.c_nationkey,
+                                                  lambda n: n.n_nationkey)
+    orders = (qc.query(t.orders).where(lambda o: o.o_orderdate >= lo and o.o_orderdate <= hi)
+              .intersect_by(customers, lambda o: o.o_custkey, lambda c: c.c_custkey))
+    g = (qc.query(t.lineitem)
+         .intersect_by(qc.query(t.part).where(lambda p: p.p_type == steel),
+                       lambda li: li.l_partkey, lambda p: p.p_partkey)
+         .join(orders, lambda li: li.l_orderkey, lambda o: o.o_orderkey,
+               lambda li, o: {"suppkey": li.l_suppkey, "year": year_of(o.o_orderdate),
+                             "volume": li.l_extendedprice * (1 - li.l_discount)})
+         .join(qc.query(t.supplier), lambda r: r.suppkey, lambda s: s.s_suppkey,
+               lambda r, s: {"nationkey": s.s_nationkey, "year": r.year, "volume": r.volume})
+         .join(qc.query(t.nation), lambda r: r.nationkey, lambda n: n.n_nationkey,
+               lambda r, n: {"ours": n.n_name == brazil, "year": r.year, "volume": r.volume})
+         .on(backend).group_by(lambda r: r.year))
+
+    def run():
+        r = g.agg(ours=qc.sum(lambda r: r.volume if r.ours else 0.0),
+                  total=qc.sum(lambda r: r.volume))
+        return _columns(Q8_COLUMNS, (r["key"], r["ours"] / r["total"]))
+    return run
+
+
+def qc_q9(t, backend):
+    """Q9 over int32 days: `p_name like '%green%'` evaluated once per distinct name on the host
+    (p_name is an int32 code until issue 29 item 4), the parts kept by a semi-join on those
+    codes; (l_partkey, l_suppkey) = (ps_partkey, ps_suppkey) is a two-field join key;
+    ORDER BY nation, o_year desc on the host over the grouped dict."""
+    green = np.array([i for i, name in enumerate(t.codes["p_name"]) if Q9_COLOR in name], np.int32)
+    parts = qc.query(t.part).intersect_by(qc.query(green), lambda p: p.p_name, lambda c: c)
+    g = (qc.query(t.lineitem)
+         .intersect_by(parts, lambda li: li.l_partkey, lambda p: p.p_partkey)
+         .join(qc.query(t.partsupp), lambda li: (li.l_partkey, li.l_suppkey),
+               lambda ps: (ps.ps_partkey, ps.ps_suppkey),
+               lambda li, ps: {"orderkey": li.l_orderkey, "suppkey": li.l_suppkey,
+                              "amount": li.l_extendedprice * (1 - li.l_discount)
+                              - ps.ps_supplycost * li.l_quantity})
+         .join(qc.query(t.supplier), lambda r: r.suppkey, lambda s: s.s_suppkey,
+               lambda r, s: {"orderkey": r.orderkey, "nationkey": s.s_nationkey,
+                             "amount": r.amount})
+         .join(qc.query(t.orders), lambda r: r.orderkey, lambda o: o.o_orderkey,
+               lambda r, o: {"nationkey": r.nationkey, "year": year_of(o.o_orderdate),
+                             "amount": r.amount})
+         .join(qc.query(t.nation), lambda r: r.nationkey, lambda n: n.n_nationkey,
+               lambda r, n: {"nation": n.n_name, "year": r.year, "amount": r.amount})
+         .on(backend).group_by(lambda r: (r.nation, r.year)))
+
+    def run():
+        r = _ordered(g.agg(sum_profit=qc.sum(lambda r: r.amount)),
+                     (("key_0", False), ("key_1", True)))
+        return _columns(Q9_COLUMNS, (r["key_0"], r["key_1"], r["sum_profit"]))
+    return run
+
+
+QUERIES = ("Q1", "Q6", "Q12", "Q3", "Q5", "Q17", "Q7", "Q8", "Q9")
 PEERS = {"duckdb": {"Q1": duckdb_q1, "Q6": duckdb_q6, "Q12": duckdb_q12, "Q3": duckdb_q3,
-                    "Q5": duckdb_q5, "Q17": duckdb_q17},
+                    "Q5": duckdb_q5, "Q17": duckdb_q17, "Q7": duckdb_q7, "Q8": duckdb_q8,
+                    "Q9": duckdb_q9},
          "polars": {"Q1": polars_q1, "Q6": polars_q6, "Q12": polars_q12, "Q3": polars_q3,
-                    "Q5": polars_q5, "Q17": polars_q17},
+                    "Q5": polars_q5, "Q17": polars_q17, "Q7": polars_q7, "Q8": polars_q8,
+                    "Q9": polars_q9},
          "numpy": {"Q1": numpy_q1, "Q6": numpy_q6, "Q12": numpy_q12}}
-QC = {"Q1": qc_q1, "Q6": qc_q6, "Q12": qc_q12, "Q3": qc_q3, "Q5": qc_q5, "Q17": qc_q17}
+QC = {"Q1": qc_q1, "Q6": qc_q6, "Q12": qc_q12, "Q3": qc_q3, "Q5": qc_q5, "Q17": qc_q17,
+      "Q7": qc_q7, "Q8": qc_q8, "Q9": qc_q9}

@@ -78,3 +78,19 @@ def client():
     yield c
     c.close()
     cluster.close()
+
+
+@pytest.fixture(scope="session")
+def tpch_tables(tmp_path_factory):
+    """benchmarks/tpch_data's tables at scale factor 0.01 (generated once per test process
+    into a temporary directory); skips, saying which, without tpchgen-cli, duckdb, pyarrow
+    or polars."""
+    import sys
+    from pathlib import Path
+    for module in ("duckdb", "pyarrow", "polars"):
+        pytest.importorskip(module, reason=f"{module} is not installed (pip install -e '.[bench]')")
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    import tpch_data
+    if tpch_data.generator() is None:
+        pytest.skip("tpchgen-cli is not installed (pip install tpchgen-cli)")
+    return tpch_data.load(0.01, tmp_path_factory.mktemp("tpch") / "sf0.01")
