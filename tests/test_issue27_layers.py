@@ -67,17 +67,13 @@ KNOWN_UPWARD = {
     "sources.shaped -> backends.gpu.gpu_elements",
     "sources.shaped -> graph.terminals",
     "sources.shaped -> plan.plan",
-    # Dask still builds Query objects for its chunks' sub-chains (DESIGN: it runs sub-plans)
-    "dask.operators -> api.query",
-    "dask.run -> api.query",
-    "dask.run -> api.query_terminals",
 }
 
 # Function-local imports of the package's own modules, per importing layer: at most these
 # (lower them as imports move to module level). plan's include the GPU kernel generators its
 # stage kinds import only to explain a GPU plan (_codegen/ops: ~0.6 s to import, never needed
 # to run on the cpu or numpy backends).
-KNOWN_LOCAL = {"backends": 76, "plan": 57, "api": 22, "dask": 25, "run": 21, "_codegen": 10,
+KNOWN_LOCAL = {"backends": 76, "plan": 57, "api": 21, "dask": 18, "run": 21, "_codegen": 10,
                "sources": 15, "frontend": 13, "cache": 7, "cli": 8, "graph": 1}
 
 

@@ -16,8 +16,8 @@ from ..backends import registry
 from ..errors import QueryError
 from ..dask.source import from_dask, wants_dask
 from ..graph import graph as G
-from ..graph.graph import NODES, Count, JoinArg, ScanArg, chain
-from .query_terminals import count_arg, required, text_lambda
+from ..graph.graph import NODES, Chain, Count, JoinArg, ScanArg, text_lambda
+from .query_terminals import count_arg, required
 from ..graph import terminals as T
 from .query_terminals import QueryTerminals
 from ..sources.sources import NATIVE_DTYPES, Source, from_args, from_range, plain_columns, validated
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 _SELECT, _WHERE = G.Select.letter, G.Where.letter     # (the warm path: no call for these)
 
 
-class Query(QueryTerminals):
+class Query(QueryTerminals, Chain):
     """A lazy, immutable query over arrays: operators return new Queries, terminals run.
 
     Build one with `qc.query(...)` or `qc.range(...)`; chain lazy operators (select, where,
@@ -48,19 +48,7 @@ class Query(QueryTerminals):
         qc.query(x).select(lambda v: v * 2).where(lambda v: v > 1000).sum()
         ```
     """
-    __slots__ = ("_source", "_ops", "_backend", "_kinds", "_codes", "_hot")
-
-    def __init__(self, source: Source, ops: tuple = (), backend: str = "auto", kinds: str = "",
-                 codes: tuple = ()):
-        self._source = source
-        self._ops = ops            # each operator's function, in order (nodes(): the graph)
-        self._backend = backend
-        # Built as the chain grows, for the warm-path signature (engine.run): each node's
-        # letter, and each function's code object (a parsed text lambda stands for itself).
-        self._kinds = kinds
-        self._codes = codes
-        self._hot = None           # warm.Hot: the last terminal run, ready to repeat
-                                   # (False: ran once; engine._remember)
+    __slots__ = ()      # a Chain (graph.py): source, operators, backend, signature parts
 
     def __array__(self, dtype=None, copy=None):
         """`np.asarray(q)` is `q.to_array()` (runs the query); queries whose elements are
@@ -129,20 +117,6 @@ class Query(QueryTerminals):
                      self._codes + (code,))
 
     # -- pipeline operators (each ends a fused stage: stages.py, DESIGN.md section 5b) --------
-    def _then(self, node: type, arg, code) -> "Query":
-        """This query with operator `node` (a graph node class) appended: its letter, its
-        argument, and what of the argument is part of the signature."""
-        return Query(self._source, self._ops + (arg,), self._backend, self._kinds + node.letter,
-                     self._codes + (code,))
-
-    def _keyed(self, node: type, key, what: str | None = None) -> "Query":
-        if key is None:
-            return self._then(node, None, None)
-        code = getattr(key, "__code__", None)
-        if code is None:
-            key = code = text_lambda(what or node.kind, key)
-        return self._then(node, key, code)
-
     def order_by(self, key=None) -> "Query":
         """Stable sort by `key(element)`, ascending.
 
@@ -469,10 +443,6 @@ class Query(QueryTerminals):
         """
         from .grouped import Grouped
         return Grouped(self._keyed(G.GroupBy, required(key, "group_by")))
-
-    def nodes(self) -> tuple:
-        """The operation graph's operator nodes after the source (graph.Select, ...)."""
-        return chain(self._kinds, self._ops)
 
     def on(self, backend: str) -> "Query":
         """Pin a backend for this query.

@@ -11,7 +11,7 @@ import numpy as np
 from ..run import engine
 from ..graph import terminals as T
 from ..errors import InputTypeError
-from ..graph.graph import PLAIN, WITH_FN, Count, Terminal
+from ..graph.graph import PLAIN, WITH_FN, Count, Terminal, positional, text_lambda
 from . import count_distinct as CD
 from . import results
 
@@ -37,18 +37,6 @@ def required(fn, what: str):
     if fn is None:
         raise InputTypeError(f"{what}() needs a function (a lambda)")
     return fn
-
-
-def text_lambda(kind: str, fn):
-    """A chain operator's argument that is not a Python function: a lambda given as text
-    (`select("lambda v: v * 2")`, parsed, never executed), already parsed (the CLI), or a
-    supported ufunc / builtin (`select(np.sqrt)`: frontend/known_callables.py) stands for its
-    own code object; another callable is an UnsupportedLambdaError, a non-callable a TypeError."""
-    if not isinstance(fn, str) and not callable(fn) and not hasattr(fn, "body"):
-        raise InputTypeError(f"{kind}() takes a function (a lambda, a lambda as text or a supported "
-                        f"NumPy ufunc / builtin such as np.sqrt or abs), got {type(fn).__name__}")
-    from ..frontend.known_callables import function_source
-    return function_source(fn)
 
 
 class QueryTerminals:
@@ -470,14 +458,6 @@ def _uncomputed(q: "QueryTerminals", compute) -> "QueryTerminals":
         raise TypeError(f"compute= takes True or False, got {compute!r}")
     from ..dask.run import lazy
     return lazy(q)
-
-
-def positional(name: str, arg, default) -> Terminal:
-    """last / element_at / single: planned by stages.py (the spec's fn is the predicate, or
-    element_at's Count)."""
-    if arg is not None and not isinstance(arg, Count) and getattr(arg, "__code__", None) is None:
-        arg = text_lambda(name, arg)
-    return Terminal(name, ((name, T.AggSpec(name, arg, default)),))     # (kind: for the empty error)
 
 
 # agg(...) requests made only of function-less specs (module-level qc.sum, qc.max...), by

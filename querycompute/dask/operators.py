@@ -40,7 +40,7 @@ import numpy as np
 
 from .ship import ship_chain
 from ..errors import QueryError
-from ..graph.graph import NODES, ScanArg, first_breaker
+from ..graph.graph import NODES, Chain, ScanArg, first_breaker
 from ..sources.sources import Source
 from ..run import partials as P
 
@@ -50,7 +50,6 @@ def split(q):
     """The query over the operator group's output Dask arrays, with the rest of the chain."""
     from .run import _backend, _to_array
     from .source import DaskSource
-    from ..api.query import Query
     src, kinds = q._source, q._kinds
     i = first_breaker(kinds)
     j = i + 1
@@ -59,19 +58,19 @@ def split(q):
             j += 1
         if j < len(kinds) and NODES[kinds[j]].kind == "take":
             j += 1                                    # order_by(...).take(k): top-k
-    prefix = Query(src, q._ops[:i], q._backend, kinds[:i], q._codes[:i])
+    prefix = Chain(src, q._ops[:i], q._backend, kinds[:i], q._codes[:i])
     backend = _backend(q, src)
     shaped = _to_array(prefix, src, backend)
     names, cols = P.columns_of(shaped)
     if names == "tuple":
         raise QueryError(f"{NODES[kinds[i]].kind}() over tuple elements is not distributed over Dask "
                          f"chunks; select a record (lambda v: {{'a': ..., 'b': ...}}) first")
-    group = Query(Source("array", (), ()), q._ops[i:j], q._backend, kinds[i:j], q._codes[i:j])
+    group = Chain(Source("array", (), ()), q._ops[i:j], q._backend, kinds[i:j], q._codes[i:j])
     out = _apply(group, NODES[kinds[i]], cols, names, backend, prefix, src)
     fields = () if names is None else names
     new = DaskSource("array" if names is None else "table", tuple(out), fields)
     new.compute = src.compute
-    return Query(new, q._ops[j:], q._backend, kinds[j:], q._codes[j:])
+    return Chain(new, q._ops[j:], q._backend, kinds[j:], q._codes[j:])
 
 
 def _apply(group, node, cols, names, backend, prefix, src) -> list:
@@ -157,10 +156,9 @@ class LocalRun:
         self.ops, self.codes = ship_chain(group._ops, group._codes)
         self.kinds = group._kinds
 
-    def query(self, block, ops=None, kinds=None, codes=None):
-        from ..api.query import Query
+    def query(self, block, ops=None, kinds=None, codes=None) -> Chain:
         items = tuple(block[f] for f in self.fields) if isinstance(block, dict) else (block,)
-        return Query(Source(self.kind, items, self.fields), self.ops if ops is None else ops,
+        return Chain(Source(self.kind, items, self.fields), self.ops if ops is None else ops,
                      self.backend, self.kinds if kinds is None else kinds,
                      self.codes if codes is None else codes)
 
@@ -182,9 +180,8 @@ class LocalRun:
 
     def stop(self, block):
         """take_while / skip_while: where the predicate first fails in this chunk (None: never)."""
-        from ..api.query import Query
         q = self.query(block)
-        m = _length(self.run(Query(q._source, q._ops, q._backend, "a", q._codes)))
+        m = _length(self.run(Chain(q._source, q._ops, q._backend, "a", q._codes)))
         return None if m == _length(block) else m
 
     def cut_while(self, block, stops_before: list, take: bool):
@@ -205,8 +202,7 @@ def _scan(group, blocks, names, prefix, src, backend, cols) -> tuple:
     if not isinstance(arg, ScanArg):
         raise QueryError("scan() without a function")
     from ..graph import terminals as T
-    from ..api.query import Query
-    meta_q = Query(P._meta_source(src), prefix._ops, prefix._backend, prefix._kinds, prefix._codes)
+    meta_q = Chain(P._meta_source(src), prefix._ops, prefix._backend, prefix._kinds, prefix._codes)
     rule = P.FoldRule(meta_q, T.AggSpec("fold", arg.fn, seed=arg.seed, associative=arg.associative), src)
     partials = [dask.delayed(rule.partial, pure=True)(b) for b in blocks]
     # planned, checked and typed in the client on the empty meta chunk (its backend compiles)

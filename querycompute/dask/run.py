@@ -36,7 +36,8 @@ import numpy as np
 from ..run import engine
 from ..graph import terminals as T
 from ..errors import QueryError
-from ..graph.graph import NODES, Terminal, first_breaker
+from ..graph import graph as G
+from ..graph.graph import NODES, Chain, Terminal, first_breaker, positional
 from ..sources.sources import Source, is_device_array
 from ..run import partials as P
 from .ship import ship_chain, ship_terminal
@@ -61,13 +62,12 @@ class ChunkTask:
         self.backend, self.term = backend, ship_terminal(term)
         self.folds = folds             # (index, partials.FoldRule) of folds to run on values
 
-    def query(self, items: tuple):
-        from ..api.query import Query
+    def query(self, items: tuple) -> Chain:
         if len(items) == 1 and hasattr(items[0], "columns") and self.kind == "table":
             src = _frame_source(items[0], self.fields)    # a dataframe partition (or its meta)
         else:
             src = Source(self.kind, tuple(items), self.fields)
-        return Query(src, self.ops, self.backend, self.kinds, self.codes)
+        return Chain(src, self.ops, self.backend, self.kinds, self.codes)
 
     def __call__(self, *items):
         _serial_in_worker()
@@ -121,7 +121,6 @@ def lazy(q):
     """The same query whose terminals return Dask objects (a Delayed, or Dask arrays for
     to_array) instead of computing them: what a terminal's `compute=False` uses."""
     from .source import DaskSource
-    from ..api.query import Query
     src = q._source
     if not isinstance(src, DaskSource):
         raise QueryError("compute=False applies to queries over Dask inputs (qc.query(dask_array)): "
@@ -129,7 +128,7 @@ def lazy(q):
                          "compute=False")
     copy = DaskSource(src.kind, src.collections, src.fields, src.frame)
     copy.compute = False
-    return Query(copy, q._ops, q._backend, q._kinds, q._codes)
+    return type(q)(copy, q._ops, q._backend, q._kinds, q._codes)      # the user's Query
 
 
 def run(q, term: Terminal, fns):
@@ -149,7 +148,7 @@ def run(q, term: Terminal, fns):
     if term.name in ("first", "single") and specs[0][1].fn is not None:
         # q.first(pred) / q.single(pred) filter (inside agg(), qc.first(f) is a final select)
         key, spec = specs[0]
-        q, specs = q.where(spec.fn), [(key, T.AggSpec(spec.kind, None, spec.default))]
+        q, specs = q._keyed(G.Where, spec.fn, "where"), [(key, T.AggSpec(spec.kind, None, spec.default))]
     backend = _backend(q, src)
     if term.name in ("to_array", "to_list"):
         arrays = _to_array(q, src, backend)
@@ -252,7 +251,6 @@ def _group_by(q, src, backend, specs):
 def _last(q, src, backend, term: Terminal, spec):
     """last(pred): each chunk's last match (or None); the latest non-empty chunk's wins."""
     import dask
-    from ..api.query_terminals import positional
     chunk_term = positional("last", spec.fn, None)
     _meta_run(q, src, backend, chunk_term)
     task = ChunkTask(src.kind, src.fields, q, backend, chunk_term)

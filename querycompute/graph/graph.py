@@ -31,6 +31,8 @@ and its op module (docs/architecture.md, "Adding an operator").
 from __future__ import annotations
 
 from . import terminals as T
+from ..errors import InputTypeError
+from ..frontend.known_callables import function_source
 
 
 class Op:
@@ -289,6 +291,67 @@ def first_breaker(letters: str) -> int:
 
 # The pipeline operators the CLI's query text accepts (Query methods of these names).
 CLI_OPERATORS = tuple(dict.fromkeys(cls.kind for cls in NODES.values() if cls.cli))
+
+
+class Chain:
+    """A chain as the layers below the API run it: the source, each operator's function (its
+    argument), the backend, and, for the warm-path signature, each operator's letter and each
+    function's code object (a parsed text lambda stands for itself). `Query` (api/query.py) is
+    a Chain with the operator and terminal methods; the runners that split a chain (Dask's
+    chunks and operator groups, streaming's chunks) build Chains of its parts, and the engine
+    runs any Chain (engine.run(chain, terminal)). Immutable: `_then` makes a new one of the
+    same class; `_hot` is the engine's (warm.Hot: the last terminal run, ready to repeat)."""
+    __slots__ = ("_source", "_ops", "_backend", "_kinds", "_codes", "_hot")
+
+    def __init__(self, source, ops: tuple = (), backend: str = "auto", kinds: str = "",
+                 codes: tuple = ()):
+        self._source = source
+        self._ops = ops            # each operator's function, in order (nodes(): the graph)
+        self._backend = backend
+        # Built as the chain grows, for the warm-path signature (engine.run): each node's
+        # letter, and each function's code object (a parsed text lambda stands for itself).
+        self._kinds = kinds
+        self._codes = codes
+        self._hot = None           # warm.Hot: the last terminal run, ready to repeat
+                                   # (False: ran once; engine._remember)
+
+    def nodes(self) -> tuple:
+        """The operation graph's operator nodes after the source (graph.Select, ...)."""
+        return chain(self._kinds, self._ops)
+
+    def _then(self, node: type, arg, code):
+        """This chain with operator `node` (a node class) appended: its letter, its argument,
+        and what of the argument is part of the signature."""
+        return type(self)(self._source, self._ops + (arg,), self._backend,
+                          self._kinds + node.letter, self._codes + (code,))
+
+    def _keyed(self, node: type, key, what: str | None = None):
+        """`_then` with a function argument (None, a function, or what text_lambda reads)."""
+        if key is None:
+            return self._then(node, None, None)
+        code = getattr(key, "__code__", None)
+        if code is None:
+            key = code = text_lambda(what or node.kind, key)
+        return self._then(node, key, code)
+
+
+def text_lambda(kind: str, fn):
+    """A chain operator's argument that is not a Python function: a lambda given as text
+    (`select("lambda v: v * 2")`, parsed, never executed), already parsed (the CLI), or a
+    supported ufunc / builtin (`select(np.sqrt)`: frontend/known_callables.py) stands for its
+    own code object; another callable is an UnsupportedLambdaError, a non-callable a TypeError."""
+    if not isinstance(fn, str) and not callable(fn) and not hasattr(fn, "body"):
+        raise InputTypeError(f"{kind}() takes a function (a lambda, a lambda as text or a supported "
+                             f"NumPy ufunc / builtin such as np.sqrt or abs), got {type(fn).__name__}")
+    return function_source(fn)
+
+
+def positional(name: str, arg, default) -> Terminal:
+    """last / element_at / single: planned by stages.py (the spec's fn is the predicate, or
+    element_at's Count)."""
+    if arg is not None and not isinstance(arg, Count) and getattr(arg, "__code__", None) is None:
+        arg = text_lambda(name, arg)
+    return Terminal(name, ((name, T.AggSpec(name, arg, default)),))     # (kind: for the empty error)
 
 
 def chain(letters: str, fns: tuple) -> tuple:

@@ -31,7 +31,7 @@ from .._codegen import combine as C
 from ..graph import terminals as T
 from ..errors import FoldOrderError, MultipleElementsError, QueryError
 from ..plan.plan import fold_message, lower_query, param_values
-from ..graph.graph import Terminal
+from ..graph.graph import Chain, Terminal
 
 _SUM, _N = "__qc_sum", "__qc_n"        # a mean's two partial columns: key + suffix
 
@@ -136,7 +136,7 @@ class ScalarPlan:
         self.specs = _without_functions(specs)    # the plan travels to the workers: no code
         chunk = chunk_specs(specs, "agg")
         self._chunk_term = Terminal("agg", tuple(chunk), standalone=False) if chunk else None
-        meta_q = type(q)(_meta_source(src), q._ops, q._backend, q._kinds, q._codes)   # (q's own class)
+        meta_q = Chain(_meta_source(src), q._ops, q._backend, q._kinds, q._codes)
         self.folds = tuple((key, FoldRule(meta_q, spec, src)) for key, spec in specs if spec.kind == "fold")
         self.kinds = {key: spec.kind for key, spec in chunk}
         # T.NO_DEFAULT is a singleton compared by identity: a pickled copy is not it

@@ -35,7 +35,7 @@ from . import partials as P
 from .._codegen.combine import concatenate
 from ..backends.base import Trace
 from ..backends.gpu.gpu_staging import prefetching
-from ..graph.graph import NODES, Terminal
+from ..graph.graph import NODES, Chain, Terminal
 
 DEVICE_BACKENDS = ("cuda", "opencl")
 CHUNK_ALIGN = 1 << 16           # elements: a multiple of every tile (BLOCK x 16 x runs)
@@ -82,7 +82,7 @@ def run(q, term: Terminal, fns, name: str, cols, n: int, t0: float, clock):
 
     def chunk_query(lo, hi):
         items = tuple(c[lo:hi] for c in cols)
-        return type(q)(Source(src.kind, items, src.fields), q._ops, name, q._kinds, q._codes)
+        return Chain(Source(src.kind, items, src.fields), q._ops, name, q._kinds, q._codes)
 
     def ahead(j):
         """Chunk j's views paired with chunk j+1's, for the loops' double buffers."""
