@@ -257,6 +257,8 @@ def capture_key(env: dict[str, object]) -> tuple:
             # a helper: its code (a new code object after an edit and a reload), not the
             # function object; its captures' types follow in env as "<name>.<capture>"
             key.append((name, "helper", obj.__code__))
+        elif type(obj) is str:        # compared with a string column: a code parameter
+            key.append((name, "str"))
         elif isinstance(obj, (bool, int, float)):
             # an int from 2**63 up is a uint64 parameter (translate._Name), not an int64 one
             # (and one below -2**63 fits no parameter: a value set's member, members.py)

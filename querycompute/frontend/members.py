@@ -91,6 +91,13 @@ def expand(out: dict, name: str, obj) -> None:
         dtype = obj.dtype.name
     else:
         items = list(obj) if len(obj) <= MAX_MEMBERS else []
+        if items and all(type(v) is str for v in items):
+            items = sorted(items)                   # (a set's order is no one's: fix it)
+            n = bucket(len(items))                  # strings: tested on a string column's
+            out[name] = Members(kind, len(obj), n, "str")   # codes (frontend/strings.py)
+            for i in range(n):
+                out[f"{name}[{i}]"] = items[min(i, len(items) - 1)]
+            return
         bad = next((v for v in items if not isinstance(v, NUMBERS)), None)
         if bad is not None:
             what = "strings" if isinstance(bad, (str, bytes)) else f"a {type(bad).__name__}"

@@ -22,8 +22,9 @@ from .members import CONTAINERS, MAX_MEMBERS, Members
 from .translate_calls import MODULE_CONSTANTS, SUPPORTED, call_handler, real_imag
 from .promotion import UFUNC, ufunc_loop
 from .translate_ops import binary, const, fail, logical, logical_not, select, to_dtype, truthy, unary
-from .values import Exact, OuterSide, RecordVal, Scalar, TupleVal, Value, matched
+from .values import Exact, OuterSide, RecordVal, Scalar, StrCodes, TupleVal, Value, matched
 from . import shaped as S
+from . import strings
 
 BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "truediv",
           ast.FloorDiv: "floordiv", ast.Mod: "mod", ast.Pow: "pow", ast.BitAnd: "bitand",
@@ -152,6 +153,8 @@ class _Translator:
             kind = "tuple" if isinstance(v, TupleVal) else "record"
             fail(self.at(node), f"{what} needs a scalar but this is a {kind}; pick one value "
                                 f"with t[i] or r.field", what)
+        if what != "a branch":
+            strings.refuse_numeric(v, self.at(node), what)
         return v
 
     # --- leaves -------------------------------------------------------------------------
@@ -285,6 +288,7 @@ class _Translator:
 
     # --- operators ----------------------------------------------------------------------
     def _BinOp(self, node: ast.BinOp) -> Value:
+        strings.binop(self, node)       # "a" + r.name: strings are not built in kernels
         op = BINOPS.get(type(node.op))
         left, right = self.value(node.left), self.value(node.right)
         if isinstance(node.op, ast.MatMult) or isinstance(left, S.ShapedVal) or isinstance(right, S.ShapedVal):
@@ -314,6 +318,9 @@ class _Translator:
                 fail(self.at(node), f"{_construct(cmp)} is not supported; compare with "
                                     f"< <= > >= == != or test membership with in / not in",
                      type(cmp).__name__)
+        out = strings.compare(self, node)        # a string column's codes (strings.py)
+        if out is not None:
+            return out
         if any(isinstance(cmp, (ast.In, ast.NotIn)) for cmp in node.ops):
             return self._compare_in(node)
         values = [self.value(n) for n in [node.left] + node.comparators]
@@ -460,6 +467,8 @@ class _Translator:
         if isinstance(cond.expr, Const) and cond.weak:    # decided now (len(r) > 1): Python
             return self.value(node.body if truthy(cond).value else node.orelse)  # runs one branch
         body, orelse = self.value(node.body), self.value(node.orelse)
+        if type(body) is StrCodes or type(orelse) is StrCodes:
+            return strings.pick(cond, body, orelse, self.at(node))
         if isinstance(body, S.ShapedVal) or isinstance(orelse, S.ShapedVal):
             return S.where(cond, body, orelse, self.at(node))
         return select(cond, self.check_scalar(body, node.body, "a branch"),
@@ -469,6 +478,9 @@ class _Translator:
         if isinstance(node.func, (ast.Name, ast.Attribute)) and not node.keywords and len(node.args) == 1 \
                 and self._names(node.func, matched):
             return self._outer(node.args[0], "qc.matched(b)")
+        out = strings.call(self, node)           # s.startswith(p) on a string column
+        if out is not None:
+            return out
         from .shaped_calls import NOT_SHAPED, call
         f = node.func
         if (isinstance(f, ast.Attribute) and f.attr == "isin" and isinstance(f.value, ast.Name)

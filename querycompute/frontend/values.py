@@ -42,6 +42,15 @@ class Scalar:
 
 
 @dataclass(frozen=True)
+class StrCodes(Scalar):
+    """A string column's value: its int32 code into the column's sorted dictionary of this
+    call (sources/string_columns.py). Only the string operations of frontend/strings.py read
+    it (each a code compare against kernel parameters computed from the dictionary); passed
+    through as it is (a field, a key) it is decoded back to strings in the results."""
+    column: str = ""
+
+
+@dataclass(frozen=True)
 class TupleVal:
     items: tuple["Value", ...]
 

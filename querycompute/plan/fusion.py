@@ -19,6 +19,7 @@ from querycompute._codegen.program import Agg, ElementProgram, Filter, Let, Para
 from ..graph import terminals as T
 from ..errors import QueryError, UnsupportedLambdaError
 from ..frontend import RecordVal, Scalar, TupleVal, translate
+from ..frontend.values import StrCodes
 from ..frontend.shaped import ShapedVal, map_items
 
 
@@ -32,6 +33,8 @@ class Lowered:
     steps: tuple = ()      # per chain operator: (kind, element bytes, element type after it)
     limits: tuple = ()     # per program param: (lo, hi, dtype) it must fit when it is a
                            # Python int (NumPy 2 raises OverflowError there), or None
+    strings: tuple = ()    # (output column, string column) per output holding string codes,
+                           # decoded with this call's dictionary (string_columns.decode)
 
     @property
     def stages(self) -> tuple:
@@ -94,6 +97,8 @@ class _Builder:
             name = f"v{self._locals}"
             self._locals += 1
             self.body.append(Let(name, v.expr))
+            if type(v) is StrCodes:    # (a string column picked by a condition stays one)
+                return StrCodes(E.Var(name, v.expr.dtype), column=v.column)
             return Scalar(E.Var(name, v.expr.dtype), v.weak)
         if isinstance(v, TupleVal):
             return TupleVal(tuple(self.bind(i) for i in v.items))
@@ -138,6 +143,23 @@ def leaves(v) -> tuple[str, tuple, tuple]:
     if not all(isinstance(i, Scalar) for _, i in v.fields):
         return _parts("record", tuple(k for k, _ in v.fields), tuple(i for _, i in v.fields))
     return "record", tuple(k for k, _ in v.fields), tuple(i for _, i in v.fields)
+
+
+def string_leaves(items) -> tuple:
+    """(leaf index, string column) of the leaves that are a string column's codes."""
+    return tuple((i, s.column) for i, s in enumerate(items) if type(s) is StrCodes)
+
+
+def refuse_strings(value, what: str) -> None:
+    """An aggregate over a string column's codes would compute on numbers: refused."""
+    if not isinstance(value, (Scalar, TupleVal, RecordVal)):
+        return
+    found = string_leaves(leaves(value)[2] if not isinstance(value, Scalar) else (value,))
+    if found:
+        raise QueryError(f"{what} over string column {found[0][1]!r}: aggregates compute on "
+                         f"numbers, and a string column is read as codes; to_array(), to_list(), "
+                         f"to_pandas(), group_by / order_by / distinct keys and the string tests of "
+                         f"a where read it (its first row in order: .order_by(key).take(1).to_list())")
 
 
 def key_leaves(v) -> tuple:
@@ -217,6 +239,9 @@ def _scalar(v, src, what: str) -> Scalar:
     if not isinstance(v, Scalar):
         raise UnsupportedLambdaError(f"{what} must return a single value, not a tuple or record",
                                      where=_where(src), construct=what)
+    if type(v) is StrCodes:
+        raise UnsupportedLambdaError(f"{what} returns string column {v.column!r}, not a bool; "
+                                     f"test it: r.{v.column} != \"\"", where=_where(src), construct=what)
     return v
 
 
@@ -278,7 +303,8 @@ class Lowering:
             bounds = (self.b.param(("window", 0), "int64").name, self.b.param(("window", 1), "int64").name)
         prog = self.program(inputs, [s.expr for s in items])
         p = Pass(prog, ToArray(bounds), self.name)
-        return Lowered(p, tuple(self.b.bindings), shape, fields, (), tuple(self.steps), param_limits(p))
+        return Lowered(p, tuple(self.b.bindings), shape, fields, (), tuple(self.steps), param_limits(p),
+                       string_leaves(items))
 
     def terminal(self, inputs, element, term, slot: int) -> Lowered:
         """The terminal `term` over `element`: to_array / to_list, or its aggregates, whose
@@ -322,6 +348,8 @@ class Lowering:
 
     def _agg(self, spec, slot, value, aggs: list, need_count) -> T.Finish:
         kind = spec.kind
+        if not (kind == "count" and slot is None):
+            refuse_strings(value, f"{kind}()")
         src = self.slots[slot][0] if slot is not None else None
         here = len(aggs)
         if kind == "count":

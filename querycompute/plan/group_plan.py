@@ -27,7 +27,7 @@ from querycompute._codegen.stage_specs import GroupAgg, GroupSpec
 
 from ..graph import terminals as T
 from ..errors import QueryError
-from .fusion import Lowering, _cast, _scalar, _truthy, leaves
+from .fusion import Lowering, _cast, _scalar, _truthy, leaves, refuse_strings, string_leaves
 from .stage_kinds import Stage, traffic_lines
 from ..frontend.values import Scalar, TupleVal
 
@@ -63,6 +63,7 @@ class GroupResult:
     key_names: tuple
     names: tuple                   # per named aggregate
     rules: tuple                   # per named aggregate: (kind, agg index, result dtype)
+    strings: tuple = ()            # (key column, string column): keys decoded to strings
 
     def __call__(self, raw) -> dict:
         keys, cols, counts = raw
@@ -134,6 +135,7 @@ def plan_group(planner, ops: list, at: int):
             column = Scalar(E.Cast(cond, "int64"), None)
         else:
             value = element if fn_slot is None or kind == "fold" else lw.apply(fn_slot, element)
+            refuse_strings(value, f"qc.{kind} in group_by")
             if not isinstance(value, Scalar):
                 what = "aggregate(func, seed)" if kind == "fold" else kind
                 raise QueryError(f"qc.{what} in group_by needs a single value per element"
@@ -163,7 +165,8 @@ def plan_group(planner, ops: list, at: int):
                          f"per group {', '.join(a.op for a in aggs)} in source order"
                          + ("; a fold not provably associative runs row by row from its seed"
                             if any(a.in_order for a in aggs) else ""))
-    return GroupResult(key_names, tuple(name for name, _ in term.specs), tuple(rules))
+    return GroupResult(key_names, tuple(name for name, _ in term.specs), tuple(rules),
+                       string_leaves(key_leaves))
 
 
 def _column(kind, v: Scalar, spec, fn_slot, folds: Lowering) -> tuple:

@@ -49,7 +49,7 @@ import numpy as np
 from ..backends.gpu import device_columns as DC
 from ..errors import QueryError
 from ..graph import graph as G
-from .fusion import leaves
+from .fusion import leaves, string_leaves
 from .stage_kinds import Columns, Stage, plain_pass_after
 from ..sources.sources import Source, plain_columns
 
@@ -90,13 +90,23 @@ def columns_of(value) -> tuple:
     return "scalar", (), (value,)
 
 
+def _refuse_string_key(kind: str, column: str):
+    raise QueryError(f"{kind}() on a string key (column {column}) is not supported yet: each "
+                     f"table's string column has a dictionary of its own, so their codes do not "
+                     f"match; join on an integer id, or encode both key columns with one shared "
+                     f"pandas Categorical / Arrow dictionary and join on its .cat.codes / .indices")
+
+
 def this_side(planner, ops: list, at: int, fields=None) -> tuple:
     """This side's pass (`ops`, then the key of node `at`), and the other query's key dtypes
     (read by running it on zero rows): (element columns, key column indexes, key dtypes,
     the other Query over `fields` of its table: `projected`). The other side's node is bound
     as a plan parameter (read per call)."""
     def key_leaves(lw, element):
-        return leaves(lw.apply(at, element))[2]
+        out = leaves(lw.apply(at, element))[2]
+        if string_leaves(out):
+            _refuse_string_key(planner.nodes[at].kind, string_leaves(out)[0][1])
+        return out
     _, n_elem, key_cols, _ = planner.materialize(ops, key_leaves)
     other, other_key = planner.infos[at + 1][1]["other"]
     other = projected(other, fields)
@@ -108,6 +118,8 @@ def this_side(planner, ops: list, at: int, fields=None) -> tuple:
         refuse_staged(other._source, (), SimpleNamespace(name=planner.nodes[at].kind))
     _, _, key_cols_other = columns_of(other.select(other_key).on("numpy").take(0).to_array())
     key_dtypes = tuple(str(c.dtype) for c in key_cols_other)
+    if "object" in key_dtypes:                      # decoded strings (string_columns.py)
+        _refuse_string_key(planner.nodes[at].kind, "of the other query")
     if len(key_dtypes) != len(key_cols):
         kind = planner.nodes[at].kind
         raise QueryError(f"{kind}() keys differ in arity: this side's key has {len(key_cols)} "
@@ -129,6 +141,10 @@ def plan_join(planner, ops: list, at: int) -> None:
     n_elem, key_cols, key_dtypes, other = this_side(planner, ops, at, fields)
     this = planner.cols
     shape, fields, cols = columns_of(other.on("numpy").take(0).to_array())
+    if any(c.dtype == object for c in cols):
+        raise QueryError(f"{nodes[at].kind}(): the other query's elements hold a string column; "
+                         f"joining string columns of the other side is not supported yet: select "
+                         f"its numeric fields in the other query (other.select(lambda r: ...))")
     other_cols = Columns(shape, fields, tuple(str(c.dtype) for c in cols))
     outer = nodes[at].outer
     planner.stages.append(JoinStage(key_cols, n_elem, len(planner.bindings) - 1, key_dtypes, other_cols, outer,

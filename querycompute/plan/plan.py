@@ -20,6 +20,7 @@ from ..graph.graph import Count, JoinArg, ScanArg, slot_functions
 from ..frontend.capture import LambdaSource, capture_values, lambda_source
 from ..frontend.shipped import Shipped
 from ..frontend.exact import derived_value, is_derived
+from ..frontend.strings import is_string_param, param_value as string_param
 
 if TYPE_CHECKING:
     from .fusion import Lowered, Lowering
@@ -73,7 +74,7 @@ def initial_element(source: Source, dts: tuple, lw: Lowering):
     from querycompute._codegen import expr as E
     from querycompute._codegen.program import InputSpec
 
-    from ..frontend.values import RecordVal, Scalar, TupleVal
+    from ..frontend.values import RecordVal, Scalar, StrCodes, TupleVal
     if source.kind == "range":
         start = lw.b.param(("range", 0), "int64")
         step = lw.b.param(("range", 2), "int64")
@@ -84,6 +85,10 @@ def initial_element(source: Source, dts: tuple, lw: Lowering):
         return shaped_element(source, dts)
     inputs = [InputSpec(_input_name(source, i), d) for i, d in enumerate(dts)]
     loads = [Scalar(E.Load(i, d), None) for i, d in enumerate(dts)]
+    strings = source._table.strings if source._table is not None else ()
+    if strings:                        # a string column's codes (frontend/strings.py)
+        loads = [StrCodes(s.expr, column=f) if f in strings else s
+                 for f, s in zip(source.fields, loads)]
     if source.kind == "array":
         return loads[0], inputs
     if source.kind == "zip":
@@ -134,6 +139,9 @@ def param_values(lowered: Lowered, infos: list, source: Source) -> list:
             continue
         if dtype == "object":           # a join's other side: (Query, key function)
             out.append(infos[where][1][name])
+            continue
+        if is_string_param(name):       # a string's code in this call's dictionary
+            out.append(string_param(name, source._table.dictionaries, infos[where][1]))
             continue
         if is_derived(name):            # a weak sub-expression of captured ints, exact
             src = infos[where][0]

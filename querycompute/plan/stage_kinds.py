@@ -21,7 +21,7 @@ from querycompute._codegen import expr as E
 from querycompute._codegen import order_keys
 from querycompute._codegen.stage_specs import ScanSpec, SortSpec
 
-from ..frontend.values import OuterSide, RecordVal, Scalar, TupleVal
+from ..frontend.values import OuterSide, RecordVal, Scalar, StrCodes, TupleVal
 from .fusion import Lowered, early_ops
 
 
@@ -73,6 +73,7 @@ class Columns:
     shape: str
     fields: tuple
     dtypes: tuple
+    strings: tuple = ()    # (leaf, string column) of the leaves holding string codes
 
 
 @dataclass(frozen=True)
@@ -290,6 +291,7 @@ class StagedLowered:
                                    # assemble does not apply (group_by: group_plan.GroupResult)
     logical: tuple = ()            # the optimized logical plan, as explain()'s lines
     optimizer: tuple = ()          # what each optimizer pass did (logical.py)
+    strings: tuple = ()            # (output column, string column): decoded results
     staged = True
 
 
@@ -305,6 +307,8 @@ def element_of(cols: Columns, first: int = 0):
             other = OuterSide(other, Scalar(E.Load(at, "bool"), None))
         return TupleVal((element_of(a, first), other))
     loads = [Scalar(E.Load(first + i, d), None) for i, d in enumerate(cols.dtypes)]
+    for i, column in cols.strings:
+        loads[i] = StrCodes(loads[i].expr, column=column)
     if cols.shape == "scalar":
         return loads[0]
     if cols.shape == "tuple":

@@ -45,7 +45,7 @@ from ..graph import graph as G
 from ..graph import terminals as T
 from ..errors import QueryError
 from .fusion import (Lowered, Lowering, _scalar, _truthy, element_type, key_leaves, leaves,
-    param_limits, pick_one)
+    param_limits, pick_one, string_leaves)
 from ..frontend.values import RecordVal, Scalar, TupleVal
 from . import logical
 from .group_plan import plan_group
@@ -70,7 +70,9 @@ class _Planner:
             self.cols = None       # a range has no columns: the first pass computes it
         else:
             shape = {"array": "scalar", "zip": "tuple", "table": "record"}[source.kind]
-            self.cols = Columns(shape, tuple(source.fields) if shape == "record" else (), dts)
+            strings = source._table.strings if source._table is not None else ()
+            self.cols = Columns(shape, tuple(source.fields) if shape == "record" else (), dts,
+                                tuple((i, f) for i, f in enumerate(source.fields) if f in strings))
         self.source_cols = self.cols   # a table's skipped columns name why when a lambda reads one
         self.dts = dts
         self.n_passes = 0
@@ -157,7 +159,7 @@ class _Planner:
             if self.keep else ""
         self.materialize_columns(lw, inputs, outs, f"{reads}{_ops_text(self.nodes, ops, not reads)}"
                                  f"{' + keys' if keys else ''}", window)
-        self.cols = Columns(shape, fields, tuple(s.expr.dtype for s in items))
+        self.cols = Columns(shape, fields, tuple(s.expr.dtype for s in items), string_leaves(items))
         return (element, len(items), tuple(range(len(items), len(items) + len(keys))),
                 tuple(s.expr.dtype for s in outs))
 
@@ -240,7 +242,8 @@ class _Planner:
     def plan_group(self, ops: list, i: int) -> StagedLowered:
         result = plan_group(self, ops, i)
         return StagedLowered(tuple(self.stages), tuple(self.bindings), tuple(self.limits), (),
-                             "record", result.key_names + result.names, tuple(self.texts), result)
+                             "record", result.key_names + result.names, tuple(self.texts), result,
+                             strings=result.strings)
 
     def _key_leaves(self, lw, element, slot: int, what: str) -> tuple:
         if self.nodes[slot].fn is None:
@@ -368,13 +371,16 @@ class _Planner:
                                                        if lowered is not None else "the columns as they are"))
         if lowered is not None:
             shape, fields = lowered.shape, lowered.fields
-            finishes = lowered.finishes
+            finishes, strings = lowered.finishes, lowered.strings
         else:
-            shape, fields, finishes = self.cols.shape, self.cols.fields, ()
+            shape, fields, finishes, strings = self.cols.shape, self.cols.fields, (), self.cols.strings
         if positional:
             finishes = (T.Finish("first", 0, shape=shape, fields=fields),)
+            if strings:
+                raise QueryError(f"{positional}() of elements holding string column "
+                                 f"{strings[0][1]!r} is not supported yet; use .take(n).to_list()")
         return StagedLowered(tuple(self.stages), tuple(self.bindings), tuple(self.limits), finishes,
-                             shape, fields, tuple(self.texts))
+                             shape, fields, tuple(self.texts), strings=strings)
 
     def positional(self, ops: list, name: str):
         """last / element_at / single: the surviving elements (the predicate as one more

@@ -40,6 +40,7 @@ from ..log import compiling, logger
 from .runtime import RUNTIME
 from ..plan.plan import lower, param_values, refuse_parallel, slot_info
 from ..sources.sources import is_device_array
+from ..sources.string_columns import decode
 from .warm import FastEntry, Hot, plain_items, slot_sig
 from .windows import trace_rows
 
@@ -202,6 +203,7 @@ def _run_full(q, term: Terminal, fns, t0: float, tiered, keep_hot: bool):
             raw, row = prepared.run_quick(cols, params, n)
         else:
             raw, row, prepared = compiled.launch(cols, params, n)
+        raw = decoded(raw, compiled.lowered, source)
     except Exception as exc:
         return _failed(q, term, fns, name, n, exc, t0)
     result = fast.finish(raw) if fast.finish_term is term else assemble(compiled.lowered, raw, term)
@@ -268,10 +270,19 @@ def _failed(q, term: Terminal, fns, name: str, n: int, exc: Exception, t0: float
     compiled, origin, compile_ms = _compiled("cpu", source, cols, q, term, infos, False)
     params = param_values(compiled.lowered, infos, source) if compiled.lowered.bindings else ()
     raw, row, prepared = compiled.launch(cols, params, n)
+    raw = decoded(raw, compiled.lowered, source)
     trace.kernels.extend(_fresh_rows(prepared, row, origin, compile_ms))
     trace.total_ms = (_clock() - t0) * 1e3
     _last.value = trace
     return assemble(compiled.lowered, raw, term)
+
+
+def decoded(raw, lowered, source):
+    """raw with the string columns' codes decoded (a table source with string columns)."""
+    strings = getattr(lowered, "strings", ())
+    if not strings:
+        return raw
+    return decode(raw, strings, source._table.dictionaries, getattr(lowered, "assemble", None) is not None)
 
 
 def describe(q, term: Terminal, infos: list) -> str:

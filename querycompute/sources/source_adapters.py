@@ -34,6 +34,7 @@ import numpy as np
 
 from querycompute._codegen import dtypes
 from ..errors import InputTypeError
+from . import string_columns as _strings
 
 NULL_WAYS = ("fill the nulls (fill_null(...) in polars/pyarrow, fillna(...) in pandas) or "
              "drop them (drop_nulls() / dropna()) before querying")
@@ -187,19 +188,28 @@ def _pyarrow_array(a, what: str):
 class Table:
     """A table input: `fields` (str names of the columns kernels can read, in table order),
     `skipped` ({name: why not}), `column(name)` -> that column as a host array."""
-    __slots__ = ("frame", "fields", "keys", "skipped", "get", "narrowed")
+    __slots__ = ("frame", "fields", "keys", "skipped", "get", "narrowed", "strings", "dictionaries")
 
-    def __init__(self, frame, names: list, get, problem):
+    def __init__(self, frame, names: list, get, problem, text=None):
         self.frame = frame
         self.get = get                 # (frame, key) -> the column object
         fields, keys, skipped = [], {}, {}
+        # String columns (string_columns.py): read as int32 codes, their sorted dictionary
+        # kept per call in `dictionaries` (the kernel parameters and the decoding read it).
+        self.strings: frozenset = frozenset()
+        self.dictionaries: dict = {}
+        strings = set()
         strs = [key if isinstance(key, str) else str(key) for key in names]
         for key, name in zip(names, strs):
             if strs.count(name) > 1:   # usable while no lambda reads it
                 skipped[name] = (f"is the name of {strs.count(name)} columns (column names are "
                                  f"read as strings); rename one")
                 continue
-            why = problem(key)
+            if text is not None and text(key):
+                strings.add(name)
+                why = None
+            else:
+                why = problem(key)
             if why is None:
                 fields.append(name)
                 keys[name] = key
@@ -211,10 +221,16 @@ class Table:
         self.fields = tuple(fields)
         self.keys = keys
         self.skipped = skipped
+        self.strings = frozenset(strings)
         self.narrowed = {}             # field subset -> its Source (sources.Source.narrow)
 
     def column(self, name: str):
-        return self.get(self.frame, self.keys[name])
+        col = self.get(self.frame, self.keys[name])
+        if name in self.strings:       # this call's codes; its dictionary kept for the call
+            enc = _strings.encode(col, f"column {name!r}")
+            self.dictionaries[name] = enc.dictionary
+            return enc.codes
+        return col
 
 
 def read_hint(dt) -> str:
@@ -298,19 +314,21 @@ def table_of(x: Any) -> Table | None:
     """The Table of a table input, or None when `x` is not one (dicts and structured arrays
     are sources.py's own)."""
     if _is(x, "pandas", "DataFrame"):
-        return Table(x, list(x.columns), lambda f, k: f[k], lambda k: _pandas_problem(x[k]))
+        return Table(x, list(x.columns), lambda f, k: f[k], lambda k: _pandas_problem(x[k]),
+                     lambda k: _strings.is_text(x[k]))
     if _is(x, "polars", "LazyFrame"):
         schema = x.collect_schema()
-        x = x.select([n for n, t in schema.items() if t.is_numeric() or str(t) == "Boolean"]
+        x = x.select([n for n, t in schema.items() if t.is_numeric() or str(t) == "Boolean"
+                      or str(t).split("(")[0] in ("String", "Utf8", "Categorical", "Enum")]
                      or list(schema)[:1]).collect()     # only the columns a kernel can read
     if _is(x, "polars", "DataFrame"):
         return Table(x, list(x.columns), lambda f, k: f.get_column(k),
-                     lambda k: _polars_problem(x.get_column(k)))
+                     lambda k: _polars_problem(x.get_column(k)), lambda k: _strings.is_text(x.get_column(k)))
     if _is(x, "pyarrow", "RecordBatchReader"):     # an Arrow stream: read once, here
         x = x.read_all()
     if _is(x, "pyarrow", "Table", "RecordBatch"):
         return Table(x, list(x.schema.names), lambda f, k: f.column(k),
-                     lambda k: _arrow_problem(x.column(k)))
+                     lambda k: _arrow_problem(x.column(k)), lambda k: _strings.is_text(x.column(k)))
     if _pkg(x) not in ("numpy", "pandas", "polars", "pyarrow") and not hasattr(x, "__array__") \
             and (hasattr(x, "__arrow_c_stream__") or hasattr(x, "__arrow_c_array__")):
         pa = _pyarrow()
@@ -330,9 +348,9 @@ def dict_table(d: dict) -> Table:
         if not isinstance(k, str):
             raise InputTypeError(f"table column names must be strings, got {k!r}; name the column "
                             f"{str(k)!r} and read it as r[{str(k)!r}]")
-    return Table(d, list(d), lambda f, k: f[k], lambda k: _array_problem(d[k]))
+    return Table(d, list(d), lambda f, k: f[k], lambda k: _array_problem(d[k]), lambda k: _strings.is_text(d[k]))
 
 
 def structured_table(rec: np.ndarray) -> Table:
     return Table(rec, list(rec.dtype.names), lambda f, k: f[k],
-                 lambda k: _array_problem(rec[k]))
+                 lambda k: _array_problem(rec[k]), lambda k: _strings.is_text(rec[k]))
