@@ -30,7 +30,7 @@ import numpy as np
 
 from ..errors import QueryError
 from .members import Members
-from .translate_ops import FLIP, binary, const, fail, logical, logical_not
+from .translate_ops import FLIP, binary, const, fail, logical, logical_not, select
 from .values import Scalar, StrCodes
 
 CODE = "int32"
@@ -254,7 +254,6 @@ def binop(tr, node: ast.BinOp) -> None:
 
 def pick(cond: Scalar, a, b, at: str) -> Scalar:
     """`a if cond else b` with a string column in a branch: both the same column."""
-    from .translate_ops import select
     if type(a) is not StrCodes or type(b) is not StrCodes or a.column != b.column:
         fail(at, "a conditional expression picks between a string column and something else "
                  "(another column, a literal); both branches must be the same string column",

@@ -21,6 +21,7 @@ from ..frontend.capture import LambdaSource, capture_values, lambda_source
 from ..frontend.shipped import Shipped
 from ..frontend.exact import derived_value, is_derived
 from ..frontend.strings import is_string_param, param_value as string_param
+from ..frontend.values import StrCodes
 
 if TYPE_CHECKING:
     from .fusion import Lowered, Lowering
@@ -74,7 +75,7 @@ def initial_element(source: Source, dts: tuple, lw: Lowering):
     from querycompute._codegen import expr as E
     from querycompute._codegen.program import InputSpec
 
-    from ..frontend.values import RecordVal, Scalar, StrCodes, TupleVal
+    from ..frontend.values import RecordVal, Scalar, TupleVal
     if source.kind == "range":
         start = lw.b.param(("range", 0), "int64")
         step = lw.b.param(("range", 2), "int64")
