@@ -33,6 +33,13 @@ def wants_dask(arrays: tuple, columns: dict) -> bool:
     return any(is_dask(a) for a in (*items, *columns.values()))
 
 
+# Each partition would encode a string column with a dictionary of its own, and partial
+# results combine by code: refused until the dictionary is shared across partitions.
+DASK_STRINGS = ("is a string column; a Dask query reads numeric columns only (each partition "
+                "would encode the strings with a dictionary of its own): encode it first, e.g. "
+                "ddf.name.astype('category').cat.as_known().cat.codes")
+
+
 class DaskSource(Source):
     """A Source whose columns are Dask collections with aligned blocks.
     `blocks()` -> one tuple of delayed per-chunk inputs per chunk, in order."""
@@ -49,8 +56,8 @@ class DaskSource(Source):
             from ..sources.source_adapters import table_of
             from ..sources.sources import _as_1d
             table = table_of(frame._meta)
-            fields = tuple(f for f in fields if f in table.fields)
-            self.frame_skipped = table.skipped
+            fields = tuple(f for f in fields if f in table.fields and f not in table.strings)
+            self.frame_skipped = dict(table.skipped, **{f: DASK_STRINGS for f in table.strings})
             self.meta = tuple(_as_1d(table.column(f), f"column {f!r}") for f in fields)
         self.compute = True              # False: terminals return Dask objects (dask_run.lazy)
         super().__init__(kind, self.meta, fields)

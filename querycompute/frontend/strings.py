@@ -182,6 +182,8 @@ def _member(tr, a, na: ast.AST, right: ast.AST, at: str) -> Scalar:
     elif isinstance(right, ast.Name) and right.id not in tr.locals and \
             type(tr._lookup_quiet(right.id)) is Members:
         members = tr._lookup_quiet(right.id)
+        if members.size == 0 and not members.refused:
+            return const(False, at)                   # `in ()`: False, as in Python
         if members.refused or members.dtype != "str":
             why = members.refused or "holds numbers"
             fail(tr.at(right), f"captured {right.id!r} ({members.kind}) {why}; a set tested "

@@ -142,7 +142,8 @@ def param_values(lowered: Lowered, infos: list, source: Source) -> list:
             out.append(infos[where][1][name])
             continue
         if is_string_param(name):       # a string's code in this call's dictionary
-            out.append(string_param(name, source._table.dictionaries, infos[where][1]))
+            env = None if infos is None or infos[where] is None else infos[where][1]   # (constants)
+            out.append(string_param(name, source._table.dictionaries, env))
             continue
         if is_derived(name):            # a weak sub-expression of captured ints, exact
             src = infos[where][0]

@@ -65,7 +65,7 @@ def is_text(col) -> bool:
 def _text_kind(a: np.ndarray) -> bool:
     if a.dtype.kind in "US":
         return True
-    return a.dtype == object and len(a) > 0 and isinstance(a[0], str)
+    return a.dtype == object and (len(a) == 0 or isinstance(a[0], str))   # (empty: no numbers)
 
 
 def _arrow_text(t) -> bool:

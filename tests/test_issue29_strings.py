@@ -1,0 +1,167 @@
+"""Issue 29 item 4: string columns, dictionary-encoded when the query binds (kernels see int32
+codes; sources/string_columns.py, frontend/strings.py), against Python's own str methods on
+every backend that runs here (numpy, cpu, opencl; webgpu with 32-bit values)."""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import querycompute as qc
+from querycompute.errors import InputTypeError, QueryError, UnsupportedLambdaError
+
+SETTINGS = dict(deadline=None, max_examples=5,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+AVAILABLE = qc.backends()
+BACKENDS = [b for b in ("numpy", "cpu", "opencl") if AVAILABLE[b]["available"]]
+# empty strings, non-ASCII (2-, 3- and 4-byte UTF-8), prefixes of one another
+WORDS = ["", "a", "ab", "abc", "b", "B", "é", "éa", "日本", "日", "😀", "z"]
+PROBES = WORDS + ["aa", "absent", "\U0010ffff"]
+
+
+def py_rows(names, vals, pred):
+    return [v for n, v in zip(names, vals) if pred(n)]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@given(data=st.data())
+@settings(**SETTINGS)
+def test_predicates_match_python_str(backend, data):
+    names = data.draw(st.lists(st.sampled_from(WORDS), max_size=12))
+    t = data.draw(st.sampled_from(PROBES))          # a constant that may be absent
+    names_set = tuple(data.draw(st.lists(st.sampled_from(PROBES), max_size=4)))
+    vals = np.arange(len(names), dtype=np.int32)
+    q = qc.query({"n": np.array(names, dtype=object), "v": vals}).on(backend)
+    cases = [
+        (lambda r: r.n == t, lambda n: n == t),
+        (lambda r: r.n != t, lambda n: n != t),
+        (lambda r: r.n < t, lambda n: n < t),
+        (lambda r: r.n <= t, lambda n: n <= t),
+        (lambda r: t < r.n, lambda n: t < n),
+        (lambda r: r.n >= t, lambda n: n >= t),
+        (lambda r: r.n.startswith(t), lambda n: n.startswith(t)),
+        (lambda r: r.n in names_set, lambda n: n in names_set),
+        (lambda r: r.n not in ("a", "é"), lambda n: n not in ("a", "é")),
+        (lambda r: "a" <= r.n < "b", lambda n: "a" <= n < "b"),
+        (lambda r: r.n.startswith(("a", "日")), lambda n: n.startswith(("a", "日"))),
+    ]
+    for pred, want in cases:
+        got = q.where(pred).select(lambda r: r.v).to_list()
+        assert got == py_rows(names, vals.tolist(), want), (t, names_set)
+
+
+def _inputs():
+    """The same column as every input kind DESIGN.md lists (those installed)."""
+    names = ["b", "", "é", "a", "b"]
+    out = {"numpy U": {"n": np.array(names), "v": np.arange(5)},
+           "numpy object": {"n": np.array(names, dtype=object), "v": np.arange(5)},
+           "numpy S": {"n": np.array([s.encode() if s.isascii() else b"e" for s in names]),
+                       "v": np.arange(5)}}
+    pd = pytest.importorskip("pandas")
+    for dt in ("object", "str", "string", "category"):
+        out[f"pandas {dt}"] = pd.DataFrame({"n": pd.Series(names, dtype=dt), "v": np.arange(5)})
+    pa = pytest.importorskip("pyarrow")
+    for ty in (pa.string(), pa.large_string()):
+        out[f"arrow {ty}"] = pa.table({"n": pa.array(names, ty), "v": np.arange(5)})
+    out["arrow dictionary"] = pa.table({"n": pa.array(names).dictionary_encode(), "v": np.arange(5)})
+    out["arrow chunked"] = pa.table({"n": pa.chunked_array([names[:2], names[2:]]), "v": np.arange(5)})
+    pl = pytest.importorskip("polars")
+    out["polars String"] = pl.DataFrame({"n": names, "v": np.arange(5)})
+    out["polars Categorical"] = pl.DataFrame({"n": pl.Series(names, dtype=pl.Categorical), "v": np.arange(5)})
+    out["polars Enum"] = pl.DataFrame({"n": pl.Series(names, dtype=pl.Enum(["é", "b", "a", ""])),
+                                       "v": np.arange(5)})
+    return out
+
+
+@pytest.mark.parametrize("kind", list(_inputs()))
+def test_every_input_kind(kind):
+    src = _inputs()[kind]
+    want = ["b", "", "é" if kind != "numpy S" else "e", "a", "b"]
+    q = qc.query(src)
+    assert q.select(lambda r: r.n).to_list() == want
+    assert q.where(lambda r: r.n == "b").select(lambda r: r.v).to_list() == [0, 4]
+    assert q.where(lambda r: r.n < "b").select(lambda r: r.v).to_list() == [1, 3]
+    g = q.group_by(lambda r: r.n).agg(c=qc.count())
+    assert g["key"].tolist() == sorted(set(want)) and g["c"].tolist() == [1, 1, 2, 1]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_relational_operators_decode(backend):
+    pd = pytest.importorskip("pandas")
+    df = pd.DataFrame({"n": ["pear", "apple", "fig", "apple", "", "Äpfel"], "v": [1, 2, 3, 4, 5, 6]})
+    q = qc.query(df).on(backend)
+    assert q.order_by(lambda r: r.n).select(lambda r: r.n).to_list() == sorted(df.n)
+    assert q.order_by_descending(lambda r: r.n).then_by(lambda r: r.v).select(lambda r: (r.n, r.v)).to_list() == \
+        sorted(zip(df.n, df.v), key=lambda p: (p[0], -p[1]), reverse=True)
+    assert q.distinct(lambda r: r.n).select(lambda r: r.n).to_list() == list(dict.fromkeys(df.n))
+    g = q.group_by(lambda r: r.n).agg(s=qc.sum(lambda r: r.v))
+    assert dict(zip(g["key"].tolist(), g["s"].tolist())) == df.groupby("n").v.sum().to_dict()
+    arr = q.where(lambda r: r.n != "fig").select(lambda r: r.n).to_array()
+    assert arr.dtype == object and arr.tolist() == [s for s in df.n if s != "fig"]
+    out = q.where(lambda r: r.n.startswith("a")).to_pandas()
+    assert out.n.tolist() == ["apple", "apple"] and out.v.tolist() == [2, 4]
+    picked = q.select(lambda r: {"n": r.n if r.v > 2 else r.n, "v": r.v}).take(2).to_list()
+    assert picked == [{"n": "pear", "v": 1}, {"n": "apple", "v": 2}]
+
+
+def test_empty_column_and_nulls():
+    pd = pytest.importorskip("pandas")
+    q = qc.query(pd.DataFrame({"n": pd.Series([], dtype=object), "v": np.zeros(0)}))
+    assert q.where(lambda r: r.n == "x").count() == 0
+    assert q.select(lambda r: r.n).to_list() == []
+    for col in (pd.Series(["a", None]), pd.Series(["a", None], dtype="string"),
+                pd.Series(["a", None], dtype="category"), np.array(["a", None], dtype=object)):
+        with pytest.raises(InputTypeError, match="null"):
+            qc.query({"n": col, "v": np.arange(2)}).where(lambda r: r.n == "a").count()
+    pa = pytest.importorskip("pyarrow")
+    with pytest.raises(InputTypeError, match="null"):
+        qc.query(pa.table({"n": pa.array(["a", None]), "v": [1, 2]})).where(lambda r: r.n == "a").count()
+
+
+def test_captured_string_changes_without_recompiling():
+    q = qc.query(n=np.array(["x", "y", "x", "z"]), v=np.arange(4)).on("cpu")
+    want = "x"
+    assert q.where(lambda r: r.n == want).count() == 2
+    for want, n in (("y", 1), ("absent", 0), ("z", 1)):
+        assert q.where(lambda r: r.n == want).count() == n
+        assert qc.last_trace().kernels[0].cache == "memory"     # no new kernel for a new value
+    # new data: a new dictionary and new codes, the same kernel
+    q2 = qc.query(n=np.array(["a", "z", "z"]), v=np.arange(3)).on("cpu")
+    assert q2.where(lambda r: r.n == want).count() == 2
+    assert qc.last_trace().kernels[0].cache == "memory"
+
+
+def test_refusals_are_located():
+    q = qc.query(n=np.array(["a", "b"]), m=np.array(["c", "d"]), v=np.arange(2))
+    line = lambda: None  # noqa: E731  (this file's name in the messages)
+    for fn, pattern in (
+            (lambda r: r.n + "x", "builds a string"),
+            (lambda r: f"{r.n}!", "f-string"),
+            (lambda r: r.n.upper(), "built inside a lambda"),
+            (lambda r: r.n.endswith("a"), "not supported yet"),
+            (lambda r: len(r.n), "not supported yet"),
+            (lambda r: "a" in r.n, "substring"),
+            (lambda r: r.n == r.m, "dictionaries of their own"),
+            (lambda r: r.n * 2, "as a number"),
+            (lambda r: r.n == 1, "not a string")):
+        with pytest.raises(UnsupportedLambdaError, match=pattern) as e:
+            q.select(fn).to_array()
+        assert re.search(r"test_issue29_strings\.py:\d+:\d+", str(e.value)), str(e.value)
+    del line
+    with pytest.raises(QueryError, match="aggregates compute on numbers"):
+        q.max(lambda r: r.n)
+    with pytest.raises(QueryError, match="string key"):
+        q.join(qc.query(n=np.array(["a"]), w=np.arange(1)), lambda r: r.n, lambda o: o.n,
+               lambda a, b: a.v).to_list()
+
+
+@pytest.mark.skipif("opencl" not in BACKENDS, reason="no OpenCL device")
+def test_opencl_kernels_see_codes_only():
+    q = qc.query(n=np.array(["b", "a", "c"]), v=np.arange(3, dtype=np.int32)).on("opencl")
+    wanted = q.where(lambda r: r.n >= "b")
+    assert wanted.select(lambda r: r.v).to_list() == [0, 2]
+    src = wanted.source(backend="opencl", terminal="count")
+    assert "int" in src and '"b"' not in src and "char" not in src.replace("uchar", "")
