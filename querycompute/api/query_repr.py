@@ -48,7 +48,9 @@ def columns(q) -> tuple[list[tuple[str, str]], str]:
     if src.kind == "range":
         return [("range" + repr(tuple(src.range_args)), "int64")], n
     names = src.fields or (("x",) if len(cols) == 1 else tuple(f"x{i}" for i in range(len(cols))))
-    return [(name, str(c.dtype)) for name, c in zip(names, cols)], n
+    strings = src._table.strings if src._table is not None else ()
+    return [(name, "str (int32 codes)" if name in strings else str(c.dtype))   # string_columns.py
+            for name, c in zip(names, cols)], n
 
 
 def text(q) -> str:

@@ -159,7 +159,9 @@ def refuse_strings(value, what: str) -> None:
         raise QueryError(f"{what} over string column {found[0][1]!r}: aggregates compute on "
                          f"numbers, and a string column is read as codes; to_array(), to_list(), "
                          f"to_pandas(), group_by / order_by / distinct keys and the string tests of "
-                         f"a where read it (its first row in order: .order_by(key).take(1).to_list())")
+                         f"a where read it (its first row in order: .order_by(key).take(1).to_list()); "
+                         f"to compute on a categorical column's codes, read them as numbers first "
+                         f"(pandas .cat.codes, polars .to_physical(), Arrow .indices)")
 
 
 def key_leaves(v) -> tuple:

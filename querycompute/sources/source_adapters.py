@@ -233,6 +233,12 @@ class Table:
         return col
 
 
+# Strings are read as a table's columns (string_columns.py: a record field r.name), not as
+# the elements themselves.
+STRINGS_HINT = (", or query them as a table's column: qc.query(name=a) (or a DataFrame's "
+                "column), then r.name in the lambdas")
+
+
 def read_hint(dt) -> str:
     """"; what to read instead" for a dtype no kernel reads (NumPy, pandas, polars or Arrow),
     or "" when there is nothing specific to say: dates and durations as their integer ticks,
@@ -244,7 +250,7 @@ def read_hint(dt) -> str:
             return "; read its integer codes instead: .to_physical()"
         if base in ("String", "Utf8"):
             return ("; strings are not readable: encode them as integer codes first, "
-                    ".cast(pl.Categorical).to_physical()")
+                    ".cast(pl.Categorical).to_physical()" + STRINGS_HINT)
         if base in ("Datetime", "Date", "Duration", "Time"):
             return "; read its integer ticks instead: .to_physical()"
         return ""
@@ -260,7 +266,8 @@ def read_hint(dt) -> str:
         return '; read its integer ticks instead: .astype("int64")'
     if name in ("object", "string", "str") or name.startswith(("<U", "|S", "string[")):
         return ("; strings are not readable: encode them as integer codes first "
-                "(np.unique(a, return_inverse=True)[1], or .astype(\"category\").cat.codes in pandas)")
+                "(np.unique(a, return_inverse=True)[1], or .astype(\"category\").cat.codes in pandas)"
+                + STRINGS_HINT)
     return ""
 
 
