@@ -168,9 +168,17 @@ def _member(tr, a, na: ast.AST, right: ast.AST, at: str) -> Scalar:
             fail(at, f"a substring test `in` {NOT_YET}", "In")
         fail(at, f"a string in {ast.unparse(right)}: the right of `in` must be a string column "
                  f"or, for a string column on the left, a set of strings", "In")
-    if type(a) is not StrCodes:
-        fail(at, f"{ast.unparse(na)} is not a string column but the set holds strings; "
-                 f"membership compares like with like", "In")
+    if type(a) is not StrCodes:                       # a number in a set of strings
+        if isinstance(right, ast.Name):
+            members = tr._lookup_quiet(right.id)
+            fail(tr.at(right), f"captured {right.id!r} ({members.kind}) holds "
+                               f"{tr._lookup_quiet(right.id + '[0]')!r}: membership of "
+                               f"{ast.unparse(na)} is tested on numbers; strings are tested "
+                               f"against a string column only", "In")
+        e = next(e for e in right.elts if isinstance(e, ast.Constant) and isinstance(e.value, str))
+        fail(tr.at(e), f"{e.value!r} is a string: membership of {ast.unparse(na)} is tested on "
+                       f"numbers (bool, int, float); strings are not supported in a value set "
+                       f"of numbers (only against a string column)", "In")
     if isinstance(right, (ast.Tuple, ast.List, ast.Set)):
         args = []
         for e in right.elts:

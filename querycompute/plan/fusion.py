@@ -17,7 +17,7 @@ from querycompute._codegen.associative import provably_associative
 from querycompute._codegen.program import Agg, ElementProgram, Filter, Let, ParamSpec, Pass, Reduce, ToArray
 
 from ..graph import terminals as T
-from ..errors import QueryError, UnsupportedLambdaError
+from ..errors import QueryError, UnsupportedLambdaError, UnsupportedTypeError
 from ..frontend import RecordVal, Scalar, TupleVal, translate
 from ..frontend.values import StrCodes
 from ..frontend.shaped import ShapedVal, map_items
@@ -156,7 +156,7 @@ def refuse_strings(value, what: str) -> None:
         return
     found = string_leaves(leaves(value)[2] if not isinstance(value, Scalar) else (value,))
     if found:
-        raise QueryError(f"{what} over string column {found[0][1]!r}: aggregates compute on "
+        raise UnsupportedTypeError(f"{what} over string column {found[0][1]!r}: aggregates compute on "
                          f"numbers, and a string column is read as codes; to_array(), to_list(), "
                          f"to_pandas(), group_by / order_by / distinct keys and the string tests of "
                          f"a where read it (its first row in order: .order_by(key).take(1).to_list()); "
