@@ -20,6 +20,7 @@ from ..backends import registry
 from ..graph.graph import PLAIN, POSITIONAL, Count, Terminal, heavy
 from ..errors import QueryError, codegen_errors
 from ..frontend.exact import origin
+from ..frontend.strings import is_string_param, origin as string_origin
 from ..plan.plan import lower_query
 from .query_terminals import positional
 from .explain_stages import origin_note
@@ -83,7 +84,8 @@ def _params_text(params, bindings) -> str:
     """p0:int64 = codes[0], ...: each parameter with the captured value it carries."""
     if len(bindings) != len(params):
         return ", ".join(f"{ps.name}:{ps.dtype}" for ps in params)
-    return ", ".join(f"{ps.name}:{ps.dtype}" + ("" if b[0] == "window" else f" = {origin(b[1])}")
+    return ", ".join(f"{ps.name}:{ps.dtype}" + ("" if b[0] == "window" else
+                                                 f" = {string_origin(b[1]) if is_string_param(b[1]) else origin(b[1])}")
                      for ps, b in zip(params, bindings))
 
 
@@ -113,7 +115,9 @@ def explain(q, backend: str | None, terminal: Any) -> str:
     if src.kind == "range":
         out.append(f"  source: range{src.range_args} -> int64, n={n}")
     else:
-        desc = ", ".join(f"{f}:{c.dtype}" if src.fields else f"{c.dtype}[stride {c.strides[0] // c.itemsize}]"
+        strings = src._table.strings if src._table is not None else ()
+        desc = ", ".join((f"{f}:str as {c.dtype} codes" if f in strings else f"{f}:{c.dtype}") if src.fields
+                         else f"{c.dtype}[stride {c.strides[0] // c.itemsize}]"
                          for f, c in zip(src.fields or [""] * len(cols), cols))
         out.append(f"  source: {src.kind}({desc}), n={n}" + origin_note(src))
         if src.shapes:                 # shaped elements: the strategy (shaped.py)

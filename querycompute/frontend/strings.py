@@ -84,6 +84,18 @@ def param_value(name: tuple, dictionaries: dict, env: dict) -> np.int32:
     return np.int32(cut(d, s, key=lambda t: t[:k]))
 
 
+_ORIGIN = {"code": "the code of {t} in {c}'s dictionary (-1: absent)",
+           "lo": "the first code of {c} >= {t}", "hi": "the first code of {c} > {t}",
+           "plo": "the first code of {c} starting with {t}",
+           "phi": "the code after the last of {c} starting with {t}"}
+
+
+def origin(name: tuple) -> str:
+    """What a string parameter carries, for explain()."""
+    _, kind, column, arg = name
+    return _ORIGIN[kind].format(t=repr(arg[1]) if arg[0] == "const" else arg[1], c=column)
+
+
 # --- translation ----------------------------------------------------------------------------
 def _text(tr, node: ast.AST):
     """("const", text) / ("cap", key) for a string literal or a captured str; None else.
