@@ -158,6 +158,14 @@ def test_refusals_are_located():
                lambda a, b: a.v).to_list()
 
 
+@pytest.mark.skipif(not AVAILABLE["webgpu"]["available"], reason="no WebGPU adapter")
+def test_webgpu_with_32_bit_values():
+    q = qc.query(n=np.array(["b", "a", "c", "é", ""]), v=np.arange(5, dtype=np.int32)).on("webgpu")
+    assert q.where(lambda r: r.n >= "b").select(lambda r: r.v).to_list() == [0, 2, 3]
+    assert q.where(lambda r: r.n.startswith("é")).count() == 1
+    assert q.order_by(lambda r: r.n).select(lambda r: r.n).to_list() == ["", "a", "b", "c", "é"]
+
+
 @pytest.mark.skipif("opencl" not in BACKENDS, reason="no OpenCL device")
 def test_opencl_kernels_see_codes_only():
     q = qc.query(n=np.array(["b", "a", "c"]), v=np.arange(3, dtype=np.int32)).on("opencl")

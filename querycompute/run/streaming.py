@@ -65,6 +65,9 @@ def wanted(q, term: Terminal, name: str, cols, n: int) -> bool:
         return False
     if any(type(c) is not np.ndarray for c in cols):
         return False                   # device arrays are already there
+    table = q._source._table
+    if table is not None and table.strings:
+        return False                   # string codes: one dictionary per call, not per chunk
     if sum(c.nbytes for c in cols) <= limit or n <= chunk_length(cols, limit):
         return False
     return not any(NODES[letter].breaks_stage for letter in q._kinds)
