@@ -42,6 +42,12 @@ from ..sources.sources import Source, is_device_array
 from ..run import partials as P
 from .ship import ship_chain, ship_terminal
 
+# Each partition would encode a string column with a dictionary of its own, and partial
+# results combine by code: refused until the dictionary is shared across partitions.
+DASK_STRINGS = ("is a string column; a Dask query reads numeric columns only (each partition "
+                "would encode the strings with a dictionary of its own): encode it first, e.g. "
+                "ddf.name.astype('category').cat.as_known().cat.codes")
+
 # What each worker ran: (pid, backend, terminal, n, ((kernel, cache origin), ...)).
 # worker_log() reads it (e.g. client.run(worker_log)); bounded, newest last.
 _LOG: collections.deque = collections.deque(maxlen=256)
@@ -87,6 +93,7 @@ def _frame_source(frame, fields: tuple) -> Source:
     is told; the engine reads only the columns the lambdas read (column_use.py)."""
     from ..sources.source_adapters import table_of
     table = table_of(frame)
+    table.skipped.update({f: DASK_STRINGS for f in table.strings})
     return Source("table", (frame,), tuple(f for f in fields if f not in table.skipped), table=table)
 
 

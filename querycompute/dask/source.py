@@ -18,6 +18,7 @@ import sys
 import numpy as np
 
 from ..sources.sources import Source
+from .run import DASK_STRINGS
 
 
 def is_dask(x) -> bool:
@@ -31,13 +32,6 @@ def is_dask(x) -> bool:
 def wants_dask(arrays: tuple, columns: dict) -> bool:
     items = arrays[0].values() if len(arrays) == 1 and isinstance(arrays[0], dict) else arrays
     return any(is_dask(a) for a in (*items, *columns.values()))
-
-
-# Each partition would encode a string column with a dictionary of its own, and partial
-# results combine by code: refused until the dictionary is shared across partitions.
-DASK_STRINGS = ("is a string column; a Dask query reads numeric columns only (each partition "
-                "would encode the strings with a dictionary of its own): encode it first, e.g. "
-                "ddf.name.astype('category').cat.as_known().cat.codes")
 
 
 class DaskSource(Source):
