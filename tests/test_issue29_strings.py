@@ -173,3 +173,21 @@ def test_opencl_kernels_see_codes_only():
     assert wanted.select(lambda r: r.v).to_list() == [0, 2]
     src = wanted.source(backend="opencl", terminal="count")
     assert "int" in src and '"b"' not in src and "char" not in src.replace("uchar", "")
+
+
+def test_strings_flow_through_renames_grouped_queries_and_lazy_frames():
+    pd = pytest.importorskip("pandas")
+    df = pd.DataFrame({"a": [1, 2, 3, 4, 5], "n": ["b", "a", "b", "ça", ""]})
+    q = qc.query(df).on("numpy")
+    # a renamed string field keeps its dictionary: its tests and its decoding follow it
+    assert q.select(lambda r: {"k": r.n, "a2": r.a * 2}).where(lambda r: r.k >= "b").to_list() == \
+        [{"k": "b", "a2": 2}, {"k": "b", "a2": 6}, {"k": "ça", "a2": 8}]
+    # a group_by result as a query: its string keys are a string column again
+    g = q.group_by(lambda r: r.n).agg(s=qc.sum(lambda r: r.a))
+    assert g.where(lambda k: k.key != "b").to_list() == \
+        [{"key": "", "s": 5}, {"key": "a", "s": 2}, {"key": "ça", "s": 4}]
+    pl = pytest.importorskip("polars")
+    lazy = pl.DataFrame({"n": ["x", "y"], "v": [1, 2]}).lazy()
+    assert qc.query(lazy).where(lambda r: r.n == "y").to_list() == [{"n": "y", "v": 2}]
+    out = q.where(lambda r: r.n == "b").to_polars()
+    assert out["n"].dtype == pl.String and out["n"].to_list() == ["b", "b"]
