@@ -191,3 +191,23 @@ def test_strings_flow_through_renames_grouped_queries_and_lazy_frames():
     assert qc.query(lazy).where(lambda r: r.n == "y").to_list() == [{"n": "y", "v": 2}]
     out = q.where(lambda r: r.n == "b").to_polars()
     assert out["n"].dtype == pl.String and out["n"].to_list() == ["b", "b"]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_join_on_numbers_carries_this_sides_strings(backend):
+    pd = pytest.importorskip("pandas")
+    a = pd.DataFrame({"id": [1, 2, 3, 1], "n": ["b", "a", "c", "é"]})
+    b = pd.DataFrame({"id": [1, 3], "w": [10.0, 30.0]})
+    j = qc.query(a).on(backend).join(qc.query(b), lambda r: r.id, lambda o: o.id,
+                                     lambda r, o: {"n": r.n, "w": o.w})
+    assert j.to_list() == [{"n": "b", "w": 10.0}, {"n": "c", "w": 30.0}, {"n": "é", "w": 10.0}]
+    assert j.where(lambda r: r.n < "c").to_list() == [{"n": "b", "w": 10.0}]
+    lj = qc.query(a).on(backend).left_join(qc.query(b), lambda r: r.id, lambda o: o.id,
+                                           lambda r, o: {"n": r.n, "m": qc.matched(o)})
+    assert lj.order_by(lambda r: r.n).select(lambda r: (r.n, r.m)).to_list() == \
+        [("a", False), ("b", True), ("c", True), ("é", True)]
+    assert qc.query(a).on(backend).intersect_by(qc.query(b), lambda r: r.id, lambda o: o.id) \
+        .select(lambda r: r.n).to_list() == ["b", "c", "é"]
+    with pytest.raises(QueryError, match="other query's elements hold a string column"):
+        qc.query(b).on(backend).join(qc.query(a), lambda r: r.id, lambda o: o.id,
+                                     lambda r, o: {"w": r.w, "n": o.n}).to_list()
