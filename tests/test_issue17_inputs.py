@@ -259,3 +259,18 @@ def test_item2_only_the_columns_the_lambdas_read_are_read():
                    lambda: q.select(lambda r: r).to_list(), lambda: q.first(lambda r: r.a > 1)):
         with pytest.raises(TypeError, match="column 'n' holds 1 null"):
             read_n()                        # the record itself, or n, is read
+
+
+@pytest.mark.parametrize("backend", ["numpy", "cpu"])
+def test_whole_records_over_a_table_with_an_unreadable_column_are_refused_not_cut(backend):
+    """A column no kernel can read (here: a null) is no obstacle to a query that does not read
+    it, but a result of the table's whole records would leave it out: refused, naming it."""
+    pd = pytest.importorskip("pandas")
+    df = pd.DataFrame({"a": [3, 1, 2], "n": pd.array([1, None, 3], dtype="Int64")})
+    q = qc.query(df).on(backend)
+    for run in (q.to_array, q.to_list, q.first, lambda: q.order_by(lambda r: r.a).to_list(),
+                lambda: q.where(lambda r: r.a > 1).to_pandas()):
+        with pytest.raises(qc.QueryError, match=r"whole records.*'n': holds 1 null"):
+            run()
+    assert q.select(lambda r: {"a": r.a}).to_list() == [{"a": 3}, {"a": 1}, {"a": 2}]
+    assert q.sum(lambda r: r.a) == 6 and q.count() == 3

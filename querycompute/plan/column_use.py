@@ -22,6 +22,7 @@ from __future__ import annotations
 import ast
 
 from ..artifacts import ArtifactCache
+from ..errors import QueryError
 from ..graph import terminals as T
 from ..graph.graph import NODES, Count
 from .plan import slot_info
@@ -39,6 +40,8 @@ def narrowed(q, term, fns):
     """`q`, or a copy of it over a Source narrowed to the columns its lambdas read."""
     src = q._source
     fields = used_fields(src.fields, q._kinds, q._ops, term, fns)
+    if fields is None and src.skipped and returns_records(q._kinds, term):
+        refuse_unreadable(src.skipped)
     if fields is None or len(fields) == len(src.fields):
         return q
     return type(q)(src.narrow(fields), q._ops, q._backend, q._kinds, q._codes)
@@ -51,6 +54,29 @@ def used_fields(fields: tuple, kinds: str, ops: tuple, term, fns) -> tuple | Non
     steps = ((NODES[letter], None if fn is None else slot_info(fn)[0]) for letter, fn in zip(kinds, ops))
     names = fields_read(steps, term.name, _term_steps(term, fns))
     return None if names is None else _in_order(fields, names)
+
+
+# Terminals that return the elements themselves (when not aggregates inside agg())
+_RETURNS_ELEMENTS = frozenset(("to_array", "to_list", "first", "last", "single", "element_at"))
+
+
+def returns_records(kinds: str, term) -> bool:
+    """Whether the result holds the source's records themselves: no operator makes new
+    elements and the terminal returns elements."""
+    if any(NODES[letter].makes_element for letter in kinds):
+        return False
+    return term.name in _RETURNS_ELEMENTS or (
+        term.name != "agg" and any(kind in _RETURNS_ELEMENTS for kind, _ in term.specs))
+
+
+def refuse_unreadable(skipped: dict):
+    """A result of whole records over a table with columns no kernel can read: naming them,
+    never leaving them out of the result silently."""
+    why = "; ".join(f"{name!r}: {reason}" for name, reason in skipped.items())
+    raise QueryError(f"the result holds the table's whole records, but the table has columns a "
+                     f"kernel can't read ({why}); they would be missing from it. Select the "
+                     f"fields you want (.select(lambda r: {{'a': r.a, ...}})), or convert or "
+                     f"drop those columns before qc.query(...)")
 
 
 def _term_steps(term, fns):
