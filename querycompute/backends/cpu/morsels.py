@@ -24,7 +24,7 @@ Fork: a child has none of the parent's threads; `after_fork` drops the pool, and
 first parallel call starts its own. `configure(workers=, step=)` is the test hook (and a
 user's knob): workers = pool threads besides the caller (default: numba's thread count, from
 NUMBA_NUM_THREADS or the cores, less one), step = chunks per morsel (default: `auto_step`).
-`stats()` counts calls run inline and morsels run by pool threads.
+`stats()` counts the morsels pool threads ran.
 """
 from __future__ import annotations
 
@@ -94,9 +94,9 @@ class _Pool:
             get().work(True)
 
 
-_settings = {"workers": None, "step": None, "default": None}
+_settings = {"workers": None, "step": None}
 _state = {"pool": None, "pid": None}
-_stats = {"inline": 0, "pooled": 0}
+_stats = {"pooled": 0}
 _start_lock = threading.Lock()
 
 
@@ -115,7 +115,7 @@ def pool_threads() -> int:
     """Pool threads besides the caller (configure, else default_workers: read once)."""
     w = _settings["workers"]
     if w is None:
-        w = _settings["workers"] = _settings["default"] = default_workers()
+        w = _settings["workers"] = default_workers()
     return w
 
 
@@ -162,7 +162,6 @@ def run(fn, nch: int, args: tuple) -> int:
     step = _settings["step"] or auto_step(nch, count + 1)
     if count == 0 or nch <= step:
         fn(0, nch, *args)
-        _stats["inline"] += 1
         return 1
     job = _Job(fn, args, nch, step)
     pool = _pool(count)
@@ -177,15 +176,14 @@ def run(fn, nch: int, args: tuple) -> int:
 
 
 def stats() -> dict:
-    """{"inline": calls run as one call on the caller's thread, "pooled": morsels run by
-    pool threads} since the process started (or forked)."""
+    """{"pooled": morsels run by pool threads} since the process started (or forked)."""
     return dict(_stats)
 
 
 def _after_fork() -> None:
     global _start_lock
     _state["pool"], _state["pid"] = None, None
-    _stats["inline"] = _stats["pooled"] = 0
+    _stats["pooled"] = 0
     _start_lock = threading.Lock()
 
 
