@@ -85,18 +85,21 @@ def test_scheduler_runs_every_chunk_once_and_reraises():
     assert morsels.run(visit, 100, (seen,)) == 34
     assert sorted(seen) == list(range(100))
 
-    # a pool thread takes morsels: morsel 0 waits for morsel 1, which another thread runs
+    # a pool thread takes morsels: the caller runs morsel 0 alone (a compile happens on its
+    # thread), then of morsels 1 and 2 the first taken waits for the other: two threads
     names, go = set(), threading.Event()
 
     def pair(c0, c1):
-        names.add(threading.current_thread().name)
         if c0 == 0:
-            assert go.wait(60), "no second thread took morsel 1"
+            return
+        names.add(threading.current_thread().name)
+        if c0 == 1:
+            assert go.wait(60), "no second thread took morsel 2"
         else:
             go.set()
     morsels.configure(workers=1, step=1)
     before = morsels.stats()["pooled"]
-    assert morsels.run(pair, 2, ()) == 2
+    assert morsels.run(pair, 3, ()) == 3
     assert len(names) == 2 and any(n.startswith("querycompute-morsels-") for n in names)
     assert morsels.stats()["pooled"] >= before + 1
 
@@ -170,16 +173,18 @@ def test_forked_child_runs_kernels_on_its_own_pool(tmp_path):
         from querycompute.backends.cpu import morsels
 
         def pool_thread_ran() -> bool:
-            # morsel 0 waits for morsel 1: True when a pool thread took one of them
+            # of morsels 1 and 2 the first taken waits for the other: True when a pool thread took one
             names, go = set(), threading.Event()
 
             def pair(c0, c1):
-                names.add(threading.current_thread().name)
                 if c0 == 0:
+                    return
+                names.add(threading.current_thread().name)
+                if c0 == 1:
                     go.wait(60)
                 else:
                     go.set()
-            morsels.run(pair, 2, ())
+            morsels.run(pair, 3, ())
             return go.is_set() and len(names) == 2
 
         morsels.configure(workers=1, step=1)

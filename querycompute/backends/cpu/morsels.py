@@ -11,8 +11,9 @@ chunk order afterwards. `run(fn, nch, args)` calls `fn(c0, c1, *args)` over all 
 - a small input (nch no more than one morsel) is ONE call on the calling thread: no pool,
   no thread wakes;
 - else the chunks are cut into morsels of `step` chunks and handed out dynamically: the
-  calling thread and up to `workers` pool threads each take the next morsel off a shared
-  counter until none is left. A core slowed by another process takes fewer morsels, where
+  calling thread runs the first one (so a compile numba needs happens there, once), then it
+  and up to `workers` pool threads each take the next morsel off a shared counter until
+  none is left. A core slowed by another process takes fewer morsels, where
   a static split (numba's prange) makes every call wait for the slowest core's share.
 
 The result never depends on who ran what: every chunk is computed by one call, whatever the
@@ -56,10 +57,11 @@ class _Job:
         self.done = threading.Event()
         self.error = None
 
-    def work(self, pooled: bool) -> None:
+    def work(self, pooled: bool, most: int = -1) -> None:
+        """Run morsels until none is left (or `most` of them)."""
         fn, args, nch, step, nm = self.fn, self.args, self.nch, self.step, self.nm
         ran = 0
-        while True:
+        while ran != most:
             k = self.take()
             if k >= nm:
                 break
@@ -164,6 +166,10 @@ def run(fn, nch: int, args: tuple) -> int:
         fn(0, nch, *args)
         return 1
     job = _Job(fn, args, nch, step)
+    # the first morsel on this thread before any other starts: an entry point numba must
+    # compile for these argument types (a first strided input) compiles here, where the
+    # caller's trace books it as compile time (numba_loader.jit_ms_since), and once
+    job.work(False, 1)
     pool = _pool(count)
     put = pool.jobs.put
     for _ in range(min(pool.workers, job.nm - 1)):
