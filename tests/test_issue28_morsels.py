@@ -23,6 +23,31 @@ from querycompute.backends.cpu import morsels
 pytestmark = pytest.mark.skipif(not registry.availability("cpu")[0], reason="needs numba")
 
 
+# A pool thread takes morsels: the caller runs morsel 0 alone (a compile happens on its
+# thread), then of morsels 1 and 2 the first taken waits for the other, so two threads ran
+# them, one of them the pool's. Run here and, as text, in a forked child's script.
+POOL_CHECK = textwrap.dedent("""
+    import threading
+    from querycompute.backends.cpu import morsels
+
+
+    def pool_thread_ran() -> bool:
+        names, go = set(), threading.Event()
+
+        def pair(c0, c1):
+            if c0 == 0:
+                return
+            names.add(threading.current_thread().name)
+            if c0 == 1:
+                go.wait(60)
+            else:
+                go.set()
+        morsels.run(pair, 3, ())
+        return go.is_set() and len(names) == 2 and any(
+            n.startswith("querycompute-morsels-") for n in names)
+""")
+
+
 @pytest.fixture(autouse=True)
 def _default_morsels():
     yield
@@ -85,22 +110,11 @@ def test_scheduler_runs_every_chunk_once_and_reraises():
     assert morsels.run(visit, 100, (seen,)) == 34
     assert sorted(seen) == list(range(100))
 
-    # a pool thread takes morsels: the caller runs morsel 0 alone (a compile happens on its
-    # thread), then of morsels 1 and 2 the first taken waits for the other: two threads
-    names, go = set(), threading.Event()
-
-    def pair(c0, c1):
-        if c0 == 0:
-            return
-        names.add(threading.current_thread().name)
-        if c0 == 1:
-            assert go.wait(60), "no second thread took morsel 2"
-        else:
-            go.set()
     morsels.configure(workers=1, step=1)
     before = morsels.stats()["pooled"]
-    assert morsels.run(pair, 3, ()) == 3
-    assert len(names) == 2 and any(n.startswith("querycompute-morsels-") for n in names)
+    ns = {}
+    exec(POOL_CHECK, ns)                          # noqa: S102  (this file's own code)
+    assert ns["pool_thread_ran"]()
     assert morsels.stats()["pooled"] >= before + 1
 
     def fail(c0, c1):
@@ -168,25 +182,9 @@ def test_many_python_threads_launch_at_once():
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork()")
 def test_forked_child_runs_kernels_on_its_own_pool(tmp_path):
     script = tmp_path / "fork_morsels.py"           # lambdas need a real file
-    script.write_text(textwrap.dedent("""
-        import os, threading, numpy as np, querycompute as qc
-        from querycompute.backends.cpu import morsels
-
-        def pool_thread_ran() -> bool:
-            # of morsels 1 and 2 the first taken waits for the other: True when a pool thread took one
-            names, go = set(), threading.Event()
-
-            def pair(c0, c1):
-                if c0 == 0:
-                    return
-                names.add(threading.current_thread().name)
-                if c0 == 1:
-                    go.wait(60)
-                else:
-                    go.set()
-            morsels.run(pair, 3, ())
-            return go.is_set() and len(names) == 2
-
+    script.write_text(POOL_CHECK + textwrap.dedent("""
+        import os
+        import numpy as np, querycompute as qc
         morsels.configure(workers=1, step=1)
         x = np.arange(5 * 65536, dtype=np.float64) - 1000.5
         q = qc.query(x).on("cpu").where(lambda v: v > 0)
