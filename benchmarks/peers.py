@@ -34,6 +34,7 @@ PEER_MODULES = {"numexpr": "peer_numexpr", "polars": "peer_polars",
 
 
 def parse_args(argv=None):
+    import timing
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", default=None, help="comma-separated sizes, e.g. 1e3,1e6 (default 1e3,1e5,1e6,1e7)")
     ap.add_argument("--large", action="store_true", help="also run n = 1e8")
@@ -46,6 +47,7 @@ def parse_args(argv=None):
     ap.add_argument("--quick", action="store_true", help="n = 1e3,1e5 and 3 samples (a smoke run)")
     ap.add_argument("--out", default=str(HERE / "results"), help="directory for peers.json, .md, .csv and .png")
     ap.add_argument("--no-plot", action="store_true", help="skip the PNG")
+    timing.busy_arg(ap)
     args = ap.parse_args(argv)
     try:
         sizes = [int(float(s)) for s in args.n.split(",")] if args.n else (
@@ -231,6 +233,9 @@ def emulated(backend: str) -> str:
 def main(argv=None):
     args = parse_args(argv)
     sys.path.insert(0, str(HERE))
+    if args.busy:
+        import timing
+        timing.busy()
     # A fresh kernel cache, so the compile times reported are real compiles, not disk hits.
     cache_dir = tempfile.TemporaryDirectory(prefix="qc-bench-cache-")
     os.environ["QUERYCOMPUTE_CACHE_DIR"] = cache_dir.name

@@ -185,7 +185,10 @@ def main(argv=None):
     ap.add_argument("--repeat", type=int, default=5, help="warm samples per implementation")
     ap.add_argument("--quick", action="store_true", help="n = 1e3,1e5 and 3 samples")
     ap.add_argument("--out", default=str(HERE / "results"), help="directory for pipeline_ops.json")
+    timing.busy_arg(ap)
     args = ap.parse_args(argv)
+    if args.busy:
+        timing.busy()
     sizes = ([int(float(s)) for s in args.n.split(",")] if args.n else
              [10**3, 10**5] if args.quick else [10**3, 10**4, 10**5, 10**6, 10**7])
     samples = 3 if args.quick and args.repeat == 5 else args.repeat

@@ -11,7 +11,10 @@ them while the next one found its input warm (this machine's 32 MB L3 holds most
 input), so a fixed order decided ratios by up to 25%."""
 from __future__ import annotations
 
+import atexit
 import os
+import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -77,6 +80,28 @@ def load_average() -> float:
         return os.getloadavg()[0]
     except OSError:
         return float("nan")
+
+
+_BURN = "while True: pass"
+
+
+def busy() -> subprocess.Popen:
+    """Start one CPU-burning process beside the benchmark (`--busy`: the issue 28 figures
+    "with one core busy"), stopped when this process exits. Returns the process."""
+    burner = subprocess.Popen([sys.executable, "-c", _BURN], stdin=subprocess.DEVNULL)
+
+    def stop() -> None:
+        burner.kill()
+        burner.wait()
+    atexit.register(stop)
+    time.sleep(0.2)                   # let it start burning before the first sample
+    return burner
+
+
+def busy_arg(ap) -> None:
+    """Add the `--busy` switch to a benchmark's argparse parser (start it with `busy()`)."""
+    ap.add_argument("--busy", action="store_true",
+                    help="run with one CPU-burning process beside the benchmark (timing.busy)")
 
 
 def profile(run: Callable[[], Any], calls: int = 20000, top: int = 15) -> None:

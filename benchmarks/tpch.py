@@ -169,7 +169,10 @@ def main(argv=None) -> int:
     ap.add_argument("--queries", default=",".join(Q.QUERIES))
     ap.add_argument("--quick", action="store_true", help="SF 0.1 and 3 samples unless given")
     ap.add_argument("--json", default=None, metavar="PATH", help="write the results as JSON")
+    timing.busy_arg(ap)
     args = ap.parse_args(argv)
+    if args.busy:
+        timing.busy()
     sf = args.sf if args.sf is not None else 0.1 if args.quick else 1.0
     samples = args.repeat if args.repeat is not None else 3 if args.quick else 5
     queries = args.queries.split(",")

@@ -1,5 +1,6 @@
 """The cpu backend starts numba's thread pool with OpenMP's passive wait policy unless the
-user chose one (backends/cpu.py start_pool; docs/configuration.md): GNU OpenMP reports the
+user chose one (backends/cpu.py start_pool; docs/configuration.md; the column operations'
+prange kernels use it, fused passes run on the morsel pool): GNU OpenMP reports the
 policy it read when it loaded (OMP_DISPLAY_ENV=true), and the variable never stays in the
 process's environment. Each case is a fresh interpreter (OpenMP reads it once per process)."""
 from __future__ import annotations
@@ -13,8 +14,8 @@ import pytest
 
 SCRIPT = textwrap.dedent("""
     import os, numpy as np, querycompute as qc
-    x = np.arange(300_000, dtype=np.float32)            # above SERIAL_MAX: the parallel flavour
-    ok = qc.query(x).on("cpu").where(lambda v: v > 10).sum() == x[x > 10].sum(dtype=np.float32)
+    x = np.arange(300_000, dtype=np.float32)[::-1].copy()   # above SERIAL_MAX: the sort's prange kernels
+    ok = bool((qc.query(x).on("cpu").order_by().to_array() == np.sort(x)).all())
     print("RESULT", ok, os.environ.get("OMP_WAIT_POLICY"))
 """)
 

@@ -196,12 +196,13 @@ def test_trace_cache_and_launch_shape():
     first = BACKEND.prepare(p)
     rows = first.trace_rows(first.run_quick([np.ones(10, np.float32)], [], 10)[1])
     assert first.compile_ms > 0 and rows[0].cache == "compiled"
-    assert rows[0].dialect == "numba" and rows[0].name == "traced_serial"
+    assert rows[0].dialect == "numba" and rows[0].name == "traced_inline"
     again = BACKEND.prepare(p)                 # the memory dict keyed by the Pass
     rows2 = again.trace_rows(again.run_quick([np.ones(10, np.float32)], [], 10)[1])
     assert rows2[0].cache == "memory" and again.compile_ms == 0.0
-    shape = BACKEND.launch_shape(p, SERIAL_MAX)
-    assert shape[0]["name"] == "traced_parallel" and shape[0]["block"] == (CHUNK,)
+    assert BACKEND.launch_shape(p, SERIAL_MAX)[0]["name"] == "traced_inline"     # one chunk
+    shape = BACKEND.launch_shape(p, 64 * CHUNK)
+    assert shape[0]["name"] == "traced_morsels" and shape[0]["block"] == (CHUNK,)
     assert "def traced_element" in BACKEND.source(p)
 
 

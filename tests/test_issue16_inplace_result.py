@@ -151,7 +151,7 @@ def test_item6_cpu_module_reads_contiguous_arrays_whole():
     (n, m) argument (numba_py.whole_arrays), so the loop holds 3 base pointers, not 15."""
     R, x, T = inputs(10, "float32")
     src = qc.query(R, x, T).select(rigid).source("cpu")
-    assert "def qc_to_array_serial(n, out0, out1, out2, in_in0, in_in1, in_in2):" in src
+    assert "def qc_to_array_chunks(c0, c1, n, out0, out1, out2, in_in0, in_in1, in_in2):" in src
     assert "in_in0[i, 8]" in src and "in_in0_2_2" not in src
     text = qc.query(R, x, T).select(rigid).on("cpu").explain()
     assert "each array read whole as one (n, m) array" in text

@@ -147,11 +147,11 @@ def test_threads_making_their_first_queries_at_once(tmp_path):
 
 
 def test_the_trace_books_numbas_first_call_compile_as_compile(caplog, monkeypatch):
-    """The parallel entry point compiles on its first big call, inside the call: the trace
+    """The pass's entry points compile on its first call, inside the call: the trace
     row counts numba's compiler time (measured here by numba's own event) as compile, not
     run; a compile running long logs its progress at INFO."""
     from numba.core import event
-    x = np.arange(200_000, dtype=np.float64)          # >= SERIAL_MAX: the parallel flavour
+    x = np.arange(200_000, dtype=np.float64)          # several chunks: morsels
     monkeypatch.setattr(qc_log, "PROGRESS_AFTER", 0.0)  # any compile counts as long here
     seen = []
 
@@ -169,7 +169,7 @@ def test_the_trace_books_numbas_first_call_compile_as_compile(caplog, monkeypatc
         q.sum()
         wall_ms = (time.perf_counter() - t0) * 1e3
     (row,) = qc.last_trace().kernels
-    assert row.name.endswith("_parallel") and row.cache == "compiled"
+    assert row.name.endswith("_morsels") and row.cache == "compiled"
     # numba's compiler spans (outermost start/end pairs) inside the call
     depth, jit_ms, begin = 0, 0.0, 0.0
     for t in seen:

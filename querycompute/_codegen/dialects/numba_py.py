@@ -6,17 +6,21 @@ math, numba's njit/prange, two bit-cast intrinsics). It defines, in this order:
   helpers            scalar functions with NumPy's exact semantics (numba_py_helpers)
   <name>_element     element i of the chain -> (keep, values...), fastmath off
   the pass's stage op's kernels (querycompute/_codegen/ops/, dispatched on Pass.stage_op),
-  its entry points each in a `_serial` (plain loops, for small n: no thread pool) and a
-  `_parallel` (prange over chunks) flavour, taking (n, ..., inputs..., params...):
+  its entry points, ONE per step, each over a range of chunks [c0, c1) and without the GIL
+  (the cpu backend's morsel scheduler hands ranges to the cores, or runs all chunks in one
+  call for a small n: backends/cpu/morsels.py), taking (c0, c1, ..., inputs..., params...):
     reduce             <name>_fold<k> (fold aggs only: the user's combine function),
                        <name>_chunk (partial accumulators of elements [lo, hi)), then
-                       <name>_serial(n, ...) -> a flat tuple, ops.reduce.cpu_result_width
-                       entries per aggregate
-    map                <name>_serial(n, out0, out1.., ...) fills the caller's outputs
-    compact            <name>_count_serial(n, bits, ...) -> offsets (int64, nchunks + 1),
-                       filling bits (uint64, (n + 63) // 64: the keep flags), then
-                       <name>_write_serial(n, offsets, out0.., ...) with outputs of offsets[-1]
-                       (or <name>_write_sparse_serial(n, offsets, bits, out0.., ...))
+                       <name>_chunks(c0, c1, nfin, n, partials..., ...) -> a flat tuple,
+                       ops.reduce.cpu_result_width entries per aggregate, combining the
+                       first nfin chunks' partials (module constants <name>_PARTIALS,
+                       _ONE_CHUNK, _CONTIGUOUS tell the caller how to call it)
+    map                <name>_chunks(c0, c1, n, out0, out1.., ...) fills the caller's outputs
+    compact            <name>_count(c0, c1, scan, n, bits, offsets, ...) fills offsets (int64,
+                       nchunks + 1: prefix-summed with `scan`) and bits (uint64,
+                       (n + 63) // 64: the keep flags), then <name>_write(c0, c1, n, offsets,
+                       out0.., ...) with outputs of offsets[-1] (or
+                       <name>_write_sparse(c0, c1, n, offsets, bits, out0.., ...))
 Output arrays hold `storage_dtype` elements (float16 as its uint16 bits); so do inputs. A map
 or compaction takes each array of shaped elements as one (n, m) input (`whole_arrays`).
 Chunks are CHUNK elements whatever the thread count, and partials are combined in chunk
@@ -35,8 +39,8 @@ from .numba_py_expr import ExprPrinter
 from .numba_py_helpers import helper_source, jit_decorator
 
 NAME = "numba"                        # the dialect's name (the cpu backend's `dialect`)
-# Every NumPy type as a value; chunks of a prange, not blocks: no block waits on another, no
-# shuffles, no atomics in the generated code (the scan runs chunk totals, then carries)
+# Every NumPy type as a value; chunks handed to the cores, not blocks: no block waits on
+# another, no shuffles, no atomics in the generated code (the scan runs chunk totals, then carries)
 CAPS = DialectCaps("Python (numba)")
 CHUNK = 1 << 16                       # elements per chunk (fixed: results don't depend on threads)
 
@@ -80,10 +84,10 @@ class _ModulePrinter:
         # inputs read through an index column (an IndexedPass: numba_indexed)
         self.gathers = gathers(p) if getattr(p, "via", ()) else {}
         # decorators: "scalar" (helpers, element, fold), "chunk" (reduce partials, with the
-        # reassociation that vectorises float sums), "serial" and "parallel" entry points
-        self.jits = {"scalar": jit_decorator(cache), "serial": jit_decorator(cache),
-                     "chunk": jit_decorator(cache, fastmath='{"reassoc"}'),
-                     "parallel": jit_decorator(cache, parallel=True)}
+        # reassociation that vectorises float sums), "entry" (the entry points over a range
+        # of chunks, without the GIL: the morsel scheduler's threads call them)
+        self.jits = {"scalar": jit_decorator(cache), "entry": jit_decorator(cache, nogil=True),
+                     "chunk": jit_decorator(cache, fastmath='{"reassoc"}')}
         # input k -> (element array, component j) for the arrays taken whole (whole_arrays)
         self.components = {a.first + j: (a, j) for a in arrays for j in range(a.m)}
         firsts = {a.first: a for a in arrays}

@@ -16,8 +16,8 @@ fused pass's result equals the two-stage plan's bit for bit.
 
 The fused pass is `ScanFusedPass`: the pass after the scan with one more input (CS, in
 the scan's register type) and the scan's params appended (as `scan_<name>`); its input
-0 is the scan's INPUT column. What it may not be: a map (its loop is a prange over
-elements, not over chunks), a windowed compaction, or the compaction's sparse writer
+0 is the scan's INPUT column. What it may not be: a map (its loop runs over elements
+with no chunk start), a windowed compaction, or the compaction's sparse writer
 (which calls the filter and the element separately: the running value would advance twice
 per element); `fusable` says which passes qualify, and the module leaves the sparse writer
 out (cpu.Launch then takes the dense one).
@@ -83,7 +83,7 @@ class _Printer(_ModulePrinter):
         function it calls (module doc): the backend then always takes the dense writer."""
         self.op = STAGE_OPS[self.p.stage_op]
         element, kernels = self.op.render_numba(self)
-        kernels = [k for k in kernels if f"def {self.p.name}_write_sparse_" not in k
+        kernels = [k for k in kernels if f"def {self.p.name}_write_sparse(" not in k
                    and f"def {self.p.name}_keep(" not in k]
         helpers = [helper_source(kind, ft, self.cache) for kind, ft in sorted(self.helpers, key=str)]
         return "\n\n\n".join([self._header()] + helpers + [element] + kernels) + "\n"

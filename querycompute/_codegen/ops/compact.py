@@ -15,14 +15,18 @@ kernels over the counts, scatter kernel). No atomic appends: the output order is
 order and the same input gives the same bytes. The count of survivors (in the ToArray window
 [lo, hi) if any: window_total) lands in scratch "total", on the device.
 
-CPU (numba, two passes over fixed chunks of CHUNK elements, whatever the thread count):
-  1. `<pass>_count_*`: survivors per chunk, prefix-summed into offsets (offsets[-1] is the
-     total), and every element's keep flag as one bit of a caller's word array (64 per
-     word, n / 8 bytes); the caller allocates outputs of offsets[-1] elements.
-  2. `<pass>_write_*`: each chunk writes its survivors in order from its offset; chunks never
-     overlap, so the order is kept with chunks in parallel. Under 1 survivor in SPARSE,
-     `<pass>_write_sparse_*` visits only the set bits of the words instead (a selective
-     filter's elements are read once, by the count pass).
+CPU (numba, two passes over fixed chunks of CHUNK elements, whatever the thread count; each
+entry point takes a range of chunks [c0, c1), which the cpu backend's morsel scheduler hands
+to the cores: backends/cpu/morsels.py):
+  1. `<pass>_count(c0, c1, scan, n, bits, offsets, ...)`: survivors of each chunk c into the
+     caller's offsets[c + 1], and every element's keep flag as one bit of a caller's word
+     array (64 per word, n / 8 bytes; CHUNK is a multiple of 64, so chunks share no word);
+     with `scan` the offsets are then prefix-summed (offsets[-1] is the total: a call over
+     no chunks does only that). The caller allocates outputs of offsets[-1] elements.
+  2. `<pass>_write(c0, c1, n, offsets, ...)`: each chunk writes its survivors in order from
+     its offset; chunks never overlap, so the order is kept with chunks on any core. Under
+     1 survivor in SPARSE, `<pass>_write_sparse` visits only the set bits of the words
+     instead (a selective filter's elements are read once, by the count pass).
 With a window [lo, hi) the caller allocates max(0, min(offsets[-1], hi) - lo) elements and
 `<pass>_window_chunks(offsets, lo, hi)` names the chunks [first, end) that hold survivors of
 the window (two binary searches of the monotone offsets); the write pass visits only those,
@@ -84,87 +88,72 @@ def lower_gpu(p: Pass, pr) -> GpuKernels:
 
 # ---- CPU lowering (numba source) ----------------------------------------------------------
 def render_numba(mp) -> tuple[str, list[str]]:
-    """(element function, entry points): `<pass>_count_*` and `<pass>_write_*`, serial and
-    parallel."""
+    """(element function, entry points): `<pass>_count` and `<pass>_write` (and
+    `<pass>_write_sparse`), each over a range of chunks [c0, c1)."""
     element_fn = numba_element(mp)
     outs, elems, call, unpack, out_args = numba_names(mp)
-
-    def count(loop: str) -> str:
-        rng = "prange" if loop == "parallel" else "range"
-        return (f"{mp.jits[loop]}\n"
-                f"def {mp.p.name}_count_{loop}({mp.a('n, bits')}):\n"
-                f'    """Compaction pass 1: survivors per fixed chunk, prefix-summed, so\n'
-                f"    offsets[c] is where chunk c's first survivor goes and offsets[-1]\n"
-                f"    is the total; bits[k] gets the keep flags of elements 64k.. as bits\n"
-                f'    (no branch: the loop vectorises; the sparse writer reads them)."""\n'
-                f"    nch = (n + CHUNK - 1) // CHUNK\n"
-                f"    offsets = np.zeros(nch + 1, np.int64)\n"
-                f"    for c in {rng}(nch):\n"
-                f"        cnt = np.int64(0)\n"
-                f"        hi = min(n, c * CHUNK + CHUNK)\n"
-                f"        for b in range(c * CHUNK, hi, 64):\n"
-                f"            word = np.uint64(0)\n"
-                f"            for i in range(b, min(hi, b + 64)):\n"
-                f"                {unpack} = {call}\n"
-                f"                word |= np.uint64(keep) << np.uint64(i - b)\n"
-                f"                cnt += np.int64(keep)\n"
-                f"            bits[b >> 6] = word\n"
-                f"        offsets[c + 1] = cnt\n"
-                f"    for c in range(nch):\n"
-                f"        offsets[c + 1] += offsets[c]\n"
-                f"    return offsets")
-
-    def write(loop: str) -> str:
-        rng = "prange" if loop == "parallel" else "range"
-        stores = "".join(f"                {o}[np.uint64(pos)] = {e}\n"
-                         for o, e in zip(outs, elems))
-        return (f"{mp.jits[loop]}\n"
-                f"def {mp.p.name}_write_{loop}({mp.a('n, offsets, ' + out_args)}):\n"
-                f'    """Compaction pass 2: each chunk writes its survivors, in source\n'
-                f"    order, from its offset; chunks never overlap, so order is kept.\n"
-                f"    Every element is stored at the next free slot and only a survivor\n"
-                f"    moves it on (a dropped one is overwritten by the next survivor):\n"
-                f"    no branch on `keep`, which mispredicts on real data. The only branch\n"
-                f"    stops the stores after the chunk's last survivor, so a chunk never\n"
-                f'    writes into the next one\'s slots."""\n'
-                f"    nch = (n + CHUNK - 1) // CHUNK\n"
-                f"    for c in {rng}(nch):\n"
-                f"        pos = offsets[c]\n"
-                f"        end = offsets[c + 1]\n"
-                f"        for i in range(c * CHUNK, min(n, c * CHUNK + CHUNK)):\n"
-                f"            {unpack} = {call}\n"
-                f"            if pos < end:\n"
-                f"{stores}"
-                f"            pos += np.int64(keep)").rstrip("\n")
-    def sparse(loop: str) -> str:
-        rng = "prange" if loop == "parallel" else "range"
-        stores = "".join(f"                {o}[np.uint64(pos)] = {e}\n" for o, e in zip(outs, elems))
-        return (f"{mp.jits[loop]}\n"
-                f"def {mp.p.name}_write_sparse_{loop}({mp.a('n, offsets, bits, ' + out_args)}):\n"
-                f'    """Compaction pass 2 when few elements survive (the caller picks it under\n'
-                f"    1 in SPARSE): only the survivors, found in the count pass's bit words\n"
-                f"    (each set bit in turn, by its trailing zeros), compute and store their\n"
-                f"    values; the other elements are never read again and cost no branch\n"
-                f'    (one per element mispredicts where survivors are scattered)."""\n'
-                f"    nch = (n + CHUNK - 1) // CHUNK\n"
-                f"    for c in {rng}(nch):\n"
-                f"        pos = offsets[c]\n"
-                f"        if pos == offsets[c + 1]:\n"
-                f"            continue\n"
-                f"        for b in range(c * CHUNK, min(n, c * CHUNK + CHUNK), 64):\n"
-                f"            word = bits[b >> 6]\n"
-                f"            while word != np.uint64(0):\n"
-                f"                i = b + trailing_zeros(word)\n"
-                f"                {unpack} = {call}\n"
-                f"{stores}"
-                f"                pos += 1\n"
-                f"                word &= word - np.uint64(1)").rstrip("\n")
+    count = (f"{mp.jits['entry']}\n"
+             f"def {mp.p.name}_count({mp.a('c0, c1, scan, n, bits, offsets')}):\n"
+             f'    """Compaction pass 1 over chunks [c0, c1): survivors of chunk c into\n'
+             f"    offsets[c + 1]; bits[k] gets the keep flags of elements 64k.. as bits (no\n"
+             f"    branch: the loop vectorises; the sparse writer reads them). With `scan`, the\n"
+             f"    offsets of all chunks are then prefix-summed, so offsets[c] is where chunk c's\n"
+             f'    first survivor goes and offsets[-1] is the total."""\n'
+             f"    for c in range(c0, c1):\n"
+             f"        cnt = np.int64(0)\n"
+             f"        hi = min(n, c * CHUNK + CHUNK)\n"
+             f"        for b in range(c * CHUNK, hi, 64):\n"
+             f"            word = np.uint64(0)\n"
+             f"            for i in range(b, min(hi, b + 64)):\n"
+             f"                {unpack} = {call}\n"
+             f"                word |= np.uint64(keep) << np.uint64(i - b)\n"
+             f"                cnt += np.int64(keep)\n"
+             f"            bits[b >> 6] = word\n"
+             f"        offsets[c + 1] = cnt\n"
+             f"    if scan:\n"
+             f"        for c in range(len(offsets) - 1):\n"
+             f"            offsets[c + 1] += offsets[c]")
+    stores = "".join(f"                {o}[np.uint64(pos)] = {e}\n" for o, e in zip(outs, elems))
+    write = (f"{mp.jits['entry']}\n"
+             f"def {mp.p.name}_write({mp.a('c0, c1, n, offsets, ' + out_args)}):\n"
+             f'    """Compaction pass 2: each chunk of [c0, c1) writes its survivors, in source\n'
+             f"    order, from its offset; chunks never overlap, so order is kept.\n"
+             f"    Every element is stored at the next free slot and only a survivor\n"
+             f"    moves it on (a dropped one is overwritten by the next survivor):\n"
+             f"    no branch on `keep`, which mispredicts on real data. The only branch\n"
+             f"    stops the stores after the chunk's last survivor, so a chunk never\n"
+             f'    writes into the next one\'s slots."""\n'
+             f"    for c in range(c0, c1):\n"
+             f"        pos = offsets[c]\n"
+             f"        end = offsets[c + 1]\n"
+             f"        for i in range(c * CHUNK, min(n, c * CHUNK + CHUNK)):\n"
+             f"            {unpack} = {call}\n"
+             f"            if pos < end:\n"
+             f"{stores}"
+             f"            pos += np.int64(keep)").rstrip("\n")
+    sparse = (f"{mp.jits['entry']}\n"
+              f"def {mp.p.name}_write_sparse({mp.a('c0, c1, n, offsets, bits, ' + out_args)}):\n"
+              f'    """Compaction pass 2 when few elements survive (the caller picks it under\n'
+              f"    1 in SPARSE): only the survivors, found in the count pass's bit words\n"
+              f"    (each set bit in turn, by its trailing zeros), compute and store their\n"
+              f"    values; the other elements are never read again and cost no branch\n"
+              f'    (one per element mispredicts where survivors are scattered)."""\n'
+              f"    for c in range(c0, c1):\n"
+              f"        pos = offsets[c]\n"
+              f"        if pos == offsets[c + 1]:\n"
+              f"            continue\n"
+              f"        for b in range(c * CHUNK, min(n, c * CHUNK + CHUNK), 64):\n"
+              f"            word = bits[b >> 6]\n"
+              f"            while word != np.uint64(0):\n"
+              f"                i = b + trailing_zeros(word)\n"
+              f"                {unpack} = {call}\n"
+              f"{stores}"
+              f"                pos += 1\n"
+              f"                word &= word - np.uint64(1)").rstrip("\n")
     if mp.p.terminal.window is not None:
         windowed = _windowed_write(mp, outs, elems, call, unpack, out_args)
-        return element_fn, [_window_chunks(mp), count("serial"), windowed("serial"), count("parallel"),
-                            windowed("parallel")]
-    return element_fn, [count("serial"), write("serial"), sparse("serial"),
-                        count("parallel"), write("parallel"), sparse("parallel")]
+        return element_fn, [_window_chunks(mp), count, windowed]
+    return element_fn, [count, write, sparse]
 
 
 def _window_chunks(mp) -> str:
@@ -182,27 +171,23 @@ def _window_chunks(mp) -> str:
             f"    return first, max(first, end)")
 
 
-def _windowed_write(mp, outs, elems, call, unpack, out_args):
+def _windowed_write(mp, outs, elems, call, unpack, out_args) -> str:
     lo, hi = (f"p_{w}" for w in mp.p.terminal.window)
-
-    def write(loop: str) -> str:
-        rng = "prange" if loop == "parallel" else "range"
-        stores = "".join(f"                {o}[np.uint64(pos - {lo})] = {e}\n" for o, e in zip(outs, elems))
-        return (f"{mp.jits[loop]}\n"
-                f"def {mp.p.name}_write_{loop}({mp.a('n, offsets, ' + out_args)}):\n"
-                f'    """Compaction pass 2 for the survivors of rank [{lo}, {hi}): only the chunks\n'
-                f"    holding some of them are visited; survivor r is stored at r - {lo} (stores\n"
-                f"    at the next free slot, moved on by survivors only, as without a window), and a\n"
-                f'    chunk is left at its first survivor of rank >= {hi}."""\n'
-                f"    first, end = {mp.p.name}_window_chunks(offsets, {lo}, {hi})\n"
-                f"    for c in {rng}(first, end):\n"
-                f"        pos = offsets[c]\n"
-                f"        stop = min(offsets[c + 1], {hi})\n"
-                f"        for i in range(c * CHUNK, min(n, c * CHUNK + CHUNK)):\n"
-                f"            if pos >= stop:\n"
-                f"                break\n"
-                f"            {unpack} = {call}\n"
-                f"            if pos >= {lo}:\n"
-                f"{stores}"
-                f"            pos += np.int64(keep)")
-    return write
+    stores = "".join(f"                {o}[np.uint64(pos - {lo})] = {e}\n" for o, e in zip(outs, elems))
+    return (f"{mp.jits['entry']}\n"
+            f"def {mp.p.name}_write({mp.a('c0, c1, n, offsets, ' + out_args)}):\n"
+            f'    """Compaction pass 2 for the survivors of rank [{lo}, {hi}): only the chunks of\n'
+            f"    [c0, c1) holding some of them are visited; survivor r is stored at r - {lo} (stores\n"
+            f"    at the next free slot, moved on by survivors only, as without a window), and a\n"
+            f'    chunk is left at its first survivor of rank >= {hi}."""\n'
+            f"    first, end = {mp.p.name}_window_chunks(offsets, {lo}, {hi})\n"
+            f"    for c in range(max(first, c0), min(end, c1)):\n"
+            f"        pos = offsets[c]\n"
+            f"        stop = min(offsets[c + 1], {hi})\n"
+            f"        for i in range(c * CHUNK, min(n, c * CHUNK + CHUNK)):\n"
+            f"            if pos >= stop:\n"
+            f"                break\n"
+            f"            {unpack} = {call}\n"
+            f"            if pos >= {lo}:\n"
+            f"{stores}"
+            f"            pos += np.int64(keep)")

@@ -8,10 +8,12 @@ consecutive elements (16 / largest element size: 16-byte wide accesses on contig
 which compilers turn into vector loads/stores); the strided variant gathers input elements
 with per-input element strides. Outputs are always dense. Grid: ceil(n / (BLOCK * ept)).
 
-CPU (numba, `<pass>_serial` / `<pass>_parallel`). A plain loop, or a prange, over i calling
-the element function and storing its values at index i. Output arrays are allocated by the
-caller (NumPy asks the kernel for huge pages on big arrays, which makes first-touch page
-faults far cheaper than numba's own allocation).
+CPU (numba, one entry point `<pass>_chunks(c0, c1, n, ...)`): a loop over the elements of
+chunks [c0, c1) calling the element function and storing its values at index i; the cpu
+backend's morsel scheduler (backends/cpu/morsels.py) hands ranges of chunks to the cores, or
+runs all of them in one call for a small n. Output arrays are allocated by the caller (NumPy
+asks the kernel for huge pages on big arrays, which makes first-touch page faults far cheaper
+than numba's own allocation).
 
 Deterministic: each output element is computed by one thread from its own inputs only.
 Result decoding: none; the outputs are the results (n elements each).
@@ -77,16 +79,14 @@ def numba_element(mp) -> str:
 
 
 def render_numba(mp) -> tuple[str, list[str]]:
-    """(element function, entry points) of the map: `<pass>_serial` and `<pass>_parallel`."""
+    """(element function, entry points) of the map: `<pass>_chunks`."""
     element_fn = numba_element(mp)
     outs, elems, call, unpack, out_args = numba_names(mp)
-
-    def dense(loop: str) -> str:
-        stores = "".join(f"        {o}[i] = {e}\n" for o, e in zip(outs, elems))
-        return (f"{mp.jits[loop]}\n"
-                f"def {mp.p.name}_{loop}({mp.a('n, ' + out_args)}):\n"
-                f'    """No filter: element i is stored at index i of every output."""\n'
-                f"    for i in {'prange' if loop == 'parallel' else 'range'}(n):\n"
-                f"        {unpack} = {call}\n"
-                f"{stores}").rstrip("\n")
-    return element_fn, [dense("serial"), dense("parallel")]
+    stores = "".join(f"        {o}[i] = {e}\n" for o, e in zip(outs, elems))
+    dense = (f"{mp.jits['entry']}\n"
+             f"def {mp.p.name}_chunks({mp.a('c0, c1, n, ' + out_args)}):\n"
+             f'    """No filter: element i of chunks [c0, c1) is stored at index i of every output."""\n'
+             f"    for i in range(c0 * CHUNK, min(n, c1 * CHUNK)):\n"
+             f"        {unpack} = {call}\n"
+             f"{stores}").rstrip("\n")
+    return element_fn, [dense]

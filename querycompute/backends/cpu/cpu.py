@@ -1,16 +1,17 @@
 """The `cpu` backend: runs a fused pass as numba-compiled Python (dialect "numba").
 
 codegen.dialects.numba_py prints the pass as a Python module (numba_loader.module_source makes it importable
-and cached by numba); each call picks the serial entry for small n (starting numba's thread
-pool costs tens of microseconds) or the parallel one. Both entries compute the same chunks
-in the same order, so the choice never changes a result's bits.
+and cached by numba) with ONE entry point per step, over a range of chunks, without the GIL.
+morsels.py runs it: one call on this thread for a small n, else morsels of a few chunks
+handed dynamically to a pool of threads (DESIGN.md 5f). Every chunk is computed by one call
+and partials combine in chunk order, so who ran what never changes a result's bits.
 
 Disk cache (docs/cache.md): the module goes through the one numba loader (numba_loader.py):
 written into its cache entry and imported from there, so numba keeps its compiled code
-beside it and a new process loads that instead of compiling. A fresh module's serial entry
-is compiled in `prepare` (so errors and the compile time show there); other entry points
-compile, or load from numba's cache, on first use. Prepared.origin and each trace row say
-which happened.
+beside it and a new process loads that instead of compiling. A fresh module's entry points
+are compiled in `prepare` (so errors and the compile time show there; a first big call
+compiles nothing more); a new specialisation (a strided input) compiles, or loads from
+numba's cache, on first use. Prepared.origin and each trace row say which happened.
 """
 from __future__ import annotations
 
@@ -29,59 +30,77 @@ from querycompute._codegen.program import Pass, Reduce
 
 from ... import after_fork
 from ...cache import disk_cache
-from . import numba_loader
+from . import morsels, numba_loader
 from ..base import Backend, BackendCaps, KernelRun, Prepared
 from .cpu_elements import bind
 
 # numba's fallback "workqueue" threading layer aborts when two Python threads launch
 # parallel kernels at once; serialising parallel launches costs ~0.1 us and is always safe.
+# (The column operations' prange kernels only: a fused pass runs through morsels.py.)
 _PARALLEL_LOCK = threading.Lock()
-# Whether the parallel entry points may run in this process: not in a child forked after the
-# parent started numba's thread pool (GNU OpenMP aborts the child: after_fork.py). The serial
-# entry points compute the same chunks in the same order, so results keep their bits.
-_parallel = {"allowed": True, "started": False}
+# "allowed": whether kernels may use more than the calling thread (a Dask worker's tasks
+# run on one thread each: dask/run.py). "omp": whether numba's OpenMP pool may run in this
+# process: not in a child forked after the parent started it (GNU OpenMP aborts the child:
+# after_fork.py); the serial column kernels compute the same chunks in the same order, so
+# results keep their bits. The morsel pool needs no such rule: a child starts its own.
+_parallel = {"allowed": True, "started": False, "omp": True}
+
+
+def _in_morsels(nch: int) -> int:
+    """How many morsels a fused pass's step over nch chunks runs as (1: one call here)."""
+    return morsels.morsels(nch) if _parallel["allowed"] else 1
+
+
+def _run_morsels(fn, nch: int, args: tuple) -> None:
+    """fn(c0, c1, *args) over chunks [0, nch): morsels.run, or one call where this process
+    keeps to one thread (_parallel["allowed"])."""
+    if _parallel["allowed"]:
+        morsels.run(fn, nch, args)
+    else:
+        fn(0, nch, *args)
 
 
 
 # ---- launching a compiled pass ----------------------------------------------------------------
-# The cpu backend's calls into a compiled pass: `Launch` calls one flavour (serial or
-# parallel) of the numba entry points with freshly allocated outputs; `agg_converters` turns
-# a reduce's raw numba result into NumPy scalars of each aggregate's dtype.
-# Below this many elements the serial entry runs: one chunk's worth of work is cheaper than
-# waking the thread pool.
+# The cpu backend's calls into a compiled pass: `Launch` runs a pass's entry points (one per
+# step, each over a range of chunks) over the chunks of n elements through the morsel
+# scheduler (morsels.py: one call on this thread for a small n, else morsels on the cores)
+# with freshly allocated outputs; `agg_converters` turns a reduce's raw numba result into
+# NumPy scalars of each aggregate's dtype.
+# Below this many elements a pass is one chunk, run as one call on the caller's thread (the
+# small reduce's fast path: CpuPrepared._small_reduce).
 SERIAL_MAX = 32768
 
 
 class Launch:
-    """Calls one flavour (serial or parallel) of a pass's entry points: `call(n, inputs,
-    params)` returns the raw result (outputs in storage dtypes). The method is chosen once
-    here, so a warm call goes straight to numba."""
+    """Runs a pass's entry points (dialects/numba_py.py): `call(n, inputs, params)` returns
+    the raw result (outputs in storage dtypes). The method is chosen once here, so a warm
+    call goes straight to numba."""
 
-    def __init__(self, p: Pass, ns: dict, parallel: bool):
-        kind = "parallel" if parallel else "serial"
+    def __init__(self, p: Pass, ns: dict):
         name = p.name
-        self.parallel = parallel
-        # the serial flavour only sees n < SERIAL_MAX <= CHUNK: always one chunk
-        self.grid = (1,) if not parallel and SERIAL_MAX <= numba_py.CHUNK else None
-        self.name = f"{name}_{kind}"
+        self.pass_name = name
         self.storage = tuple(np.dtype(numba_py.storage_dtype(d)) for d in p.program.output_dtypes)
         # a shaped result (ToArray.element = k): the outputs are the columns of one (n, k)
         # array, so the result needs no stacking copy (shaped.stack). numba compiles the
         # strided column views as its 'A' layout: one more specialisation, cached as any.
         self.element = getattr(p.terminal, "element", 0)
         if isinstance(p.terminal, Reduce):
-            self.entry = ns[f"{name}_{kind}"]
+            self.entry = ns[f"{name}_chunks"]
+            self.partials = ns[f"{name}_PARTIALS"]          # per-chunk partials' dtypes
+            self.one_chunk = ns[f"{name}_ONE_CHUNK"]        # an in-order fold: one chunk of n
+            self.contiguous = ns[f"{name}_CONTIGUOUS"]      # a float sum: contiguous inputs
             self.call, self.dispatchers = self._reduce, (self.entry,)
         elif p.program.has_filter:
-            self.count, self.write = ns[f"{name}_count_{kind}"], ns[f"{name}_write_{kind}"]
+            self.count, self.write = ns[f"{name}_count"], ns[f"{name}_write"]
             # few survivors: the writer that visits the count's keep bits (compact.SPARSE);
             # None where the module leaves it out (numba_scan_fused)
-            self.sparse = ns.get(f"{name}_write_sparse_{kind}")
+            self.sparse = ns.get(f"{name}_write_sparse")
             self.call = self._compact
             self.dispatchers = tuple(d for d in (self.count, self.write, self.sparse) if d is not None)
             self.window = p.window_params       # (lo, hi) positions in params, or None
         else:
-            self.entry = ns[f"{name}_{kind}"]
+            self.entry = ns[f"{name}_chunks"]
             self.call, self.dispatchers = self._dense, (self.entry,)
         # numba's per-dispatcher signature tables: they only grow, and only when a call
         # compiled or loaded a new specialisation, so their total size tells a warm call
@@ -93,6 +112,17 @@ class Launch:
         self.known = self.specialisations()
         self.misses = self.cache_misses()
 
+    def chunks(self, n: int) -> int:
+        """How many chunks the entry points visit for n elements."""
+        if self.call == self._reduce and self.one_chunk:
+            return min(n, 1)
+        return -(-n // _CHUNK)
+
+    def name(self, n: int) -> str:
+        """The trace row's name: `<pass>_inline` (one call on the caller's thread) or
+        `<pass>_morsels` (morsels on the pool's threads and the caller's)."""
+        return f"{self.pass_name}_{'inline' if _in_morsels(self.chunks(n)) == 1 else 'morsels'}"
+
     def _two_tables(self) -> int:
         """specialisations() of a compaction: count and the writers each have a table."""
         return sum(len(t) for t in self._tables)
@@ -102,7 +132,15 @@ class Launch:
         return sum(sum(d.stats.cache_misses.values()) for d in self.dispatchers)
 
     def _reduce(self, n, inputs, params):
-        return self.entry(n, *inputs, *params)
+        nch = min(n, 1) if self.one_chunk else -(-n // _CHUNK)
+        if self.contiguous:
+            inputs = [np.ascontiguousarray(x) for x in inputs]
+        parts = [np.empty(nch, t) for t in self.partials]
+        entry = self.entry
+        if _in_morsels(nch) == 1:       # all chunks and the combine in one call
+            return entry(0, nch, nch, n, *parts, *inputs, *params)
+        _run_morsels(entry, nch, (0, n, *parts, *inputs, *params))
+        return entry(0, 0, nch, n, *parts, *inputs, *params)       # the combine alone
 
     def _outputs(self, n) -> tuple:
         """n fresh elements per output: separate arrays, or the columns of one (n, k) array."""
@@ -114,23 +152,29 @@ class Launch:
 
     def _dense(self, n, inputs, params):
         outs = self._outputs(n)
-        self.entry(n, *outs, *inputs, *params)
+        _run_morsels(self.entry, -(-n // _CHUNK), (n, *outs, *inputs, *params))
         return outs
 
     def _compact(self, n, inputs, params):
+        nch = -(-n // _CHUNK)
         bits = np.empty((n + 63) >> 6, np.uint64)
-        offsets = self.count(n, bits, *inputs, *params)
+        offsets = np.zeros(nch + 1, np.int64)
+        if _in_morsels(nch) == 1:       # count and prefix sum in one call
+            self.count(0, nch, True, n, bits, offsets, *inputs, *params)
+        else:
+            _run_morsels(self.count, nch, (False, n, bits, offsets, *inputs, *params))
+            self.count(nch, nch, True, n, bits, offsets, *inputs, *params)   # the prefix sum
         total = int(offsets[-1])
         if self.window is not None:       # only the survivors of the window [lo, hi)
             lo, hi = (int(params[k]) for k in self.window)
             if lo < 0 or hi < lo:
-                raise ValueError(f"{self.name}: compaction window [{lo}, {hi}) needs 0 <= lo <= hi")
+                raise ValueError(f"{self.pass_name}: compaction window [{lo}, {hi}) needs 0 <= lo <= hi")
             total = compact_op.window_total(total, lo, hi)
         outs = self._outputs(total)
         if self.sparse is not None and self.window is None and total * compact_op.SPARSE < n:
-            self.sparse(n, offsets, bits, *outs, *inputs, *params)
+            _run_morsels(self.sparse, nch, (n, offsets, bits, *outs, *inputs, *params))
         else:
-            self.write(n, offsets, *outs, *inputs, *params)
+            _run_morsels(self.write, nch, (n, offsets, *outs, *inputs, *params))
         return outs
 
     def __call__(self, n, inputs, params):
@@ -197,7 +241,7 @@ def launch(parallel: bool, run):
     the pool started (start_pool), none in a child forked after the pool started -- else
     `run(False)` (the serial entry point: same chunks, same order, same bits). CpuPrepared's
     own launch below is this, inlined on the warm path."""
-    if parallel and _parallel["allowed"]:
+    if parallel and _parallel["allowed"] and _parallel["omp"]:
         with _PARALLEL_LOCK:
             start_pool()
             return True, run(True)
@@ -207,7 +251,7 @@ def launch(parallel: bool, run):
 def _after_fork() -> None:
     global _PARALLEL_LOCK
     if _parallel["started"]:
-        _parallel["allowed"] = False
+        _parallel["omp"] = False
     _PARALLEL_LOCK = threading.Lock()
 
 
@@ -226,21 +270,22 @@ def _numba_version() -> str:
 def _load(p: Pass) -> tuple[dict, Any, str, float]:
     """(namespace, cache key, origin, ms) for pass p: its module text through the one numba
     loader (numba_loader.load: memory, the disk cache, or stored and compiled now: then its
-    serial entry is compiled at once, so errors and the compile time show here)."""
-    mod = numba_loader.load(p.name, numba_loader.module_source(p), prepare=lambda ns: _compile_serial(p, ns),
+    entry points are compiled at once, so errors and the compile time show here)."""
+    mod = numba_loader.load(p.name, numba_loader.module_source(p), prepare=lambda ns: _compile_entries(p, ns),
                             dtypes=[s.dtype for s in p.program.inputs])
     return (mod.ns, mod.key, *mod.take_load_report())
 
 
-def _compile_serial(p: Pass, ns: dict) -> None:
-    """Compile the serial entry points for contiguous arrays by running them on n = 0."""
+def _compile_entries(p: Pass, ns: dict) -> None:
+    """Compile the entry points for contiguous arrays by running them on n = 0 (the same
+    entry points run every n: a first big call compiles nothing more)."""
     prog = p.program
     inputs = [np.empty(0, numba_py.storage_dtype(s.dtype)) for s in prog.inputs]
     arrays = numba_py.whole_arrays(p)
     if arrays:                        # shaped elements read whole (cpu_elements.py)
         inputs = bind(arrays, inputs)
     params = [np.dtype(_param_type(s.dtype)).type(0) for s in prog.params]
-    Launch(p, ns, False)(0, inputs, params)
+    Launch(p, ns)(0, inputs, params)
 
 
 def _param_type(dtype: str) -> str:
@@ -248,9 +293,10 @@ def _param_type(dtype: str) -> str:
 
 
 class CpuPrepared(Prepared):
-    """One pass, compiled; `run` converts float16 storage and picks serial or parallel.
+    """One pass, compiled; `run` converts float16 storage and runs it (morsels.py decides
+    whether that is one call on this thread or morsels on the cores).
 
-    The warm path (the kernel ran before with this flavour and argument types) is a type
+    The warm path (the kernel ran before with these argument types) is a type
     check of the params, the numba call, the result conversion and one trace row; anything
     new (the first run, a specialisation numba had to compile or load) takes `_first_use`.
     """
@@ -260,7 +306,7 @@ class CpuPrepared(Prepared):
         self.origin = origin
         self.compile_ms = compile_ms
         self._key = key
-        self._launches = (Launch(p, ns, False), Launch(p, ns, True))
+        self._launch = Launch(p, ns)
         prog = p.program
         self._f16_inputs = tuple(k for k, s in enumerate(prog.inputs) if s.dtype == "float16")
         self._whole = numba_py.whole_arrays(p)      # arrays of shaped elements read whole
@@ -282,16 +328,9 @@ class CpuPrepared(Prepared):
         if params and tuple(map(type, params)) != self._param_types:
             # a Python number would make numba compile a float64/int64 variant
             params = [pt(v) for pt, v in zip(self._param_types, params)]
-        launch = self._launches[n >= SERIAL_MAX and _parallel["allowed"]]
+        launch = self._launch
         convs = self._convs
-        if launch.parallel:
-            with _PARALLEL_LOCK:
-                start_pool()
-                raw = launch.call(n, inputs, params)
-        elif convs is not None:   # the common small reduce, without the extra call level
-            raw = launch.entry(n, *inputs, *params)
-        else:
-            raw = launch.call(n, inputs, params)
+        raw = launch.call(n, inputs, params)
         if convs is None:
             result = self._arrays(raw)
         elif len(convs) == 1:
@@ -308,20 +347,25 @@ class CpuPrepared(Prepared):
 
     def _small_reduce(self):
         """run_quick for the case that decides small-n speed: a reduce without parameters or
-        float16 inputs, on fewer than SERIAL_MAX elements, after its first run. What it reads
-        is bound once (closure variables load faster than attributes); any other call, and
-        one where numba had to add a specialisation, goes through the general method."""
+        float16 inputs, on fewer than SERIAL_MAX elements (one chunk: one call on this
+        thread), after its first run. What it reads is bound once (closure variables load
+        faster than attributes); any other call, and one where numba had to add a
+        specialisation, goes through the general method."""
         general = CpuPrepared.run_quick.__get__(self)
-        launch = self._launches[0]
+        launch = self._launch
         entry, specialisations = launch.entry, launch.specialisations
+        partials, contiguous = launch.partials, launch.contiguous
+        empty, ascontiguous = np.empty, np.ascontiguousarray
         convs = self._convs
         conv = convs[0] if len(convs) == 1 else (lambda raw: [c(raw) for c in convs])
 
         def small_reduce(inputs, params, n):
-            if n >= SERIAL_MAX or params:
+            if n >= SERIAL_MAX or params or not n:
                 return general(inputs, params, n)
             t0 = _clock()
-            raw = entry(n, *inputs)
+            if contiguous:
+                inputs = [ascontiguous(x) for x in inputs]
+            raw = entry(0, 1, 1, n, *[empty(1, t) for t in partials], *inputs)
             result = [conv(raw)] if len(convs) == 1 else conv(raw)
             run_ms = (_clock() - t0) * 1e3
             if specialisations() == launch.known:
@@ -330,15 +374,14 @@ class CpuPrepared(Prepared):
         return small_reduce
 
     def trace_rows(self, row: tuple) -> list[KernelRun]:
-        """The one trace row of a run: (launch, n, run ms, cache origin, compile ms)."""
+        """The one trace row of a run: (launch, n, run ms, cache origin, compile ms); its grid
+        is the chunks, its name says whether they ran as one call or as morsels."""
         launch, n, run_ms, cache, compile_ms = row
-        grid = launch.grid if launch.grid is not None else (-(-n // _CHUNK),)
-        return [KernelRun(launch.name, "numba", grid, _BLOCK, cache, compile_ms, run_ms)]
+        return [KernelRun(launch.name(n), "numba", (launch.chunks(n),), _BLOCK, cache, compile_ms, run_ms)]
 
     def _first_use(self, launch: Launch, n: int, run_ms: float, t0: float) -> tuple:
         """The trace row of a run that is the Prepared's first, or that made numba compile
-        an entry point or load it from numba's cache (the parallel flavour on its first big
-        input, any flavour on its first strided input): numba's compiler time inside the
+        an entry point or load it from numba's cache (its first strided input, say): numba's compiler time inside the
         call (numba_loader.jit_ms_since `t0`) is booked as compile time, not run time. Newly compiled
         code is sealed into the disk entry so the next process loads it."""
         cache, compile_ms = ("memory", 0.0) if self._ran else (self.origin, self.compile_ms)
@@ -399,7 +442,7 @@ class CpuBackend(Backend):
 
     def launch_shape(self, p: Pass, n: int) -> list[dict]:
         chunks = max(1, -(-n // numba_py.CHUNK))
-        kind = "parallel" if n >= SERIAL_MAX else "serial"
+        kind = "inline" if _in_morsels(chunks) == 1 else "morsels"
         return [{"name": f"{p.name}_{kind}", "grid": (chunks,), "block": (numba_py.CHUNK,)}]
 
     def prepare(self, p: Pass) -> Prepared:

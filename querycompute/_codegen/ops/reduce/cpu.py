@@ -127,8 +127,7 @@ class ReducePrinter:
         if self.float_sums:
             out.append(self._pairwise_fn())
         out.append(self._chunk())
-        out.append(self._entry("serial"))
-        out.append(self._entry("parallel"))
+        out.append(self._entry())
         return out
 
     # ---- state ---------------------------------------------------------------------------
@@ -312,38 +311,40 @@ class ReducePrinter:
                 f"        m = h + m % 2\n"
                 f"    return buf[0] if m == 1 else empty")
 
-    def _entry(self, loop: str) -> str:
+    def _entry(self) -> str:
+        """`<pass>_chunks(c0, c1, nfin, n, P_<state>..., inputs..., params...)`: the partials of
+        chunks [c0, c1) into the caller's per-chunk arrays P_<state> (one element per chunk,
+        their dtypes in `<pass>_PARTIALS`), then the partials of the first `nfin` chunks
+        combined in chunk order and finished: the caller passes nfin = 0 for a morsel and
+        nfin = all chunks once they are all done (or in the one call that does all of them),
+        so the result is the same whichever core computed which chunk. A pass with an
+        in-order fold is ONE chunk of n elements (`<pass>_ONE_CHUNK`)."""
         states = [st for k, agg in enumerate(self.aggs) for st in self._state(k, agg)]
-        rng = "prange" if loop == "parallel" else "range"
-        lines = []
-        if any(a.op == "sum" and D.is_float(a.dtype) for a in self.aggs):
-            # `reassoc` lets LLVM vectorise a contiguous chunk loop, but a strided one
-            # differently (other lane partial sums, other bits). A strided input is copied
-            # to a contiguous one so the same values always add in the same order; for a
-            # contiguous input numba compiles this to nothing.
-            lines += [f"{x} = np.ascontiguousarray({x})" for x in self.inputs]
-        if self.in_order:           # one chunk: a sequential pass in element order
-            lines += ["nch = min(n, 1)", "span = n"]
-        else:
-            lines += ["nch = (n + CHUNK - 1) // CHUNK", "span = CHUNK"]
-        lines += [f"P_{name} = np.empty(nch, {T})" for name, T, _ in states]
-        lines += [f"for c in {rng}(nch):",
+        lines = ["span = n" if self.in_order else "span = CHUNK"]
+        lines += ["for c in range(c0, c1):",
                   f"    r = {self.p.name}_chunk({self._a('c * span, min(n, c * span + span)')})"]
-        lines += [f"    P_{name}[c] = r[j]".replace("[j]", f"[{j}]")
-                  for j, (name, _, _) in enumerate(states)]
+        lines += [f"    P_{name}[c] = r[{j}]" for j, (name, _, _) in enumerate(states)]
         lines += [f"{name} = {value}" for name, _, value in states]
         in_order = [f"    {line}" for k, agg in enumerate(self.aggs) if k not in self.float_sums
                     for line in self._combine(k, agg)]
         if in_order:
-            lines += ["for c in range(nch):", *in_order]
-        lines += [f"s{k} = {self.p.name}_pairwise(P_s{k}, nch, s{k})" for k in self.float_sums]
+            lines += ["for c in range(nfin):", *in_order]
+        lines += [f"s{k} = {self.p.name}_pairwise(P_s{k}, nfin, s{k})" for k in self.float_sums]
         for k, agg in enumerate(self.aggs):
             lines += self._finish(k, agg)
         lines.append(f"return ({', '.join(self._result_names())},)")
         body = "".join(f"    {line}\n" for line in lines)
-        return (f"{self.jits[loop]}\n"
-                f"def {self.p.name}_{loop}({self._a('n')}):\n"
-                f'    """Chunks of CHUNK elements ({"in parallel" if loop == "parallel" else "one after another"}), '
+        partials = ", ".join(f"P_{name}" for name, _, _ in states)
+        # `reassoc` lets LLVM vectorise a contiguous chunk loop, but a strided one differently
+        # (other lane partial sums, other bits): with a float sum the caller passes contiguous
+        # inputs (a strided one copied once), so the same values always add in the same order
+        contiguous = any(a.op == "sum" and D.is_float(a.dtype) for a in self.aggs)
+        consts = (f"{self.p.name}_PARTIALS = ({''.join(f'{T}, ' for _, T, _ in states)})\n"
+                  f"{self.p.name}_ONE_CHUNK = {bool(self.in_order)}\n"
+                  f"{self.p.name}_CONTIGUOUS = {contiguous}\n\n\n")
+        return (f"{consts}{self.jits['entry']}\n"
+                f"def {self.p.name}_chunks({self._a('c0, c1, nfin, n, ' + partials)}):\n"
+                f'    """Chunks [c0, c1) of CHUNK elements into P_*, then the first nfin chunks\' '
                 f'partials combined in chunk order."""\n'
                 f"{body}").rstrip("\n")
 
