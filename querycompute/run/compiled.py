@@ -26,9 +26,9 @@ from ..log import logger
 class Compiled:
     """The memo's value: plan + kernels for one backend and signature (see module doc)."""
     __slots__ = ("backend", "lowered", "prepared", "early", "tier", "pending", "origin",
-                 "compile_ms", "used", "has_params", "direct")
+                 "compile_ms", "used", "has_params", "direct", "switch", "tier_note")
 
-    def __init__(self, backend: str, lowered, prepared, pending=None):
+    def __init__(self, backend: str, lowered, prepared, pending=None, split: tuple | None = None):
         self.backend = backend          # the backend this entry is for (not always the tier)
         self.lowered = lowered
         self.prepared = prepared        # what launches now: the kernel, or the numpy tier's
@@ -42,6 +42,9 @@ class Compiled:
         # launch is prepared.run_quick itself: no tier to switch, no windows (the engine's
         # warm paths then call it directly, saving a call level on every warm call)
         self.direct = pending is None and self.early is None
+        # a long numpy-tier call moves to the kernel between morsels (windows.TierSwitch)
+        self.switch = windows.tier_switch(lowered, split) if pending is not None else None
+        self.tier_note = None           # why there was no numpy tier (tiers.differs)
 
     def launch(self, cols, params, n: int) -> tuple:
         """(raw results, trace row, the Prepared that ran)."""
@@ -53,6 +56,8 @@ class Compiled:
                 self.promote()
             elif pending.resubmit:      # a forked child: compile again here
                 pending.start()
+            if self.pending is not None and self.switch is not None and n > self.switch.morsel:
+                return self.switch.launch(self, cols, params, n)
         prepared = self.prepared
         raw, row = windows.launch(prepared, self.early, cols, params, n)
         return raw, row, prepared

@@ -322,17 +322,22 @@ def _compiled(name, source, cols, q, term, infos, tiered) -> tuple:
         lowered = lower(source, tuple(str(d) for d in dts), q.nodes(), term, infos)
         refuse_parallel(name, registry.get(name).caps, lowered)   # a fold only cpu / numpy run in order
         text = describe(q, term, infos)
-        if tiered:
+        differs = tiers.differs(lowered, name) if tiered else None
+        if differs:                       # the numpy tier would answer with other bits
+            logger.info("tier: %s waits for the %s kernel: %s", text, name, differs)
+        if tiered and not differs:
+            split = tiers.splittable(lowered)
             pending = tiers.Pending(lambda: _prepare(registry.require(name), lowered, text),
                                     f"the {name} kernel for {text}",
                                     lambda: registry.load_compiler(name),
-                                    tiers.NUMPY_TIER_MAX_HEAVY if heavy(q._kinds)
-                                    else float("inf"))
-            compiled = Compiled(name, lowered, _prepare(registry.get("numpy"), lowered, text), pending)
+                                    tiers.NUMPY_TIER_MAX_HEAVY if heavy(q._kinds) else
+                                    float("inf") if split else tiers.NUMPY_TIER_MAX_UNSPLIT)
+            compiled = Compiled(name, lowered, _prepare(registry.get("numpy"), lowered, text), pending, split)
             logger.info("tier: numpy answers %s while the %s kernel compiles", text, name)
         else:
             registry.load_compiler(name)
             compiled = Compiled(name, lowered, _prepare(registry.require(name), lowered, text))
+            compiled.tier_note = differs
         _memo.put(sig, compiled)
     return compiled, compiled.origin, compiled.compile_ms
 

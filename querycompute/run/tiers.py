@@ -1,9 +1,24 @@
-"""Tiered execution: the first call of a new signature does not wait for a compiler.
+"""Tiered execution: the first call of a new signature does not wait for a compiler, and
+never gets other bits than the kernel would give.
 
 While a backend's kernel compiles (or loads from the disk cache) in a background thread, the
 numpy backend answers: the reference interpreter, same semantics, ready at once. Each later
 call looks at the compile once (`Pending.ready`, a flag read) and moves to the kernel as soon
-as it is there. A background compile that fails becomes one warning and the numpy tier keeps
+as it is there.
+
+Same bits: the numpy tier answers only plans whose result it computes bit for bit as the
+kernel does (`differs`): elementwise work, compaction, integer and bool reductions, min /
+max, any / all / first, in-order folds, and on cpu float sums and means too (the numpy tier
+follows the kernel's fixed order, _codegen/sum_order.py). Where it can't (a GPU backend's
+float sum, whose tree it does not reproduce; a float fold; a plan of stages or long rows
+that touches floats), the first call compiles first, said in the log and by
+`differs`' reason (docs/guide.md).
+
+A long first call switches tiers between morsels (HyPer's adaptive execution): a plan whose
+partial results join exactly (`splittable`: no float sum, no float min / max, no fold) runs
+MORSEL elements at a time on the numpy tier, the compile started at once, and the rest of
+the input goes to the kernel as soon as it is ready (windows.TierSwitch); other plans wait
+for their kernel from NUMPY_TIER_MAX_UNSPLIT elements on. A background compile that fails becomes one warning and the numpy tier keeps
 answering that signature; a synchronous compile (QUERYCOMPUTE_TIERED=0, or
 `q.compile(..., tiered=False)`) raises CompileError as before.
 
@@ -23,6 +38,11 @@ flight, imports included, to end (after_fork.hold), so no lock is held and no mo
 imported in the child; there the compiles that had not finished are submitted again by
 their next call.
 
+Exit: the compile thread is a daemon thread. At interpreter exit the compiles not started
+are dropped, and one in flight is waited for at most EXIT_WAIT_S seconds (it fills the disk
+cache for the next process when it ends in time; the cache's writes are atomic, so a compile
+cut short leaves nothing half written): a short script never waits for a compiler at exit.
+
 Memory: the numpy tier of a sort, distinct, group_by or join needs many times the memory of
 the kernel (int64 indices, sorted copies: up to ~24 B per element, against 0.1-1.5 for the
 cpu kernels: docs/performance.md), so a first call of such a plan on NUMPY_TIER_MAX_HEAVY
@@ -30,6 +50,7 @@ elements or more waits for its compile instead.
 """
 from __future__ import annotations
 
+import collections
 import threading
 
 from .. import after_fork, config
@@ -37,7 +58,7 @@ from ..errors import BackendUnavailableError
 from ..log import FallbackWarning, logger, warn
 from typing import Callable
 
-_executor = None                # a ThreadPoolExecutor, made on the first background compile
+_executor = None                # the _Worker, made on the first background compile
 _executor_lock = threading.Lock()
 # Held by the compile thread while it compiles, and by a forking thread across fork():
 # a fork waits for the compile in flight (its imports, numba's and LLVM's state) to end.
@@ -47,6 +68,49 @@ after_fork.hold(_running, rank=0)
 # Plans that sort, hash or join (graph.heavy) answer on the numpy tier only below this
 # many elements; a larger first call waits for its kernel (see the module docstring).
 NUMPY_TIER_MAX_HEAVY = 1_000_000
+# A first call of a plan that can't switch tiers mid-call (not `splittable`) answers on the
+# numpy tier only below this many elements (~0.1-1 s of NumPy work, about a compile's time)
+NUMPY_TIER_MAX_UNSPLIT = 1 << 26
+MORSEL = 1 << 22                # elements per numpy-tier morsel of a long first call
+EXIT_WAIT_S = 1.0               # at exit, the longest wait for a compile in flight
+# Test hooks: a threading.Event every background compile waits for before it starts
+# (None: none), and between_morsels(k, pending), called after the k-th numpy-tier morsel of
+# a long first call (tests release a held compile there: a switch without a timing race)
+hold_compiles = None
+between_morsels = None
+
+
+def differs(lowered, backend: str) -> str | None:
+    """Why the numpy tier's bits could differ from `backend`'s kernel for this plan (then
+    the first call waits for the kernel), or None when they are the same."""
+    if getattr(lowered, "staged", False) or getattr(lowered, "row_plan", None) is not None:
+        if "float" in repr(getattr(lowered, "stages", None) or getattr(lowered, "row_plan", None)):
+            return "a plan of stages or long rows over floats adds in the kernel's own order"
+        return None
+    aggs = getattr(lowered.pass_.terminal, "aggs", ())
+    for a in aggs:
+        is_float = a.dtype.startswith("float")
+        if a.op == "sum" and is_float and backend != "cpu":
+            return f"the {backend} kernel adds a float sum in its own tree order"
+        if a.op == "fold" and is_float and not a.in_order:
+            return "a float fold combines partials in the kernel's chunk order"
+    return None
+
+
+def splittable(lowered) -> tuple | None:
+    """The aggregates' ops of a plan whose partial results over consecutive runs of elements
+    join into exactly the whole run's (combine.combine_raw), else None."""
+    if getattr(lowered, "staged", False) or getattr(lowered, "row_plan", None) is not None:
+        return None
+    aggs = getattr(lowered.pass_.terminal, "aggs", None)
+    if not aggs:
+        return None
+    for a in aggs:
+        exact = a.op in ("count", "any", "all", "first") or (
+            a.op in ("sum", "min", "max") and not a.dtype.startswith("float"))
+        if not exact:
+            return None
+    return tuple(a.op for a in aggs)
 
 
 def _after_fork() -> None:
@@ -65,28 +129,75 @@ def enabled_by_default() -> bool:
 
 
 def _pool():
-    # (concurrent.futures is imported here, not with the package: it costs ~10 ms)
-    from concurrent.futures import ThreadPoolExecutor
     global _executor
     with _executor_lock:
         if _executor is None:
             # filelock (the cache's compile lock) hooks fork(): imported here, before our
             # hooks are armed (after_fork.arm), not by the compile thread while a fork waits
             import filelock  # noqa: F401
-            _executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="querycompute-compile")
-            _cancel_queued_at_exit(_executor)
+            _executor = _Worker()
+            _close_at_exit(_executor)
         return _executor
 
 
-def _cancel_queued_at_exit(executor) -> None:
-    """At interpreter exit Python waits for the worker thread to finish its queue. Let it
-    finish the compile it is running (that fills the disk cache for the next process), but
-    drop the ones not started: a script that met 100 new queries must not compile them all
-    before it can exit. (threading's exit hooks run before concurrent.futures joins its
-    workers when registered after it, as here; without the private hook, exit just waits.)"""
+class _Worker:
+    """One daemon thread that runs Pending compiles one at a time, in submission order."""
+
+    def __init__(self):
+        self.queue: collections.deque = collections.deque()
+        self.cv = threading.Condition()
+        self.current = None
+        self.closed = False
+        self.thread = threading.Thread(target=self._loop, name="querycompute-compile", daemon=True)
+        self.thread.start()
+
+    def submit(self, pending) -> None:
+        with self.cv:
+            if self.closed:
+                pending.drop()
+                return
+            self.queue.append(pending)
+            self.cv.notify()
+
+    def _loop(self) -> None:
+        while True:
+            with self.cv:
+                while not self.queue and not self.closed:
+                    self.cv.wait()
+                if self.closed:
+                    return
+                self.current = self.queue.popleft()
+            try:
+                self.current.run()
+            finally:
+                with self.cv:
+                    self.current = None
+                    self.cv.notify_all()
+
+    def close(self, wait_s: float) -> None:
+        """Drop the compiles not started; wait at most `wait_s` for the one in flight."""
+        if not self.thread.is_alive():      # (a forked child's copy of the parent's)
+            return
+        with self.cv:
+            self.closed = True
+            dropped = list(self.queue)
+            self.queue.clear()
+            self.cv.notify_all()
+            if self.current is not None:
+                self.cv.wait_for(lambda: self.current is None, timeout=wait_s)
+        for pending in dropped:
+            pending.drop()
+
+
+def _close_at_exit(worker: _Worker) -> None:
+    """At interpreter exit: never wait for a compile not started, at most EXIT_WAIT_S for
+    the one in flight (the thread is a daemon: the interpreter does not join it). threading's
+    private exit hook runs before the interpreter waits for threads; atexit is the fallback."""
     register = getattr(threading, "_register_atexit", None)
-    if register is not None:
-        register(lambda: executor.shutdown(wait=False, cancel_futures=True))
+    if register is None:
+        import atexit
+        register = atexit.register
+    register(lambda: worker.close(EXIT_WAIT_S))
 
 
 class Pending:
@@ -105,7 +216,7 @@ class Pending:
         self.imports = imports          # registry.load_compiler, run before compile_fn
         self.numpy_max = numpy_max      # calls on this many elements or more wait for it
         self.ready = False
-        self.future = None
+        self.future = None              # a threading.Event set when the compile ended (or was dropped)
         self.outcome = None             # (compiled object, exception) once the compile ran
         self.resubmit = False           # in a forked child: start again on the next call
         self._warned = False
@@ -116,25 +227,33 @@ class Pending:
         with self._start_lock:
             if self.future is None:
                 self.resubmit = False
-                executor = _pool()
+                worker = _pool()
                 after_fork.arm("compile thread")     # before the thread imports anything
-                self.future = executor.submit(self._compile)
-                self.future.add_done_callback(self._done)
+                self.future = threading.Event()
+                worker.submit(self)
 
-    def _compile(self):
-        with _running:
-            try:
-                if self.imports is not None:
-                    self.imports()
-                value = self.compile_fn()
-            except BaseException as exc:
-                self.outcome = (None, exc)
-                raise
-            self.outcome = (value, None)
-            return value
+    def run(self) -> None:
+        """The compile (on the compile thread)."""
+        hold = hold_compiles
+        if hold is not None:
+            hold.wait()
+        try:
+            with _running:
+                try:
+                    if self.imports is not None:
+                        self.imports()
+                    self.outcome = (self.compile_fn(), None)
+                except BaseException as exc:
+                    self.outcome = (None, exc)
+        finally:
+            self.ready = True
+            self.future.set()
 
-    def _done(self, _future) -> None:
+    def drop(self) -> None:
+        """Never started (interpreter exit): stays on the numpy tier, waiters are released."""
         self.ready = True
+        if self.future is not None:
+            self.future.set()
 
     def after_fork(self) -> None:
         """In a forked child: a compile the parent finished is kept (its outcome, not its
@@ -151,11 +270,7 @@ class Pending:
         if self.ready:
             return True
         self.start()
-        try:
-            self.future.exception(timeout=timeout)
-        except TimeoutError:
-            return False
-        return True
+        return self.future.wait(timeout)
 
     def error(self) -> BaseException | None:
         """The exception the finished compile raised (None when it succeeded or was dropped)."""

@@ -23,11 +23,17 @@ lowest index, whichever windows ran.
 qc.last_trace() after a windowed run lists every launched kernel of every window that ran,
 in order (the first window's rows carry the compile/cache origin); `Trace.n` stays the
 whole input's length, so the rows show how far the terminal read.
+
+The same windows carry a long first call from the numpy tier to the kernel (TierSwitch,
+tiers.py): morsels of tiers.MORSEL elements on the numpy tier until the background compile
+is ready, then the rest of the input in one kernel run, joined with combine_raw (only for
+plans whose partials join exactly: tiers.splittable).
 """
 from __future__ import annotations
 
 import numpy as np
 
+from . import tiers
 from .._codegen.combine import combine_raw, decided
 from ..plan.fusion import early_ops
 
@@ -50,16 +56,21 @@ class EarlyExit:
         self.start = start      # index in the params of the range's start (-1: not a range)
         self.step = step        # index in the params of the range's step
 
+    def window(self, cols, params, lo: int, hi: int, n: int) -> tuple:
+        """(columns, params) of elements [lo, hi) of an n-element input (module doc)."""
+        if self.start >= 0 and lo:
+            params = list(params)
+            start, step = int(params[self.start]), int(params[self.step])
+            params[self.start] = np.int64(start + lo * step)
+        return ([c[lo:hi] for c in cols] if lo or hi < n else cols), params
+
     def launch(self, prepared, cols, params, n: int) -> tuple:
         """`prepared.run_quick(cols, params, n)`, run window by window until decided:
         (raw results as the whole run would return them, row for `trace_rows`)."""
         first = FIRST_WINDOW
         if n <= first:
             return prepared.run_quick(cols, params, n)
-        ops, start_at = self.ops, self.start
-        if start_at >= 0:
-            params = list(params)
-            start, step = int(params[start_at]), int(params[self.step])
+        ops = self.ops
         out = None
         rows = WindowRows()
         lo, size = 0, first
@@ -68,15 +79,65 @@ class EarlyExit:
             if n - hi < first:      # no window shorter than the first one: the tail joins
                 hi = n              # this window (and a strided column's tail never looks
                                     # contiguous to numba, which would compile anew)
-            if start_at >= 0:
-                params[start_at] = np.int64(start + lo * step)
-            window = [c[lo:hi] for c in cols] if lo or hi < n else cols
-            raw, row = prepared.run_quick(window, params, hi - lo)
+            window, wparams = self.window(cols, params, lo, hi, n)
+            raw, row = prepared.run_quick(window, wparams, hi - lo)
             rows.append(row)
             out = combine_raw(ops, out, raw, lo)
             if hi == n or all(decided(op, r) for op, r in zip(ops, out)):
                 return out, rows
             lo, size = hi, size * GROWTH
+
+
+class TierSwitch(EarlyExit):
+    """How a long numpy-tier call of one lowered pass moves to the kernel (module doc)."""
+    __slots__ = ()
+    morsel = tiers.MORSEL
+
+    def launch(self, compiled, cols, params, n: int) -> tuple:
+        """compiled.launch's (raw, row, prepared) for a call on the numpy tier: morsels
+        there until compiled.pending is ready, then the rest on the kernel."""
+        pending = compiled.pending
+        pending.start()                 # a long call: the compile must not wait for it
+        out, rows, lo, k = None, MixedRows(), 0, 0
+        prepared = compiled.prepared
+        while lo < n:
+            if compiled.pending is not None and compiled.pending.ready:
+                compiled.promote()
+            prepared = compiled.prepared
+            hi = n if compiled.pending is None else min(n, lo + self.morsel)
+            window, wparams = self.window(cols, params, lo, hi, n)
+            raw, row = launch(prepared, compiled.early, window, wparams, hi - lo)
+            rows.append((prepared, row))
+            out = combine_raw(self.ops, out, raw, lo)
+            if all(decided(op, r) for op, r in zip(self.ops, out)):
+                break
+            lo, k = hi, k + 1
+            if tiers.between_morsels is not None and compiled.pending is not None:
+                tiers.between_morsels(k, compiled.pending)
+        return out, rows, prepared
+
+
+class MixedRows(list):
+    """The trace rows of a tier switch: (the Prepared that ran, its row) per run, in order."""
+    __slots__ = ()
+
+
+def _range_params(lowered) -> tuple[int, int]:
+    """(index in the params of a range's start, of its step), -1 each when not a range."""
+    start = step = -1
+    for i, key in enumerate(lowered.bindings):
+        if key[0] == "range":
+            if key[1] == 0:
+                start = i
+            elif key[1] == 2:
+                step = i
+    return start, step
+
+
+def tier_switch(lowered, ops: tuple | None) -> TierSwitch | None:
+    """The TierSwitch of a pass whose aggregates' partials join exactly (`ops`:
+    tiers.splittable), else None."""
+    return None if ops is None else TierSwitch(ops, *_range_params(lowered))
 
 
 def early_exit(lowered) -> EarlyExit | None:
@@ -85,14 +146,7 @@ def early_exit(lowered) -> EarlyExit | None:
     ops = early_ops(lowered)
     if ops is None:
         return None
-    start = step = -1
-    for i, key in enumerate(lowered.bindings):
-        if key[0] == "range":
-            if key[1] == 0:
-                start = i
-            elif key[1] == 2:
-                step = i
-    return EarlyExit(ops, start, step)
+    return EarlyExit(ops, *_range_params(lowered))
 
 
 def launch(prepared, early: EarlyExit | None, cols, params, n: int) -> tuple:
@@ -106,4 +160,6 @@ def trace_rows(prepared, row) -> list:
     """The KernelRun rows of a run's `row`: every window's rows, in order, for a windowed run."""
     if type(row) is WindowRows:
         return [k for r in row for k in prepared.trace_rows(r)]
+    if type(row) is MixedRows:
+        return [k for p, r in row for k in trace_rows(p, r)]
     return prepared.trace_rows(row)

@@ -24,10 +24,11 @@ math, numba's njit/prange, two bit-cast intrinsics). It defines, in this order:
 Output arrays hold `storage_dtype` elements (float16 as its uint16 bits); so do inputs. A map
 or compaction takes each array of shaped elements as one (n, m) input (`whole_arrays`).
 Chunks are CHUNK elements whatever the thread count, and partials are combined in chunk
-order, so a result's bits depend only on the input. Float sums vectorise because only the
-chunk function carries numba's `reassoc` flag (and only its accumulating adds are float
-ops); the element function is compiled with fastmath explicitly off, so its arithmetic,
-even once inlined, keeps strict IEEE semantics.
+order, so a result's bits depend only on the input. No function carries a fastmath flag:
+float sums add in the fixed order _codegen/sum_order.py spells out (lane arrays the
+printed chunk loop adds row by row; LLVM vectorises those rows without regrouping an add),
+which the numpy tier reproduces; the element function's arithmetic, even once inlined,
+keeps strict IEEE semantics.
 """
 from __future__ import annotations
 
@@ -42,7 +43,7 @@ NAME = "numba"                        # the dialect's name (the cpu backend's `d
 # Every NumPy type as a value; chunks handed to the cores, not blocks: no block waits on
 # another, no shuffles, no atomics in the generated code (the scan runs chunk totals, then carries)
 CAPS = DialectCaps("Python (numba)")
-CHUNK = 1 << 16                       # elements per chunk (fixed: results don't depend on threads)
+from ..sum_order import CHUNK        # elements per chunk (fixed: results don't depend on threads)
 
 
 def storage_dtype(dtype: str) -> str:
@@ -83,11 +84,11 @@ class _ModulePrinter:
         self.cache = cache
         # inputs read through an index column (an IndexedPass: numba_indexed)
         self.gathers = gathers(p) if getattr(p, "via", ()) else {}
-        # decorators: "scalar" (helpers, element, fold), "chunk" (reduce partials, with the
-        # reassociation that vectorises float sums), "entry" (the entry points over a range
-        # of chunks, without the GIL: the morsel scheduler's threads call them)
+        # decorators: "scalar" (helpers, element, fold), "chunk" (reduce partials: strict
+        # IEEE too, sum_order's explicit lanes), "entry" (the entry points over a range of
+        # chunks, without the GIL: the morsel scheduler's threads call them)
         self.jits = {"scalar": jit_decorator(cache), "entry": jit_decorator(cache, nogil=True),
-                     "chunk": jit_decorator(cache, fastmath='{"reassoc"}')}
+                     "chunk": jit_decorator(cache)}
         # input k -> (element array, component j) for the arrays taken whole (whole_arrays)
         self.components = {a.first + j: (a, j) for a in arrays for j in range(a.m)}
         firsts = {a.first: a for a in arrays}

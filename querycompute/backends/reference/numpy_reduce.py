@@ -4,10 +4,14 @@ A long input (a `qc.range(10**12)`, a huge memmap) is never materialised: the pa
 evaluated WINDOW elements at a time, and each aggregate keeps a partial state that the windows
 update in order:
 
-    sum     the windows' np.sum values, added pairwise at the end (one window: np.sum itself,
-            so a sum of -0.0s is +0.0 as NumPy gives)
+    sum     integers: the windows' np.sum values, added. Floats: the cpu kernel's fixed
+            order (_codegen/sum_order.py: lanes, blocks, chunks; a dropped element adds
+            -0.0), so the numpy tier's bits are the kernel's: each window gives its chunk
+            totals (a window is a whole number of chunks), added as a tree at the end
     count   added
-    min/max np.minimum / np.maximum of the windows' np.min / np.max (NaN propagates)
+    min/max np.min / np.max of each window, then of the windows (NaN propagates); of -0.0
+            and 0.0 min gives -0.0 and max 0.0 wherever they are (the kernels' order keys
+            rank -0.0 below 0.0; NumPy's own pick depends on the positions)
     any/all or / and; settled once True / False
     first   the first window with a survivor; settled then
     fold    (has, value): a window's kept values are folded as a balanced tree of pairs that
@@ -25,9 +29,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from querycompute._codegen import sum_order
 from querycompute._codegen.combine import add_all, combine, decided
 
 WINDOW = 1 << 20        # elements per window: bounded memory, whole-array NumPy speed
+assert WINDOW % sum_order.CHUNK == 0    # a float sum's chunks never straddle two windows
 
 
 def run_reduce(p, evaluate, n: int) -> list:
@@ -86,10 +92,21 @@ class _Sum(_Agg):
         super().__init__(agg)
         self.parts = []
 
+        self.float = np.dtype(agg.dtype).kind == "f"
+
     def add(self, ev, keep, lo, m):
-        self.parts.append(np.sum(_kept(ev, self.agg.values[0], keep), dtype=self.agg.dtype))
+        if not self.float:
+            self.parts.append(np.sum(_kept(ev, self.agg.values[0], keep), dtype=self.agg.dtype))
+            return
+        x = ev.full(self.agg.values[0])
+        if keep is not None:
+            x = np.where(keep, x, self.t(-0.0))
+        self.parts.append(sum_order.chunk_totals(np.ascontiguousarray(x, self.agg.dtype)))
 
     def result(self):
+        if self.float:
+            chunks = np.concatenate(self.parts) if self.parts else np.empty(0, self.agg.dtype)
+            return sum_order.total(chunks, self.agg.dtype)
         return add_all(self.parts, self.agg.dtype)
 
 
@@ -102,10 +119,24 @@ class _MinMax(_Agg):
     def add(self, ev, keep, lo, m):
         x = _kept(ev, self.agg.values[0], keep)
         if len(x):
-            self.value = combine(self.agg.op, self.value, self.pick(x))
+            v = self.pick(x)
+            if v == 0 and x.dtype.kind == "f":     # the sign the kernels give (module doc)
+                v = signed_zero(self.agg.op, x[x == 0])
+            if self.value is not None and v == 0 and self.value == 0:
+                v = signed_zero(self.agg.op, np.array([self.value, v]))
+            self.value = combine(self.agg.op, self.value, v)
 
     def result(self):
         return self.t(0) if self.value is None else self.t(self.value)
+
+
+def signed_zero(op: str, zeros: np.ndarray):
+    """min / max of float zeros as the kernels rank them: -0.0 below 0.0."""
+    neg = np.signbit(zeros)
+    t = zeros.dtype.type
+    if op == "min":
+        return t(-0.0) if neg.any() else t(0.0)
+    return t(0.0) if not neg.all() else t(-0.0)
 
 
 class _AnyAll(_Agg):

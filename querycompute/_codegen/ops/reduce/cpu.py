@@ -6,10 +6,15 @@ loop. Per chunk the state is returned as a tuple, stored in per-chunk arrays, an
 in chunk order by the entry point, which makes results deterministic (and the same for a
 strided input as for a contiguous one: see `_entry`).
 
-Float sums are pairwise, as accurate as NumPy's (error O(log n) ulp, not O(n)): the chunk
-loop runs in blocks of SUM_BLOCK elements, each summed in LLVM's vector lanes (a few
-elements per lane), the block totals of a chunk are added as a balanced tree, and so are the
-chunk totals. The result is +0.0 + total, so a sum of -0.0s is +0.0, as np.sum gives.
+Float sums (float16, float32, float64) add in one fixed order, spelled out in the printed
+code (_codegen/sum_order.py): a block's values are stored in a buffer, its rows of LANES
+values added into a lane array row after row (`A += row`, elementwise: LLVM vectorises it
+without regrouping an add, and no function carries `reassoc`), the lanes, the blocks of a
+chunk and the chunks added as balanced trees. The order does not depend on the machine's
+vector width, and the numpy tier reproduces it (sum_order.chunk_totals), so a sum's bits
+never depend on the tier. The result is +0.0 + total, so a sum of -0.0s is +0.0, as np.sum
+gives; float16 lanes round after every add, as a float16 register (and NumPy's half adds)
+would. (Indexes into the buffer are unsigned: no negative-index fix-ups in the loop.)
 
 State per op (agg k):
   sum    s_k                     float identity is -0.0 (x + -0.0 == x for every x, -0.0 too)
@@ -35,8 +40,7 @@ from ...order_keys import minmax_key_text
 from ...dialects.numba_py_expr import ExprPrinter, const_text, register_type
 from ...dialects.numba_py_runtime import order_key
 from ...program import Agg, Pass
-
-SUM_BLOCK = 512         # elements per vectorised float-sum block (a few per vector lane)
+from ...sum_order import BLOCK, LANES
 
 
 def _type_max(d: str) -> str:
@@ -77,9 +81,8 @@ class ReducePrinter:
         self.first_only = all(a.op == "first" for a in self.aggs)
         # a fold not known associative: one chunk, in element order (module doc)
         self.in_order = any(a.op == "fold" and a.in_order for a in self.aggs)
-        # sums kept pairwise (float16 accumulators round after every add instead, like a
-        # float16 register would)
-        self.float_sums = [k for k, a in enumerate(self.aggs) if a.op == "sum" and a.dtype in ("float32", "float64")]
+        # float sums: lanes, blocks and chunks in sum_order's fixed order
+        self.float_sums = [k for k, a in enumerate(self.aggs) if a.op == "sum" and D.is_float(a.dtype)]
         self.inputs = [f"in_{s.name}" for s in p.program.inputs]
         # element return names, per agg, in the element's return order
         self.values: list[list[str]] = []
@@ -124,8 +127,8 @@ class ReducePrinter:
 
     def render(self) -> list[str]:
         out = [self._fold_fn(k, agg) for k, agg in enumerate(self.aggs) if agg.op == "fold"]
-        if self.float_sums:
-            out.append(self._pairwise_fn())
+        for f16 in sorted({self.aggs[k].dtype == "float16" for k in self.float_sums}):
+            out.append(self._pairwise_fn(f16))
         out.append(self._chunk())
         out.append(self._entry())
         return out
@@ -275,37 +278,65 @@ class ReducePrinter:
         ret = ", ".join(name for name, _, _ in states)
         return (f"{self.jits['chunk']}\n"
                 f"def {self.p.name}_chunk({self._a('lo, hi')}):\n"
-                f'    """Partial state of elements [lo, hi). Only the accumulating adds here\n'
-                f"    are float ops, so `reassoc` lets LLVM keep several vector lanes of\n"
-                f'    partial sums (a fixed order for a given n) and nothing else changes."""\n'
+                f'    """Partial state of elements [lo, hi); float sums in sum_order\'s fixed\n'
+                f'    order (lane arrays added row by row, trees of lanes and blocks)."""\n'
                 f"{init}"
                 + "".join(f"    {line}\n" for line in self._blocks(loop)) +
                 f"    return ({ret},)")
 
     def _blocks(self, body: list[str]) -> list[str]:
-        """The chunk's loop over i around `body`. With float sums: blocks of SUM_BLOCK
-        elements, each sum restarted per block and its block totals kept in B<k>, then
-        added pairwise (see the module doc)."""
-        inner = [f"    {line}" for line in body]
+        """The chunk's loop over i around `body` (the element call, then every agg's
+        update). With float sums (sum_order's order), per block of BLOCK elements: the
+        element loop stores each float sum's value (-0.0 when dropped) in V<k> (a map loop
+        LLVM vectorises), -0.0 fills a short block's rest; V<k>'s rows of LANES values are
+        added into the lane array A<k> row after row (`A += row`: elementwise, so LLVM
+        vectorises it without regrouping an add), A<k>'s lanes as a tree into B<k>, and the
+        block totals as a tree (pairwise)."""
         if not self.float_sums:
-            return ["for i in range(lo, hi):", *inner]
-        out = [f"B{k} = np.empty((hi - lo + {SUM_BLOCK - 1}) // {SUM_BLOCK}, {register_type(self.aggs[k].dtype)})"
-               for k in self.float_sums]
-        out += ["nb = 0", f"for b in range(lo, hi, {SUM_BLOCK}):"]
-        out += [f"    s{k} = {const_text(-0.0, self.aggs[k].dtype)}" for k in self.float_sums]
-        out += [f"    for i in range(b, min(hi, b + {SUM_BLOCK})):", *[f"    {line}" for line in inner]]
-        out += [f"    B{k}[nb] = s{k}" for k in self.float_sums] + ["    nb += 1"]
-        return out + [f"s{k} = {self.p.name}_pairwise(B{k}, nb, s{k})" for k in self.float_sums]
+            return ["for i in range(lo, hi):", *[f"    {line}" for line in body]]
+        out = []
+        for k in self.float_sums:
+            T = register_type(self.aggs[k].dtype)
+            out += [f"B{k} = np.empty((hi - lo + {BLOCK - 1}) // {BLOCK}, {T})",
+                    f"V{k} = np.empty({BLOCK}, {T})", f"A{k} = np.empty({LANES}, {T})"]
+        out += ["nb = 0", f"for b in range(lo, hi, {BLOCK}):", f"    be = min(hi, b + {BLOCK})",
+                "    for i in range(b, be):", f"        {body[0]}"]
+        for k, agg in enumerate(self.aggs):
+            if k in self.float_sums:
+                zero = const_text(-0.0, agg.dtype)
+                out.append(f"        V{k}[np.uint64(i - b)] = {register_type(agg.dtype)}({self.values[k][0]} if keep else {zero})")
+            else:
+                out += [f"        {line}" for line in self._update(k, agg)]
+        out.append(f"    for i in range(be - b, {BLOCK}):")
+        out += [f"        V{k}[np.uint64(i)] = {const_text(-0.0, self.aggs[k].dtype)}" for k in self.float_sums]
+        for k in self.float_sums:
+            out += [f"    A{k}[:] = V{k}[0:{LANES}]", f"    for r in range({LANES}, {BLOCK}, {LANES}):"]
+            if self.aggs[k].dtype == "float16":        # rounded after every add: no vectors
+                self.helpers.add(("f16", None))
+                out += [f"        for j in range({LANES}):",
+                        f"            A{k}[j] = _f16(np.float32(A{k}[j] + V{k}[r + j]))"]
+            else:
+                out.append(f"        A{k} += V{k}[r:r + {LANES}]")
+            out.append(f"    B{k}[nb] = {self._pairwise_name(k)}(A{k}, {LANES}, {const_text(-0.0, self.aggs[k].dtype)})")
+        out.append("    nb += 1")
+        return out + [f"s{k} = {self._pairwise_name(k)}(B{k}, nb, s{k})" for k in self.float_sums]
 
-    def _pairwise_fn(self) -> str:
+    def _pairwise_name(self, k: int) -> str:
+        return f"{self.p.name}_pairwise" + ("16" if self.aggs[k].dtype == "float16" else "")
+
+    def _pairwise_fn(self, f16: bool) -> str:
+        add = "_f16(np.float32(buf[2 * j] + buf[2 * j + 1]))" if f16 else "buf[2 * j] + buf[2 * j + 1]"
+        if f16:
+            self.helpers.add(("f16", None))
         return (f"{self.jits['scalar']}\n"
-                f"def {self.p.name}_pairwise(buf, m, empty):\n"
-                f'    """Sum of buf[:m] as a balanced tree of adds (in place, strict IEEE):\n'
+                f"def {self.p.name}_pairwise{'16' if f16 else ''}(buf, m, empty):\n"
+                f'    """Sum of buf[:m] as a balanced tree of adds (in place, strict IEEE'
+                f'{", float16 rounding" if f16 else ""}):\n'
                 f'    rounding error O(log m) ulp. `empty` (typed like buf) when m == 0."""\n'
                 f"    while m > 1:\n"
                 f"        h = m // 2\n"
                 f"        for j in range(h):\n"
-                f"            buf[j] = buf[2 * j] + buf[2 * j + 1]\n"
+                f"            buf[j] = {add}\n"
                 f"        if m % 2:\n"
                 f"            buf[h] = buf[m - 1]\n"
                 f"        m = h + m % 2\n"
@@ -329,7 +360,7 @@ class ReducePrinter:
                     for line in self._combine(k, agg)]
         if in_order:
             lines += ["for c in range(nfin):", *in_order]
-        lines += [f"s{k} = {self.p.name}_pairwise(P_s{k}, nfin, s{k})" for k in self.float_sums]
+        lines += [f"s{k} = {self._pairwise_name(k)}(P_s{k}, nfin, s{k})" for k in self.float_sums]
         for k, agg in enumerate(self.aggs):
             lines += self._finish(k, agg)
         lines.append(f"return ({', '.join(self._result_names())},)")
