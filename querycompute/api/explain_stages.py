@@ -64,7 +64,8 @@ def _element_dtypes(staged) -> list:
 
 
 def q_dtypes(q) -> tuple:
-    return tuple(str(c.dtype) for c in q._source.columns())
+    cols = q._source.columns()
+    return q._source.dtypes(cols)
 
 
 def origin_note(src) -> str:

@@ -100,7 +100,8 @@ def _element_bytes(dtypes) -> int:
 def explain(q, backend: str | None, terminal: Any) -> str:
     lowered, term, cols, infos = lower_for(q, terminal)
     n = q._source.length(cols)
-    name = backend or (q._backend if q._backend != "auto" else registry.choose_auto(n, False, heavy(q._kinds)))
+    name = backend or (q._backend if q._backend != "auto" else registry.choose_auto(n, False, heavy(q._kinds),
+                                                                                             q._source.times is not None))
     if getattr(lowered, "row_plan", None) is not None:      # long rows (rows.py)
         return f"operation graph: {q!r}\nplan:\n  {lowered.row_plan.describe(name)}"
     if getattr(lowered, "staged", False):

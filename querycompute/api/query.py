@@ -422,7 +422,7 @@ class Query(QueryTerminals, Chain):
         for fn, name in ((key, "key"), (other_key, "other_key")):
             required(fn, f"{what}() {name}")
         other_sig = (other._source.kind, other._source.fields, other._kinds, other._codes,
-                     tuple(str(c.dtype) for c in other._source.columns()), getattr(other_key, "__code__", other_key))
+                     other._source.dtypes(other._source.columns()), getattr(other_key, "__code__", other_key))
         q = self._keyed(node, key)
         return q._then(G.JoinOther, JoinArg(other, other_key), other_sig)
 

@@ -49,8 +49,8 @@ def columns(q) -> tuple[list[tuple[str, str]], str]:
         return [("range" + repr(tuple(src.range_args)), "int64")], n
     names = src.fields or (("x",) if len(cols) == 1 else tuple(f"x{i}" for i in range(len(cols))))
     strings = src._table.strings if src._table is not None else ()
-    return [(name, "str (int32 codes)" if name in strings else str(c.dtype))   # string_columns.py
-            for name, c in zip(names, cols)], n
+    return [(name, "str (int32 codes)" if name in strings else d)   # string_columns.py
+            for name, d in zip(names, src.dtypes(cols))], n
 
 
 def text(q) -> str:

@@ -216,13 +216,15 @@ _THRESHOLD: int | None = None
 
 _auto: dict[bool, str] = {}        # large input? -> backend; forgotten when one breaks
 
-def choose_auto(n: int, on_device: bool, heavy: bool = True) -> str:
+def choose_auto(n: int, on_device: bool, heavy: bool = True, wide: bool = False) -> str:
     """cuda for CUDA-resident data; a real GPU for large host inputs whose plan does enough
     work per byte; else the cpu backend. `heavy` (graph.heavy): the plan reads its data many
     times (a radix sort: 8+ passes over the keys; distinct, group_by and joins sort or hash).
     A fused select/where/aggregate pass reads each byte once, which the CPU does from its own
     memory at least as fast as pageable PCIe (10-25 GB/s) delivers it; only a heavy plan pays
-    for the copy (docs/backends.md, "Choosing a backend")."""
+    for the copy (docs/backends.md, "Choosing a backend"). `wide`: the query reads 64-bit
+    columns a backend without them (BackendCaps.wide_columns False: webgpu) refuses, such as
+    dates (int64 ticks): such a backend is never chosen."""
     if on_device:
         return "cuda"
     large = heavy and n >= gpu_threshold()
@@ -230,6 +232,8 @@ def choose_auto(n: int, on_device: bool, heavy: bool = True) -> str:
     if name is None:
         name = _choose(large)
         _auto[large] = name
+    if wide and not get(name).caps.wide_columns:
+        return _choose(large, wide=True)
     return name
 
 
@@ -239,9 +243,11 @@ def auto_choice(n: int, heavy: bool = True) -> str | None:
     return _auto.get(heavy and n >= (_THRESHOLD if _THRESHOLD is not None else gpu_threshold()))
 
 
-def _choose(large: bool) -> str:
+def _choose(large: bool, wide: bool = False) -> str:
     if large:
         for name in ("cuda", "opencl", "webgpu"):     # a real GPU only (never lavapipe, pocl)
+            if wide and not get(name).caps.wide_columns:
+                continue
             if _runs_on_gpu(name):
                 return name
     return "cpu" if _light_availability("cpu")[0] else "numpy"

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import datetime as _dt
 import linecache
 import math
 import types
@@ -32,7 +33,8 @@ from typing import Optional
 
 import numpy as np
 
-from ..errors import UnsupportedLambdaError
+from ..errors import QueryError, UnsupportedLambdaError
+from .datetimes import time_of_value
 from .members import Members, expand, member_names
 from .source_check import mismatch, module_imports
 
@@ -253,6 +255,13 @@ def capture_key(env: dict[str, object]) -> tuple:
             key.append((name,) + obj.key())
         elif isinstance(obj, np.generic):
             key.append((name, obj.dtype.name))
+        elif isinstance(obj, (_dt.date, _dt.timedelta)):
+            # a date's time type (pd.Timestamp: its unit), never its value: a new date
+            # reuses the kernel (datetimes.captured)
+            try:
+                key.append((name, "time", time_of_value(obj)))
+            except QueryError:
+                key.append((name, "time", "tz"))
         elif type(obj) is types.FunctionType:
             # a helper: its code (a new code object after an edit and a reload), not the
             # function object; its captures' types follow in env as "<name>.<capture>"

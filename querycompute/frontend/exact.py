@@ -19,6 +19,7 @@ import numpy as np
 from querycompute._codegen import dtypes
 from ..errors import CapturedValueOverflowError, QueryError
 from .promotion import PY_BINARY
+from .datetimes import ticks
 from .translate_ops import SYMBOL
 
 UNARY = {"neg": lambda x: -x, "pos": lambda x: +x, "invert": lambda x: ~x, "abs": abs}
@@ -105,6 +106,8 @@ def derived_value(name: tuple, dtype: str, env: dict, where: str, lambda_text: s
     """The value of a derived parameter ("exact", role, tree, ...) as a NumPy scalar."""
     role, tree = name[1], name[2]
     v = evaluate(tree, env, where)
+    if role == "time":                  # a captured date/duration in the unit it meets
+        return ticks(v, name[3], where)
     if role in ("member", "anyfits"):
         lo, hi = _LIMITS[name[3]]
         if role == "member" and lo <= v <= hi:

@@ -23,6 +23,7 @@ from .translate_calls import MODULE_CONSTANTS, SUPPORTED, call_handler, real_ima
 from .promotion import UFUNC, ufunc_loop
 from .translate_ops import binary, const, fail, logical, logical_not, select, to_dtype, truthy, unary
 from .values import Exact, OuterSide, RecordVal, Scalar, StrCodes, TupleVal, Value, matched
+from . import datetimes
 from . import shaped as S
 from . import strings
 
@@ -177,7 +178,9 @@ class _Translator:
     def _captured(self, name: str, obj, node: ast.AST) -> Scalar:
         """The kernel parameter of captured scalar `obj` (env[prefix + name])."""
         key = self.prefix + name     # a helper's captures are named "<helper>.<name>"
-        if isinstance(obj, np.generic) and obj.dtype.name in dtypes.ALL:
+        if datetimes.time_of_value(obj) is not None:
+            s = datetimes.captured(obj, key, self.new_param)
+        elif isinstance(obj, np.generic) and obj.dtype.name in dtypes.ALL:
             s = Scalar(self.new_param(key, obj.dtype.name))
         elif isinstance(obj, (bool, int, float)) and not isinstance(obj, np.generic):
             kind = "bool" if isinstance(obj, bool) else "int" if isinstance(obj, int) else "float"
@@ -235,6 +238,8 @@ class _Translator:
             return self._field(v, node.attr, node)
         if isinstance(v, S.ShapedVal):
             return S.attribute(v, node.attr, self.at(node))
+        if isinstance(v, Scalar) and v.time is not None:
+            return datetimes.field(v, node.attr, self.at(node))
         if isinstance(v, Scalar) and node.attr in ("real", "imag"):
             return real_imag(node.attr, v, self.at(node))
         fail(self.at(node), f"attribute .{node.attr} is only supported on records (r.price); "
@@ -481,6 +486,9 @@ class _Translator:
         out = strings.call(self, node)           # s.startswith(p) on a string column
         if out is not None:
             return out
+        for kind, ctor in (("M", np.datetime64), ("m", np.timedelta64)):
+            if self._names(node.func, ctor):
+                return datetimes.construct(kind, node, self.at(node))
         from .shaped_calls import NOT_SHAPED, call
         f = node.func
         if (isinstance(f, ast.Attribute) and f.attr == "isin" and isinstance(f.value, ast.Name)

@@ -18,6 +18,7 @@ from querycompute._codegen.expr import Binary, Call, Cast, Compare, Const, Expr,
 from ..errors import UnsupportedLambdaError
 from .promotion import KIND_RANK, PY_BINARY, UFUNC, PromotionError, common_type, python_kind, ufunc_loop
 from .values import WEAK_DTYPE, Exact, Scalar
+from . import datetimes
 
 COMPARE = ("lt", "le", "gt", "ge", "eq", "ne")
 FLIP = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le", "eq": "eq", "ne": "ne"}
@@ -56,6 +57,12 @@ def const(value, at: str) -> Scalar:
 
 
 def to_dtype(s: Scalar, dtype: str, at: str) -> Expr:
+    if s.time is not None:
+        datetimes.refuse(s, f"converting to {dtype}", at)
+    return _to_dtype(s, dtype, at)
+
+
+def _to_dtype(s: Scalar, dtype: str, at: str) -> Expr:
     """s's value as `dtype` (NumPy cast semantics). A weak Python int that does not fit an
     integer dtype is an error, as NumPy 2 raises OverflowError for np.int8(1) + 300. A weak
     sub-expression of captured ints (s.exact) is a parameter computed exactly at launch
@@ -90,6 +97,8 @@ def fold_cast(c: Const, dtype: str, at: str, weak: bool) -> Const:
 
 def truthy(s: Scalar) -> Expr:
     """bool(x) as NumPy/Python define it: x != 0 (so NaN is true)."""
+    if s.time is not None:
+        datetimes.refuse(s, "truth testing (if / and / or / not)", "")
     if s.exact is not None and s.exact.tree[0] != "cap":
         return to_dtype(s, "bool", "")
     e = s.expr
@@ -127,6 +136,8 @@ def logical(op: str, values: list[Scalar], at: str) -> Scalar:
 def binary(op: str, a: Scalar, b: Scalar, at: str, numpy_call: bool = False) -> Scalar:
     """a op b. Python scalars on both sides compute as Python would, unless the call is a
     numpy function (np.hypot(1, 2) is a NumPy float64)."""
+    if a.time is not None or b.time is not None:
+        return datetimes.binary(op, a, b, at)
     if a.weak and b.weak and not numpy_call:
         return _python_binary(op, a, b, at)
     try:
@@ -291,6 +302,8 @@ def _mixed_sign_compare(op: str, ea: Expr, eb: Expr) -> Expr:
 
 def unary(op: str, s: Scalar, at: str, numpy_call: bool = False) -> Scalar:
     """-x, +x, ~x, abs(x) ("neg", "pos", "invert", "abs")."""
+    if s.time is not None:
+        return datetimes.unary(op, s, at)
     if s.weak and not numpy_call:
         return _python_unary(op, s, at)
     try:
@@ -323,5 +336,7 @@ def select(cond: Scalar, a: Scalar, b: Scalar, at: str) -> Scalar:
     c = truthy(cond)
     if isinstance(c, Const):       # Python returns that branch itself, unpromoted
         return a if c.value else b
+    if a.time is not None or b.time is not None:
+        return datetimes.select(c, a, b, at)
     dtype, weak = common_type((a.dtype, a.weak), (b.dtype, b.weak))
     return Scalar(Where(c, to_dtype(a, dtype, at), to_dtype(b, dtype, at), dtype), weak)

@@ -35,6 +35,9 @@ class Scalar:
     expr: Expr
     weak: Optional[str] = None      # None, or a WEAK_KINDS entry
     exact: Optional[Exact] = None   # a weak int/bool of captures and constants (see Exact)
+    # A date or a duration: its time type ("datetime64[us]", "timedelta64[D]"); the expr is
+    # then its int64 ticks (frontend/datetimes.py).
+    time: Optional[str] = None
 
     @property
     def dtype(self) -> str:

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ElementIndexError, EmptySequenceError
+from ..frontend.datetimes import NAT, as_time, viewed
 
 
 class _NoDefault:
@@ -140,6 +141,8 @@ class Finish:
     shape: str = "scalar"    # first: "scalar" | "tuple" | "record"
     fields: tuple = ()       # first on records: field names
     bool_flip: bool = False  # min/max over bool are computed as all/any
+    times: tuple = ()        # first: per value, its datetime64/timedelta64 type or None
+    nat: int = -1            # min/max/sum of dates: index of the any(NaT) Agg (NaT wins)
 
 
 _SCALAR = {name: np.dtype(name).type for name in
@@ -153,6 +156,10 @@ def finish(f: Finish, raw: list, spec: AggSpec, key: str | None) -> Any:
     if kind == "shaped":                    # one Finish per component (shaped.ShapedFinish)
         return f.finish(raw, spec, key)
     r = raw[f.agg]
+    if f.nat >= 0:                          # a date / duration: NumPy's NaT propagates
+        if kind != "sum" and int(raw[f.count]) == 0:
+            return _empty(spec, key)
+        return as_time(NAT if bool(raw[f.nat]) else r, f.result_dtype)
     if kind == "sum" or kind == "fold":
         t = _SCALAR[f.result_dtype]
         if type(r) is t:
@@ -168,6 +175,8 @@ def finish(f: Finish, raw: list, spec: AggSpec, key: str | None) -> Any:
         index, values = r
         if index < 0:
             return _empty(spec, key)
+        if f.times:
+            values = viewed(list(values), f.times)
         if f.shape == "scalar":
             return values[0]
         if f.shape == "shaped":             # fields: the element shape

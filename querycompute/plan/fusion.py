@@ -20,6 +20,7 @@ from ..graph import terminals as T
 from ..errors import QueryError, UnsupportedLambdaError, UnsupportedTypeError
 from ..frontend import RecordVal, Scalar, TupleVal, translate
 from ..frontend.values import StrCodes
+from ..frontend.datetimes import isnat, times_of, weaken
 from ..frontend.shaped import ShapedVal, map_items
 
 
@@ -35,6 +36,8 @@ class Lowered:
                            # Python int (NumPy 2 raises OverflowError there), or None
     strings: tuple = ()    # (output column, string column) per output holding string codes,
                            # decoded with this call's dictionary (string_columns.decode)
+    times: tuple = ()      # to_array: per output, its datetime64/timedelta64 type or None
+                           # (the kernel stores int64 ticks; frontend/datetimes.py); () if none
 
     @property
     def stages(self) -> tuple:
@@ -99,7 +102,7 @@ class _Builder:
             self.body.append(Let(name, v.expr))
             if type(v) is StrCodes:    # (a string column picked by a condition stays one)
                 return StrCodes(E.Var(name, v.expr.dtype), column=v.column)
-            return Scalar(E.Var(name, v.expr.dtype), v.weak)
+            return Scalar(E.Var(name, v.expr.dtype), v.weak, time=v.time)
         if isinstance(v, TupleVal):
             return TupleVal(tuple(self.bind(i) for i in v.items))
         if isinstance(v, ShapedVal):
@@ -306,7 +309,7 @@ class Lowering:
         prog = self.program(inputs, [s.expr for s in items])
         p = Pass(prog, ToArray(bounds), self.name)
         return Lowered(p, tuple(self.b.bindings), shape, fields, (), tuple(self.steps), param_limits(p),
-                       string_leaves(items))
+                       string_leaves(items), times_of(items))
 
     def terminal(self, inputs, element, term, slot: int) -> Lowered:
         """The terminal `term` over `element`: to_array / to_list, or its aggregates, whose
@@ -377,7 +380,7 @@ class Lowering:
         if kind == "first":
             shape, fields, items = leaves(value)
             aggs.append(Agg("first", tuple(s.expr for s in items), "int64"))
-            return T.Finish("first", here, shape=shape, fields=fields)
+            return T.Finish("first", here, shape=shape, fields=fields, times=times_of(items))
         if isinstance(value, ShapedVal) and kind in ("sum", "mean", "min", "max"):
             from ..sources.shaped import ShapedFinish      # elementwise across elements: X.sum(axis=0)
             return ShapedFinish(tuple(self._agg(spec, slot, s, aggs, need_count)
@@ -390,6 +393,8 @@ class Lowering:
                              f"{element_type(value)}: give {kind} a function that picks a value, "
                              f"e.g. .{kind}({pick_one(value)})")
         x = value.expr
+        if value.time is not None:
+            return self._time_agg(kind, value, aggs, need_count)
         if kind == "sum":
             acc, res = T.sum_dtype(x.dtype)
             aggs.append(Agg("sum", (_cast(x, acc),), acc))
@@ -407,6 +412,21 @@ class Lowering:
         if kind == "fold":
             return self._fold(spec, slot, value, aggs)
         raise QueryError(f"unknown aggregate {kind!r}")
+
+    def _time_agg(self, kind: str, value: Scalar, aggs: list, need_count) -> T.Finish:
+        """min / max of dates or durations, sum of durations, as NumPy gives them: NaT if
+        any value is NaT (an any() beside the int64 min/max/sum of the ticks)."""
+        x = weaken(value).expr
+        if kind not in ("min", "max", "sum") or (kind == "sum" and value.time.startswith("datetime")):
+            raise QueryError(f"{kind}() of {value.time} values is not supported: dates and "
+                             f"durations have min() and max(), durations sum(); for a mean "
+                             f"average their number of units ((d - epoch) / np.timedelta64(1, 'D'))")
+        here = len(aggs)
+        aggs.append(Agg(kind, (x,), "int64"))
+        nat = len(aggs)
+        aggs.append(Agg("any", (isnat(x),), "bool"))
+        return T.Finish(kind, here, need_count() if kind != "sum" else -1,
+                        result_dtype=value.time, nat=nat)
 
     def _fold(self, spec, slot: int, value: Scalar, aggs: list) -> T.Finish:
         """aggregate(func, seed): acc type is what func returns for (seed, element), to a

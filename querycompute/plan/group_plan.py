@@ -29,6 +29,7 @@ from ..graph import terminals as T
 from ..errors import QueryError
 from .fusion import Lowering, _cast, _scalar, _truthy, leaves, refuse_strings, string_leaves
 from .stage_kinds import Stage, traffic_lines
+from ..frontend.datetimes import NAT, is_time_dtype, isnat, times_of, viewed, weaken
 from ..frontend.values import Scalar, TupleVal
 
 
@@ -64,10 +65,11 @@ class GroupResult:
     names: tuple                   # per named aggregate
     rules: tuple                   # per named aggregate: (kind, agg index, result dtype)
     strings: tuple = ()            # (key column, string column): keys decoded to strings
+    key_times: tuple = ()          # per key column: its datetime64/timedelta64 type or None
 
     def __call__(self, raw) -> dict:
         keys, cols, counts = raw
-        out = dict(zip(self.key_names, keys))
+        out = dict(zip(self.key_names, viewed(tuple(keys), self.key_times)))
         for name, (kind, at, dtype) in zip(self.names, self.rules):
             if kind == "count":
                 out[name] = _array(counts).astype(np.int64, copy=False)
@@ -75,6 +77,11 @@ class GroupResult:
                 acc = _plus_zero(cols[at])
                 with np.errstate(all="ignore"):
                     out[name] = (acc / counts.astype(acc.dtype)).astype(dtype)
+            elif is_time_dtype(dtype):    # ticks; a max's NaT stood in as int64 max
+                col = _array(cols[at])
+                if kind == "max":
+                    col = np.where(col == np.iinfo(np.int64).max, NAT, col)
+                out[name] = col.astype(np.int64, copy=False).view(dtype)
             else:
                 col = _plus_zero(cols[at]) if kind == "sum" else _array(cols[at])
                 with np.errstate(over="ignore"):
@@ -166,11 +173,26 @@ def plan_group(planner, ops: list, at: int):
                          + ("; a fold not provably associative runs row by row from its seed"
                             if any(a.in_order for a in aggs) else ""))
     return GroupResult(key_names, tuple(name for name, _ in term.specs), tuple(rules),
-                       string_leaves(key_leaves))
+                       string_leaves(key_leaves), times_of(key_leaves))
+
+
+def _time_column(kind, v: Scalar) -> tuple:
+    """min / max / first of dates or durations per group, NumPy's NaT rules: NaT (int64
+    min) wins a min as it is; for a max it stands in as int64 max (GroupResult maps it back)."""
+    if kind not in ("min", "max", "first"):
+        raise QueryError(f"qc.{kind} of {v.time} values in group_by is not supported: dates "
+                         f"and durations have qc.min, qc.max and qc.first; for a sum or mean "
+                         f"aggregate their number of units ((d - epoch) / np.timedelta64(1, 'D'))")
+    x = weaken(v).expr
+    if kind == "max":
+        x = E.Where(isnat(x), E.Const(int(np.iinfo(np.int64).max), "int64"), x, "int64")
+    return GroupAgg(kind, "int64"), (kind, v.time), Scalar(x, None)
 
 
 def _column(kind, v: Scalar, spec, fn_slot, folds: Lowering) -> tuple:
     """(GroupAgg, (result kind, result dtype), value column) of one aggregate."""
+    if v.time is not None:
+        return _time_column(kind, v)
     x = v.expr
     if kind in ("sum", "mean"):
         acc, res = T.sum_dtype(x.dtype) if kind == "sum" else T.mean_dtype(x.dtype)

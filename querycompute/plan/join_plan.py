@@ -50,6 +50,7 @@ from ..backends.gpu import device_columns as DC
 from ..errors import QueryError
 from ..graph import graph as G
 from .fusion import leaves, string_leaves
+from ..frontend.datetimes import host_dtype, is_time_dtype, ticks_view
 from .stage_kinds import Columns, Stage, plain_pass_after
 from ..sources.sources import Source, plain_columns
 
@@ -102,10 +103,13 @@ def this_side(planner, ops: list, at: int, fields=None) -> tuple:
     (read by running it on zero rows): (element columns, key column indexes, key dtypes,
     the other Query over `fields` of its table: `projected`). The other side's node is bound
     as a plan parameter (read per call)."""
+    mine: list = []
+
     def key_leaves(lw, element):
         out = leaves(lw.apply(at, element))[2]
         if string_leaves(out):
             _refuse_string_key(planner.nodes[at].kind, string_leaves(out)[0][1])
+        mine[:] = [host_dtype(s) for s in out]
         return out
     _, n_elem, key_cols, _ = planner.materialize(ops, key_leaves)
     other, other_key = planner.infos[at + 1][1]["other"]
@@ -120,6 +124,11 @@ def this_side(planner, ops: list, at: int, fields=None) -> tuple:
     key_dtypes = tuple(str(c.dtype) for c in key_cols_other)
     if "object" in key_dtypes:                      # decoded strings (string_columns.py)
         _refuse_string_key(planner.nodes[at].kind, "of the other query")
+    for a, b in zip(mine, key_dtypes):
+        if a != b and (is_time_dtype(a) or is_time_dtype(b)):
+            raise QueryError(f"{planner.nodes[at].kind}() keys are {a} on this side and {b} on the "
+                             f"other: dates match in one unit; bring one key to the other's, e.g. "
+                             f"lambda r: r.d + np.timedelta64(0, '{b[b.index('[') + 1:-1] if is_time_dtype(b) else 's'}')")
     if len(key_dtypes) != len(key_cols):
         kind = planner.nodes[at].kind
         raise QueryError(f"{kind}() keys differ in arity: this side's key has {len(key_cols)} "
@@ -170,6 +179,7 @@ class SemiJoinStage(KeyedByOther):
         other, other_key = call.params[self.other_at]
         right = [np.asarray(k) for k in other_key_columns(other, other_key, ex.backend)]
         got = tuple(str(c.dtype) for c in right)
+        right = [ticks_view(c) for c in right]
         if got != self.key_dtypes:
             raise QueryError(f"the other query's keys are {got}; the plan was made for {self.key_dtypes}: "
                              f"build the {'except_by' if self.anti else 'intersect_by'} again")
@@ -258,8 +268,8 @@ def join_pairs(stage: JoinStage, state: list, call, backend: str, rt) -> tuple:
         raise QueryError(f"the joined query's columns are {got[0]} with keys {got[1]}; the plan was made "
                          f"for {stage.other.dtypes} with keys {stage.key_dtypes}: build the join again")
     left_keys = [state[k] for k in stage.keys]
-    li, ri = rt.join(left_keys, [np.asarray(k) for k in right_keys], stage.outer, call.rows)
-    right = [np.asarray(c) for c in right]
+    li, ri = rt.join(left_keys, [ticks_view(np.asarray(k)) for k in right_keys], stage.outer, call.rows)
+    right = [ticks_view(np.asarray(c)) for c in right]
     if stage.outer:                    # the matched column: True, False where filled
         right.append(np.ones(len(right_keys[0]), dtype=bool))
     return list(state[:stage.element]), right, li, ri

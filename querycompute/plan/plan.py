@@ -18,6 +18,7 @@ from querycompute._codegen.stage_specs import GroupSpec, ScanSpec
 from ..errors import CapturedValueOverflowError, FoldOrderError, QueryError
 from ..graph.graph import Count, JoinArg, ScanArg, slot_functions
 from ..frontend.capture import LambdaSource, capture_values, lambda_source
+from ..frontend.datetimes import loaded, storage
 from ..frontend.shipped import Shipped
 from ..frontend.exact import derived_value, is_derived
 from ..frontend.strings import is_string_param, param_value as string_param
@@ -84,8 +85,8 @@ def initial_element(source: Source, dts: tuple, lw: Lowering):
     if source.shapes:                  # shaped elements: several columns per input
         from ..sources.shaped import initial_element as shaped_element
         return shaped_element(source, dts)
-    inputs = [InputSpec(_input_name(source, i), d) for i, d in enumerate(dts)]
-    loads = [Scalar(E.Load(i, d), None) for i, d in enumerate(dts)]
+    inputs = [InputSpec(_input_name(source, i), storage(d)) for i, d in enumerate(dts)]
+    loads = [loaded(E.Load(i, storage(d)), d) for i, d in enumerate(dts)]
     strings = source._table.strings if source._table is not None else ()
     if strings:                        # a string column's codes (frontend/strings.py)
         loads = [StrCodes(s.expr, column=f) if f in strings else s
@@ -126,7 +127,7 @@ def lower_query(q, term) -> tuple:
     read, its functions' sources captured, its chain planned (introspect's explain/source,
     the Dask fold rule)."""
     cols = q._source.columns()
-    dts = tuple(str(c.dtype) for c in cols)
+    dts = q._source.dtypes(cols)
     infos = [slot_info(fn) for fn in slot_functions(q._ops, term.fns)]
     return lower(q._source, dts, q.nodes(), term, infos), cols, infos
 

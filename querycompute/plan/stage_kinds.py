@@ -21,6 +21,7 @@ from querycompute._codegen import expr as E
 from querycompute._codegen import order_keys
 from querycompute._codegen.stage_specs import ScanSpec, SortSpec
 
+from ..frontend.datetimes import loaded, storage
 from ..frontend.values import OuterSide, RecordVal, Scalar, StrCodes, TupleVal
 from .fusion import Lowered, early_ops
 
@@ -292,6 +293,7 @@ class StagedLowered:
     logical: tuple = ()            # the optimized logical plan, as explain()'s lines
     optimizer: tuple = ()          # what each optimizer pass did (logical.py)
     strings: tuple = ()            # (output column, string column): decoded results
+    times: tuple = ()              # per result column: its datetime64/timedelta64 type or None
     staged = True
 
 
@@ -306,7 +308,7 @@ def element_of(cols: Columns, first: int = 0):
         if len(cols.dtypes) > at - first:    # a left join: its matched column after b's
             other = OuterSide(other, Scalar(E.Load(at, "bool"), None))
         return TupleVal((element_of(a, first), other))
-    loads = [Scalar(E.Load(first + i, d), None) for i, d in enumerate(cols.dtypes)]
+    loads = [loaded(E.Load(first + i, storage(d)), d) for i, d in enumerate(cols.dtypes)]
     for i, column in cols.strings:
         loads[i] = StrCodes(loads[i].expr, column=column)
     if cols.shape == "scalar":

@@ -46,6 +46,7 @@ from ..graph import terminals as T
 from ..errors import QueryError
 from .fusion import (Lowered, Lowering, _scalar, _truthy, element_type, key_leaves, leaves,
     param_limits, pick_one, string_leaves)
+from ..frontend.datetimes import host_dtype, is_time_dtype, isnat, storage, weaken
 from ..frontend.values import RecordVal, Scalar, TupleVal
 from . import logical
 from .group_plan import plan_group
@@ -88,7 +89,7 @@ class _Planner:
         if self.cols is None:
             return initial_element(self.source, self.dts, lw)
         c = self.cols
-        inputs = [InputSpec(f"c{i}", d) for i, d in enumerate(c.dtypes)]
+        inputs = [InputSpec(f"c{i}", storage(d)) for i, d in enumerate(c.dtypes)]
         if self.keep:
             inputs.append(InputSpec("keep", "bool"))
             flag = E.Load(len(c.dtypes), "bool")
@@ -137,7 +138,7 @@ class _Planner:
             try:
                 keys = keys_fn(probe, probe.element)
                 return (probe.element, len(self.cols.dtypes), tuple(k.expr.input for k in keys),
-                        self.cols.dtypes)
+                        tuple(storage(d) for d in self.cols.dtypes))
             except _NeedsPass:
                 pass
         lw = self._lowering()
@@ -159,7 +160,7 @@ class _Planner:
             if self.keep else ""
         self.materialize_columns(lw, inputs, outs, f"{reads}{_ops_text(self.nodes, ops, not reads)}"
                                  f"{' + keys' if keys else ''}", window)
-        self.cols = Columns(shape, fields, tuple(s.expr.dtype for s in items), string_leaves(items))
+        self.cols = Columns(shape, fields, tuple(host_dtype(s) for s in items), string_leaves(items))
         return (element, len(items), tuple(range(len(items), len(items) + len(keys))),
                 tuple(s.expr.dtype for s in outs))
 
@@ -267,7 +268,7 @@ class _Planner:
         def keys(lw, element):
             out = []
             for s in sorts:
-                got = self._key_leaves(lw, element, s, self.nodes[s].kind)
+                got = _nat_last(self._key_leaves(lw, element, s, self.nodes[s].kind), lw)
                 directions.extend([self.nodes[s].descending] * len(got))
                 out += got
             return tuple(out)
@@ -371,16 +372,18 @@ class _Planner:
                                                        if lowered is not None else "the columns as they are"))
         if lowered is not None:
             shape, fields = lowered.shape, lowered.fields
-            finishes, strings = lowered.finishes, lowered.strings
+            finishes, strings, times = lowered.finishes, lowered.strings, lowered.times
         else:
             shape, fields, finishes, strings = self.cols.shape, self.cols.fields, (), self.cols.strings
+            times = tuple(d if is_time_dtype(d) else None for d in self.cols.dtypes)
+            times = times if any(times) else ()
         if positional:
-            finishes = (T.Finish("first", 0, shape=shape, fields=fields),)
+            finishes = (T.Finish("first", 0, shape=shape, fields=fields, times=times),)
             if strings:
                 raise QueryError(f"{positional}() of elements holding string column "
                                  f"{strings[0][1]!r} is not supported yet; use .take(n).to_list()")
         return StagedLowered(tuple(self.stages), tuple(self.bindings), tuple(self.limits), finishes,
-                             shape, fields, tuple(self.texts), strings=strings)
+                             shape, fields, tuple(self.texts), strings=strings, times=times)
 
     def positional(self, ops: list, name: str):
         """last / element_at / single: the surviving elements (the predicate as one more
@@ -415,6 +418,21 @@ class _Probe:
 
 class _NeedsPass(Exception):
     pass
+
+
+def _nat_last(leaves: tuple, lw) -> tuple:
+    """Sort key leaves with each date / duration led by its NaT test, so that NaT sorts
+    after every date as np.sort puts it (a descending sort is the reverse: NaT first)."""
+    if not any(s.time is not None for s in leaves):
+        return leaves
+    if isinstance(lw, _Probe):
+        raise _NeedsPass               # the NaT test is computed by a pass
+    out = []
+    for s in leaves:
+        if s.time is not None:
+            out.append(Scalar(isnat(weaken(s).expr)))
+        out.append(s)
+    return tuple(out)
 
 
 def _has_where(nodes: tuple, i: int) -> bool:

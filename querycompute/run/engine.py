@@ -41,6 +41,7 @@ from .runtime import RUNTIME
 from ..plan.plan import lower, param_values, refuse_parallel, slot_info
 from ..sources.sources import is_device_array
 from ..sources.string_columns import decode
+from ..frontend.datetimes import refuse_times, viewed
 from .warm import FastEntry, Hot, plain_items, slot_sig
 from .windows import trace_rows
 
@@ -138,7 +139,7 @@ def _backend_for(q, cols, n: int) -> str:
         for c in cols:                # (a loop: a generator costs more on this path)
             if type(c) is not np.ndarray and is_device_array(c):
                 on_device = True
-        name = registry.choose_auto(n, on_device, heavy(q._kinds))
+        name = registry.choose_auto(n, on_device, heavy(q._kinds), q._source.times is not None)
     return name
 
 
@@ -156,7 +157,8 @@ def _warm_key(q, term: Terminal, fns, name: str, cols) -> tuple:
         else:
             codes = codes + tuple([getattr(f, "__code__", f) for f in fns])
     dts = (cols[0].dtype,) if len(cols) == 1 else tuple(map(_dtype_of, cols))
-    return (name, source.kind, source.fields, source.shapes, q._kinds, term.signature, dts, codes)
+    return (name, source.kind, source.fields, source.shapes, q._kinds, term.signature, dts, codes,
+            source.times)
 
 
 def _lookup(q, term: Terminal, fns, name: str, cols, tiered) -> tuple:
@@ -303,7 +305,7 @@ def _compiled(name, source, cols, q, term, infos, tiered) -> tuple:
     other than numpy starts on the numpy tier and compiles in the background."""
     dts = tuple(c.dtype for c in cols)
     sig = ("plan", name, source.kind, source.fields, source.shapes, dts, q._kinds, term.signature,
-           tuple(slot_sig(*info) for info in infos), q._codes)   # (_codes: a scan's seed)
+           tuple(slot_sig(*info) for info in infos), q._codes, source.times)   # (_codes: a scan's seed)
     hit = _memo.get(sig)
     if hit is not None:
         if logger.isEnabledFor(DEBUG):
@@ -319,8 +321,9 @@ def _compiled(name, source, cols, q, term, infos, tiered) -> tuple:
         tiered = tiered and name != "numpy"
         # tiered: the compiler is imported when the background compile starts, not here
         registry.check(name) if tiered else registry.require(name)
-        lowered = lower(source, tuple(str(d) for d in dts), q.nodes(), term, infos)
+        lowered = lower(source, source.dtypes(cols), q.nodes(), term, infos)
         refuse_parallel(name, registry.get(name).caps, lowered)   # a fold only cpu / numpy run in order
+        refuse_times(name, registry.get(name).caps, source)        # dates are int64 ticks
         text = describe(q, term, infos)
         differs = tiers.differs(lowered, name) if tiered else None
         if differs:                       # the numpy tier would answer with other bits
@@ -390,7 +393,7 @@ def assemble(lowered: Lowered, raw, term: Terminal):
         if term.standalone:
             return T.finish(lowered.finishes[0], raw, term.specs[0][1], None)
         return {key: T.finish(f, raw, spec, key) for f, (key, spec) in zip(lowered.finishes, term.specs)}
-    arrays = tuple(raw)
+    arrays = viewed(tuple(raw), getattr(lowered, "times", ()))
     if lowered.shape == "shaped":           # (m, *s) from the element's columns (shaped.py)
         from ..sources.shaped import stack
         out = stack(arrays, lowered.fields)

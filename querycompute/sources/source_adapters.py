@@ -35,6 +35,7 @@ import numpy as np
 from querycompute._codegen import dtypes
 from ..errors import InputTypeError
 from . import string_columns as _strings
+from ..frontend.datetimes import TZ_WAYS, column_problem
 
 NULL_WAYS = ("fill the nulls (fill_null(...) in polars/pyarrow, fillna(...) in pandas) or "
              "drop them (drop_nulls() / dropna()) before querying")
@@ -157,7 +158,8 @@ def _arrow_numpy(a, what: str) -> np.ndarray:
     this column only)."""
     t = a.type
     pa = sys.modules["pyarrow"]
-    if not (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t)):
+    if not (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t)
+            or _temporal(t) == ""):
         raise InputTypeError(f"{what} has Arrow type {t}{read_hint(t)}; supported element types are "
                         f"{', '.join(dtypes.ALL)}")
     if hasattr(a, "num_chunks"):
@@ -239,11 +241,37 @@ STRINGS_HINT = (", or query them as a table's column: qc.query(name=a) (or a Dat
                 "column), then r.name in the lambdas")
 
 
+def _temporal(dt) -> str | None:
+    """For a pandas / polars / Arrow date or duration type: "" when a kernel reads it (as
+    int64 ticks typed with its unit: frontend/datetimes.py), the reason when it is
+    time-zone aware or a time of day; None for any other type."""
+    pkg, name = _pkg(dt), str(dt)
+    if pkg == "polars":
+        base = name.split("(")[0]
+        if base in ("Date", "Duration") or (base == "Datetime" and getattr(dt, "time_zone", None) is None):
+            return ""
+        if base == "Datetime":
+            return f"is time-zone aware ({name}); {TZ_WAYS}"
+        return None
+    if pkg == "pyarrow":
+        pa = sys.modules["pyarrow"]
+        if pa.types.is_timestamp(dt):
+            return "" if dt.tz is None else f"is time-zone aware ({name}); {TZ_WAYS}"
+        if pa.types.is_date(dt) or pa.types.is_duration(dt):
+            return ""
+        return None
+    if getattr(dt, "tz", None) is not None and name.startswith("datetime64"):
+        return f"is time-zone aware ({name}); {TZ_WAYS}"
+    return None
+
+
 def read_hint(dt) -> str:
     """"; what to read instead" for a dtype no kernel reads (NumPy, pandas, polars or Arrow),
     or "" when there is nothing specific to say: dates and durations as their integer ticks,
     categories and enums as their integer codes, strings encoded as codes first."""
     pkg, name = _pkg(dt), str(dt)
+    if _temporal(dt):
+        return "; it " + _temporal(dt)
     if pkg == "polars":
         base = name.split("(")[0]
         if base in ("Enum", "Categorical"):
@@ -251,19 +279,19 @@ def read_hint(dt) -> str:
         if base in ("String", "Utf8"):
             return ("; strings are not readable: encode them as integer codes first, "
                     ".cast(pl.Categorical).to_physical()" + STRINGS_HINT)
-        if base in ("Datetime", "Date", "Duration", "Time"):
+        if base == "Time":
             return "; read its integer ticks instead: .to_physical()"
         return ""
     if pkg == "pyarrow":
-        if name.startswith(("timestamp", "date", "duration", "time")):
+        if name.startswith("time"):
             return "; read its integer ticks instead: .cast(pa.int64())"
         if name.startswith("dictionary"):
             return "; read its integer codes instead: .indices"
         return ""
     if name == "category":
         return "; read its integer codes instead: .cat.codes"
-    if name.startswith(("datetime64", "timedelta64")):
-        return '; read its integer ticks instead: .astype("int64")'
+    if name.startswith(("datetime64", "timedelta64")) and isinstance(dt, np.dtype):
+        return "; " + (column_problem(dt) or "").replace("has dtype", "it has dtype")
     if name in ("object", "string", "str") or name.startswith(("<U", "|S", "string[")):
         return ("; strings are not readable: encode them as integer codes first "
                 "(np.unique(a, return_inverse=True)[1], or .astype(\"category\").cat.codes in pandas)"
@@ -272,6 +300,8 @@ def read_hint(dt) -> str:
 
 
 def _dtype_problem(dt) -> str | None:
+    if isinstance(dt, np.dtype) and dt.kind in "mM":
+        return column_problem(dt)
     try:
         dtypes.normalize(np.dtype(dt))
         return None
@@ -294,14 +324,16 @@ def _pandas_problem(col) -> str | None:
 def _arrow_problem(col) -> str | None:
     pa = sys.modules["pyarrow"]
     t = col.type
-    if not (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t)):
+    if not (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t)
+            or _temporal(t) == ""):
         return f"has Arrow type {t}{read_hint(t)}"
     return f"holds {col.null_count} null(s): {NULL_WAYS}" if col.null_count else None
 
 
 def _polars_problem(col) -> str | None:
     t = col.dtype
-    if not (t.is_numeric() and not str(t).startswith("Decimal")) and str(t) != "Boolean":
+    if not (t.is_numeric() and not str(t).startswith("Decimal")) and str(t) != "Boolean" \
+            and _temporal(t) != "":
         return f"has polars dtype {t}{read_hint(t)}"
     return f"holds {col.null_count()} null(s): {NULL_WAYS}" if col.null_count() else None
 
@@ -326,7 +358,8 @@ def table_of(x: Any) -> Table | None:
     if _is(x, "polars", "LazyFrame"):
         schema = x.collect_schema()
         x = x.select([n for n, t in schema.items() if t.is_numeric() or str(t) == "Boolean"
-                      or str(t).split("(")[0] in ("String", "Utf8", "Categorical", "Enum")]
+                      or str(t).split("(")[0] in ("String", "Utf8", "Categorical", "Enum")
+                      or _temporal(t) == ""]
                      or list(schema)[:1]).collect()     # only the columns a kernel can read
     if _is(x, "polars", "DataFrame"):
         return Table(x, list(x.columns), lambda f, k: f.get_column(k),

@@ -17,6 +17,7 @@ from querycompute._codegen import dtypes
 from .source_adapters import (Table, device_array, dict_table, host_array, read_hint,
     structured_table, table_of)
 from ..errors import InputTypeError, InputValueError
+from ..frontend.datetimes import column_problem
 
 KINDS = ("array", "zip", "table", "range")
 
@@ -50,7 +51,12 @@ def _as_1d(a: Any, what: str):
         raise InputTypeError(f"{what} has {a.ndim} dimensions; queries read 1-D arrays "
                         f"(flatten it with .ravel(), or query one column/row at a time)")
     try:
-        dtypes.normalize(a.dtype)
+        if a.dtype.kind in "mM":       # dates and durations: their ticks (Source.columns)
+            problem = column_problem(a.dtype)
+            if problem:
+                raise InputTypeError(f"{what} {problem}")
+        else:
+            dtypes.normalize(a.dtype)
     except TypeError:
         raise InputTypeError(f"{what} has dtype {a.dtype}{read_hint(a.dtype)}; supported element types are "
                         f"{', '.join(dtypes.ALL)} (object, string and complex arrays are not)") from None
@@ -77,7 +83,7 @@ def plain_columns(items: tuple) -> bool:
 class Source:
     """kind + how to get the columns. `fields` names the record fields of a table (the
     columns a kernel can read; `skipped` maps the others to why not)."""
-    __slots__ = ("kind", "_items", "fields", "range_args", "_table", "shapes", "origin")
+    __slots__ = ("kind", "_items", "fields", "range_args", "_table", "shapes", "origin", "times")
     # A source whose terminals run somewhere else (dask/source.py: once per chunk, on Dask's
     # scheduler) says so here, and the engine hands the query to its `run_terminal`.
     runs_elsewhere = False
@@ -91,6 +97,8 @@ class Source:
         self._table = table            # DataFrames, Arrow tables, tables with skipped columns
         self.shapes = None             # per input: its element shape, when one is shaped (shaped.py)
         self.origin = ""               # where the columns came from, when explain() says so
+        self.times = None              # per column: its datetime64/timedelta64 dtype name or
+                                       # None, when one is a date column (read as int64 ticks)
 
     @property
     def skipped(self) -> dict:
@@ -111,7 +119,28 @@ class Source:
     def columns(self) -> tuple:
         """The 1-D arrays to read, in input order (validated; reads DataFrame columns now).
         When the items are usable as they are, the items tuple itself is returned (the
-        engine's Hot entries rely on that identity: warm.plain_items)."""
+        engine's Hot entries rely on that identity: warm.plain_items). A datetime64 /
+        timedelta64 column is handed over as its int64 ticks, its dtype kept in `times`
+        (frontend/datetimes.py; `dtypes(cols)` names it)."""
+        cols = self._read()
+        if cols is self._items or not cols:
+            self.times = None
+            return cols
+        times = [str(c.dtype) if c.dtype.kind in "mM" else None for c in cols]
+        if not any(times):
+            self.times = None
+            return cols
+        self.times = tuple(times)
+        return tuple(c.view(np.int64) if t else c for c, t in zip(cols, times))
+
+    def dtypes(self, cols: tuple) -> tuple:
+        """The host dtype names of `columns()`' result: a date column's own dtype (its
+        ticks' is int64)."""
+        if self.times is None:
+            return tuple(str(c.dtype) for c in cols)
+        return tuple(t or str(c.dtype) for c, t in zip(cols, self.times))
+
+    def _read(self) -> tuple:
         if self.kind == "range":
             return ()
         if self._table is None and plain_columns(self._items):
