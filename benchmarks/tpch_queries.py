@@ -47,9 +47,11 @@ Q12_HIGH = ("1-URGENT", "2-HIGH")
 Q3_SEGMENT, Q3_DATE = "BUILDING", day("1995-03-15")
 Q5_REGION, Q5_FROM, Q5_TO = "ASIA", day("1994-01-01"), day("1995-01-01")
 Q17_BRAND, Q17_CONTAINER = "Brand#23", "MED BOX"
-Q7_NATIONS, Q7_FROM, Q7_TO = ("FRANCE", "GERMANY"), day("1995-01-01"), day("1996-12-31")
+Q7_NATIONS, Q7_DATES = ("FRANCE", "GERMANY"), ("1995-01-01", "1996-12-31")
+Q7_FROM, Q7_TO = (day(d) for d in Q7_DATES)
 Q8_NATION, Q8_REGION, Q8_TYPE = "BRAZIL", "AMERICA", "ECONOMY ANODIZED STEEL"
-Q8_FROM, Q8_TO = day("1995-01-01"), day("1996-12-31")
+Q8_DATES = ("1995-01-01", "1996-12-31")
+Q8_FROM, Q8_TO = (day(d) for d in Q8_DATES)
 Q9_COLOR = "green"
 
 Q1_COLUMNS = ("l_returnflag", "l_linestatus", "sum_qty", "sum_base_price", "sum_disc_price",
@@ -560,16 +562,29 @@ def qc_q17(t, backend):
 
 def year_of(days):
     """The calendar year of an int32 day number since 1970-01-01 (exact for 1901-2099): how a
-    query over int32 days spells SQL's extract(year ...) (the date variants say `d.year`)."""
+    query over int32 days spells SQL's extract(year ...)."""
     return 1968 + (4 * (days + 731)) // 1461
 
 
-def qc_q7(t, backend):
-    """Q7 over int32 days (the nation names as codes until issue 29 item 4): suppliers and
-    customers of the two nations as joined sides, the pair of different nations as a where
-    after the joins, extract(year) by `year_of`."""
+def year_of_date(d):
+    """The calendar year of a datetime64 value: the date variants' extract(year ...)."""
+    return d.year
+
+
+def _dated(t, dated: bool, *iso_days):
+    """What a query variant reads: (table getter, year helper, its date constants), over
+    int32 days or, `dated`, real datetime64[D] columns and np.datetime64 constants."""
+    if dated:
+        return t.dated, year_of_date, [np.datetime64(d, "D") for d in iso_days]
+    return (lambda name: getattr(t, name)), year_of, [day(d) for d in iso_days]
+
+
+def qc_q7(t, backend, dated=False):
+    """Q7 (the nation names as codes until issue 29 item 4): suppliers and customers of the
+    two nations as joined sides, the pair of different nations as a where after the joins,
+    extract(year) by the helper `year` (over int32 days, or `dated` over date columns)."""
     a, b = (t.code("n_name", n) for n in Q7_NATIONS)
-    lo, hi = Q7_FROM, Q7_TO
+    table, year, (lo, hi) = _dated(t, dated, *Q7_DATES)
     nations = qc.query(t.nation).where(lambda n: n.n_name == a or n.n_name == b)
     suppliers = qc.query(t.supplier).join(nations, lambda s: s.s_nationkey, lambda n: n.n_nationkey,
                                           lambda s, n: {"suppkey": s.s_suppkey, "nation": n.n_name})
@@ -577,10 +592,10 @@ def qc_q7(t, backend):
                                           lambda c, n: {"custkey": c.c_custkey, "nation": n.n_name})
     orders = qc.query(t.orders).join(customers, lambda o: o.o_custkey, lambda c: c.custkey,
                                      lambda o, c: {"orderkey": o.o_orderkey, "nation": c.nation})
-    g = (qc.query(t.lineitem).where(lambda li: li.l_shipdate >= lo and li.l_shipdate <= hi)
+    g = (qc.query(table("lineitem")).where(lambda li: li.l_shipdate >= lo and li.l_shipdate <= hi)
          .join(suppliers, lambda li: li.l_suppkey, lambda s: s.suppkey,
                lambda li, s: {"orderkey": li.l_orderkey, "supp": s.nation,
-                             "year": year_of(li.l_shipdate),
+                             "year": year(li.l_shipdate),
                              "volume": li.l_extendedprice * (1 - li.l_discount)})
          .join(orders, lambda r: r.orderkey, lambda o: o.orderkey,
                lambda r, o: {"supp": r.supp, "cust": o.nation, "year": r.year, "volume": r.volume})
@@ -593,24 +608,25 @@ def qc_q7(t, backend):
     return run
 
 
-def qc_q8(t, backend):
-    """Q8 over int32 days (names and the part type as codes until issue 29 item 4): the
-    American customers and the steel parts as semi-joins (intersect_by), Brazil's share as a
-    conditional sum over the total per year."""
+def qc_q8(t, backend, dated=False):
+    """Q8 (names and the part type as codes until issue 29 item 4): the American customers and
+    the steel parts as semi-joins (intersect_by), Brazil's share as a conditional sum over the
+    total per year (over int32 days, or `dated` over date columns)."""
     america, brazil = t.code("r_name", Q8_REGION), t.code("n_name", Q8_NATION)
-    steel, lo, hi = t.code("p_type", Q8_TYPE), Q8_FROM, Q8_TO
+    steel = t.code("p_type", Q8_TYPE)
+    table, year, (lo, hi) = _dated(t, dated, *Q8_DATES)
     american = qc.query(t.nation).intersect_by(
         qc.query(t.region).where(lambda r: r.r_name == america),
         lambda n: n.n_regionkey, lambda r: r.r_regionkey)
     customers = qc.query(t.customer).intersect_by(american, lambda c: c.c_nationkey,
                                                   lambda n: n.n_nationkey)
-    orders = (qc.query(t.orders).where(lambda o: o.o_orderdate >= lo and o.o_orderdate <= hi)
+    orders = (qc.query(table("orders")).where(lambda o: o.o_orderdate >= lo and o.o_orderdate <= hi)
               .intersect_by(customers, lambda o: o.o_custkey, lambda c: c.c_custkey))
     g = (qc.query(t.lineitem)
          .intersect_by(qc.query(t.part).where(lambda p: p.p_type == steel),
                        lambda li: li.l_partkey, lambda p: p.p_partkey)
          .join(orders, lambda li: li.l_orderkey, lambda o: o.o_orderkey,
-               lambda li, o: {"suppkey": li.l_suppkey, "year": year_of(o.o_orderdate),
+               lambda li, o: {"suppkey": li.l_suppkey, "year": year(o.o_orderdate),
                              "volume": li.l_extendedprice * (1 - li.l_discount)})
          .join(qc.query(t.supplier), lambda r: r.suppkey, lambda s: s.s_suppkey,
                lambda r, s: {"nationkey": s.s_nationkey, "year": r.year, "volume": r.volume})
@@ -625,11 +641,13 @@ def qc_q8(t, backend):
     return run
 
 
-def qc_q9(t, backend):
-    """Q9 over int32 days: `p_name like '%green%'` evaluated once per distinct name on the host
-    (p_name is an int32 code until issue 29 item 4), the parts kept by a semi-join on those
-    codes; (l_partkey, l_suppkey) = (ps_partkey, ps_suppkey) is a two-field join key;
-    ORDER BY nation, o_year desc on the host over the grouped dict."""
+def qc_q9(t, backend, dated=False):
+    """Q9: `p_name like '%green%'` evaluated once per distinct name on the host (p_name is an
+    int32 code until issue 29 item 4), the parts kept by a semi-join on those codes;
+    (l_partkey, l_suppkey) = (ps_partkey, ps_suppkey) is a two-field join key; ORDER BY
+    nation, o_year desc on the host over the grouped dict (over int32 days, or `dated` over
+    date columns)."""
+    table, year, _ = _dated(t, dated)
     green = np.array([i for i, name in enumerate(t.codes["p_name"]) if Q9_COLOR in name], np.int32)
     parts = qc.query(t.part).intersect_by(qc.query(green), lambda p: p.p_name, lambda c: c)
     g = (qc.query(t.lineitem)
@@ -642,8 +660,8 @@ def qc_q9(t, backend):
          .join(qc.query(t.supplier), lambda r: r.suppkey, lambda s: s.s_suppkey,
                lambda r, s: {"orderkey": r.orderkey, "nationkey": s.s_nationkey,
                              "amount": r.amount})
-         .join(qc.query(t.orders), lambda r: r.orderkey, lambda o: o.o_orderkey,
-               lambda r, o: {"nationkey": r.nationkey, "year": year_of(o.o_orderdate),
+         .join(qc.query(table("orders")), lambda r: r.orderkey, lambda o: o.o_orderkey,
+               lambda r, o: {"nationkey": r.nationkey, "year": year(o.o_orderdate),
                              "amount": r.amount})
          .join(qc.query(t.nation), lambda r: r.nationkey, lambda n: n.n_nationkey,
                lambda r, n: {"nation": n.n_name, "year": r.year, "amount": r.amount})
@@ -664,5 +682,7 @@ PEERS = {"duckdb": {"Q1": duckdb_q1, "Q6": duckdb_q6, "Q12": duckdb_q12, "Q3": d
                     "Q5": polars_q5, "Q17": polars_q17, "Q7": polars_q7, "Q8": polars_q8,
                     "Q9": polars_q9},
          "numpy": {"Q1": numpy_q1, "Q6": numpy_q6, "Q12": numpy_q12}}
+# The queries that also run over real date columns: tpch.py's `qc-<backend>-dates` rows
+DATED = ("Q7", "Q8", "Q9")
 QC = {"Q1": qc_q1, "Q6": qc_q6, "Q12": qc_q12, "Q3": qc_q3, "Q5": qc_q5, "Q17": qc_q17,
       "Q7": qc_q7, "Q8": qc_q8, "Q9": qc_q9}
