@@ -211,3 +211,15 @@ def test_the_sum_order_benchmark_runs(capsys):
     spec.loader.exec_module(mod)
     mod.main(n=70_000, repeat=1)
     assert capsys.readouterr().out.count(" ms (median ") == 6
+
+
+def test_cpu_availability_while_the_compile_thread_imports_numba(monkeypatch):
+    """The compile thread imports numba in the background; a query on the main thread that
+    asks whether the cpu backend is there meanwhile finds numba in sys.modules without its
+    __version__ yet (a partly initialised module): that is "available", not an error."""
+    import types
+    pytest.importorskip("numba")
+    from querycompute.backends.cpu.cpu import CpuBackend
+    monkeypatch.setitem(sys.modules, "numba", types.ModuleType("numba"))
+    ok, why = CpuBackend().availability()
+    assert ok and why.startswith("numba (LLVM JIT")

@@ -262,9 +262,11 @@ _CHUNK, _BLOCK = numba_py.CHUNK, (numba_py.CHUNK,)      # a trace row's grid and
 
 
 def _numba_version() -> str:
-    """numba's version when it is imported already; else nothing (finding it costs ~20 ms)."""
-    numba = sys.modules.get("numba")
-    return f" {numba.__version__}" if numba is not None else ""
+    """numba's version when it is imported already; else nothing (finding it costs ~20 ms).
+    A numba the compile thread is importing right now is in sys.modules without its
+    __version__ yet: nothing then, too."""
+    version = getattr(sys.modules.get("numba"), "__version__", None)
+    return f" {version}" if version is not None else ""
 
 
 def _load(p: Pass) -> tuple[dict, Any, str, float]:
