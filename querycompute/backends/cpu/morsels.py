@@ -35,6 +35,7 @@ import queue
 import threading
 
 from ... import after_fork
+from . import numba_loader
 
 MAX_STEP = 4                  # chunks per morsel at most (4 x 65536 elements)
 MORSELS_PER_THREAD = 4        # at least this many morsels per thread where n allows
@@ -105,12 +106,7 @@ _start_lock = threading.Lock()
 def default_workers() -> int:
     """Pool threads besides the caller: numba's thread count (NUMBA_NUM_THREADS, else the
     cores this process may use) less one."""
-    try:
-        from numba import config
-        threads = config.NUMBA_NUM_THREADS
-    except ImportError:                 # pragma: no cover - the cpu backend needs numba
-        threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return max(0, int(threads or 1) - 1)
+    return max(0, numba_loader.numba_threads() - 1)
 
 
 def pool_threads() -> int:

@@ -61,6 +61,13 @@ def module_source(p: Pass) -> str:
     return PRELUDE + numba_py.render(p, cache=True)
 
 
+def numba_threads() -> int:
+    """numba's thread count (NUMBA_NUM_THREADS, else the cores this process may use): what
+    the morsel pool sizes itself by (morsels.py)."""
+    from numba.core import config
+    return int(config.NUMBA_NUM_THREADS or 1)
+
+
 @lru_cache(maxsize=1)
 def numba_options() -> tuple[str, ...]:
     """The decorator flags every generated function carries, plus numba's settings that
