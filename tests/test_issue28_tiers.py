@@ -223,3 +223,23 @@ def test_cpu_availability_while_the_compile_thread_imports_numba(monkeypatch):
     monkeypatch.setitem(sys.modules, "numba", types.ModuleType("numba"))
     ok, why = CpuBackend().availability()
     assert ok and why.startswith("numba (LLVM JIT")
+
+
+def test_staged_float_plans_answer_on_the_numpy_tier_with_the_kernels_bits():
+    """A sort, a top-k or a join over floats is exact on every runtime, and the sum after it
+    follows the one float-sum order: the numpy tier answers their first call (no wait for
+    the kernel), with the bits the kernel gives later. (A group_by's or a scan's float adds
+    follow each runtime's own order: Stage.adds_floats_in_own_order; those wait.)"""
+    x = np.random.default_rng(5).random(20_000, dtype=np.float32) * 2000
+    keys = np.arange(100, dtype=np.int64)
+    dims = qc.query(k=keys, w=keys.astype(np.float32))
+    plans = [qc.query(x).on("cpu").order_by(lambda v: -v).take(700),
+             qc.query(x=x, k=np.arange(20_000, dtype=np.int64) % 100).on("cpu")
+             .join(dims, lambda r: r.k, lambda d: d.k, lambda r, d: r.x * d.w)]
+    for q in plans:
+        cq = q.compile("sum", tiered=True)
+        first = cq()
+        assert cq.trace.tier == "numpy"
+        assert cq.wait(timeout=300) and cq.tier == "kernel"
+        later = cq()
+        assert cq.trace.tier == "kernel" and np.float32(first).tobytes() == np.float32(later).tobytes()

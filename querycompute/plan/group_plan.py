@@ -40,6 +40,7 @@ class GroupStage(Stage):
     values: tuple                  # per agg: its value column's index, or -1 (count)
     first: int                     # the spec's parameters start here in the plan's list
     ends_plan = True
+    adds_floats_in_own_order = True
 
     def run(self, ex, call, i: int, state: list, keep):
         """The group_by ends the plan (stage_kinds' protocol): the runtime's groups."""

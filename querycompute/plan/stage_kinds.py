@@ -33,6 +33,9 @@ class Stage:
     and the element dtypes after it."""
     column_op = False              # a column operation reading its input on the runtime's device
     ends_plan = False              # its result is the plan's (a terminal, a group_by)
+    # its float results depend on an order of adds that each runtime chooses (a group_by's
+    # sums, a scan): the numpy tier can't promise the kernel's bits (run/tiers.differs)
+    adds_floats_in_own_order = False
 
     def run(self, ex, call, i: int, state: list, keep):
         raise NotImplementedError(type(self).__name__)
@@ -198,6 +201,7 @@ class ScanStage(Stage):
     spec: ScanSpec
     first: int
     column_op = True
+    adds_floats_in_own_order = True
 
     def run(self, ex, call, i: int, state: list, keep):
         p = call.params[self.first:self.first + len(self.spec.params)]

@@ -83,9 +83,21 @@ between_morsels = None
 def differs(lowered, backend: str) -> str | None:
     """Why the numpy tier's bits could differ from `backend`'s kernel for this plan (then
     the first call waits for the kernel), or None when they are the same."""
-    if getattr(lowered, "staged", False) or getattr(lowered, "row_plan", None) is not None:
-        if "float" in repr(getattr(lowered, "stages", None) or getattr(lowered, "row_plan", None)):
-            return "a plan of stages or long rows over floats adds in the kernel's own order"
+    if getattr(lowered, "row_plan", None) is not None:
+        if "float" in repr(lowered.row_plan):
+            return "a plan of long rows over floats adds in the kernel's own order"
+        return None
+    if getattr(lowered, "staged", False):
+        # sorts, gathers, distinct, joins and element-wise passes are exact on every runtime;
+        # a pass's or the terminal's reduce follows the rules below; a group_by's or a scan's
+        # float adds follow each runtime's own order
+        for stage in lowered.stages:
+            if stage.adds_floats_in_own_order and "float" in repr(stage):
+                return "a group_by or scan over floats adds in the kernel's own order"
+            inner = getattr(stage, "lowered", None)
+            why = None if inner is None or not hasattr(inner, "pass_") else differs(inner, backend)
+            if why is not None:
+                return why
         return None
     aggs = getattr(lowered.pass_.terminal, "aggs", ())
     for a in aggs:
