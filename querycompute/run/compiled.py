@@ -26,7 +26,7 @@ from ..log import logger
 class Compiled:
     """The memo's value: plan + kernels for one backend and signature (see module doc)."""
     __slots__ = ("backend", "lowered", "prepared", "early", "tier", "pending", "origin",
-                 "compile_ms", "used", "has_params", "direct", "switch", "tier_note")
+                 "compile_ms", "used", "has_params", "direct", "switch")
 
     def __init__(self, backend: str, lowered, prepared, pending=None, split: tuple | None = None):
         self.backend = backend          # the backend this entry is for (not always the tier)
@@ -44,7 +44,6 @@ class Compiled:
         self.direct = pending is None and self.early is None
         # a long numpy-tier call moves to the kernel between morsels (windows.TierSwitch)
         self.switch = windows.tier_switch(lowered, split) if pending is not None else None
-        self.tier_note = None           # why there was no numpy tier (tiers.differs)
 
     def launch(self, cols, params, n: int) -> tuple:
         """(raw results, trace row, the Prepared that ran)."""

@@ -340,7 +340,6 @@ def _compiled(name, source, cols, q, term, infos, tiered) -> tuple:
         else:
             registry.load_compiler(name)
             compiled = Compiled(name, lowered, _prepare(registry.require(name), lowered, text))
-            compiled.tier_note = differs
         _memo.put(sig, compiled)
     return compiled, compiled.origin, compiled.compile_ms
 
