@@ -289,8 +289,9 @@ class ReducePrinter:
         update). With float sums (sum_order's order), per block of BLOCK elements: the
         element loop stores each float sum's value (-0.0 when dropped) in V<k> (a map loop
         LLVM vectorises), -0.0 fills a short block's rest; V<k>'s rows of LANES values are
-        added into the lane array A<k> row after row (`A += row`: elementwise, so LLVM
-        vectorises it without regrouping an add), A<k>'s lanes as a tree into B<k>, and the
+        added into the lane array A<k> row after row (a loop over the LANES lanes:
+        elementwise, so LLVM vectorises it without regrouping an add; written as loops, not
+        numba array expressions (`A += V[r:r + LANES]`), which cost ~3 s of compile per pass), A<k>'s lanes as a tree into B<k>, and the
         block totals as a tree (pairwise)."""
         if not self.float_sums:
             return ["for i in range(lo, hi):", *[f"    {line}" for line in body]]
@@ -310,13 +311,14 @@ class ReducePrinter:
         out.append(f"    for i in range(be - b, {BLOCK}):")
         out += [f"        V{k}[np.uint64(i)] = {const_text(-0.0, self.aggs[k].dtype)}" for k in self.float_sums]
         for k in self.float_sums:
-            out += [f"    A{k}[:] = V{k}[0:{LANES}]", f"    for r in range({LANES}, {BLOCK}, {LANES}):"]
+            out += [f"    for j in range({LANES}):", f"        A{k}[j] = V{k}[j]",
+                    f"    for r in range({LANES}, {BLOCK}, {LANES}):",
+                    f"        for j in range({LANES}):"]
             if self.aggs[k].dtype == "float16":        # rounded after every add: no vectors
                 self.helpers.add(("f16", None))
-                out += [f"        for j in range({LANES}):",
-                        f"            A{k}[j] = _f16(np.float32(A{k}[j] + V{k}[r + j]))"]
+                out.append(f"            A{k}[j] = _f16(np.float32(A{k}[j] + V{k}[np.uint64(r + j)]))")
             else:
-                out.append(f"        A{k} += V{k}[r:r + {LANES}]")
+                out.append(f"            A{k}[j] += V{k}[np.uint64(r + j)]")
             out.append(f"    B{k}[nb] = {self._pairwise_name(k)}(A{k}, {LANES}, {const_text(-0.0, self.aggs[k].dtype)})")
         out.append("    nb += 1")
         return out + [f"s{k} = {self._pairwise_name(k)}(B{k}, nb, s{k})" for k in self.float_sums]
