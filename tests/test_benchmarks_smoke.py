@@ -140,3 +140,12 @@ def test_optimizer_benchmark_checks_both_plans_equal():
 def test_call_files_counts_the_files_a_call_enters():
     stdout = run_script("call_files.py")
     assert "fused chain on cpu: cold call enters" in stdout and "staged chain" in stdout
+
+
+def test_llvm_route_compares_the_two_compile_routes_on_equal_bits():
+    """benchmarks/llvm_route.py asserts that the numpy backend, the numba route (cold and from
+    the disk cache) and the llvmlite route give the same bits before printing their phases."""
+    stdout = run_script("llvm_route.py", "--n", "5000")
+    assert "the same bits on every route" in stdout
+    for row in ("numba cold", "numba disk", "object-file load"):
+        assert row in stdout
