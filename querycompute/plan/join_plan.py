@@ -53,6 +53,8 @@ from .fusion import leaves, string_leaves
 from ..frontend.datetimes import host_dtype, is_time_dtype, ticks_view
 from .stage_kinds import Columns, Stage, plain_pass_after
 from ..sources.sources import Source, plain_columns
+from ..sources.string_columns import encode
+from ..frontend.strings import CODE
 
 
 @dataclass(frozen=True)
@@ -74,6 +76,9 @@ class JoinStage(KeyedByOther):
     other: object                  # the other side's stages.Columns, as planned
     outer: bool                    # left_join
     other_fields: tuple | None = None   # the other side's fields it runs with (logical.project)
+    strings: tuple = ()            # (other column, dictionary name) of its string columns
+    dicts_at: int = -1             # the plan parameter holding this call's dictionaries
+
     def run(self, ex, call, i: int, state: list, keep):
         """The join at run time (stage_kinds' protocol): the other side, the pairs, the gathers."""
         rt = ex.runtime
@@ -150,20 +155,66 @@ def plan_join(planner, ops: list, at: int) -> None:
     n_elem, key_cols, key_dtypes, other = this_side(planner, ops, at, fields)
     this = planner.cols
     shape, fields, cols = columns_of(other.on("numpy").take(0).to_array())
-    if any(c.dtype == object for c in cols):
-        raise QueryError(f"{nodes[at].kind}(): the other query's elements hold a string column; "
-                         f"joining string columns of the other side is not supported yet: select "
-                         f"its numeric fields in the other query (other.select(lambda r: ...))")
-    other_cols = Columns(shape, fields, tuple(str(c.dtype) for c in cols))
     outer = nodes[at].outer
-    planner.stages.append(JoinStage(key_cols, n_elem, len(planner.bindings) - 1, key_dtypes, other_cols, outer,
-                                    fields))
+    strings, dicts_at = _other_strings(planner, at, shape, fields, cols, outer)
+    other_cols = Columns(shape, fields, tuple(CODE if c.dtype == object else str(c.dtype) for c in cols),
+                         strings)
+    planner.stages.append(JoinStage(key_cols, n_elem, len(planner.bindings) - 1 - (dicts_at >= 0), key_dtypes,
+                                    other_cols, outer, fields, strings, dicts_at))
     some = f" (its {len(fields)} fields read: {', '.join(fields)})" if fields is not None else ""
     planner.texts.append(f"{nodes[at].kind}: the other query's key and element columns{some}; matching row pairs "
                          f"(this side's order, then the other's); both sides gathered")
     # (a left join's unmatched rows hold NaN / 0 / False in the other side's own dtypes; its
     # matched column follows them)
     planner.cols = Columns("pair", (this, other_cols), this.dtypes + other_cols.dtypes + ("bool",) * outer)
+
+
+def _other_strings(planner, at: int, shape: str, fields: tuple, cols: tuple, outer: bool) -> tuple:
+    """The other side's string columns (decoded strings in its to_array: object columns):
+    ((column, dictionary name), ...) and the plan parameter that carries this call's
+    dictionaries, which the join stage fills (encode_other_strings) and the results decode
+    with. Each joined string column gets a dictionary of its own, named `<field>@join<at>`
+    (the other side runs, and is encoded, once per call)."""
+    at_cols = [i for i, c in enumerate(cols) if c.dtype == object]
+    if not at_cols:
+        return (), -1
+    kind = planner.nodes[at].kind
+    if shape != "record":
+        raise QueryError(f"{kind}(): the other query's elements are a {shape} holding a string; "
+                         f"a joined string column reaches the result from a record: select a "
+                         f"dict in the other query, e.g. other.select(lambda c: {{'id': c.id, "
+                         f"'name': c.name}}), and read b.name")
+    name = fields.__getitem__
+    if outer:
+        raise QueryError(f"{kind}(): the other query's string column {name(at_cols[0])!r} in a "
+                         f"left join is not supported yet (an unmatched row has no string to "
+                         f"decode); use join(), or select the other side's numeric fields")
+    if planner.source._table is None:
+        raise QueryError(f"{kind}(): the other query's string column {name(at_cols[0])!r} reaches "
+                         f"this query's results only when this query is over a table "
+                         f"(qc.query(dict / DataFrame / Arrow table)), which holds the call's "
+                         f"string dictionaries; query this side as a table, e.g. "
+                         f"qc.query({{'v': values}})")
+    strings = tuple((i, f"{name(i)}@join{at}") for i in at_cols)
+    planner.joined_strings.update(d for _, d in strings)
+    planner.bindings.append(("dictionaries", "dictionaries", "object"))
+    planner.limits.append(None)
+    return strings, len(planner.bindings) - 1
+
+
+def encode_other_strings(stage: JoinStage, right: list, call) -> list:
+    """The other side's string columns (object arrays of str, its to_array's) as int32 codes
+    into sorted dictionaries, which go into this call's dictionaries under the stage's names
+    (sources/string_columns.py's encoding: the results decode with them)."""
+    if not stage.strings:
+        return right
+    dictionaries = call.params[stage.dicts_at]
+    right = list(right)
+    for i, name in stage.strings:
+        enc = encode(right[i], f"joined string column {name!r}")
+        right[i] = enc.codes
+        dictionaries[name] = enc.dictionary
+    return right
 
 
 @dataclass(frozen=True)
@@ -262,6 +313,7 @@ def join_pairs(stage: JoinStage, state: list, call, backend: str, rt) -> tuple:
     if got is None or got[0] is not other:
         got = call.sides[shared] = (other, *other_side(projected(other, stage.other_fields), backend))
     _, right, key_side = got
+    right = encode_other_strings(stage, right, call)
     right_keys = other_key_columns(key_side, other_key, backend)
     got = (tuple(str(c.dtype) for c in right), tuple(str(c.dtype) for c in right_keys))
     if got != (stage.other.dtypes, stage.key_dtypes):
@@ -308,7 +360,11 @@ def other_side(other, backend: str) -> tuple:
     if _in_place(other):
         return other._source._items, other
     shape, fields, cols = columns_of(other.on(backend).to_array())
-    return cols, type(other)(Source(_SOURCE_KIND[shape], tuple(cols), fields), (), other._backend)
+    # its key runs over the columns it gave; string columns (decoded: object arrays) are left
+    # out there: a join key is never a string (this_side refuses one)
+    plain = [i for i, c in enumerate(cols) if c.dtype != object] if shape == "record" else range(len(cols))
+    return cols, type(other)(Source(_SOURCE_KIND[shape], tuple(cols[i] for i in plain),
+                                    tuple(fields[i] for i in plain) if fields else fields), (), other._backend)
 
 
 def other_key_columns(other, other_key, backend: str) -> tuple:

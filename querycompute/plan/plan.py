@@ -139,6 +139,9 @@ def param_values(lowered: Lowered, infos: list, source: Source) -> list:
         if where == "window":          # a compaction window: set per run (pipeline.py)
             out.append(np.int64(0))
             continue
+        if where == "dictionaries":     # this call's string dictionaries, which a join
+            out.append(source._table.dictionaries)     # adds the other side's to (join_plan)
+            continue
         if dtype == "object":           # a join's other side: (Query, key function)
             out.append(infos[where][1][name])
             continue
