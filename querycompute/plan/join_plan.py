@@ -52,8 +52,8 @@ from ..graph import graph as G
 from .fusion import leaves, string_leaves
 from ..frontend.datetimes import host_dtype, is_time_dtype, ticks_view
 from .stage_kinds import Columns, Stage, plain_pass_after
-from ..sources.sources import Source, plain_columns
-from ..sources.string_columns import encode
+from ..sources.sources import Source, from_args, plain_columns
+from ..sources.string_columns import codes_in, encode
 from ..frontend.strings import CODE
 
 
@@ -78,6 +78,7 @@ class JoinStage(KeyedByOther):
     other_fields: tuple | None = None   # the other side's fields it runs with (logical.project)
     strings: tuple = ()            # (other column, dictionary name) of its string columns
     dicts_at: int = -1             # the plan parameter holding this call's dictionaries
+    string_keys: tuple = ()        # (key value, this side's dictionary) of string key values
 
     def run(self, ex, call, i: int, state: list, keep):
         """The join at run time (stage_kinds' protocol): the other side, the pairs, the gathers."""
@@ -96,24 +97,18 @@ def columns_of(value) -> tuple:
     return "scalar", (), (value,)
 
 
-def _refuse_string_key(kind: str, column: str):
-    raise QueryError(f"{kind}() on a string key (column {column}) is not supported yet: each "
-                     f"table's string column has a dictionary of its own, so their codes do not "
-                     f"match; join on an integer id, or encode both key columns with one shared "
-                     f"pandas Categorical / Arrow dictionary and join on its .cat.codes / .indices")
-
-
 def this_side(planner, ops: list, at: int, fields=None) -> tuple:
     """This side's pass (`ops`, then the key of node `at`), and the other query's key dtypes
     (read by running it on zero rows): (element columns, key column indexes, key dtypes,
-    the other Query over `fields` of its table: `projected`). The other side's node is bound
-    as a plan parameter (read per call)."""
+    the other Query over `fields` of its table: `projected`, the string key values: (value,
+    this side's dictionary), matched as this side's codes: match_string_keys). The other
+    side's node is bound as a plan parameter (read per call)."""
     mine: list = []
+    skeys: list = []
 
     def key_leaves(lw, element):
         out = leaves(lw.apply(at, element))[2]
-        if string_leaves(out):
-            _refuse_string_key(planner.nodes[at].kind, string_leaves(out)[0][1])
+        skeys[:] = string_leaves(out)
         mine[:] = [host_dtype(s) for s in out]
         return out
     _, n_elem, key_cols, _ = planner.materialize(ops, key_leaves)
@@ -127,8 +122,13 @@ def this_side(planner, ops: list, at: int, fields=None) -> tuple:
         refuse_staged(other._source, (), SimpleNamespace(name=planner.nodes[at].kind))
     _, _, key_cols_other = columns_of(other.select(other_key).on("numpy").take(0).to_array())
     key_dtypes = tuple(str(c.dtype) for c in key_cols_other)
-    if "object" in key_dtypes:                      # decoded strings (string_columns.py)
-        _refuse_string_key(planner.nodes[at].kind, "of the other query")
+    theirs = [i for i, d in enumerate(key_dtypes) if d == "object"]    # decoded strings
+    if theirs != [i for i, _ in skeys]:
+        i = (set(theirs) ^ {i for i, _ in skeys}).pop()
+        raise QueryError(f"{planner.nodes[at].kind}() key value {i} is a string on "
+                         f"{'the other side' if i in theirs else 'this side'} only; a string key "
+                         f"matches a string key (bring both to strings, or both to numbers)")
+    key_dtypes = tuple(CODE if d == "object" else d for d in key_dtypes)   # matched as codes
     for a, b in zip(mine, key_dtypes):
         if a != b and (is_time_dtype(a) or is_time_dtype(b)):
             raise QueryError(f"{planner.nodes[at].kind}() keys are {a} on this side and {b} on the "
@@ -141,7 +141,35 @@ def this_side(planner, ops: list, at: int, fields=None) -> tuple:
                          f"both key lambdas must return one value or tuples of the same length")
     planner.bindings.append((at + 1, "other", "object"))
     planner.limits.append(None)
-    return n_elem, key_cols, key_dtypes, other
+    return n_elem, key_cols, key_dtypes, other, tuple(skeys)
+
+
+def dictionaries_at(planner, needed: bool) -> int:
+    """The plan parameter carrying this call's string dictionaries (appended when `needed`:
+    a string key or the other side's strings), else -1."""
+    if not needed:
+        return -1
+    if planner.source._table is None:
+        raise QueryError(f"{planner.nodes[planner.at].kind}(): strings from the other query "
+                         f"(a string key, string fields) need this query over a table "
+                         f"(qc.query(dict / DataFrame / Arrow table)), which holds the call's "
+                         f"string dictionaries; query this side as a table, e.g. "
+                         f"qc.query({{'v': values}})")
+    planner.bindings.append(("dictionaries", "dictionaries", "object"))
+    planner.limits.append(None)
+    return len(planner.bindings) - 1
+
+
+def match_string_keys(stage, right_keys, call) -> list:
+    """The other side's string key columns (decoded strings) as codes of this side's
+    dictionaries (-1: a string this side does not hold, which matches nothing)."""
+    if not stage.string_keys:
+        return right_keys
+    dictionaries = call.params[stage.dicts_at]
+    right_keys = list(right_keys)
+    for i, column in stage.string_keys:
+        right_keys[i] = codes_in(dictionaries[column], right_keys[i])
+    return right_keys
 
 
 def plan_join(planner, ops: list, at: int) -> None:
@@ -152,15 +180,17 @@ def plan_join(planner, ops: list, at: int) -> None:
             or type(nodes[at + 2]) is not G.JoinResult:
         raise QueryError("a join is made by q.join(other, key, other_key, result)")
     fields = planner.logical.nodes[at + 1].other_fields if planner.logical is not None else None
-    n_elem, key_cols, key_dtypes, other = this_side(planner, ops, at, fields)
+    n_elem, key_cols, key_dtypes, other, string_keys = this_side(planner, ops, at, fields)
+    other_at = len(planner.bindings) - 1
     this = planner.cols
     shape, fields, cols = columns_of(other.on("numpy").take(0).to_array())
     outer = nodes[at].outer
-    strings, dicts_at = _other_strings(planner, at, shape, fields, cols, outer)
+    strings = _other_strings(planner, at, shape, fields, cols, outer)
+    dicts_at = dictionaries_at(planner, bool(strings or string_keys))
     other_cols = Columns(shape, fields, tuple(CODE if c.dtype == object else str(c.dtype) for c in cols),
                          strings)
-    planner.stages.append(JoinStage(key_cols, n_elem, len(planner.bindings) - 1 - (dicts_at >= 0), key_dtypes,
-                                    other_cols, outer, fields, strings, dicts_at))
+    planner.stages.append(JoinStage(key_cols, n_elem, other_at, key_dtypes, other_cols, outer, fields,
+                                    strings, dicts_at, string_keys))
     some = f" (its {len(fields)} fields read: {', '.join(fields)})" if fields is not None else ""
     planner.texts.append(f"{nodes[at].kind}: the other query's key and element columns{some}; matching row pairs "
                          f"(this side's order, then the other's); both sides gathered")
@@ -171,13 +201,12 @@ def plan_join(planner, ops: list, at: int) -> None:
 
 def _other_strings(planner, at: int, shape: str, fields: tuple, cols: tuple, outer: bool) -> tuple:
     """The other side's string columns (decoded strings in its to_array: object columns):
-    ((column, dictionary name), ...) and the plan parameter that carries this call's
-    dictionaries, which the join stage fills (encode_other_strings) and the results decode
-    with. Each joined string column gets a dictionary of its own, named `<field>@join<at>`
+    ((column, dictionary name), ...), which the join stage encodes into this call's
+    dictionaries (encode_other_strings) and the results decode with. Each joined string column gets a dictionary of its own, named `<field>@join<at>`
     (the other side runs, and is encoded, once per call)."""
     at_cols = [i for i, c in enumerate(cols) if c.dtype == object]
     if not at_cols:
-        return (), -1
+        return ()
     kind = planner.nodes[at].kind
     if shape != "record":
         raise QueryError(f"{kind}(): the other query's elements are a {shape} holding a string; "
@@ -185,21 +214,9 @@ def _other_strings(planner, at: int, shape: str, fields: tuple, cols: tuple, out
                          f"dict in the other query, e.g. other.select(lambda c: {{'id': c.id, "
                          f"'name': c.name}}), and read b.name")
     name = fields.__getitem__
-    if outer:
-        raise QueryError(f"{kind}(): the other query's string column {name(at_cols[0])!r} in a "
-                         f"left join is not supported yet (an unmatched row has no string to "
-                         f"decode); use join(), or select the other side's numeric fields")
-    if planner.source._table is None:
-        raise QueryError(f"{kind}(): the other query's string column {name(at_cols[0])!r} reaches "
-                         f"this query's results only when this query is over a table "
-                         f"(qc.query(dict / DataFrame / Arrow table)), which holds the call's "
-                         f"string dictionaries; query this side as a table, e.g. "
-                         f"qc.query({{'v': values}})")
     strings = tuple((i, f"{name(i)}@join{at}") for i in at_cols)
     planner.joined_strings.update(d for _, d in strings)
-    planner.bindings.append(("dictionaries", "dictionaries", "object"))
-    planner.limits.append(None)
-    return strings, len(planner.bindings) - 1
+    return strings
 
 
 def encode_other_strings(stage: JoinStage, right: list, call) -> list:
@@ -212,8 +229,10 @@ def encode_other_strings(stage: JoinStage, right: list, call) -> list:
     right = list(right)
     for i, name in stage.strings:
         enc = encode(right[i], f"joined string column {name!r}")
-        right[i] = enc.codes
-        dictionaries[name] = enc.dictionary
+        right[i], dictionaries[name] = enc.codes, enc.dictionary
+        if stage.outer:     # a left join's unmatched rows get code 0 (the fill): None, first
+            right[i] = right[i] + np.int32(1)
+            dictionaries[name] = np.concatenate([np.array([None], dtype=object), enc.dictionary])
     return right
 
 
@@ -221,6 +240,8 @@ def encode_other_strings(stage: JoinStage, right: list, call) -> list:
 class SemiJoinStage(KeyedByOther):
     """intersect_by / except_by (module doc): keep flags of this side's rows."""
     anti: bool                     # except_by
+    dicts_at: int = -1             # the plan parameter holding this call's dictionaries
+    string_keys: tuple = ()        # (key value, this side's dictionary) of string key values
     column_op = True
     semi = True
 
@@ -228,7 +249,7 @@ class SemiJoinStage(KeyedByOther):
         """The other side's keys (its query run once), then StageRuntime.semi_join's flags;
         the next pass keeps the flagged rows (stages.py's `keep`, as after distinct)."""
         other, other_key = call.params[self.other_at]
-        right = [np.asarray(k) for k in other_key_columns(other, other_key, ex.backend)]
+        right = [np.asarray(k) for k in match_string_keys(self, other_key_columns(other, other_key, ex.backend), call)]
         got = tuple(str(c.dtype) for c in right)
         right = [ticks_view(c) for c in right]
         if got != self.key_dtypes:
@@ -251,9 +272,11 @@ def plan_semi_join(planner, ops: list, at: int) -> None:
     nodes = planner.nodes
     if at + 1 >= len(nodes) or type(nodes[at + 1]) is not G.JoinOther:
         raise QueryError(f"{nodes[at].kind}() is made by q.{nodes[at].kind}(other, key, other_key)")
-    n_elem, key_cols, key_dtypes, _ = this_side(planner, ops, at)
+    n_elem, key_cols, key_dtypes, _, string_keys = this_side(planner, ops, at)
+    other_at = len(planner.bindings) - 1
     anti = nodes[at].anti
-    planner.stages.append(SemiJoinStage(key_cols, n_elem, len(planner.bindings) - 1, key_dtypes, anti))
+    planner.stages.append(SemiJoinStage(key_cols, n_elem, other_at, key_dtypes, anti,
+                                        dictionaries_at(planner, bool(string_keys)), string_keys))
     planner.texts.append(f"{nodes[at].kind}: the other query's key columns (run once); a flag per row: whether "
                          f"its key occurs among them (the join's key equality); the next pass keeps the "
                          f"{'unflagged' if anti else 'flagged'} rows in order")
@@ -314,7 +337,7 @@ def join_pairs(stage: JoinStage, state: list, call, backend: str, rt) -> tuple:
         got = call.sides[shared] = (other, *other_side(projected(other, stage.other_fields), backend))
     _, right, key_side = got
     right = encode_other_strings(stage, right, call)
-    right_keys = other_key_columns(key_side, other_key, backend)
+    right_keys = match_string_keys(stage, other_key_columns(key_side, other_key, backend), call)
     got = (tuple(str(c.dtype) for c in right), tuple(str(c.dtype) for c in right_keys))
     if got != (stage.other.dtypes, stage.key_dtypes):
         raise QueryError(f"the joined query's columns are {got[0]} with keys {got[1]}; the plan was made "
@@ -360,11 +383,9 @@ def other_side(other, backend: str) -> tuple:
     if _in_place(other):
         return other._source._items, other
     shape, fields, cols = columns_of(other.on(backend).to_array())
-    # its key runs over the columns it gave; string columns (decoded: object arrays) are left
-    # out there: a join key is never a string (this_side refuses one)
-    plain = [i for i, c in enumerate(cols) if c.dtype != object] if shape == "record" else range(len(cols))
-    return cols, type(other)(Source(_SOURCE_KIND[shape], tuple(cols[i] for i in plain),
-                                    tuple(fields[i] for i in plain) if fields else fields), (), other._backend)
+    if shape == "record" and any(c.dtype == object for c in cols):    # decoded strings:
+        return cols, type(other)(from_args((dict(zip(fields, cols)),), {}), (), other._backend)   # a table
+    return cols, type(other)(Source(_SOURCE_KIND[shape], tuple(cols), fields), (), other._backend)
 
 
 def other_key_columns(other, other_key, backend: str) -> tuple:

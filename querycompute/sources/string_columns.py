@@ -151,6 +151,20 @@ def _sorted(values: np.ndarray, codes: np.ndarray, what: str) -> Encoded:
     return Encoded(inverse.astype(np.int32).ravel()[codes], uniq.astype(object))
 
 
+def codes_in(dictionary: np.ndarray, strings) -> np.ndarray:
+    """The int32 codes of `strings` (an object array of str) in a sorted `dictionary`, -1
+    where a string is not in it: how a join matches the other side's string keys with this
+    side's codes (a hash lookup through pandas when it is loaded, else binary searches)."""
+    strings = np.asarray(strings, dtype=object)
+    if len(dictionary) == 0 or len(strings) == 0:
+        return np.full(len(strings), -1, np.int32)
+    pd = sys.modules.get("pandas")
+    if pd is not None:
+        return pd.Index(dictionary).get_indexer(strings).astype(np.int32)
+    at = np.minimum(np.searchsorted(dictionary, strings), len(dictionary) - 1)
+    return np.where(dictionary[at] == strings, at, -1).astype(np.int32)
+
+
 def decode(raw, strings: tuple, dictionaries: dict, grouped: bool):
     """A run's raw results with the string columns' codes as strings: `strings` holds (index,
     column) of the output columns (of the keys for a group_by's raw (keys, columns, counts))
