@@ -301,3 +301,30 @@ def test_join_on_string_keys(backend):
     t = qc.query(a).on(backend).join(qc.query(b), lambda r: (r.k, r.v < 4), lambda o: (o.k, o.w < 45),
                                      lambda r, o: o.w)
     assert t.to_list() == [b.w[o] for r, o in pairs if (a.v[r] < 4) == (b.w[o] < 45)]
+
+
+def test_arrow_string_encodings_are_kept_across_calls():
+    """An Arrow string column (and a pandas Arrow-backed str column) is encoded once while its
+    buffers live: the same Encoded object comes back; new data (new buffers), a pandas
+    assignment (pandas swaps in new buffers) and numpy / object columns are encoded again."""
+    pa = pytest.importorskip("pyarrow")
+    pd = pytest.importorskip("pandas")
+    from querycompute.sources import string_columns as S
+    arr = pa.chunked_array([pa.array(["b", "a", "é"]), pa.array(["a", "c"])])
+    first = S.encode(arr, "n")
+    assert S.encode(arr, "n") is first
+    assert S.encode(pa.chunked_array(arr.chunks), "n") is first      # a new wrapper, same buffers
+    assert list(first.dictionary[first.codes]) == ["b", "a", "é", "a", "c"]
+    other = S.encode(pa.array(["b", "a", "x"]), "n")
+    assert other is not first and list(other.dictionary[other.codes]) == ["b", "a", "x"]
+    q = qc.query({"n": arr, "v": np.arange(5)}).on("cpu")
+    assert q.where(lambda r: r.n == "a").count() == 2
+    assert q.where(lambda r: r.n == "a").count() == 2
+    if hasattr(pd, "ArrowDtype"):
+        s = pd.Series(["b", "a", "a"], dtype="string[pyarrow]")
+        df = pd.DataFrame({"n": s, "v": np.arange(3)})
+        assert qc.query(df).where(lambda r: r.n == "a").count() == 2
+        df.loc[0, "n"] = "a"                                    # in place: new buffers
+        assert qc.query(df).where(lambda r: r.n == "a").count() == 3
+    words = np.array(["a", "b"], dtype=object)
+    assert S.encode(words, "n") is not S.encode(words, "n")     # mutable: never kept
