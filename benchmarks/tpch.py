@@ -81,6 +81,8 @@ real datetime64 date columns: `qc-<backend>-dates`)."""
         impls[f"qc-{b}"] = (lambda b: lambda t: Q.QC[query](t, b))(b)
         if query in Q.DATED:          # the same query over datetime64 columns
             impls[f"qc-{b}-dates"] = (lambda b: lambda t: Q.QC[query](t, b, dated=True))(b)
+        if query in Q.TEXTED:         # ... and over the parquet files' real string columns
+            impls[f"qc-{b}-strings"] = (lambda b: lambda t: Q.QC[query](t, b, texted=True))(b)
     return impls
 
 
@@ -91,7 +93,7 @@ def run_query(query: str, t, backends: list[str], samples: int) -> list[dict]:
     for name, setup in implementations(query, backends).items():
         row = {"query": query, "impl": name, "status": "OK", "why": ""}
         rows.append(row)
-        backend = name[3:].removesuffix("-dates") if name.startswith("qc-") else None
+        backend = name[3:].removesuffix("-dates").removesuffix("-strings") if name.startswith("qc-") else None
         if backend and not available.get(backend, {}).get("available"):
             row.update(status="n/a", why=f"backend unavailable: {available.get(backend, {}).get('reason', '?')}")
             continue
@@ -111,7 +113,7 @@ def run_query(query: str, t, backends: list[str], samples: int) -> list[dict]:
             if not ok:
                 row.update(status="WRONG", why=why)
                 continue
-        if name.removesuffix("-dates") not in CHECK_ONLY:
+        if name.removesuffix("-dates").removesuffix("-strings") not in CHECK_ONLY:
             runs[name] = run
         else:
             row["why"] = "checked, not timed"

@@ -19,6 +19,8 @@ Loading (pyarrow; only the columns the queries read), in the types DESIGN.md sec
   distinct values for a byte) -> int32 codes into their sorted table the same way.
 - `Tables.dated(table)`: the table with its date columns as datetime64[D] (the same days), for
   the queries written over real date columns (Q7, Q8, Q9's date variants).
+- `Tables.texted(table)`: the table with its string columns as the pyarrow string arrays read
+  from the parquet file, for the queries written over real strings (tpch_queries.TEXTED).
 Every engine (DuckDB, polars, NumPy, querycompute) then reads these same in-memory columns:
 DuckDB and polars through zero-copy Arrow tables over the NumPy buffers.
 """
@@ -111,6 +113,7 @@ class Tables:
     part: dict = field(default_factory=dict)
     partsupp: dict = field(default_factory=dict)
     codes: dict = field(default_factory=dict)      # column -> sorted list of its strings
+    texts: dict = field(default_factory=dict)      # column -> its strings as read (Arrow)
 
     def code(self, column: str, value: str) -> int:
         """The uint8 code of a string value (a query constant)."""
@@ -123,13 +126,24 @@ class Tables:
         return {name: col.astype("datetime64[D]") if kinds[name] == "date" else col
                 for name, col in getattr(self, table).items()}
 
+    def texted(self, table: str) -> dict:
+        """`table`'s columns with the string columns as the pyarrow string arrays read from
+        the parquet file (no codes): what a user's string columns look like."""
+        return {name: self.texts.get(name, col) for name, col in getattr(self, table).items()}
+
+    def coded(self, column: str, strings) -> np.ndarray:
+        """The codes of `strings` (a result's string column) in `column`'s code table, so a
+        result over real strings compares with the coded engines' results."""
+        table = {v: i for i, v in enumerate(self.codes[column])}
+        return np.array([table[v] for v in strings])
+
     def arrow(self, table: str):
         """A zero-copy pyarrow Table over the NumPy columns (what DuckDB and polars read)."""
         import pyarrow as pa
         return pa.table(getattr(self, table))
 
 
-def _column(col, kind: str, name: str, codes: dict) -> np.ndarray:
+def _column(col, kind: str, name: str, codes: dict, texts: dict) -> np.ndarray:
     import pyarrow as pa
     import pyarrow.compute as pc
     col = col.combine_chunks()
@@ -140,6 +154,7 @@ def _column(col, kind: str, name: str, codes: dict) -> np.ndarray:
     if kind == "int":
         return col.to_numpy()
     col = col.cast(pa.string())                   # string_view -> string (what pc.* accept)
+    texts[name] = col
     table = pc.unique(col).sort()
     if kind == "dict":
         codes[name] = table.to_pylist()
@@ -155,12 +170,13 @@ def load(sf: float, data_dir: Path | None = None) -> Tables:
     import pyarrow.parquet as pq
     where = ensure_generated(sf, data_dir)
     codes: dict = {}
+    texts: dict = {}
     out = {}
     for table, columns in COLUMNS.items():
         arrow = pq.read_table(where / f"{table}.parquet", columns=list(columns))
-        out[table] = {name: _column(arrow.column(name), kind, name, codes)
+        out[table] = {name: _column(arrow.column(name), kind, name, codes, texts)
                       for name, kind in columns.items()}
-    return Tables(sf, codes=codes, **out)
+    return Tables(sf, codes=codes, texts=texts, **out)
 
 
 def column_bytes(table: dict, names) -> int:

@@ -262,16 +262,28 @@ def test_join_other_sides_strings_refusals_and_new_data():
                                     lambda r, o: {"v": r.v, "n": o.n})
     assert j2.order_by(lambda r: r.n).to_list() == [{"v": 1.0, "n": "a"}, {"v": 2.0, "n": "b"},
                                                     {"v": 3.0, "n": "c"}]
-    with pytest.raises(QueryError, match="filter the other query before joining"):
-        j.where(lambda r: r.n == "x").to_list()
+    # compared with a string after the join: the parameter is computed when the join has
+    # encoded the column (each call: new data, new codes, the same kernels)
+    assert j.where(lambda r: r.n == "x").to_list() == [{"v": 1.0, "n": "x"}]
+    assert j2.where(lambda r: r.n >= "b").select(lambda r: (r.n, r.n.startswith("c"))).to_list() == \
+        [("b", False), ("c", True)]
+    want = "y"
+    assert j.count(lambda r: r.n == want) == 1
+    want = "absent"
+    assert j.count(lambda r: r.n == want) == 0 and qc.last_trace().kernels[-1].cache == "memory"
     # a left join: an unmatched row's joined string is None (sorting first)
     lj = qc.query(a).on("cpu").left_join(qc.query(b), lambda r: r.id, lambda o: o.id,
                                          lambda r, o: {"v": r.v, "n": o.n})
     assert lj.to_list() == [{"v": 1.0, "n": "x"}, {"v": 2.0, "n": None}, {"v": 3.0, "n": "y"}]
     assert lj.order_by(lambda r: r.n).select(lambda r: r.n).to_list() == [None, "x", "y"]
-    with pytest.raises(QueryError, match="need this query over a table"):
-        qc.query(np.array([1, 3])).join(qc.query(b), lambda r: r, lambda o: o.id,
-                                        lambda r, o: {"v": r, "n": o.n}).to_list()
+    assert lj.where(lambda r: r.n == "y" or r.n < "a").select(lambda r: r.v).to_list() == [2.0, 3.0]
+    # this side without string columns (plain arrays): the call's dictionaries are its own
+    got = qc.query(np.array([1, 3, 2])).on("cpu").join(qc.query(b), lambda r: r, lambda o: o.id,
+                                                      lambda r, o: {"v": r, "n": o.n})
+    for _ in range(3):                                          # (a warm query decodes too)
+        assert got.to_list() == [{"v": 1, "n": "x"}, {"v": 3, "n": "y"}]
+        assert list(got.select(lambda r: r.n).to_array()) == ["x", "y"]
+    assert got.where(lambda r: r.n == "y").count() == 1
     with pytest.raises(QueryError, match="select a dict in the other query"):
         qc.query(a).join(qc.query(b).select(lambda o: (o.id, o.n)), lambda r: r.id,
                          lambda o: o[0], lambda r, o: {"v": r.v, "n": o[1]}).to_list()

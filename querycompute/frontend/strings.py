@@ -72,16 +72,39 @@ def param_value(name: tuple, dictionaries: dict, env: dict) -> np.int32:
     if type(s) is not str:
         raise QueryError(f"captured {arg[1]!r} was a str when the query was compiled and is now "
                          f"{type(s).__name__} {s!r}; compare a string column with a str")
+    off = 0
+    if len(d) and d[0] is None:         # a left join's joined strings: None (unmatched) first,
+        d, off = d[1:], 1               # below every string
     if kind == "code":
         i = bisect_left(d, s)
-        return np.int32(i if i < len(d) and d[i] == s else -1)
+        return np.int32(i + off if i < len(d) and d[i] == s else -1)
     if kind == "lo":
-        return np.int32(bisect_left(d, s))
+        return np.int32(bisect_left(d, s) + off)
     if kind == "hi":
-        return np.int32(bisect_right(d, s))
+        return np.int32(bisect_right(d, s) + off)
     k = len(s)                          # startswith: truncated strings are sorted too
     cut = bisect_left if kind == "plo" else bisect_right
-    return np.int32(cut(d, s, key=lambda t: t[:k]))
+    return np.int32(cut(d, s, key=lambda t: t[:k]) + off)
+
+
+JOINED = "@join"       # in a dictionary's name: a joined string column's (join_plan.py)
+
+
+class Deferred:
+    """A string parameter over a joined string column: that column's dictionary is made when
+    its join runs, after the call's parameters are computed, so the value is computed then
+    (`resolve_joined`, called by the join right after it encodes the column)."""
+    __slots__ = ("name", "dictionaries", "env")
+
+    def __init__(self, name: tuple, dictionaries: dict, env):
+        self.name, self.dictionaries, self.env = name, dictionaries, env
+
+
+def resolve_joined(params: list) -> None:
+    """Replace, in place, the Deferred parameters whose dictionary exists now."""
+    for k, v in enumerate(params):
+        if type(v) is Deferred and v.name[2] in v.dictionaries:
+            params[k] = param_value(v.name, v.dictionaries, v.env)
 
 
 _ORIGIN = {"code": "the code of {t} in {c}'s dictionary (-1: absent)",

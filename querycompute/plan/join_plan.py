@@ -54,7 +54,7 @@ from ..frontend.datetimes import host_dtype, is_time_dtype, ticks_view
 from .stage_kinds import Columns, Stage, plain_pass_after
 from ..sources.sources import Source, from_args, plain_columns
 from ..sources.string_columns import codes_in, encode
-from ..frontend.strings import CODE
+from ..frontend.strings import CODE, JOINED, resolve_joined
 
 
 @dataclass(frozen=True)
@@ -149,12 +149,6 @@ def dictionaries_at(planner, needed: bool) -> int:
     a string key or the other side's strings), else -1."""
     if not needed:
         return -1
-    if planner.source._table is None:
-        raise QueryError(f"{planner.nodes[planner.at].kind}(): strings from the other query "
-                         f"(a string key, string fields) need this query over a table "
-                         f"(qc.query(dict / DataFrame / Arrow table)), which holds the call's "
-                         f"string dictionaries; query this side as a table, e.g. "
-                         f"qc.query({{'v': values}})")
     planner.bindings.append(("dictionaries", "dictionaries", "object"))
     planner.limits.append(None)
     return len(planner.bindings) - 1
@@ -203,7 +197,8 @@ def _other_strings(planner, at: int, shape: str, fields: tuple, cols: tuple, out
     """The other side's string columns (decoded strings in its to_array: object columns):
     ((column, dictionary name), ...), which the join stage encodes into this call's
     dictionaries (encode_other_strings) and the results decode with. Each joined string column gets a dictionary of its own, named `<field>@join<at>`
-    (the other side runs, and is encoded, once per call)."""
+    (the other side runs, and is encoded, once per call); a comparison with a string after
+    the join is a parameter computed when it is encoded (strings.Deferred)."""
     at_cols = [i for i, c in enumerate(cols) if c.dtype == object]
     if not at_cols:
         return ()
@@ -214,9 +209,7 @@ def _other_strings(planner, at: int, shape: str, fields: tuple, cols: tuple, out
                          f"dict in the other query, e.g. other.select(lambda c: {{'id': c.id, "
                          f"'name': c.name}}), and read b.name")
     name = fields.__getitem__
-    strings = tuple((i, f"{name(i)}@join{at}") for i in at_cols)
-    planner.joined_strings.update(d for _, d in strings)
-    return strings
+    return tuple((i, f"{name(i)}{JOINED}{at}") for i in at_cols)
 
 
 def encode_other_strings(stage: JoinStage, right: list, call) -> list:
@@ -233,6 +226,7 @@ def encode_other_strings(stage: JoinStage, right: list, call) -> list:
         if stage.outer:     # a left join's unmatched rows get code 0 (the fill): None, first
             right[i] = right[i] + np.int32(1)
             dictionaries[name] = np.concatenate([np.array([None], dtype=object), enc.dictionary])
+    resolve_joined(call.params)     # comparisons with these columns after the join
     return right
 
 

@@ -21,7 +21,7 @@ from ..frontend.capture import LambdaSource, capture_values, lambda_source
 from ..frontend.datetimes import loaded, storage
 from ..frontend.shipped import Shipped
 from ..frontend.exact import derived_value, is_derived
-from ..frontend.strings import is_string_param, param_value as string_param
+from ..frontend.strings import JOINED, Deferred, is_string_param, param_value as string_param
 from ..frontend.values import StrCodes
 
 if TYPE_CHECKING:
@@ -132,6 +132,24 @@ def lower_query(q, term) -> tuple:
     return lower(q._source, dts, q.nodes(), term, infos), cols, infos
 
 
+def call_dictionaries(source: Source, params: list) -> dict:
+    """This call's string dictionaries: a table's own (its columns' and the joins'), or, over
+    a source without string columns, one dict per call that the joins fill (the same for
+    every join of the plan: the first one already in `params`)."""
+    if source._table is not None:
+        return source._table.dictionaries
+    first = next((p for p in params if type(p) is dict), None)
+    return {} if first is None else first
+
+
+def dictionaries_of(lowered, params, source: Source) -> dict:
+    """The dictionaries a call's results decode with (call_dictionaries, as param_values
+    bound them)."""
+    if source._table is not None:
+        return source._table.dictionaries
+    return next((params[k] for k, b in enumerate(lowered.bindings) if b[0] == "dictionaries"), {})
+
+
 def param_values(lowered: Lowered, infos: list, source: Source) -> list:
     out = []
     for key, limits in zip(lowered.bindings, lowered.limits):
@@ -140,14 +158,15 @@ def param_values(lowered: Lowered, infos: list, source: Source) -> list:
             out.append(np.int64(0))
             continue
         if where == "dictionaries":     # this call's string dictionaries, which a join
-            out.append(source._table.dictionaries)     # adds the other side's to (join_plan)
+            out.append(call_dictionaries(source, out))  # adds the other side's to (join_plan)
             continue
         if dtype == "object":           # a join's other side: (Query, key function)
             out.append(infos[where][1][name])
             continue
         if is_string_param(name):       # a string's code in this call's dictionary
             env = None if infos is None or infos[where] is None else infos[where][1]   # (constants)
-            out.append(string_param(name, source._table.dictionaries, env))
+            d = call_dictionaries(source, out)
+            out.append(Deferred(name, d, env) if JOINED in name[2] else string_param(name, d, env))
             continue
         if is_derived(name):            # a weak sub-expression of captured ints, exact
             src = infos[where][0]

@@ -47,7 +47,6 @@ from ..errors import QueryError
 from .fusion import (Lowered, Lowering, _scalar, _truthy, element_type, key_leaves, leaves,
     param_limits, pick_one, string_leaves)
 from ..frontend.datetimes import host_dtype, is_time_dtype, isnat, storage, weaken
-from ..frontend.strings import is_string_param
 from ..frontend.values import RecordVal, Scalar, TupleVal
 from . import logical
 from .group_plan import plan_group
@@ -68,7 +67,6 @@ class _Planner:
         self.limits: list = []
         self.keep = False          # the next pass filters on a distinct's keep flags
         self.keep_not = False      # ... keeping the unflagged rows instead (except_by)
-        self.joined_strings: set = set()   # dictionaries of joined string columns (join_plan)
         if source.kind == "range":
             self.cols = None       # a range has no columns: the first pass computes it
         else:
@@ -102,14 +100,6 @@ class _Planner:
         return element, inputs
 
     def _add(self, lowered: Lowered) -> int:
-        for name in (b[1] for b in lowered.bindings):
-            if is_string_param(name) and name[2] in self.joined_strings:
-                raise QueryError(
-                    f"a comparison of the joined string column {name[2].split('@')[0]!r} "
-                    f"with a string after the join is not supported yet (its dictionary is "
-                    f"made when the join runs, after the call's parameters); filter the other "
-                    f"query before joining, e.g. other.where(lambda o: o.name == 'X'), or "
-                    f"compare it in a second query over the result")
         first = len(self.bindings)
         self.bindings += lowered.bindings
         self.limits += lowered.limits

@@ -38,7 +38,7 @@ from ..errors import BackendUnavailableError, FoldOrderError, QueryError, codege
 from ..graph.graph import Terminal, heavy, slot_functions
 from ..log import compiling, logger
 from .runtime import RUNTIME
-from ..plan.plan import lower, param_values, refuse_parallel, slot_info
+from ..plan.plan import dictionaries_of, lower, param_values, refuse_parallel, slot_info
 from ..sources.sources import is_device_array
 from ..sources.string_columns import decode
 from ..frontend.datetimes import refuse_times, viewed
@@ -205,7 +205,7 @@ def _run_full(q, term: Terminal, fns, t0: float, tiered, keep_hot: bool):
             raw, row = prepared.run_quick(cols, params, n)
         else:
             raw, row, prepared = compiled.launch(cols, params, n)
-        raw = decoded(raw, compiled.lowered, source)
+        raw = decoded(raw, compiled.lowered, source, params)
     except Exception as exc:
         return _failed(q, term, fns, name, n, exc, t0)
     result = fast.finish(raw) if fast.finish_term is term else assemble(compiled.lowered, raw, term)
@@ -244,7 +244,7 @@ def _remember(q, term: Terminal, name: str, source, cols: tuple, fns, fast: Fast
     """Make `q` hot for `term` (from its second run on: a query built and run once per call,
     the whole chain inline in a loop, never pays for the Hot entry)."""
     items = plain_items(source, cols)
-    if items is not None:
+    if items is not None and not getattr(fast.compiled.lowered, "strings", ()):   # (no decoding there)
         fn_codes = tuple([getattr(f, "__code__", f) for f in fns])
         finish = fast.finish if fast.finish_term is term else finisher(fast.compiled.lowered, term)
         q._hot = Hot(term, name, items, fn_codes, fast, finish, lambda: source.length(()))
@@ -272,19 +272,20 @@ def _failed(q, term: Terminal, fns, name: str, n: int, exc: Exception, t0: float
     compiled, origin, compile_ms = _compiled("cpu", source, cols, q, term, infos, False)
     params = param_values(compiled.lowered, infos, source) if compiled.lowered.bindings else ()
     raw, row, prepared = compiled.launch(cols, params, n)
-    raw = decoded(raw, compiled.lowered, source)
+    raw = decoded(raw, compiled.lowered, source, params)
     trace.kernels.extend(_fresh_rows(prepared, row, origin, compile_ms))
     trace.total_ms = (_clock() - t0) * 1e3
     _last.value = trace
     return assemble(compiled.lowered, raw, term)
 
 
-def decoded(raw, lowered, source):
-    """raw with the string columns' codes decoded (a table source with string columns)."""
+def decoded(raw, lowered, source, params):
+    """raw with the string columns' codes decoded (a table's string columns, a join's)."""
     strings = getattr(lowered, "strings", ())
     if not strings:
         return raw
-    return decode(raw, strings, source._table.dictionaries, getattr(lowered, "assemble", None) is not None)
+    return decode(raw, strings, dictionaries_of(lowered, params, source),
+                  getattr(lowered, "assemble", None) is not None)
 
 
 def describe(q, term: Terminal, infos: list) -> str:

@@ -142,6 +142,7 @@ class StagedPrepared(Prepared):
         return raw, rows
 
     def _run_stages(self, cols, params, n: int) -> tuple:
+        params = list(params)          # this call's own: a join resolves some in place
         call = _Call(params, n, cols)
         rows = call.rows
         state, keep = list(cols), None
