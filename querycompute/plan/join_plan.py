@@ -53,7 +53,7 @@ from .fusion import leaves, string_leaves
 from ..frontend.datetimes import host_dtype, is_time_dtype, ticks_view
 from .stage_kinds import Columns, Stage, plain_pass_after
 from ..sources.sources import Source, from_args, plain_columns
-from ..sources.string_columns import codes_in, encode
+from ..sources.string_columns import Encoded, codes_in, encode
 from ..frontend.strings import CODE, JOINED, resolve_joined
 
 
@@ -213,15 +213,16 @@ def _other_strings(planner, at: int, shape: str, fields: tuple, cols: tuple, out
 
 
 def encode_other_strings(stage: JoinStage, right: list, call) -> list:
-    """The other side's string columns (object arrays of str, its to_array's) as int32 codes
-    into sorted dictionaries, which go into this call's dictionaries under the stage's names
-    (sources/string_columns.py's encoding: the results decode with them)."""
+    """The other side's string columns (object arrays of str, its to_array's; or a table's
+    Encoded columns as read: other_side) as int32 codes into sorted dictionaries, which go
+    into this call's dictionaries under the stage's names (sources/string_columns.py's
+    encoding: the results decode with them)."""
     if not stage.strings:
         return right
     dictionaries = call.params[stage.dicts_at]
     right = list(right)
     for i, name in stage.strings:
-        enc = encode(right[i], f"joined string column {name!r}")
+        enc = right[i] if type(right[i]) is Encoded else encode(right[i], f"joined string column {name!r}")
         right[i], dictionaries[name] = enc.codes, enc.dictionary
         if stage.outer:     # a left join's unmatched rows get code 0 (the fill): None, first
             right[i] = right[i] + np.int32(1)
@@ -376,6 +377,15 @@ def other_side(other, backend: str) -> tuple:
     running its operators a second time."""
     if _in_place(other):
         return other._source._items, other
+    src = other._source
+    if not other._ops and src.kind == "table" and src._table is not None and src._table.strings \
+            and not src.shapes:        # a table with strings, as it is: its columns as read,
+        cols = list(src.columns())     # the strings as this call's codes and dictionaries
+        if not any(src.times or ()):   # (never decoded and encoded again: encode_other_strings)
+            for i, f in enumerate(src.fields):
+                if f in src._table.strings:
+                    cols[i] = Encoded(cols[i], src._table.dictionaries[f])
+            return tuple(cols), other
     shape, fields, cols = columns_of(other.on(backend).to_array())
     if shape == "record" and any(c.dtype == object for c in cols):    # decoded strings:
         return cols, type(other)(from_args((dict(zip(fields, cols)),), {}), (), other._backend)   # a table
