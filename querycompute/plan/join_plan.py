@@ -179,7 +179,7 @@ def plan_join(planner, ops: list, at: int) -> None:
     this = planner.cols
     shape, fields, cols = columns_of(other.on("numpy").take(0).to_array())
     outer = nodes[at].outer
-    strings = _other_strings(planner, at, shape, fields, cols, outer)
+    strings = _other_strings(planner, at, shape, fields, cols)
     dicts_at = dictionaries_at(planner, bool(strings or string_keys))
     other_cols = Columns(shape, fields, tuple(CODE if c.dtype == object else str(c.dtype) for c in cols),
                          strings)
@@ -193,12 +193,13 @@ def plan_join(planner, ops: list, at: int) -> None:
     planner.cols = Columns("pair", (this, other_cols), this.dtypes + other_cols.dtypes + ("bool",) * outer)
 
 
-def _other_strings(planner, at: int, shape: str, fields: tuple, cols: tuple, outer: bool) -> tuple:
+def _other_strings(planner, at: int, shape: str, fields: tuple, cols: tuple) -> tuple:
     """The other side's string columns (decoded strings in its to_array: object columns):
     ((column, dictionary name), ...), which the join stage encodes into this call's
-    dictionaries (encode_other_strings) and the results decode with. Each joined string column gets a dictionary of its own, named `<field>@join<at>`
-    (the other side runs, and is encoded, once per call); a comparison with a string after
-    the join is a parameter computed when it is encoded (strings.Deferred)."""
+    dictionaries (encode_other_strings) and the results decode with. Each joined string
+    column gets a dictionary of its own, named `<field>@join<at>` (the other side runs, and
+    is encoded, once per call); a comparison with a string after the join is a parameter
+    computed when it is encoded (strings.Deferred)."""
     at_cols = [i for i, c in enumerate(cols) if c.dtype == object]
     if not at_cols:
         return ()

@@ -290,9 +290,9 @@ class ReducePrinter:
         element loop stores each float sum's value (-0.0 when dropped) in V<k> (a map loop
         LLVM vectorises), -0.0 fills a short block's rest; V<k>'s rows of LANES values are
         added into the lane array A<k> row after row (a loop over the LANES lanes:
-        elementwise, so LLVM vectorises it without regrouping an add; written as loops, not
-        numba array expressions (`A += V[r:r + LANES]`), which cost ~3 s of compile per pass), A<k>'s lanes as a tree into B<k>, and the
-        block totals as a tree (pairwise)."""
+        elementwise, so LLVM vectorises it without regrouping an add; loops, not numba
+        array expressions like `A += V[r:r + LANES]`, whose typing cost ~3 s of compile per
+        pass), A<k>'s lanes as a tree into B<k>, and the block totals as a tree (pairwise)."""
         if not self.float_sums:
             return ["for i in range(lo, hi):", *[f"    {line}" for line in body]]
         out = []
