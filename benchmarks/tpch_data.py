@@ -44,7 +44,7 @@ COLUMNS = {
                  "l_quantity": "float", "l_extendedprice": "float",
                  "l_discount": "float", "l_tax": "float", "l_returnflag": "code",
                  "l_linestatus": "code", "l_shipmode": "code", "l_shipdate": "date",
-                 "l_commitdate": "date", "l_receiptdate": "date"},
+                 "l_commitdate": "date", "l_receiptdate": "date", "l_shipinstruct": "code"},
     "orders": {"o_orderkey": "int", "o_custkey": "int", "o_orderdate": "date",
                "o_orderpriority": "code", "o_shippriority": "int"},
     "customer": {"c_custkey": "int", "c_nationkey": "int", "c_mktsegment": "code"},
@@ -52,7 +52,7 @@ COLUMNS = {
     "nation": {"n_nationkey": "int", "n_name": "code", "n_regionkey": "int"},
     "region": {"r_regionkey": "int", "r_name": "code"},
     "part": {"p_partkey": "int", "p_brand": "code", "p_container": "code", "p_type": "code",
-             "p_name": "dict"},
+             "p_name": "dict", "p_size": "int"},
     "partsupp": {"ps_partkey": "int", "ps_suppkey": "int", "ps_supplycost": "float"},
 }
 
