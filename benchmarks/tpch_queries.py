@@ -1,5 +1,5 @@
-"""TPC-H Q1, Q6, Q12, the joins Q3, Q5, Q17, the dated joins Q7, Q8, Q9, and Q4, Q14, Q19
-(written over real strings only), for each engine benchmarks/tpch.py compares.
+"""TPC-H Q1, Q6, Q12, the joins Q3, Q5, Q17, the dated joins Q7, Q8, Q9, and Q4, Q14, Q18,
+Q19 (written over real strings only), for each engine benchmarks/tpch.py compares.
 
 Every implementation is a *setup* function: setup(tables[, backend]) -> a callable with no
 arguments that computes the query (what is timed). Setup does what a user does once: build
@@ -24,7 +24,7 @@ helper `year_of` (inlined into the kernel), DuckDB says `year(date '1970-01-01' 
 casts to Date. Q9's `p_name like '%green%'` is evaluated once per distinct name on the host
 (p_name is an int32 code) and its codes kept by a semi-join (until issue 29 item 4).
 
-Q4, Q14 and Q19 are written over the parquet files' real string columns only (`t.texted`:
+Q4, Q14, Q18 and Q19 are written over the parquet files' real string columns only (`t.texted`:
 `o.o_orderpriority` as a group key, `p.p_type.startswith("PROMO")` in a join's result, `r.box in
 c1` over a joined part's containers); their string results are mapped back to codes
 (`t.coded`) to compare. Q1, Q12, Q3, Q5, Q17, Q7 and Q8 run both ways (TEXTED).
@@ -64,6 +64,7 @@ Q19_PARTS = (("Brand#12", ("SM CASE", "SM BOX", "SM PACK", "SM PKG"), 1, 11, 5),
              ("Brand#23", ("MED BAG", "MED BOX", "MED PKG", "MED PACK"), 10, 20, 10),  # containers,
              ("Brand#34", ("LG CASE", "LG BOX", "LG PACK", "LG PKG"), 20, 30, 15))     # qty, size
 Q19_MODES, Q19_INSTRUCT = ("AIR", "AIR REG"), "DELIVER IN PERSON"
+Q18_QUANTITY = 300
 
 Q1_COLUMNS = ("l_returnflag", "l_linestatus", "sum_qty", "sum_base_price", "sum_disc_price",
               "sum_charge", "avg_qty", "avg_price", "avg_disc", "count_order")
@@ -74,6 +75,7 @@ Q7_COLUMNS = ("supp_nation", "cust_nation", "l_year", "revenue")
 Q8_COLUMNS = ("o_year", "mkt_share")
 Q9_COLUMNS = ("nation", "o_year", "sum_profit")
 Q4_COLUMNS = ("o_orderpriority", "order_count")
+Q18_COLUMNS = ("c_name", "c_custkey", "o_orderkey", "o_orderdate", "o_totalprice", "sum_qty")
 # Columns each query reads (the bytes behind a GB/s figure)
 READS = {"Q6": ("l_shipdate", "l_discount", "l_quantity", "l_extendedprice"),
          "Q1": ("l_shipdate", "l_returnflag", "l_linestatus", "l_quantity", "l_extendedprice",
@@ -222,6 +224,23 @@ def duckdb_q19(t):
     sql = f"""select sum(l_extendedprice * (1 - l_discount)) as revenue from lineitem, part
               where {" or ".join(parts)}"""
     return lambda: float(con.execute(sql).fetchone()[0] or 0.0)
+
+
+def duckdb_q18(t):
+    con = _duckdb(t)
+    sql = f"""select c_name, c_custkey, o_orderkey, o_orderdate, o_totalprice, sum(l_quantity)
+              from customer, orders, lineitem
+              where o_orderkey in (select l_orderkey from lineitem group by l_orderkey
+                                   having sum(l_quantity) > {Q18_QUANTITY})
+                and c_custkey = o_custkey and o_orderkey = l_orderkey
+              group by c_name, c_custkey, o_orderkey, o_orderdate, o_totalprice
+              order by o_totalprice desc, o_orderdate limit 100"""
+    return lambda: _columns(Q18_COLUMNS, _rows(con.execute(sql).fetchall(), len(Q18_COLUMNS)))
+
+
+def _rows(rows: list, width: int):
+    """A SQL result's columns (empty columns for no rows)."""
+    return list(zip(*rows)) if rows else [()] * width
 
 
 def duckdb_q17(t):
@@ -408,6 +427,21 @@ def polars_q19(t):
          .join(_frame(t, "part"), left_on="l_partkey", right_on="p_partkey").filter(cond)
          .select((c("l_extendedprice") * (1 - c("l_discount"))).sum()))
     return lambda: float(q.collect().item() or 0.0)
+
+
+def polars_q18(t):
+    import polars as pl
+    c = pl.col
+    lines = _frame(t, "lineitem")
+    big = lines.group_by("l_orderkey").agg(c("l_quantity").sum().alias("q")).filter(c("q") > Q18_QUANTITY)
+    q = (_frame(t, "orders").join(big.select("l_orderkey"), left_on="o_orderkey", right_on="l_orderkey", how="semi")
+         .join(_frame(t, "customer"), left_on="o_custkey", right_on="c_custkey")
+         .join(lines, left_on="o_orderkey", right_on="l_orderkey")
+         .group_by("c_name", c("o_custkey").alias("c_custkey"), "o_orderkey", "o_orderdate", "o_totalprice")
+         .agg(c("l_quantity").sum().alias("sum_qty"))
+         .sort(["o_totalprice", "o_orderdate"], descending=[True, False]).head(100)
+         .select(*Q18_COLUMNS))
+    return lambda: _columns(Q18_COLUMNS, q.collect().get_columns())
 
 
 def polars_q17(t):
@@ -851,13 +885,40 @@ def qc_q19(t, backend):
     return lambda: float(q.sum(lambda r: r.rev))
 
 
-QUERIES = ("Q1", "Q6", "Q12", "Q3", "Q5", "Q17", "Q7", "Q8", "Q9", "Q4", "Q14", "Q19")
+def qc_q18(t, backend):
+    """Q18 over real strings: the big orders as a group_by of the lines with a HAVING
+    (GroupedResult.where: a second plan over the groups), joined with their orders and
+    customers (the customer's name from the joined side), ORDER BY / LIMIT as order_by /
+    then_by / take."""
+    lines = qc.query(t.lineitem).on(backend)
+    limit = Q18_QUANTITY
+
+    def run():
+        big = (lines.group_by(lambda li: li.l_orderkey).agg(qty=qc.sum(lambda li: li.l_quantity))
+               .where(lambda g: g.qty > limit))
+        r = (qc.query(t.orders).on(backend)
+             .join(big, lambda o: o.o_orderkey, lambda g: g.key,
+                   lambda o, g: {"custkey": o.o_custkey, "orderkey": o.o_orderkey,
+                                 "date": o.o_orderdate, "price": o.o_totalprice, "qty": g.qty})
+             .join(qc.query(t.texted("customer")), lambda r: r.custkey, lambda c: c.c_custkey,
+                   lambda r, c: {"name": c.c_name, "custkey": r.custkey, "orderkey": r.orderkey,
+                                 "date": r.date, "price": r.price, "qty": r.qty})
+             .order_by_descending(lambda r: r.price).then_by(lambda r: r.date).take(100)
+             .to_array())
+        return _columns(Q18_COLUMNS, (t.coded("c_name", r["name"]), r["custkey"], r["orderkey"],
+                                      r["date"], r["price"], r["qty"]))
+    return run
+
+
+QUERIES = ("Q1", "Q6", "Q12", "Q3", "Q5", "Q17", "Q7", "Q8", "Q9", "Q4", "Q14", "Q19", "Q18")
 PEERS = {"duckdb": {"Q1": duckdb_q1, "Q6": duckdb_q6, "Q12": duckdb_q12, "Q3": duckdb_q3,
                     "Q5": duckdb_q5, "Q17": duckdb_q17, "Q7": duckdb_q7, "Q8": duckdb_q8,
-                    "Q9": duckdb_q9, "Q4": duckdb_q4, "Q14": duckdb_q14, "Q19": duckdb_q19},
+                    "Q9": duckdb_q9, "Q4": duckdb_q4, "Q14": duckdb_q14, "Q19": duckdb_q19,
+                    "Q18": duckdb_q18},
          "polars": {"Q1": polars_q1, "Q6": polars_q6, "Q12": polars_q12, "Q3": polars_q3,
                     "Q5": polars_q5, "Q17": polars_q17, "Q7": polars_q7, "Q8": polars_q8,
-                    "Q9": polars_q9, "Q4": polars_q4, "Q14": polars_q14, "Q19": polars_q19},
+                    "Q9": polars_q9, "Q4": polars_q4, "Q14": polars_q14, "Q19": polars_q19,
+                    "Q18": polars_q18},
          "numpy": {"Q1": numpy_q1, "Q6": numpy_q6, "Q12": numpy_q12}}
 # The queries that also run over real date columns: tpch.py's `qc-<backend>-dates` rows
 DATED = ("Q7", "Q8", "Q9")
@@ -865,4 +926,5 @@ DATED = ("Q7", "Q8", "Q9")
 # needs a substring test: not supported yet)
 TEXTED = ("Q1", "Q12", "Q3", "Q5", "Q17", "Q7", "Q8")
 QC = {"Q1": qc_q1, "Q6": qc_q6, "Q12": qc_q12, "Q3": qc_q3, "Q5": qc_q5, "Q17": qc_q17,
-      "Q7": qc_q7, "Q8": qc_q8, "Q9": qc_q9, "Q4": qc_q4, "Q14": qc_q14, "Q19": qc_q19}
+      "Q7": qc_q7, "Q8": qc_q8, "Q9": qc_q9, "Q4": qc_q4, "Q14": qc_q14, "Q19": qc_q19,
+      "Q18": qc_q18}
