@@ -1,5 +1,5 @@
-"""TPC-H Q1, Q6, Q12, the joins Q3, Q5, Q17, the dated joins Q7, Q8, Q9, and Q4, Q14, Q18,
-Q19 (written over real strings only), for each engine benchmarks/tpch.py compares.
+"""TPC-H Q1, Q6, Q12, the joins Q3, Q5, Q17, the dated joins Q7, Q8, Q9, and Q4, Q10, Q14,
+Q18, Q19 (written over real strings only), for each engine benchmarks/tpch.py compares.
 
 Every implementation is a *setup* function: setup(tables[, backend]) -> a callable with no
 arguments that computes the query (what is timed). Setup does what a user does once: build
@@ -24,7 +24,7 @@ helper `year_of` (inlined into the kernel), DuckDB says `year(date '1970-01-01' 
 casts to Date. Q9's `p_name like '%green%'` is evaluated once per distinct name on the host
 (p_name is an int32 code) and its codes kept by a semi-join (until issue 29 item 4).
 
-Q4, Q14, Q18 and Q19 are written over the parquet files' real string columns only (`t.texted`:
+Q4, Q10, Q14, Q18 and Q19 are written over the parquet files' real string columns only (`t.texted`:
 `o.o_orderpriority` as a group key, `p.p_type.startswith("PROMO")` in a join's result, `r.box in
 c1` over a joined part's containers); their string results are mapped back to codes
 (`t.coded`) to compare. Q1, Q12, Q3, Q5, Q17, Q7 and Q8 run both ways (TEXTED).
@@ -65,6 +65,7 @@ Q19_PARTS = (("Brand#12", ("SM CASE", "SM BOX", "SM PACK", "SM PKG"), 1, 11, 5),
              ("Brand#34", ("LG CASE", "LG BOX", "LG PACK", "LG PKG"), 20, 30, 15))     # qty, size
 Q19_MODES, Q19_INSTRUCT = ("AIR", "AIR REG"), "DELIVER IN PERSON"
 Q18_QUANTITY = 300
+Q10_FROM, Q10_TO = day("1993-10-01"), day("1994-01-01")
 
 Q1_COLUMNS = ("l_returnflag", "l_linestatus", "sum_qty", "sum_base_price", "sum_disc_price",
               "sum_charge", "avg_qty", "avg_price", "avg_disc", "count_order")
@@ -75,6 +76,8 @@ Q7_COLUMNS = ("supp_nation", "cust_nation", "l_year", "revenue")
 Q8_COLUMNS = ("o_year", "mkt_share")
 Q9_COLUMNS = ("nation", "o_year", "sum_profit")
 Q4_COLUMNS = ("o_orderpriority", "order_count")
+Q10_COLUMNS = ("c_custkey", "c_name", "revenue", "c_acctbal", "n_name", "c_address", "c_phone",
+               "c_comment")
 Q18_COLUMNS = ("c_name", "c_custkey", "o_orderkey", "o_orderdate", "o_totalprice", "sum_qty")
 # Columns each query reads (the bytes behind a GB/s figure)
 READS = {"Q6": ("l_shipdate", "l_discount", "l_quantity", "l_extendedprice"),
@@ -224,6 +227,19 @@ def duckdb_q19(t):
     sql = f"""select sum(l_extendedprice * (1 - l_discount)) as revenue from lineitem, part
               where {" or ".join(parts)}"""
     return lambda: float(con.execute(sql).fetchone()[0] or 0.0)
+
+
+def duckdb_q10(t):
+    con = _duckdb(t)
+    sql = f"""select c_custkey, c_name, sum(l_extendedprice * (1 - l_discount)) as revenue,
+                 c_acctbal, n_name, c_address, c_phone, c_comment
+              from customer, orders, lineitem, nation
+              where c_custkey = o_custkey and l_orderkey = o_orderkey
+                and o_orderdate >= {Q10_FROM} and o_orderdate < {Q10_TO}
+                and l_returnflag = {t.code("l_returnflag", "R")} and c_nationkey = n_nationkey
+              group by c_custkey, c_name, c_acctbal, c_phone, n_name, c_address, c_comment
+              order by revenue desc limit 20"""
+    return lambda: _columns(Q10_COLUMNS, _rows(con.execute(sql).fetchall(), len(Q10_COLUMNS)))
 
 
 def duckdb_q18(t):
@@ -427,6 +443,21 @@ def polars_q19(t):
          .join(_frame(t, "part"), left_on="l_partkey", right_on="p_partkey").filter(cond)
          .select((c("l_extendedprice") * (1 - c("l_discount"))).sum()))
     return lambda: float(q.collect().item() or 0.0)
+
+
+def polars_q10(t):
+    import polars as pl
+    c = pl.col
+    q = (_frame(t, "lineitem").filter(c("l_returnflag") == t.code("l_returnflag", "R"))
+         .join(_frame(t, "orders").filter((c("o_orderdate") >= Q10_FROM) & (c("o_orderdate") < Q10_TO)),
+               left_on="l_orderkey", right_on="o_orderkey")
+         .join(_frame(t, "customer"), left_on="o_custkey", right_on="c_custkey")
+         .join(_frame(t, "nation"), left_on="c_nationkey", right_on="n_nationkey")
+         .group_by(c("o_custkey").alias("c_custkey"), "c_name", "c_acctbal", "c_phone", "n_name",
+                   "c_address", "c_comment")
+         .agg((c("l_extendedprice") * (1 - c("l_discount"))).sum().alias("revenue"))
+         .sort("revenue", descending=True).head(20).select(*Q10_COLUMNS))
+    return lambda: _columns(Q10_COLUMNS, q.collect().get_columns())
 
 
 def polars_q18(t):
@@ -910,15 +941,47 @@ def qc_q18(t, backend):
     return run
 
 
-QUERIES = ("Q1", "Q6", "Q12", "Q3", "Q5", "Q17", "Q7", "Q8", "Q9", "Q4", "Q14", "Q19", "Q18")
+def qc_q10(t, backend):
+    """Q10 over real strings: the returned lines' revenue per customer (a group_by), its top
+    20 (a query over the groups: order_by_descending, take), joined with the customers and
+    their nations (six string columns from a joined side, the customer's own and the
+    nation's)."""
+    lo, hi = Q10_FROM, Q10_TO
+    orders = qc.query(t.orders).where(lambda o: o.o_orderdate >= lo and o.o_orderdate < hi)
+    per_customer = (qc.query(t.texted("lineitem")).where(lambda li: li.l_returnflag == "R")
+                    .join(orders, lambda li: li.l_orderkey, lambda o: o.o_orderkey,
+                          lambda li, o: {"custkey": o.o_custkey,
+                                         "rev": li.l_extendedprice * (1 - li.l_discount)})
+                    .on(backend).group_by(lambda r: r.custkey))
+    customers = qc.query(t.texted("customer")).join(
+        qc.query(t.texted("nation")), lambda c: c.c_nationkey, lambda n: n.n_nationkey,
+        lambda c, n: {"custkey": c.c_custkey, "name": c.c_name, "acctbal": c.c_acctbal,
+                      "nation": n.n_name, "address": c.c_address, "phone": c.c_phone,
+                      "comment": c.c_comment})
+
+    def run():
+        top = per_customer.agg(revenue=qc.sum(lambda r: r.rev)) \
+            .order_by_descending(lambda g: g.revenue).take(20)
+        r = top.join(customers, lambda g: g.key, lambda c: c.custkey,
+                     lambda g, c: {"custkey": g.key, "name": c.name, "revenue": g.revenue,
+                                   "acctbal": c.acctbal, "nation": c.nation, "address": c.address,
+                                   "phone": c.phone, "comment": c.comment}).to_array()
+        return _columns(Q10_COLUMNS, (r["custkey"], t.coded("c_name", r["name"]), r["revenue"],
+                                      r["acctbal"], t.coded("n_name", r["nation"]),
+                                      t.coded("c_address", r["address"]), t.coded("c_phone", r["phone"]),
+                                      t.coded("c_comment", r["comment"])))
+    return run
+
+
+QUERIES = ("Q1", "Q6", "Q12", "Q3", "Q5", "Q17", "Q7", "Q8", "Q9", "Q4", "Q14", "Q19", "Q18", "Q10")
 PEERS = {"duckdb": {"Q1": duckdb_q1, "Q6": duckdb_q6, "Q12": duckdb_q12, "Q3": duckdb_q3,
                     "Q5": duckdb_q5, "Q17": duckdb_q17, "Q7": duckdb_q7, "Q8": duckdb_q8,
                     "Q9": duckdb_q9, "Q4": duckdb_q4, "Q14": duckdb_q14, "Q19": duckdb_q19,
-                    "Q18": duckdb_q18},
+                    "Q18": duckdb_q18, "Q10": duckdb_q10},
          "polars": {"Q1": polars_q1, "Q6": polars_q6, "Q12": polars_q12, "Q3": polars_q3,
                     "Q5": polars_q5, "Q17": polars_q17, "Q7": polars_q7, "Q8": polars_q8,
                     "Q9": polars_q9, "Q4": polars_q4, "Q14": polars_q14, "Q19": polars_q19,
-                    "Q18": polars_q18},
+                    "Q18": polars_q18, "Q10": polars_q10},
          "numpy": {"Q1": numpy_q1, "Q6": numpy_q6, "Q12": numpy_q12}}
 # The queries that also run over real date columns: tpch.py's `qc-<backend>-dates` rows
 DATED = ("Q7", "Q8", "Q9")
@@ -927,4 +990,4 @@ DATED = ("Q7", "Q8", "Q9")
 TEXTED = ("Q1", "Q12", "Q3", "Q5", "Q17", "Q7", "Q8")
 QC = {"Q1": qc_q1, "Q6": qc_q6, "Q12": qc_q12, "Q3": qc_q3, "Q5": qc_q5, "Q17": qc_q17,
       "Q7": qc_q7, "Q8": qc_q8, "Q9": qc_q9, "Q4": qc_q4, "Q14": qc_q14, "Q19": qc_q19,
-      "Q18": qc_q18}
+      "Q18": qc_q18, "Q10": qc_q10}
