@@ -50,12 +50,14 @@ COLUMNS = {
     "customer": {"c_custkey": "int", "c_nationkey": "int", "c_mktsegment": "code",
                  "c_name": "dict", "c_address": "dict", "c_phone": "dict", "c_comment": "dict",
                  "c_acctbal": "float"},
-    "supplier": {"s_suppkey": "int", "s_nationkey": "int"},
+    "supplier": {"s_suppkey": "int", "s_nationkey": "int", "s_name": "dict", "s_address": "dict",
+                 "s_phone": "dict"},
     "nation": {"n_nationkey": "int", "n_name": "code", "n_regionkey": "int"},
     "region": {"r_regionkey": "int", "r_name": "code"},
     "part": {"p_partkey": "int", "p_brand": "code", "p_container": "code", "p_type": "code",
              "p_name": "dict", "p_size": "int"},
-    "partsupp": {"ps_partkey": "int", "ps_suppkey": "int", "ps_supplycost": "float"},
+    "partsupp": {"ps_partkey": "int", "ps_suppkey": "int", "ps_supplycost": "float",
+                 "ps_availqty": "int"},
 }
 
 

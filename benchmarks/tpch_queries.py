@@ -1,5 +1,5 @@
 """TPC-H Q1, Q6, Q12, the joins Q3, Q5, Q17, the dated joins Q7, Q8, Q9, and Q4, Q10, Q14,
-Q18, Q19 (written over real strings only), for each engine benchmarks/tpch.py compares.
+Q15, Q18, Q19, Q20 (written over real strings only), for each engine benchmarks/tpch.py compares.
 
 Every implementation is a *setup* function: setup(tables[, backend]) -> a callable with no
 arguments that computes the query (what is timed). Setup does what a user does once: build
@@ -24,7 +24,7 @@ helper `year_of` (inlined into the kernel), DuckDB says `year(date '1970-01-01' 
 casts to Date. Q9's `p_name like '%green%'` is evaluated once per distinct name on the host
 (p_name is an int32 code) and its codes kept by a semi-join (until issue 29 item 4).
 
-Q4, Q10, Q14, Q18 and Q19 are written over the parquet files' real string columns only (`t.texted`:
+Q4, Q10, Q14, Q15, Q18, Q19 and Q20 are written over the parquet files' real string columns only (`t.texted`:
 `o.o_orderpriority` as a group key, `p.p_type.startswith("PROMO")` in a join's result, `r.box in
 c1` over a joined part's containers); their string results are mapped back to codes
 (`t.coded`) to compare. Q1, Q12, Q3, Q5, Q17, Q7 and Q8 run both ways (TEXTED).
@@ -66,6 +66,8 @@ Q19_PARTS = (("Brand#12", ("SM CASE", "SM BOX", "SM PACK", "SM PKG"), 1, 11, 5),
 Q19_MODES, Q19_INSTRUCT = ("AIR", "AIR REG"), "DELIVER IN PERSON"
 Q18_QUANTITY = 300
 Q10_FROM, Q10_TO = day("1993-10-01"), day("1994-01-01")
+Q20_COLOR, Q20_NATION, Q20_FROM, Q20_TO = "forest", "CANADA", day("1994-01-01"), day("1995-01-01")
+Q15_FROM, Q15_TO = day("1996-01-01"), day("1996-04-01")
 
 Q1_COLUMNS = ("l_returnflag", "l_linestatus", "sum_qty", "sum_base_price", "sum_disc_price",
               "sum_charge", "avg_qty", "avg_price", "avg_disc", "count_order")
@@ -78,6 +80,8 @@ Q9_COLUMNS = ("nation", "o_year", "sum_profit")
 Q4_COLUMNS = ("o_orderpriority", "order_count")
 Q10_COLUMNS = ("c_custkey", "c_name", "revenue", "c_acctbal", "n_name", "c_address", "c_phone",
                "c_comment")
+Q20_COLUMNS = ("s_name", "s_address")
+Q15_COLUMNS = ("s_suppkey", "s_name", "s_address", "s_phone", "total_revenue")
 Q18_COLUMNS = ("c_name", "c_custkey", "o_orderkey", "o_orderdate", "o_totalprice", "sum_qty")
 # Columns each query reads (the bytes behind a GB/s figure)
 READS = {"Q6": ("l_shipdate", "l_discount", "l_quantity", "l_extendedprice"),
@@ -240,6 +244,33 @@ def duckdb_q10(t):
               group by c_custkey, c_name, c_acctbal, c_phone, n_name, c_address, c_comment
               order by revenue desc limit 20"""
     return lambda: _columns(Q10_COLUMNS, _rows(con.execute(sql).fetchall(), len(Q10_COLUMNS)))
+
+
+def duckdb_q20(t):
+    con = _duckdb(t)
+    forest = _codes_where(t, "p_name", lambda v: v.startswith(Q20_COLOR))
+    sql = f"""select s_name, s_address from supplier, nation
+              where s_suppkey in (
+                  select ps_suppkey from partsupp
+                  where ps_partkey in (select p_partkey from part where p_name in ({forest}))
+                    and ps_availqty > (select 0.5 * sum(l_quantity) from lineitem
+                                       where l_partkey = ps_partkey and l_suppkey = ps_suppkey
+                                         and l_shipdate >= {Q20_FROM} and l_shipdate < {Q20_TO}))
+                and s_nationkey = n_nationkey and n_name = {_code(t, "n_name", Q20_NATION)}
+              order by s_name"""
+    return lambda: _columns(Q20_COLUMNS, _rows(con.execute(sql).fetchall(), len(Q20_COLUMNS)))
+
+
+def duckdb_q15(t):
+    con = _duckdb(t)
+    sql = f"""with revenue as (
+                  select l_suppkey as supplier_no, sum(l_extendedprice * (1 - l_discount)) as total
+                  from lineitem where l_shipdate >= {Q15_FROM} and l_shipdate < {Q15_TO}
+                  group by l_suppkey)
+              select s_suppkey, s_name, s_address, s_phone, total from supplier, revenue
+              where s_suppkey = supplier_no and total = (select max(total) from revenue)
+              order by s_suppkey"""
+    return lambda: _columns(Q15_COLUMNS, _rows(con.execute(sql).fetchall(), len(Q15_COLUMNS)))
 
 
 def duckdb_q18(t):
@@ -458,6 +489,34 @@ def polars_q10(t):
          .agg((c("l_extendedprice") * (1 - c("l_discount"))).sum().alias("revenue"))
          .sort("revenue", descending=True).head(20).select(*Q10_COLUMNS))
     return lambda: _columns(Q10_COLUMNS, q.collect().get_columns())
+
+
+def polars_q20(t):
+    import polars as pl
+    c = pl.col
+    forest = [i for i, v in enumerate(t.codes["p_name"]) if v.startswith(Q20_COLOR)]
+    shipped = (_frame(t, "lineitem").filter((c("l_shipdate") >= Q20_FROM) & (c("l_shipdate") < Q20_TO))
+               .group_by("l_partkey", "l_suppkey").agg(c("l_quantity").sum().alias("q")))
+    keep = (_frame(t, "partsupp").join(_frame(t, "part").filter(c("p_name").is_in(forest)),
+                                       left_on="ps_partkey", right_on="p_partkey", how="semi")
+            .join(shipped, left_on=["ps_partkey", "ps_suppkey"], right_on=["l_partkey", "l_suppkey"])
+            .filter(c("ps_availqty") > 0.5 * c("q")).select("ps_suppkey"))
+    q = (_frame(t, "supplier").join(keep, left_on="s_suppkey", right_on="ps_suppkey", how="semi")
+         .join(_frame(t, "nation").filter(c("n_name") == _code(t, "n_name", Q20_NATION)),
+               left_on="s_nationkey", right_on="n_nationkey", how="semi")
+         .sort("s_name").select(*Q20_COLUMNS))
+    return lambda: _columns(Q20_COLUMNS, q.collect().get_columns())
+
+
+def polars_q15(t):
+    import polars as pl
+    c = pl.col
+    rev = (_frame(t, "lineitem").filter((c("l_shipdate") >= Q15_FROM) & (c("l_shipdate") < Q15_TO))
+           .group_by("l_suppkey").agg((c("l_extendedprice") * (1 - c("l_discount"))).sum().alias("total_revenue")))
+    q = (_frame(t, "supplier").join(rev.filter(c("total_revenue") == c("total_revenue").max()),
+                                    left_on="s_suppkey", right_on="l_suppkey")
+         .sort("s_suppkey").select(*Q15_COLUMNS))
+    return lambda: _columns(Q15_COLUMNS, q.collect().get_columns())
 
 
 def polars_q18(t):
@@ -973,15 +1032,62 @@ def qc_q10(t, backend):
     return run
 
 
-QUERIES = ("Q1", "Q6", "Q12", "Q3", "Q5", "Q17", "Q7", "Q8", "Q9", "Q4", "Q14", "Q19", "Q18", "Q10")
+def qc_q20(t, backend):
+    """Q20 over real strings: `p.p_name.startswith("forest")`, the correlated sum as a group_by
+    on the two-field key (l_partkey, l_suppkey) joined with partsupp, IN as intersect_by,
+    ORDER BY s_name on a string."""
+    lo, hi, color, nation = Q20_FROM, Q20_TO, Q20_COLOR, Q20_NATION
+    forest = qc.query(t.texted("part")).where(lambda p: p.p_name.startswith(color))
+    shipped = (qc.query(t.lineitem).where(lambda li: li.l_shipdate >= lo and li.l_shipdate < hi)
+               .on(backend).group_by(lambda li: (li.l_partkey, li.l_suppkey)))
+    canada = qc.query(t.texted("nation")).where(lambda n: n.n_name == nation)
+
+    def run():
+        per_pair = shipped.agg(qty=qc.sum(lambda li: li.l_quantity)).query()
+        keep = (qc.query(t.partsupp).intersect_by(forest, lambda ps: ps.ps_partkey, lambda p: p.p_partkey)
+                .join(per_pair, lambda ps: (ps.ps_partkey, ps.ps_suppkey), lambda g: (g.key_0, g.key_1),
+                      lambda ps, g: {"suppkey": ps.ps_suppkey, "excess": ps.ps_availqty > 0.5 * g.qty})
+                .where(lambda r: r.excess))
+        r = (qc.query(t.texted("supplier")).on(backend)
+             .intersect_by(keep, lambda s: s.s_suppkey, lambda r: r.suppkey)
+             .intersect_by(canada, lambda s: s.s_nationkey, lambda n: n.n_nationkey)
+             .order_by(lambda s: s.s_name)
+             .select(lambda s: {"name": s.s_name, "address": s.s_address}).to_array())
+        return _columns(Q20_COLUMNS, (t.coded("s_name", r["name"]), t.coded("s_address", r["address"])))
+    return run
+
+
+def qc_q15(t, backend):
+    """Q15 over real strings: the revenue per supplier (a group_by), the top revenue (max over
+    the groups), the suppliers that have it joined with their names, addresses, phones."""
+    lo, hi = Q15_FROM, Q15_TO
+    per_supplier = (qc.query(t.lineitem).where(lambda li: li.l_shipdate >= lo and li.l_shipdate < hi)
+                    .on(backend).group_by(lambda li: li.l_suppkey))
+
+    def run():
+        rev = per_supplier.agg(total=qc.sum(lambda li: li.l_extendedprice * (1 - li.l_discount)))
+        top = rev.query().max(lambda g: g.total)
+        r = (rev.where(lambda g: g.total == top)
+             .join(qc.query(t.texted("supplier")), lambda g: g.key, lambda s: s.s_suppkey,
+                   lambda g, s: {"key": g.key, "name": s.s_name, "address": s.s_address,
+                                 "phone": s.s_phone, "total": g.total})
+             .order_by(lambda r: r.key).to_array())
+        return _columns(Q15_COLUMNS, (r["key"], t.coded("s_name", r["name"]),
+                                      t.coded("s_address", r["address"]), t.coded("s_phone", r["phone"]),
+                                      r["total"]))
+    return run
+
+
+QUERIES = ("Q1", "Q6", "Q12", "Q3", "Q5", "Q17", "Q7", "Q8", "Q9", "Q4", "Q14", "Q19", "Q18", "Q10",
+           "Q20", "Q15")
 PEERS = {"duckdb": {"Q1": duckdb_q1, "Q6": duckdb_q6, "Q12": duckdb_q12, "Q3": duckdb_q3,
                     "Q5": duckdb_q5, "Q17": duckdb_q17, "Q7": duckdb_q7, "Q8": duckdb_q8,
                     "Q9": duckdb_q9, "Q4": duckdb_q4, "Q14": duckdb_q14, "Q19": duckdb_q19,
-                    "Q18": duckdb_q18, "Q10": duckdb_q10},
+                    "Q18": duckdb_q18, "Q10": duckdb_q10, "Q20": duckdb_q20, "Q15": duckdb_q15},
          "polars": {"Q1": polars_q1, "Q6": polars_q6, "Q12": polars_q12, "Q3": polars_q3,
                     "Q5": polars_q5, "Q17": polars_q17, "Q7": polars_q7, "Q8": polars_q8,
                     "Q9": polars_q9, "Q4": polars_q4, "Q14": polars_q14, "Q19": polars_q19,
-                    "Q18": polars_q18, "Q10": polars_q10},
+                    "Q18": polars_q18, "Q10": polars_q10, "Q20": polars_q20, "Q15": polars_q15},
          "numpy": {"Q1": numpy_q1, "Q6": numpy_q6, "Q12": numpy_q12}}
 # The queries that also run over real date columns: tpch.py's `qc-<backend>-dates` rows
 DATED = ("Q7", "Q8", "Q9")
@@ -990,4 +1096,4 @@ DATED = ("Q7", "Q8", "Q9")
 TEXTED = ("Q1", "Q12", "Q3", "Q5", "Q17", "Q7", "Q8")
 QC = {"Q1": qc_q1, "Q6": qc_q6, "Q12": qc_q12, "Q3": qc_q3, "Q5": qc_q5, "Q17": qc_q17,
       "Q7": qc_q7, "Q8": qc_q8, "Q9": qc_q9, "Q4": qc_q4, "Q14": qc_q14, "Q19": qc_q19,
-      "Q18": qc_q18, "Q10": qc_q10}
+      "Q18": qc_q18, "Q10": qc_q10, "Q20": qc_q20, "Q15": qc_q15}
