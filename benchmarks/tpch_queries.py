@@ -1,5 +1,5 @@
-"""TPC-H Q1, Q6, Q12, the joins Q3, Q5, Q17, the dated joins Q7, Q8, Q9, and Q4, Q10, Q14,
-Q15, Q18, Q19, Q20 (written over real strings only), for each engine benchmarks/tpch.py compares.
+"""TPC-H Q1, Q6, Q12, the joins Q3, Q5, Q17, the dated joins Q7, Q8, Q9, and Q4, Q10, Q11,
+Q14, Q15, Q18, Q19, Q20 (written over real strings only), for each engine benchmarks/tpch.py compares.
 
 Every implementation is a *setup* function: setup(tables[, backend]) -> a callable with no
 arguments that computes the query (what is timed). Setup does what a user does once: build
@@ -24,7 +24,7 @@ helper `year_of` (inlined into the kernel), DuckDB says `year(date '1970-01-01' 
 casts to Date. Q9's `p_name like '%green%'` is evaluated once per distinct name on the host
 (p_name is an int32 code) and its codes kept by a semi-join (until issue 29 item 4).
 
-Q4, Q10, Q14, Q15, Q18, Q19 and Q20 are written over the parquet files' real string columns only (`t.texted`:
+Q4, Q10, Q11, Q14, Q15, Q18, Q19 and Q20 are written over the parquet files' real string columns only (`t.texted`:
 `o.o_orderpriority` as a group key, `p.p_type.startswith("PROMO")` in a join's result, `r.box in
 c1` over a joined part's containers); their string results are mapped back to codes
 (`t.coded`) to compare. Q1, Q12, Q3, Q5, Q17, Q7 and Q8 run both ways (TEXTED).
@@ -68,6 +68,7 @@ Q18_QUANTITY = 300
 Q10_FROM, Q10_TO = day("1993-10-01"), day("1994-01-01")
 Q20_COLOR, Q20_NATION, Q20_FROM, Q20_TO = "forest", "CANADA", day("1994-01-01"), day("1995-01-01")
 Q15_FROM, Q15_TO = day("1996-01-01"), day("1996-04-01")
+Q11_NATION, Q11_FRACTION = "GERMANY", 0.0001          # the fraction is 0.0001 / SF (the spec)
 
 Q1_COLUMNS = ("l_returnflag", "l_linestatus", "sum_qty", "sum_base_price", "sum_disc_price",
               "sum_charge", "avg_qty", "avg_price", "avg_disc", "count_order")
@@ -82,6 +83,7 @@ Q10_COLUMNS = ("c_custkey", "c_name", "revenue", "c_acctbal", "n_name", "c_addre
                "c_comment")
 Q20_COLUMNS = ("s_name", "s_address")
 Q15_COLUMNS = ("s_suppkey", "s_name", "s_address", "s_phone", "total_revenue")
+Q11_COLUMNS = ("ps_partkey", "value")
 Q18_COLUMNS = ("c_name", "c_custkey", "o_orderkey", "o_orderdate", "o_totalprice", "sum_qty")
 # Columns each query reads (the bytes behind a GB/s figure)
 READS = {"Q6": ("l_shipdate", "l_discount", "l_quantity", "l_extendedprice"),
@@ -271,6 +273,17 @@ def duckdb_q15(t):
               where s_suppkey = supplier_no and total = (select max(total) from revenue)
               order by s_suppkey"""
     return lambda: _columns(Q15_COLUMNS, _rows(con.execute(sql).fetchall(), len(Q15_COLUMNS)))
+
+
+def duckdb_q11(t):
+    con = _duckdb(t)
+    german = f"""from partsupp, supplier, nation where ps_suppkey = s_suppkey
+                 and s_nationkey = n_nationkey and n_name = {_code(t, "n_name", Q11_NATION)}"""
+    sql = f"""select ps_partkey, sum(ps_supplycost * ps_availqty) as value {german}
+              group by ps_partkey having sum(ps_supplycost * ps_availqty) >
+                  (select sum(ps_supplycost * ps_availqty) * {Q11_FRACTION / t.sf!r} {german})
+              order by value desc"""
+    return lambda: _columns(Q11_COLUMNS, _rows(con.execute(sql).fetchall(), len(Q11_COLUMNS)))
 
 
 def duckdb_q18(t):
@@ -517,6 +530,19 @@ def polars_q15(t):
                                     left_on="s_suppkey", right_on="l_suppkey")
          .sort("s_suppkey").select(*Q15_COLUMNS))
     return lambda: _columns(Q15_COLUMNS, q.collect().get_columns())
+
+
+def polars_q11(t):
+    import polars as pl
+    c = pl.col
+    value = c("ps_supplycost") * c("ps_availqty")
+    german = (_frame(t, "partsupp").join(_frame(t, "supplier"), left_on="ps_suppkey", right_on="s_suppkey")
+              .join(_frame(t, "nation").filter(c("n_name") == _code(t, "n_name", Q11_NATION)),
+                    left_on="s_nationkey", right_on="n_nationkey", how="semi"))
+    q = (german.group_by("ps_partkey").agg(value.sum().alias("value"))
+         .filter(c("value") > german.select(value.sum() * (Q11_FRACTION / t.sf)).collect().item())
+         .sort("value", descending=True))
+    return lambda: _columns(Q11_COLUMNS, q.collect().get_columns())
 
 
 def polars_q18(t):
@@ -1078,16 +1104,37 @@ def qc_q15(t, backend):
     return run
 
 
+def qc_q11(t, backend):
+    """Q11 over real strings: the German stock as semi-joins, its total (a sum), the per-part
+    values over the threshold (group_by, then HAVING / ORDER BY over the groups)."""
+    nation, fraction = Q11_NATION, Q11_FRACTION / t.sf
+    german = qc.query(t.supplier).intersect_by(
+        qc.query(t.texted("nation")).where(lambda n: n.n_name == nation),
+        lambda s: s.s_nationkey, lambda n: n.n_nationkey)
+    stock = (qc.query(t.partsupp).intersect_by(german, lambda ps: ps.ps_suppkey, lambda s: s.s_suppkey)
+             .on(backend))
+
+    def run():
+        limit = stock.sum(lambda ps: ps.ps_supplycost * ps.ps_availqty) * fraction
+        r = (stock.group_by(lambda ps: ps.ps_partkey)
+             .agg(value=qc.sum(lambda ps: ps.ps_supplycost * ps.ps_availqty))
+             .where(lambda g: g.value > limit).order_by_descending(lambda g: g.value).to_array())
+        return _columns(Q11_COLUMNS, (r["key"], r["value"]))
+    return run
+
+
 QUERIES = ("Q1", "Q6", "Q12", "Q3", "Q5", "Q17", "Q7", "Q8", "Q9", "Q4", "Q14", "Q19", "Q18", "Q10",
-           "Q20", "Q15")
+           "Q20", "Q15", "Q11")
 PEERS = {"duckdb": {"Q1": duckdb_q1, "Q6": duckdb_q6, "Q12": duckdb_q12, "Q3": duckdb_q3,
                     "Q5": duckdb_q5, "Q17": duckdb_q17, "Q7": duckdb_q7, "Q8": duckdb_q8,
                     "Q9": duckdb_q9, "Q4": duckdb_q4, "Q14": duckdb_q14, "Q19": duckdb_q19,
-                    "Q18": duckdb_q18, "Q10": duckdb_q10, "Q20": duckdb_q20, "Q15": duckdb_q15},
+                    "Q18": duckdb_q18, "Q10": duckdb_q10, "Q20": duckdb_q20, "Q15": duckdb_q15,
+                    "Q11": duckdb_q11},
          "polars": {"Q1": polars_q1, "Q6": polars_q6, "Q12": polars_q12, "Q3": polars_q3,
                     "Q5": polars_q5, "Q17": polars_q17, "Q7": polars_q7, "Q8": polars_q8,
                     "Q9": polars_q9, "Q4": polars_q4, "Q14": polars_q14, "Q19": polars_q19,
-                    "Q18": polars_q18, "Q10": polars_q10, "Q20": polars_q20, "Q15": polars_q15},
+                    "Q18": polars_q18, "Q10": polars_q10, "Q20": polars_q20, "Q15": polars_q15,
+                    "Q11": polars_q11},
          "numpy": {"Q1": numpy_q1, "Q6": numpy_q6, "Q12": numpy_q12}}
 # The queries that also run over real date columns: tpch.py's `qc-<backend>-dates` rows
 DATED = ("Q7", "Q8", "Q9")
@@ -1096,4 +1143,4 @@ DATED = ("Q7", "Q8", "Q9")
 TEXTED = ("Q1", "Q12", "Q3", "Q5", "Q17", "Q7", "Q8")
 QC = {"Q1": qc_q1, "Q6": qc_q6, "Q12": qc_q12, "Q3": qc_q3, "Q5": qc_q5, "Q17": qc_q17,
       "Q7": qc_q7, "Q8": qc_q8, "Q9": qc_q9, "Q4": qc_q4, "Q14": qc_q14, "Q19": qc_q19,
-      "Q18": qc_q18, "Q10": qc_q10, "Q20": qc_q20, "Q15": qc_q15}
+      "Q18": qc_q18, "Q10": qc_q10, "Q20": qc_q20, "Q15": qc_q15, "Q11": qc_q11}
