@@ -1,5 +1,5 @@
 """TPC-H Q1, Q6, Q12, the joins Q3, Q5, Q17, the dated joins Q7, Q8, Q9, and Q4, Q10, Q11,
-Q14, Q15, Q18, Q19, Q20 (written over real strings only), for each engine benchmarks/tpch.py compares.
+Q14, Q15, Q18, Q19, Q20, Q21 (written over real strings only), for each engine benchmarks/tpch.py compares.
 
 Every implementation is a *setup* function: setup(tables[, backend]) -> a callable with no
 arguments that computes the query (what is timed). Setup does what a user does once: build
@@ -24,7 +24,7 @@ helper `year_of` (inlined into the kernel), DuckDB says `year(date '1970-01-01' 
 casts to Date. Q9's `p_name like '%green%'` is evaluated once per distinct name on the host
 (p_name is an int32 code) and its codes kept by a semi-join (until issue 29 item 4).
 
-Q4, Q10, Q11, Q14, Q15, Q18, Q19 and Q20 are written over the parquet files' real string columns only (`t.texted`:
+Q4, Q10, Q11, Q14, Q15, Q18, Q19, Q20 and Q21 are written over the parquet files' real string columns only (`t.texted`:
 `o.o_orderpriority` as a group key, `p.p_type.startswith("PROMO")` in a join's result, `r.box in
 c1` over a joined part's containers); their string results are mapped back to codes
 (`t.coded`) to compare. Q1, Q12, Q3, Q5, Q17, Q7 and Q8 run both ways (TEXTED).
@@ -69,6 +69,7 @@ Q10_FROM, Q10_TO = day("1993-10-01"), day("1994-01-01")
 Q20_COLOR, Q20_NATION, Q20_FROM, Q20_TO = "forest", "CANADA", day("1994-01-01"), day("1995-01-01")
 Q15_FROM, Q15_TO = day("1996-01-01"), day("1996-04-01")
 Q11_NATION, Q11_FRACTION = "GERMANY", 0.0001          # the fraction is 0.0001 / SF (the spec)
+Q21_NATION = "SAUDI ARABIA"
 
 Q1_COLUMNS = ("l_returnflag", "l_linestatus", "sum_qty", "sum_base_price", "sum_disc_price",
               "sum_charge", "avg_qty", "avg_price", "avg_disc", "count_order")
@@ -84,6 +85,7 @@ Q10_COLUMNS = ("c_custkey", "c_name", "revenue", "c_acctbal", "n_name", "c_addre
 Q20_COLUMNS = ("s_name", "s_address")
 Q15_COLUMNS = ("s_suppkey", "s_name", "s_address", "s_phone", "total_revenue")
 Q11_COLUMNS = ("ps_partkey", "value")
+Q21_COLUMNS = ("s_name", "numwait")
 Q18_COLUMNS = ("c_name", "c_custkey", "o_orderkey", "o_orderdate", "o_totalprice", "sum_qty")
 # Columns each query reads (the bytes behind a GB/s figure)
 READS = {"Q6": ("l_shipdate", "l_discount", "l_quantity", "l_extendedprice"),
@@ -284,6 +286,22 @@ def duckdb_q11(t):
                   (select sum(ps_supplycost * ps_availqty) * {Q11_FRACTION / t.sf!r} {german})
               order by value desc"""
     return lambda: _columns(Q11_COLUMNS, _rows(con.execute(sql).fetchall(), len(Q11_COLUMNS)))
+
+
+def duckdb_q21(t):
+    con = _duckdb(t)
+    sql = f"""select s_name, count(*) as numwait from supplier, lineitem l1, orders, nation
+              where s_suppkey = l1.l_suppkey and o_orderkey = l1.l_orderkey
+                and o_orderstatus = {_code(t, "o_orderstatus", "F")}
+                and l1.l_receiptdate > l1.l_commitdate
+                and exists (select * from lineitem l2 where l2.l_orderkey = l1.l_orderkey
+                            and l2.l_suppkey <> l1.l_suppkey)
+                and not exists (select * from lineitem l3 where l3.l_orderkey = l1.l_orderkey
+                                and l3.l_suppkey <> l1.l_suppkey
+                                and l3.l_receiptdate > l3.l_commitdate)
+                and s_nationkey = n_nationkey and n_name = {_code(t, "n_name", Q21_NATION)}
+              group by s_name order by numwait desc, s_name limit 100"""
+    return lambda: _columns(Q21_COLUMNS, _rows(con.execute(sql).fetchall(), len(Q21_COLUMNS)))
 
 
 def duckdb_q18(t):
@@ -543,6 +561,24 @@ def polars_q11(t):
          .filter(c("value") > german.select(value.sum() * (Q11_FRACTION / t.sf)).collect().item())
          .sort("value", descending=True))
     return lambda: _columns(Q11_COLUMNS, q.collect().get_columns())
+
+
+def polars_q21(t):
+    import polars as pl
+    c = pl.col
+    lines = _frame(t, "lineitem")
+    late = lines.filter(c("l_receiptdate") > c("l_commitdate"))
+    many = lines.group_by("l_orderkey").agg(c("l_suppkey").n_unique().alias("n")).filter(c("n") > 1)
+    alone = late.group_by("l_orderkey").agg(c("l_suppkey").n_unique().alias("n")).filter(c("n") == 1)
+    q = (late.join(_frame(t, "orders").filter(c("o_orderstatus") == _code(t, "o_orderstatus", "F")),
+                   left_on="l_orderkey", right_on="o_orderkey", how="semi")
+         .join(many, on="l_orderkey", how="semi").join(alone, on="l_orderkey", how="semi")
+         .join(_frame(t, "supplier"), left_on="l_suppkey", right_on="s_suppkey")
+         .join(_frame(t, "nation").filter(c("n_name") == _code(t, "n_name", Q21_NATION)),
+               left_on="s_nationkey", right_on="n_nationkey", how="semi")
+         .group_by("s_name").agg(pl.len().alias("numwait"))
+         .sort(["numwait", "s_name"], descending=[True, False]).head(100))
+    return lambda: _columns(Q21_COLUMNS, q.collect().get_columns())
 
 
 def polars_q18(t):
@@ -1123,18 +1159,46 @@ def qc_q11(t, backend):
     return run
 
 
+def qc_q21(t, backend):
+    """Q21 over real strings: EXISTS / NOT EXISTS with `l_suppkey <>` decorrelated into per-order
+    distinct supplier counts (qc.count_distinct in a group_by's agg: more than one supplier;
+    exactly one late supplier, this line's), semi-joins, the supplier's name from a joined
+    side as the group key, ORDER BY numwait desc, s_name over the groups."""
+    nation = Q21_NATION
+    lines = qc.query(t.lineitem).on(backend)
+    late = lines.where(lambda li: li.l_receiptdate > li.l_commitdate)
+    saudi = qc.query(t.texted("supplier")).intersect_by(
+        qc.query(t.texted("nation")).where(lambda n: n.n_name == nation),
+        lambda s: s.s_nationkey, lambda n: n.n_nationkey)
+    failed = qc.query(t.texted("orders")).where(lambda o: o.o_orderstatus == "F")
+
+    def run():
+        many = lines.group_by(lambda li: li.l_orderkey) \
+            .agg(n=qc.count_distinct(lambda li: li.l_suppkey)).where(lambda g: g.n > 1)
+        alone = late.group_by(lambda li: li.l_orderkey) \
+            .agg(n=qc.count_distinct(lambda li: li.l_suppkey)).where(lambda g: g.n == 1)
+        g = (late.intersect_by(failed, lambda li: li.l_orderkey, lambda o: o.o_orderkey)
+             .intersect_by(many, lambda li: li.l_orderkey, lambda g: g.key)
+             .intersect_by(alone, lambda li: li.l_orderkey, lambda g: g.key)
+             .join(saudi, lambda li: li.l_suppkey, lambda s: s.s_suppkey, lambda li, s: {"name": s.s_name})
+             .group_by(lambda r: r.name).count())
+        r = g.order_by_descending(lambda g: g.count).then_by(lambda g: g.key).take(100).to_array()
+        return _columns(Q21_COLUMNS, (t.coded("s_name", r["key"]), r["count"]))
+    return run
+
+
 QUERIES = ("Q1", "Q6", "Q12", "Q3", "Q5", "Q17", "Q7", "Q8", "Q9", "Q4", "Q14", "Q19", "Q18", "Q10",
-           "Q20", "Q15", "Q11")
+           "Q20", "Q15", "Q11", "Q21")
 PEERS = {"duckdb": {"Q1": duckdb_q1, "Q6": duckdb_q6, "Q12": duckdb_q12, "Q3": duckdb_q3,
                     "Q5": duckdb_q5, "Q17": duckdb_q17, "Q7": duckdb_q7, "Q8": duckdb_q8,
                     "Q9": duckdb_q9, "Q4": duckdb_q4, "Q14": duckdb_q14, "Q19": duckdb_q19,
                     "Q18": duckdb_q18, "Q10": duckdb_q10, "Q20": duckdb_q20, "Q15": duckdb_q15,
-                    "Q11": duckdb_q11},
+                    "Q11": duckdb_q11, "Q21": duckdb_q21},
          "polars": {"Q1": polars_q1, "Q6": polars_q6, "Q12": polars_q12, "Q3": polars_q3,
                     "Q5": polars_q5, "Q17": polars_q17, "Q7": polars_q7, "Q8": polars_q8,
                     "Q9": polars_q9, "Q4": polars_q4, "Q14": polars_q14, "Q19": polars_q19,
                     "Q18": polars_q18, "Q10": polars_q10, "Q20": polars_q20, "Q15": polars_q15,
-                    "Q11": polars_q11},
+                    "Q11": polars_q11, "Q21": polars_q21},
          "numpy": {"Q1": numpy_q1, "Q6": numpy_q6, "Q12": numpy_q12}}
 # The queries that also run over real date columns: tpch.py's `qc-<backend>-dates` rows
 DATED = ("Q7", "Q8", "Q9")
@@ -1143,4 +1207,5 @@ DATED = ("Q7", "Q8", "Q9")
 TEXTED = ("Q1", "Q12", "Q3", "Q5", "Q17", "Q7", "Q8")
 QC = {"Q1": qc_q1, "Q6": qc_q6, "Q12": qc_q12, "Q3": qc_q3, "Q5": qc_q5, "Q17": qc_q17,
       "Q7": qc_q7, "Q8": qc_q8, "Q9": qc_q9, "Q4": qc_q4, "Q14": qc_q14, "Q19": qc_q19,
-      "Q18": qc_q18, "Q10": qc_q10, "Q20": qc_q20, "Q15": qc_q15, "Q11": qc_q11}
+      "Q18": qc_q18, "Q10": qc_q10, "Q20": qc_q20, "Q15": qc_q15, "Q11": qc_q11,
+      "Q21": qc_q21}
