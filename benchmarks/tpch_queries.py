@@ -1,5 +1,5 @@
 """TPC-H Q1, Q6, Q12, the joins Q3, Q5, Q17, the dated joins Q7, Q8, Q9, and Q4, Q10, Q11,
-Q14, Q15, Q18, Q19, Q20, Q21 (written over real strings only), for each engine benchmarks/tpch.py compares.
+Q14, Q15, Q18, Q19, Q20, Q21, Q22 (written over real strings only), for each engine benchmarks/tpch.py compares.
 
 Every implementation is a *setup* function: setup(tables[, backend]) -> a callable with no
 arguments that computes the query (what is timed). Setup does what a user does once: build
@@ -24,7 +24,7 @@ helper `year_of` (inlined into the kernel), DuckDB says `year(date '1970-01-01' 
 casts to Date. Q9's `p_name like '%green%'` is evaluated once per distinct name on the host
 (p_name is an int32 code) and its codes kept by a semi-join (until issue 29 item 4).
 
-Q4, Q10, Q11, Q14, Q15, Q18, Q19, Q20 and Q21 are written over the parquet files' real string columns only (`t.texted`:
+Q4, Q10, Q11, Q14, Q15, Q18, Q19, Q20, Q21 and Q22 are written over the parquet files' real string columns only (`t.texted`:
 `o.o_orderpriority` as a group key, `p.p_type.startswith("PROMO")` in a join's result, `r.box in
 c1` over a joined part's containers); their string results are mapped back to codes
 (`t.coded`) to compare. Q1, Q12, Q3, Q5, Q17, Q7 and Q8 run both ways (TEXTED).
@@ -70,6 +70,7 @@ Q20_COLOR, Q20_NATION, Q20_FROM, Q20_TO = "forest", "CANADA", day("1994-01-01"),
 Q15_FROM, Q15_TO = day("1996-01-01"), day("1996-04-01")
 Q11_NATION, Q11_FRACTION = "GERMANY", 0.0001          # the fraction is 0.0001 / SF (the spec)
 Q21_NATION = "SAUDI ARABIA"
+Q22_CODES = ("13", "17", "18", "23", "29", "30", "31")    # (sorted: a group's index is its order)
 
 Q1_COLUMNS = ("l_returnflag", "l_linestatus", "sum_qty", "sum_base_price", "sum_disc_price",
               "sum_charge", "avg_qty", "avg_price", "avg_disc", "count_order")
@@ -86,6 +87,7 @@ Q20_COLUMNS = ("s_name", "s_address")
 Q15_COLUMNS = ("s_suppkey", "s_name", "s_address", "s_phone", "total_revenue")
 Q11_COLUMNS = ("ps_partkey", "value")
 Q21_COLUMNS = ("s_name", "numwait")
+Q22_COLUMNS = ("cntrycode", "numcust", "totacctbal")
 Q18_COLUMNS = ("c_name", "c_custkey", "o_orderkey", "o_orderdate", "o_totalprice", "sum_qty")
 # Columns each query reads (the bytes behind a GB/s figure)
 READS = {"Q6": ("l_shipdate", "l_discount", "l_quantity", "l_extendedprice"),
@@ -302,6 +304,23 @@ def duckdb_q21(t):
                 and s_nationkey = n_nationkey and n_name = {_code(t, "n_name", Q21_NATION)}
               group by s_name order by numwait desc, s_name limit 100"""
     return lambda: _columns(Q21_COLUMNS, _rows(con.execute(sql).fetchall(), len(Q21_COLUMNS)))
+
+
+def duckdb_q22(t):
+    """Over the real c_phone strings (SQL's substring needs them: a customer table of its own)."""
+    import pyarrow as pa
+    con = _duckdb(t)
+    con.register("customer_text", pa.table(t.texted("customer")))
+    codes = ", ".join(f"'{c}'" for c in Q22_CODES)
+    sql = f"""select cntrycode, count(*) as numcust, sum(c_acctbal) as totacctbal
+              from (select substring(c_phone from 1 for 2) as cntrycode, c_acctbal
+                    from customer_text
+                    where substring(c_phone from 1 for 2) in ({codes})
+                      and c_acctbal > (select avg(c_acctbal) from customer_text where c_acctbal > 0.00
+                                       and substring(c_phone from 1 for 2) in ({codes}))
+                      and not exists (select * from orders where o_custkey = c_custkey)) as custsale
+              group by cntrycode order by cntrycode"""
+    return lambda: _columns(Q22_COLUMNS, _rows(con.execute(sql).fetchall(), len(Q22_COLUMNS)))
 
 
 def duckdb_q18(t):
@@ -579,6 +598,21 @@ def polars_q21(t):
          .group_by("s_name").agg(pl.len().alias("numwait"))
          .sort(["numwait", "s_name"], descending=[True, False]).head(100))
     return lambda: _columns(Q21_COLUMNS, q.collect().get_columns())
+
+
+def polars_q22(t):
+    import polars as pl
+    import pyarrow as pa
+    c = pl.col
+    cust = (pl.from_arrow(pa.table(t.texted("customer"))).lazy()
+            .with_columns(c("c_phone").str.slice(0, 2).alias("cntrycode"))
+            .filter(c("cntrycode").is_in(list(Q22_CODES))))
+    avg = cust.filter(c("c_acctbal") > 0.0).select(c("c_acctbal").mean())
+    q = (cust.join(_frame(t, "orders"), left_on="c_custkey", right_on="o_custkey", how="anti")
+         .filter(c("c_acctbal") > avg.collect().item())
+         .group_by("cntrycode").agg(pl.len().alias("numcust"), c("c_acctbal").sum().alias("totacctbal"))
+         .sort("cntrycode"))
+    return lambda: _columns(Q22_COLUMNS, q.collect().get_columns())
 
 
 def polars_q18(t):
@@ -1187,18 +1221,42 @@ def qc_q21(t, backend):
     return run
 
 
+def qc_q22(t, backend):
+    """Q22 over real strings: the country codes as `c_phone.startswith((...))`; NOT EXISTS as
+    except_by; the country code itself (a string built from the phone: refused in lambdas)
+    as the index of the prefix a phone starts with, mapped back to the prefix on the host."""
+    cust = (qc.query(t.texted("customer")).on(backend)
+            .where(lambda c: c.c_phone.startswith(("13", "17", "18", "23", "29", "30", "31"))))
+
+    def country(c):
+        p = c.c_phone
+        return (0 if p.startswith("13") else 1 if p.startswith("17") else 2 if p.startswith("18")
+                else 3 if p.startswith("23") else 4 if p.startswith("29") else 5 if p.startswith("30")
+                else 6)
+
+    def run():
+        avg = cust.where(lambda c: c.c_acctbal > 0.0).mean(lambda c: c.c_acctbal)
+        g = (cust.where(lambda c: c.c_acctbal > avg)
+             .except_by(qc.query(t.orders), lambda c: c.c_custkey, lambda o: o.o_custkey)
+             .group_by(lambda c: country(c))
+             .agg(numcust=qc.count, totacctbal=qc.sum(lambda c: c.c_acctbal)))
+        return _columns(Q22_COLUMNS, (np.array(Q22_CODES)[g["key"]].astype(np.int64), g["numcust"],
+                                      g["totacctbal"]))
+    return run
+
+
 QUERIES = ("Q1", "Q6", "Q12", "Q3", "Q5", "Q17", "Q7", "Q8", "Q9", "Q4", "Q14", "Q19", "Q18", "Q10",
-           "Q20", "Q15", "Q11", "Q21")
+           "Q20", "Q15", "Q11", "Q21", "Q22")
 PEERS = {"duckdb": {"Q1": duckdb_q1, "Q6": duckdb_q6, "Q12": duckdb_q12, "Q3": duckdb_q3,
                     "Q5": duckdb_q5, "Q17": duckdb_q17, "Q7": duckdb_q7, "Q8": duckdb_q8,
                     "Q9": duckdb_q9, "Q4": duckdb_q4, "Q14": duckdb_q14, "Q19": duckdb_q19,
                     "Q18": duckdb_q18, "Q10": duckdb_q10, "Q20": duckdb_q20, "Q15": duckdb_q15,
-                    "Q11": duckdb_q11, "Q21": duckdb_q21},
+                    "Q11": duckdb_q11, "Q21": duckdb_q21, "Q22": duckdb_q22},
          "polars": {"Q1": polars_q1, "Q6": polars_q6, "Q12": polars_q12, "Q3": polars_q3,
                     "Q5": polars_q5, "Q17": polars_q17, "Q7": polars_q7, "Q8": polars_q8,
                     "Q9": polars_q9, "Q4": polars_q4, "Q14": polars_q14, "Q19": polars_q19,
                     "Q18": polars_q18, "Q10": polars_q10, "Q20": polars_q20, "Q15": polars_q15,
-                    "Q11": polars_q11, "Q21": polars_q21},
+                    "Q11": polars_q11, "Q21": polars_q21, "Q22": polars_q22},
          "numpy": {"Q1": numpy_q1, "Q6": numpy_q6, "Q12": numpy_q12}}
 # The queries that also run over real date columns: tpch.py's `qc-<backend>-dates` rows
 DATED = ("Q7", "Q8", "Q9")
@@ -1208,4 +1266,4 @@ TEXTED = ("Q1", "Q12", "Q3", "Q5", "Q17", "Q7", "Q8")
 QC = {"Q1": qc_q1, "Q6": qc_q6, "Q12": qc_q12, "Q3": qc_q3, "Q5": qc_q5, "Q17": qc_q17,
       "Q7": qc_q7, "Q8": qc_q8, "Q9": qc_q9, "Q4": qc_q4, "Q14": qc_q14, "Q19": qc_q19,
       "Q18": qc_q18, "Q10": qc_q10, "Q20": qc_q20, "Q15": qc_q15, "Q11": qc_q11,
-      "Q21": qc_q21}
+      "Q21": qc_q21, "Q22": qc_q22}

@@ -16,7 +16,7 @@ def test_string_queries_agree_with_duckdb(tpch_tables, query):
     assert {"qc-cpu-strings", "qc-numpy-strings"} <= set(rows)
 
 
-@pytest.mark.parametrize("query", ["Q4", "Q14", "Q19", "Q18", "Q10", "Q20", "Q15", "Q11", "Q21"])
+@pytest.mark.parametrize("query", ["Q4", "Q14", "Q19", "Q18", "Q10", "Q20", "Q15", "Q11", "Q21", "Q22"])
 def test_queries_written_over_strings_agree_with_duckdb(tpch_tables, query):
     """Q4 (EXISTS as intersect_by, a string group key), Q14 (a joined string's startswith in
     the join's result), Q19 (three alternatives over the joined part's strings, `in` tuples
@@ -25,7 +25,8 @@ def test_queries_written_over_strings_agree_with_duckdb(tpch_tables, query):
     groups joined with a joined side's six string columns), Q20 (startswith, a group_by on a
     two-field key joined with partsupp, ORDER BY a string), Q15 (the top revenue's
     suppliers), Q11 (HAVING against a total computed first), Q21 (EXISTS / NOT EXISTS with
-    `<>` as per-order distinct supplier counts): written over real strings only."""
+    `<>` as per-order distinct supplier counts), Q22 (phone prefixes by startswith, NOT EXISTS
+    as except_by): written over real strings only."""
     rows = run_checked(query, tpch_tables)
     assert "qc-cpu-strings" not in rows
 
