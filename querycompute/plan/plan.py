@@ -135,19 +135,12 @@ def lower_query(q, term) -> tuple:
 def call_dictionaries(source: Source, params: list) -> dict:
     """This call's string dictionaries: a table's own (its columns' and the joins'), or, over
     a source without string columns, one dict per call that the joins fill (the same for
-    every join of the plan: the first one already in `params`)."""
+    every join of the plan: the first one already in `params`). param_values binds it; the
+    results decode with it (engine.decoded, over the call's whole `params`)."""
     if source._table is not None:
         return source._table.dictionaries
     first = next((p for p in params if type(p) is dict), None)
     return {} if first is None else first
-
-
-def dictionaries_of(lowered, params, source: Source) -> dict:
-    """The dictionaries a call's results decode with (call_dictionaries, as param_values
-    bound them)."""
-    if source._table is not None:
-        return source._table.dictionaries
-    return next((params[k] for k, b in enumerate(lowered.bindings) if b[0] == "dictionaries"), {})
 
 
 def param_values(lowered: Lowered, infos: list, source: Source) -> list:

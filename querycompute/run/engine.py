@@ -38,7 +38,7 @@ from ..errors import BackendUnavailableError, FoldOrderError, QueryError, codege
 from ..graph.graph import Terminal, heavy, slot_functions
 from ..log import compiling, logger
 from .runtime import RUNTIME
-from ..plan.plan import dictionaries_of, lower, param_values, refuse_parallel, slot_info
+from ..plan.plan import call_dictionaries, lower, param_values, refuse_parallel, slot_info
 from ..sources.sources import is_device_array
 from ..sources.string_columns import decode
 from ..frontend.datetimes import refuse_times, viewed
@@ -284,7 +284,7 @@ def decoded(raw, lowered, source, params):
     strings = getattr(lowered, "strings", ())
     if not strings:
         return raw
-    return decode(raw, strings, dictionaries_of(lowered, params, source),
+    return decode(raw, strings, call_dictionaries(source, params),
                   getattr(lowered, "assemble", None) is not None)
 
 
