@@ -1,6 +1,6 @@
 """Issue 14 item 3 on the GPU dialects: the device hash join (querycompute/_codegen/ops/
 join_gpu.py, run by backends/gpu_join.py through GpuStages.join): its index pairs equal
-join_plan.join_reference's (LINQ's order) on OpenCL (pocl) and for CUDA C and MSL through the
+reference/joins.join_reference's (LINQ's order) on OpenCL (pocl) and for CUDA C and MSL through the
 CPU harness; a join -> where -> group_by query on opencl equals the numpy backend's with no
 host round trip between stages (device_columns.TRANSFERS); explain() lists the join's
 kernels; every join kernel compiles with NVRTC (sm_80, sm_90) and passes the Metal check.
@@ -21,7 +21,7 @@ import querycompute as qc
 from querycompute._codegen.ops import join_gpu as J
 from querycompute._codegen.ops.sort_ir import TILE
 from querycompute.backends.gpu.gpu_stages import GpuStages
-from querycompute.plan.join_plan import join_reference
+from querycompute.backends.reference.joins import join_reference
 
 BIG = 3 * TILE + 17
 
@@ -154,7 +154,7 @@ def test_item2_join_where_sum_and_to_array_on_opencl_read_back_only_the_result()
 
 
 def test_item3_opencl_gather_filled_gives_left_joins_fill_values(gpu):
-    from querycompute.plan.join_plan import gather_filled
+    from querycompute.backends.reference.joins import gather_filled
     rng = np.random.default_rng(5)
     cols = [rng.random(50).astype(np.float32), rng.random(50) < 0.5, rng.integers(-9, 9, 50),
             rng.random(50).astype(np.float16)]

@@ -55,3 +55,21 @@ def unsigned_of(d: str) -> str:
 def int_limits(d: str) -> tuple[int, int]:
     info = np.iinfo(d)
     return int(info.min), int(info.max)
+
+
+def sum_dtype(d: str) -> tuple[str, str]:
+    """(accumulator, result) dtypes of np.sum over `d` (int32 sum -> int64, float16 in float32)."""
+    if d == "bool" or d in ("int8", "int16", "int32", "int64"):
+        return "int64", "int64"
+    if d in ("uint8", "uint16", "uint32", "uint64"):
+        return "uint64", "uint64"
+    if d == "float16":
+        return "float32", "float16"
+    return d, d
+
+
+def mean_dtype(d: str) -> tuple[str, str]:
+    """(accumulator, result) dtypes of np.mean over `d`."""
+    if d in ("float16", "float32"):
+        return "float32", d
+    return "float64", "float64"

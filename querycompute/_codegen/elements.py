@@ -29,6 +29,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from . import dtypes as D
 
 MAX_RUN_BYTES = 256        # a thread's run of elements held in registers (64 32-bit registers)
@@ -117,3 +119,30 @@ def min_blocks(arrays_: tuple[ElementArray, ...], ept: int, wanted: int) -> int:
     top of those (the rigid transform's 4 x 15 floats: 2 blocks, else ptxas spills)."""
     words = sum(ept * a.nbytes for a in arrays_) // 4
     return max(1, min(wanted, REGISTERS // (32 + words))) if words else wanted
+
+
+# ---- the host side: whether a pass's component columns are one array's ----------------------
+def address(a: np.ndarray) -> int:
+    """The address of a's first element."""
+    return a.__array_interface__["data"][0]
+
+
+def component_view(cols) -> np.ndarray | None:
+    """The (n, m) view whose [i, j] is cols[j][i], no copy, when the 1-D columns are evenly
+    spaced components of one array (how a shaped input's columns X[:, j] arrive): one dtype
+    and length, column j starting j * step bytes after column 0, one stride for all (any for
+    n = 1); else None. The one test behind every whole-array read of the backends:
+    cpu_elements (a map's (n, m) argument), cpu_columns (row-major column sums) and
+    gpu_elements (the C-contiguous span a kernel reads with wide loads)."""
+    c0 = cols[0]
+    n, m = len(c0), len(cols)
+    if not all(isinstance(c, np.ndarray) and c.ndim == 1 and c.dtype == c0.dtype and len(c) == n for c in cols):
+        return None
+    item = c0.itemsize
+    stride, step = (m * item, item)
+    if n:
+        base = address(c0)
+        stride, step = c0.strides[0], (address(cols[1]) - base if m > 1 else item)
+        if any(address(c) != base + j * step or (n > 1 and c.strides[0] != stride) for j, c in enumerate(cols)):
+            return None
+    return np.lib.stride_tricks.as_strided(c0, (n, m), (stride, step), writeable=c0.flags.writeable)

@@ -48,9 +48,7 @@ GPU_DIALECTS = ("cuda", "opencl", "metal", "webgpu")
 def _column_lines(stage, runtime, backend: str, element_dtypes) -> list[str]:
     if backend in GPU_DIALECTS:
         return [f"    {line}" for line in stage.gpu_traffic(backend, element_dtypes)]
-    describe = getattr(runtime, "describe", None)
-    lines = (describe(stage, element_dtypes) if describe is not None else None) \
-        or stage.host_lines(runtime.name)
+    lines = stage.host_lines(runtime, element_dtypes)
     return [f"    {line}" for line in lines]
 
 

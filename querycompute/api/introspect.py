@@ -5,18 +5,20 @@ backend for its source / launch shapes, which need no device.
 """
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
-from querycompute._codegen import pretty
-from querycompute._codegen.dialects.numba_py import CHUNK
+from querycompute._codegen import elements, gpu, pretty
+from querycompute._codegen.dialects.numba_py import CHUNK, whole_arrays
 from querycompute._codegen.gpu import DIALECTS as GPU_DIALECTS
 from querycompute._codegen.program import Reduce
 
 from ..graph import terminals as T
 from ..run import windows
 from ..backends import registry
+from ..backends.gpu.gpu_elements import whole
 from ..graph.graph import PLAIN, POSITIONAL, Count, Terminal, heavy
 from ..errors import QueryError, codegen_errors
 from ..frontend.exact import origin
@@ -24,6 +26,7 @@ from ..frontend.strings import is_string_param, origin as string_origin
 from ..plan.plan import lower_query
 from .query_terminals import positional
 from .explain_stages import origin_note
+from ..sources.shaped import columns as shaped_columns
 
 
 def terminal_request(terminal: Any) -> Terminal:
@@ -122,7 +125,6 @@ def explain(q, backend: str | None, terminal: Any) -> str:
                          for f, c in zip(src.fields or [""] * len(cols), cols))
         out.append(f"  source: {src.kind}({desc}), n={n}" + origin_note(src))
         if src.shapes:                 # shaped elements: the strategy (shaped.py)
-            from ..sources.shaped import describe as shaped_text
             out.append(f"  {shaped_text(src, name, p)}")
     for i, op in enumerate(q.nodes()):
         out.append(f"  {i + 1}. {op.kind:<6} {infos[i][0].text}  -> {lowered.steps[i][2]}")
@@ -207,3 +209,46 @@ def _traffic(lowered, term: Terminal, read: int, columns: int, backend: str) -> 
                if reduce else " (at most: only survivors are written)"),
             f"  one kernel per operator instead would move about {unfused} B per element "
             f"({unfused / max(read + written, 1):.1f}x the fused pass)"]
+
+
+def shaped_text(source, backend: str = "", p=None) -> str:
+    """explain()'s line for shaped inputs: the strategy and the bytes each element reads. On
+    a GPU dialect (`p`: the pass), how its kernels read each array (_codegen/elements.py):
+    whole elements with aligned wide loads when the array's elements are C-contiguous, else
+    gathered, one strided load per component."""
+    parts = []
+    for a, s in zip(source._items, source.shapes):
+        if s:
+            nbytes = math.prod(s) * a.dtype.itemsize
+            layout = "contiguous" if a[0:1].flags.c_contiguous else "strided/F-ordered"
+            parts.append(f"{a.dtype}{list(s)} ({nbytes} B/element, {math.prod(s)} scalar "
+                         f"columns, {layout})")
+    text = "shaped elements: " + "; ".join(parts)
+    if p is not None and backend == "cpu":
+        if whole_arrays(p):            # a map / compaction (backends/cpu_elements.py)
+            out = (", the result written in place as one (m, k) array"
+                   if getattr(p.terminal, "element", 0) else "")
+            return text + (" -- cpu strategy: scalarized, one element per loop iteration in "
+                           "registers, each array read whole as one (n, m) array (a view; a "
+                           "copy where the components are not evenly spaced: F-ordered or "
+                           f"transposed matrices){out}")
+    if p is None or backend not in gpu.DIALECTS:
+        return text + (" -- strategy: scalarized, one element per thread in registers, each "
+                       "component read as a strided column")
+    ks = gpu.render(p, backend)
+    wide = gpu.printer(backend).VECTOR_LOADS
+    cols = shaped_columns(source)
+    arrays = elements.arrays(p.program)
+    comps = {a.first + j for a in arrays for j in range(a.m)}
+    # one contiguity decision for every input (gpu_launch.LaunchLoop): whole elements only
+    # when every array is element-contiguous and every other column unit-strided
+    odd = [a.name for a in arrays if whole(cols[a.first:a.first + a.m]) is None]
+    odd += [s.name for k, s in enumerate(p.program.inputs) if k not in comps and k < len(cols)
+            and not (cols[k].flags.c_contiguous or len(cols[k]) <= 1)]
+    if odd:
+        how = ("gathered: one strided scalar load per component of every element (the strided "
+               f"variant: {', '.join(odd)} not C-contiguous)")
+    else:
+        how = "; ".join(f"{a.name}: {a.nbytes} B/element, whole elements, "
+                        f"{elements.strategy(a, ks.elems_per_thread, wide)}" for a in arrays) or "scalarized columns"
+    return text + f" -- {backend} strategy: {how}"

@@ -20,6 +20,7 @@ from querycompute._codegen import order_keys
 from querycompute._codegen.stage_specs import GroupSpec, ScanSpec, SortSpec
 
 from .base import KernelRun, now_ms
+from .reference.joins import join_reference, semi_reference
 from .reference.numpy_reduce import fold_in_order
 
 
@@ -65,16 +66,30 @@ class StageRuntime:
     def join(self, left_keys: Sequence[np.ndarray], right_keys: Sequence[np.ndarray], outer: bool,
              rows: list) -> tuple:
         """(left indexes, right indexes), int64, of the matching row pairs in LINQ's order
-        (join_plan.join_reference defines it; `outer`: unmatched left rows with -1). A runtime
+        (reference/joins.join_reference defines it; `outer`: unmatched left rows with -1). A runtime
         without its own runs the numpy reference (its trace row says so)."""
         return NumpyStages.join(self, left_keys, right_keys, outer, rows)
 
     def semi_join(self, left_keys: Sequence[np.ndarray], right_keys: Sequence[np.ndarray],
                   rows: list) -> np.ndarray:
         """bool flags, one per left row: its key occurs among the right keys (the join's key
-        equality; join_plan.semi_reference defines it). A runtime without its own runs the
+        equality; reference/joins.semi_reference defines it). A runtime without its own runs the
         numpy reference (its trace row says so)."""
         return NumpyStages.semi_join(self, left_keys, right_keys, rows)
+
+    # explain()'s lines for an operator on this runtime, naming what really runs it; None:
+    # the stage kind's own description (Stage.host_lines asks these)
+    def describe_group_by(self, spec: GroupSpec) -> list | None:
+        return None
+
+    def describe_join(self, this_dtypes: Sequence[str], other_dtypes: Sequence[str],
+                      semi: bool) -> list | None:
+        """`this_dtypes`, `other_dtypes`: both sides' key column dtypes; `semi`: intersect_by /
+        except_by (a flag per row) rather than join (pairs)."""
+        return None
+
+    def describe_distinct(self, spec: SortSpec) -> list | None:
+        return None
 
 
 def _row(rows: list, name: str, t0: float) -> None:
@@ -111,14 +126,12 @@ class NumpyStages(StageRuntime):
         return keep
 
     def join(self, left_keys, right_keys, outer, rows):
-        from ..plan.join_plan import join_reference
         t0 = now_ms()
         out = join_reference(left_keys, right_keys, outer)
         _row(rows, "join_sorted_probe", t0)
         return out
 
     def semi_join(self, left_keys, right_keys, rows):
-        from ..plan.join_plan import semi_reference
         t0 = now_ms()
         out = semi_reference(left_keys, right_keys)
         _row(rows, "semi_join_sorted_probe", t0)

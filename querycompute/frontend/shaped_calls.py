@@ -1,7 +1,7 @@
 """Calls on shaped elements (DESIGN.md section 4b): reductions with axis=, products, norms,
 cross products, builders, casts, methods, and NumPy ufuncs applied elementwise.
 
-Reductions follow NumPy's result dtypes (terminals.sum_dtype / mean_dtype: int8 sums in
+Reductions follow NumPy's result dtypes (_codegen/dtypes.sum_dtype / mean_dtype: int8 sums in
 int64, float16 accumulates in float32). The order is fixed: a balanced pairwise tree (as
 NumPy's pairwise summation, within its accuracy). `call(tr, node)` is the translator's hook:
 it answers every call whose callee is a supported function or a method of a shaped value,
@@ -14,6 +14,7 @@ import builtins
 
 import numpy as np
 
+from querycompute._codegen.dtypes import mean_dtype, sum_dtype
 from querycompute._codegen.expr import Binary, Call, Cast, Compare, Const, Where
 from .shaped import ShapedVal, build, cast, concrete, elementwise, index_key, to_array, wrap
 from .translate_calls import KEYWORDS, astype, bind, call_handler, clip, real_imag
@@ -36,7 +37,6 @@ def _tree(op, xs: list):
 
 def _reduce_list(kind: str, xs: list, at: str) -> Scalar:
     """One reduction over a flat list of Scalars (NumPy's result dtype)."""
-    from ..graph.terminals import mean_dtype, sum_dtype
     d = xs[0].dtype
     if kind in ("any", "all"):
         op = "or" if kind == "any" else "and"

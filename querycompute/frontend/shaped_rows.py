@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from querycompute._codegen.dtypes import mean_dtype, sum_dtype
 from querycompute._codegen.expr import Binary, Cast, Const, Expr, Var
 from .translate_ops import fail, to_dtype, truthy
 from .values import Scalar
@@ -36,7 +37,6 @@ class RowContext:
         self.steps: list[RowStep] = []
 
     def reduce(self, kind: str, s: Scalar, axis, at: str) -> Scalar:
-        from ..graph.terminals import mean_dtype, sum_dtype
         if axis not in (None, 0, -1, (0,), (-1,)):
             fail(at, f"axis {axis!r} is out of bounds for a row (1 dimension)", "axis")
         if kind not in ROW_KINDS:

@@ -14,6 +14,7 @@ import numpy as np
 
 from ..errors import ElementIndexError, EmptySequenceError
 from ..frontend.datetimes import NAT, as_time, viewed
+from ..sources.shaped import stack
 
 
 class _NoDefault:
@@ -113,24 +114,6 @@ def check_associative(associative) -> bool:
     return associative
 
 
-def sum_dtype(d: str) -> tuple[str, str]:
-    """(accumulator, result) dtypes of np.sum over `d` (int32 sum -> int64, float16 in float32)."""
-    if d == "bool" or d in ("int8", "int16", "int32", "int64"):
-        return "int64", "int64"
-    if d in ("uint8", "uint16", "uint32", "uint64"):
-        return "uint64", "uint64"
-    if d == "float16":
-        return "float32", "float16"
-    return d, d
-
-
-def mean_dtype(d: str) -> tuple[str, str]:
-    """(accumulator, result) dtypes of np.mean over `d`."""
-    if d in ("float16", "float32"):
-        return "float32", d
-    return "float64", "float64"
-
-
 @dataclass(frozen=True)
 class Finish:
     """How one spec's raw results become its value: indexes into the raw result list."""
@@ -153,7 +136,7 @@ _SCALAR = {name: np.dtype(name).type for name in
 def finish(f: Finish, raw: list, spec: AggSpec, key: str | None) -> Any:
     """Turn raw backend results into the user's value for one spec (`key`: its agg() name)."""
     kind = f.kind
-    if kind == "shaped":                    # one Finish per component (shaped.ShapedFinish)
+    if kind == "shaped":                    # one Finish per component (ShapedFinish)
         return f.finish(raw, spec, key)
     r = raw[f.agg]
     if f.nat >= 0:                          # a date / duration: NumPy's NaT propagates
@@ -211,10 +194,26 @@ def finisher(f: Finish, spec: AggSpec):
     return finish_one
 
 
+class ShapedFinish:
+    """How a terminal over shaped elements finishes: one terminals.Finish per component,
+    stacked into an array of the element shape (sum() of vec3 elements is a vec3)."""
+    kind = "shaped"
+    agg = 0
+    result_dtype = ""
+
+    def __init__(self, parts: tuple, shape: tuple):
+        self.parts, self.shape = parts, shape
+
+    def finish(self, raw, spec, key):
+        values = [finish(p, raw, spec, key) for p in self.parts]
+        if getattr(spec, "default", 0) is None and all(v is None for v in values):
+            return None                # min/max/mean/first of nothing with default=None: None
+        return np.array(values).reshape(self.shape)
+
+
 def join_parts(values, fields: tuple, columns: bool = True, to_list: bool = False):
     """The inverse of _parts: one value per leaf (output columns, or first()'s scalars) -> the
     tuple / dict of items, a shaped item as an (m, *s) array (shaped.stack) or an s array."""
-    from ..sources.shaped import stack        # (shaped.py imports this module)
     kind, spec = fields
     out, i = [], 0
     for _, shape in spec:

@@ -365,9 +365,8 @@ class Lowering:
             return T.Finish("count", here)
         if kind in ("any", "all"):
             if slot is None and isinstance(value, ShapedVal):   # X.any(axis=0), like sum()
-                from ..sources.shaped import ShapedFinish
-                return ShapedFinish(tuple(self._agg(spec, slot, s, aggs, need_count)
-                                          for s in value.items.flat), value.shape)
+                return T.ShapedFinish(tuple(self._agg(spec, slot, s, aggs, need_count)
+                                            for s in value.items.flat), value.shape)
             if slot is None:
                 s = _scalar(value, None, kind) if isinstance(value, Scalar) else None
                 if s is None:
@@ -381,10 +380,9 @@ class Lowering:
             shape, fields, items = leaves(value)
             aggs.append(Agg("first", tuple(s.expr for s in items), "int64"))
             return T.Finish("first", here, shape=shape, fields=fields, times=times_of(items))
-        if isinstance(value, ShapedVal) and kind in ("sum", "mean", "min", "max"):
-            from ..sources.shaped import ShapedFinish      # elementwise across elements: X.sum(axis=0)
-            return ShapedFinish(tuple(self._agg(spec, slot, s, aggs, need_count)
-                                      for s in value.items.flat), value.shape)
+        if isinstance(value, ShapedVal) and kind in ("sum", "mean", "min", "max"):   # X.sum(axis=0)
+            return T.ShapedFinish(tuple(self._agg(spec, slot, s, aggs, need_count)
+                                        for s in value.items.flat), value.shape)
         if not isinstance(value, Scalar) and kind == "fold":
             raise QueryError(f"aggregate() folds single values; the elements are {element_type(value)}: "
                              f"select a value first, e.g. .select({pick_one(value)}).aggregate(func, seed)")
@@ -396,11 +394,11 @@ class Lowering:
         if value.time is not None:
             return self._time_agg(kind, value, aggs, need_count)
         if kind == "sum":
-            acc, res = T.sum_dtype(x.dtype)
+            acc, res = dtypes.sum_dtype(x.dtype)
             aggs.append(Agg("sum", (_cast(x, acc),), acc))
             return T.Finish("sum", here, result_dtype=res)
         if kind == "mean":
-            acc, res = T.mean_dtype(x.dtype)
+            acc, res = dtypes.mean_dtype(x.dtype)
             aggs.append(Agg("sum", (_cast(x, acc),), acc))
             return T.Finish("mean", here, need_count(), result_dtype=res)
         if kind in ("min", "max"):

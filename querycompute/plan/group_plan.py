@@ -23,9 +23,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from querycompute._codegen import expr as E
+from querycompute._codegen.dtypes import mean_dtype, sum_dtype
 from querycompute._codegen.stage_specs import GroupAgg, GroupSpec
 
-from ..graph import terminals as T
 from ..errors import QueryError
 from .fusion import Lowering, _cast, _scalar, _truthy, leaves, refuse_strings, string_leaves
 from .stage_kinds import Stage, traffic_lines
@@ -47,6 +47,9 @@ class GroupStage(Stage):
         p = call.params[self.first:self.first + len(self.spec.params)]
         values = [state[v] if v >= 0 else None for v in self.values]
         return state, keep, ex.runtime.group_by(self.spec, state[:self.keys], values, p, call.rows)
+
+    def host_lines(self, runtime, element_dtypes) -> list:
+        return runtime.describe_group_by(self.spec) or []
 
     def gpu_kernels(self, dialect: str, element_dtypes) -> list:
         from querycompute._codegen.ops import group, group_table
@@ -196,7 +199,7 @@ def _column(kind, v: Scalar, spec, fn_slot, folds: Lowering) -> tuple:
         return _time_column(kind, v)
     x = v.expr
     if kind in ("sum", "mean"):
-        acc, res = T.sum_dtype(x.dtype) if kind == "sum" else T.mean_dtype(x.dtype)
+        acc, res = sum_dtype(x.dtype) if kind == "sum" else mean_dtype(x.dtype)
         return GroupAgg("sum", acc), (kind, res), Scalar(_cast(x, acc), None)
     if kind in ("min", "max"):
         op = kind if x.dtype != "bool" else ("all" if kind == "min" else "any")

@@ -47,6 +47,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..backends.gpu import device_columns as DC
+from ..backends.reference.joins import gather_filled
 from ..errors import QueryError
 from ..graph import graph as G
 from .fusion import leaves, string_leaves
@@ -86,6 +87,9 @@ class JoinStage(KeyedByOther):
         if not getattr(rt, "device_join", False):   # GpuStages: a device join (gpu_join.py)
             state = [DC.to_host(c) for c in state]  # others: the join runs on the host
         return run_join(self, state, call, ex.backend, rt), keep, None
+
+    def host_lines(self, runtime, element_dtypes) -> list:
+        return runtime.describe_join([element_dtypes[k] for k in self.keys], self.key_dtypes, False) or []
 
 
 def columns_of(value) -> tuple:
@@ -257,9 +261,10 @@ class SemiJoinStage(KeyedByOther):
     def dtypes_after(self, current):
         return current if current is None else current[:self.element]
 
-    def host_lines(self, runtime_name: str) -> list:
-        return [f"{runtime_name}: the numpy reference (join_plan.semi_reference: a sort of the other "
-                f"side's key ids, binary searches), a flag per row"]
+    def host_lines(self, runtime, element_dtypes) -> list:
+        return runtime.describe_join([element_dtypes[k] for k in self.keys], self.key_dtypes, True) or \
+            [f"{runtime.name}: the numpy reference (reference/joins.semi_reference: a sort of the "
+             f"other side's key ids, binary searches), a flag per row"]
 
 
 def plan_semi_join(planner, ops: list, at: int) -> None:
@@ -277,22 +282,6 @@ def plan_semi_join(planner, ops: list, at: int) -> None:
                          f"its key occurs among them (the join's key equality); the next pass keeps the "
                          f"{'unflagged' if anti else 'flagged'} rows in order")
     planner.keep, planner.keep_not = True, anti
-
-
-def fill_value(dtype) -> object:
-    dt = np.dtype(dtype)
-    return np.nan if dt.kind == "f" else (False if dt.kind == "b" else 0)
-
-
-def gather_filled(col: np.ndarray, idx: np.ndarray) -> np.ndarray:
-    """col[idx] with idx -1 giving the dtype's fill value (left_join's rows without a match)."""
-    if len(col) == 0:
-        return np.full(len(idx), fill_value(col.dtype), dtype=col.dtype)
-    out = col[np.maximum(idx, 0)]
-    missing = idx < 0
-    if missing.any():
-        out[missing] = fill_value(col.dtype)
-    return out
 
 
 def fusable(stages: tuple, i: int) -> bool:
@@ -409,52 +398,3 @@ def other_key_columns(other, other_key, backend: str) -> tuple:
                         and any(cols[o.input] is c for c in items) for o in prog.outputs):
             return tuple(cols[o.input] for o in prog.outputs)
     return columns_of(q.on(backend).to_array())[2]
-
-
-def join_reference(left_keys, right_keys, outer: bool) -> tuple:
-    """(left indexes, right indexes) of the matching pairs in LINQ's order: left order, then
-    right order among a left row's matches; `outer`: a left row without a match once, with
-    right index -1. Keys are compared as order bits of their common type."""
-    nl, nr = len(left_keys[0]), len(right_keys[0])
-    lid, rid = key_ids(left_keys, right_keys)
-    order = np.argsort(rid, kind="stable")
-    sr = rid[order]
-    lo = np.searchsorted(sr, lid, "left")
-    counts = np.searchsorted(sr, lid, "right") - lo
-    take = np.maximum(counts, 1) if outer else counts
-    li = np.repeat(np.arange(nl, dtype=np.int64), take)
-    starts = np.repeat(lo, take)
-    offs = np.arange(len(li), dtype=np.int64) - np.repeat(np.cumsum(take) - take, take)
-    ri = order[np.minimum(starts + offs, max(nr - 1, 0))].astype(np.int64) if nr else np.zeros(len(li), np.int64)
-    if outer:
-        ri[np.repeat(counts == 0, take)] = -1
-    return li, ri
-
-
-def semi_reference(left_keys, right_keys) -> np.ndarray:
-    """bool per left row: its key occurs among the right keys (join_reference's equality)."""
-    lid, rid = key_ids(left_keys, right_keys)
-    sr = np.sort(rid)
-    pos = np.minimum(np.searchsorted(sr, lid), max(len(sr) - 1, 0))
-    return sr[pos] == lid if len(sr) else np.zeros(len(lid), dtype=bool)
-
-
-def key_ids(left_keys, right_keys) -> tuple:
-    """(left ids, right ids): one integer per row, equal exactly where the keys are: order
-    bits of both sides' common type (all NaNs one value, -0.0 == 0.0); several key columns:
-    one id per distinct tuple."""
-    from querycompute._codegen import order_keys
-    nl, nr = len(left_keys[0]), len(right_keys[0])
-    lb, rb = [], []
-    for a, b in zip(left_keys, right_keys):
-        common = np.promote_types(np.asarray(a).dtype, np.asarray(b).dtype)
-        lb.append(order_keys.transform(np.asarray(a).astype(common)).astype(np.uint64))
-        rb.append(order_keys.transform(np.asarray(b).astype(common)).astype(np.uint64))
-    if len(lb) == 1:
-        lid, rid = lb[0], rb[0]
-    else:                              # several key columns: one id per distinct tuple
-        both = np.concatenate([np.stack(lb, axis=1), np.stack(rb, axis=1)]) if nl + nr else np.zeros((0, len(lb)))
-        _, ids = np.unique(both, axis=0, return_inverse=True)
-        ids = ids.reshape(-1)
-        lid, rid = ids[:nl], ids[nl:]
-    return lid, rid

@@ -197,7 +197,7 @@ def push_predicates(plan: LogicalPlan) -> LogicalPlan:
             if src is not None:
                 join = nodes[i - 3]
                 pushed = replace(n, node=G.Where(n.node.fn), src=src, text=src.text, fields=join.fields,
-                                 dtypes=join.dtypes, note=f"pushed into the join's side from after it (push_predicates)")
+                                 dtypes=join.dtypes, note="pushed into the join's side from after it (push_predicates)")
                 nodes[i - 3:i + 1] = [pushed] + nodes[i - 3:i]
                 moved.append(f"where {n.text} into {join.node.kind}'s side")
     i = 0

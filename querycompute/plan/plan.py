@@ -6,13 +6,15 @@ with a fold not provably associative.
 """
 from __future__ import annotations
 
+import math
 from types import FunctionType
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from querycompute._codegen import expr as E
 from querycompute._codegen.pretty import fmt
-from querycompute._codegen.program import Reduce
+from querycompute._codegen.program import InputSpec, Reduce
 from querycompute._codegen.stage_specs import GroupSpec, ScanSpec
 
 from ..errors import CapturedValueOverflowError, FoldOrderError, QueryError
@@ -22,7 +24,8 @@ from ..frontend.datetimes import loaded, storage
 from ..frontend.shipped import Shipped
 from ..frontend.exact import derived_value, is_derived
 from ..frontend.strings import JOINED, Deferred, is_string_param, param_value as string_param
-from ..frontend.values import StrCodes
+from ..frontend.shaped import ShapedVal
+from ..frontend.values import RecordVal, Scalar, StrCodes, TupleVal
 
 if TYPE_CHECKING:
     from .fusion import Lowered, Lowering
@@ -73,17 +76,12 @@ def _input_name(source: Source, i: int) -> str:
 
 def initial_element(source: Source, dts: tuple, lw: Lowering):
     """The element value the first lambda sees, and the program's inputs."""
-    from querycompute._codegen import expr as E
-    from querycompute._codegen.program import InputSpec
-
-    from ..frontend.values import RecordVal, Scalar, TupleVal
     if source.kind == "range":
         start = lw.b.param(("range", 0), "int64")
         step = lw.b.param(("range", 2), "int64")
         idx = E.Binary("add", start, E.Binary("mul", E.Index(), step, "int64"), "int64")
         return Scalar(idx, None), []
     if source.shapes:                  # shaped elements: several columns per input
-        from ..sources.shaped import initial_element as shaped_element
         return shaped_element(source, dts)
     inputs = [InputSpec(_input_name(source, i), storage(d)) for i, d in enumerate(dts)]
     loads = [loaded(E.Load(i, storage(d)), d) for i, d in enumerate(dts)]
@@ -96,6 +94,30 @@ def initial_element(source: Source, dts: tuple, lw: Lowering):
     if source.kind == "zip":
         return TupleVal(tuple(loads)), inputs
     return RecordVal(tuple(zip(source.fields, loads)), tuple(source.skipped.items())), inputs
+
+
+def shaped_element(source, dts: tuple):
+    """(element value, program inputs) for a source with shaped inputs."""
+    inputs, values, k = [], [], 0
+    for i, s in enumerate(source.shapes):
+        base = _input_name(source, i)
+        if not s:
+            inputs.append(InputSpec(base, dts[k]))
+            values.append(Scalar(E.Load(k, dts[k]), None))
+            k += 1
+            continue
+        arr = np.empty(s, object)
+        m = math.prod(s)
+        for j, idx in enumerate(np.ndindex(s)):      # (element: the GPU may read it whole)
+            inputs.append(InputSpec(f"{base}_{'_'.join(map(str, idx))}", dts[k], (base, j, m)))
+            arr[idx] = Scalar(E.Load(k, dts[k]), None)
+            k += 1
+        values.append(ShapedVal(arr))
+    if source.kind == "array":
+        return values[0], inputs
+    if source.kind == "zip":
+        return TupleVal(tuple(values)), inputs
+    return RecordVal(tuple(zip(source.fields, values))), inputs
 
 
 def lower(source: Source, dts: tuple, ops: tuple, term, infos: list) -> Lowered:

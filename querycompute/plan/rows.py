@@ -92,18 +92,20 @@ class RowPlan:
     params: tuple = ()             # kernel parameter names, in order
     column_kind: str = ""
 
-    def prepare(self, backend: str):
+    def prepare(self, backend: str, stage_runtime=None):
+        """The plan's Prepared on `backend`; `stage_runtime(backend)` gives the GPU runs their
+        StageRuntime (the Runtime's one per backend: its kernel caches)."""
         b = _backend(backend)
         device = _device(b)
         if device == "reference":
-            from ..run.rows_run import NumpyRows
+            from ..backends.reference.rows import NumpyRows
             return NumpyRows(self)
         if device == "host":
-            from ..run.rows_run import NumbaRows
+            from ..backends.cpu.rows_numba import NumbaRows
             return NumbaRows(self)
         if device == "gpu" and b.caps.stage_runtime:    # backends/gpu_rows.py, _codegen/ops/rows_gpu.py
             from ..backends.gpu.gpu_rows import prepare
-            return prepare(self, backend)
+            return prepare(self, stage_runtime(backend))
         raise BackendUnavailableError(
             f"long rows (elements of {self.k} values) run on the numpy, cpu, opencl, cuda and "
             f"webgpu backends; the {backend} long-row kernels are not built yet")

@@ -49,8 +49,10 @@ class Stage:
         """Per kernel launch that touches every element: bytes read + written per element."""
         return []
 
-    def host_lines(self, runtime_name: str) -> list:
-        """A host runtime's description, where the runtime has none of its own."""
+    def host_lines(self, runtime, element_dtypes) -> list:
+        """explain()'s lines on a host runtime (`runtime`: its StageRuntime): the runtime's own
+        description of the operator where it has one (its describe_<op>), else the stage's.
+        `element_dtypes`: the dtypes of the columns going into the stage."""
         return []
 
     def dtypes_after(self, current):
@@ -157,10 +159,10 @@ class SortStage(Stage):
         return traffic_lines(head, rows, [f"  gather of the element columns: {g} B per "
                                           f"{'output row' if self.window else 'element'}"])
 
-    def host_lines(self, runtime_name: str) -> list:
+    def host_lines(self, runtime, element_dtypes) -> list:
         if self.window is not None:
-            return [f"top-k (per-chunk candidates, then a sort of those); {runtime_name} column operation"]
-        return [_radix_line(self.spec, runtime_name)]
+            return [f"top-k (per-chunk candidates, then a sort of those); {runtime.name} column operation"]
+        return [_radix_line(self.spec, runtime.name)]
 
 
 def _radix_line(spec, runtime_name: str) -> str:
@@ -192,8 +194,8 @@ class DistinctStage(Stage):
         return traffic_lines("stable LSD radix sort of the keys (8-bit digits), then flags where a key changes",
                              sort.bytes_per_element(self.spec, distinct=True, dialect=dialect))
 
-    def host_lines(self, runtime_name: str) -> list:
-        return [_radix_line(self.spec, runtime_name)]
+    def host_lines(self, runtime, element_dtypes) -> list:
+        return runtime.describe_distinct(self.spec) or [_radix_line(self.spec, runtime.name)]
 
 
 @dataclass(frozen=True)
@@ -223,7 +225,7 @@ class ScanStage(Stage):
         from querycompute._codegen.ops import scan
         return traffic_lines(scan.describe(self.spec, dialect), self.gpu_rows(dialect))
 
-    def host_lines(self, runtime_name: str) -> list:
+    def host_lines(self, runtime, element_dtypes) -> list:
         b = np.dtype(self.spec.dtype).itemsize
         return [f"two passes over fixed chunks (chunk totals, then running fold with carry-in): "
                 f"reads {2 * b} B, writes {b} B per element"]

@@ -354,7 +354,8 @@ def _prepare(backend, lowered: Lowered, text: str):
     try:
         with codegen_errors(backend.name), compiling(f"the {backend.name} kernel for {text}"):
             if getattr(lowered, "row_plan", None) is not None:   # long rows (rows.py)
-                prepared = lowered.row_plan.prepare(backend.name)
+                from . import pipeline
+                prepared = lowered.row_plan.prepare(backend.name, pipeline.stage_runtime)
             elif getattr(lowered, "staged", False):      # a plan of stages (stages.py)
                 from . import pipeline
                 from ..plan.group_narrow import for_backend     # no 64-bit types (webgpu)

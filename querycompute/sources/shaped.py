@@ -23,6 +23,8 @@ import sys
 
 import numpy as np
 
+from querycompute._codegen.elements import address
+
 from ..errors import QueryError
 
 MAX_SCALARS = 64        # element size (scalars) up to which elements are scalarized
@@ -87,36 +89,6 @@ def columns(source) -> tuple:
     return tuple(cols)
 
 
-def initial_element(source, dts: tuple):
-    """(element value, program inputs) for a source with shaped inputs."""
-    from querycompute._codegen import expr as E
-    from querycompute._codegen.program import InputSpec
-
-    from ..frontend.shaped import ShapedVal
-    from ..frontend.values import RecordVal, Scalar, TupleVal
-    from ..plan.plan import _input_name
-    inputs, values, k = [], [], 0
-    for i, s in enumerate(source.shapes):
-        base = _input_name(source, i)
-        if not s:
-            inputs.append(InputSpec(base, dts[k]))
-            values.append(Scalar(E.Load(k, dts[k]), None))
-            k += 1
-            continue
-        arr = np.empty(s, object)
-        m = math.prod(s)
-        for j, idx in enumerate(np.ndindex(s)):      # (element: the GPU may read it whole)
-            inputs.append(InputSpec(f"{base}_{'_'.join(map(str, idx))}", dts[k], (base, j, m)))
-            arr[idx] = Scalar(E.Load(k, dts[k]), None)
-            k += 1
-        values.append(ShapedVal(arr))
-    if source.kind == "array":
-        return values[0], inputs
-    if source.kind == "zip":
-        return TupleVal(tuple(values)), inputs
-    return RecordVal(tuple(zip(source.fields, values))), inputs
-
-
 def refuse_staged(source, ops=(), term=None) -> None:
     """Staged operators (order_by, distinct, take, ... and last / element_at / single) run on
     scalar columns (stages.py) and don't read shaped elements yet: refused, naming the first
@@ -149,32 +121,6 @@ def as_block(lowered):
         return lowered
     terminal = replace(p.terminal, element=len(p.program.outputs))
     return replace(lowered, pass_=replace(p, terminal=terminal))
-
-
-def address(a: np.ndarray) -> int:
-    """The address of a's first element."""
-    return a.__array_interface__["data"][0]
-
-
-def component_view(cols) -> np.ndarray | None:
-    """The (n, m) view whose [i, j] is cols[j][i], no copy, when the 1-D columns are evenly
-    spaced components of one array (how a shaped input's columns X[:, j] arrive): one dtype
-    and length, column j starting j * step bytes after column 0, one stride for all (any for
-    n = 1); else None. The one test behind every whole-array read of the backends:
-    cpu_elements (a map's (n, m) argument), cpu_columns (row-major column sums) and
-    gpu_elements (the C-contiguous span a kernel reads with wide loads)."""
-    c0 = cols[0]
-    n, m = len(c0), len(cols)
-    if not all(isinstance(c, np.ndarray) and c.ndim == 1 and c.dtype == c0.dtype and len(c) == n for c in cols):
-        return None
-    item = c0.itemsize
-    stride, step = (m * item, item)
-    if n:
-        base = address(c0)
-        stride, step = c0.strides[0], (address(cols[1]) - base if m > 1 else item)
-        if any(address(c) != base + j * step or (n > 1 and c.strides[0] != stride) for j, c in enumerate(cols)):
-            return None
-    return np.lib.stride_tricks.as_strided(c0, (n, m), (stride, step), writeable=c0.flags.writeable)
 
 
 def _block(arrays, m: int):
@@ -214,68 +160,3 @@ def stack(arrays, shape: tuple) -> np.ndarray:
     for j, a in enumerate(arrays):
         flat[:, j] = a
     return out
-
-
-class ShapedFinish:
-    """How a terminal over shaped elements finishes: one terminals.Finish per component,
-    stacked into an array of the element shape (sum() of vec3 elements is a vec3)."""
-    kind = "shaped"
-    agg = 0
-    result_dtype = ""
-
-    def __init__(self, parts: tuple, shape: tuple):
-        self.parts, self.shape = parts, shape
-
-    def finish(self, raw, spec, key):
-        from ..graph.terminals import finish
-        values = [finish(p, raw, spec, key) for p in self.parts]
-        if getattr(spec, "default", 0) is None and all(v is None for v in values):
-            return None                # min/max/mean/first of nothing with default=None: None
-        return np.array(values).reshape(self.shape)
-
-
-def describe(source, backend: str = "", p=None) -> str:
-    """explain()'s line for shaped inputs: the strategy and the bytes each element reads. On
-    a GPU dialect (`p`: the pass), how its kernels read each array (_codegen/elements.py):
-    whole elements with aligned wide loads when the array's elements are C-contiguous, else
-    gathered, one strided load per component."""
-    parts = []
-    for a, s in zip(source._items, source.shapes):
-        if s:
-            nbytes = math.prod(s) * a.dtype.itemsize
-            layout = "contiguous" if a[0:1].flags.c_contiguous else "strided/F-ordered"
-            parts.append(f"{a.dtype}{list(s)} ({nbytes} B/element, {math.prod(s)} scalar "
-                         f"columns, {layout})")
-    text = "shaped elements: " + "; ".join(parts)
-    from .._codegen import gpu
-    if p is not None and backend == "cpu":
-        from .._codegen.dialects.numba_py import whole_arrays
-        if whole_arrays(p):            # a map / compaction (backends/cpu_elements.py)
-            out = (", the result written in place as one (m, k) array"
-                   if getattr(p.terminal, "element", 0) else "")
-            return text + (" -- cpu strategy: scalarized, one element per loop iteration in "
-                           "registers, each array read whole as one (n, m) array (a view; a "
-                           "copy where the components are not evenly spaced: F-ordered or "
-                           f"transposed matrices){out}")
-    if p is None or backend not in gpu.DIALECTS:
-        return text + (" -- strategy: scalarized, one element per thread in registers, each "
-                       "component read as a strided column")
-    from .._codegen import elements
-    from ..backends.gpu.gpu_elements import whole
-    ks = gpu.render(p, backend)
-    wide = gpu.printer(backend).VECTOR_LOADS
-    cols = columns(source)
-    arrays = elements.arrays(p.program)
-    comps = {a.first + j for a in arrays for j in range(a.m)}
-    # one contiguity decision for every input (gpu_launch.LaunchLoop): whole elements only
-    # when every array is element-contiguous and every other column unit-strided
-    odd = [a.name for a in arrays if whole(cols[a.first:a.first + a.m]) is None]
-    odd += [s.name for k, s in enumerate(p.program.inputs) if k not in comps and k < len(cols)
-            and not (cols[k].flags.c_contiguous or len(cols[k]) <= 1)]
-    if odd:
-        how = ("gathered: one strided scalar load per component of every element (the strided "
-               f"variant: {', '.join(odd)} not C-contiguous)")
-    else:
-        how = "; ".join(f"{a.name}: {a.nbytes} B/element, whole elements, "
-                        f"{elements.strategy(a, ks.elems_per_thread, wide)}" for a in arrays) or "scalarized columns"
-    return text + f" -- {backend} strategy: {how}"

@@ -3,7 +3,7 @@ OpenCL C and MSL. WGSL has none: the join's counts and offsets (and wide keys' h
 64-bit integers, which WGSL lacks (DialectCaps.int64 False: webgpu joins on the host reference;
 `without_join` says why).
 
-Equality is that of join_plan.join_reference: the order bits (order_keys.py, spelled by
+Equality is that of reference/joins.join_reference: the order bits (order_keys.py, spelled by
 sort_ir.order_bits) of both sides' keys in their common type; all NaNs one value,
 -0.0 == 0.0. Several key columns are one word: each key's order bits in its width, the first
 key highest, packed into 64 bits (only when their widths add up to <= 64).
@@ -263,7 +263,7 @@ _NAN_BITS = {"uint16": 0x7E00, "uint32": 0x7FC00000, "uint64": 0x7FF800000000000
 
 
 def fill_bits(dtype: str) -> int:
-    """The raw bits of join_plan.fill_value(dtype): NaN (NumPy's) for floats, else 0."""
+    """The raw bits of reference/joins.fill_value(dtype): NaN (NumPy's) for floats, else 0."""
     return _NAN_BITS[order_keys.bits_dtype(dtype)] if D.is_float(dtype) else 0
 
 

@@ -19,10 +19,10 @@ import time
 import numpy as np
 
 from querycompute._codegen import expr as E
+from querycompute._codegen.elements import component_view
 from querycompute._codegen.program import Pass, Reduce
 
 from .rows_columns import reduce_columns, sum_acc, tiles, wants_parallel
-from ...sources.shaped import component_view
 from ..base import KernelRun, Prepared
 from .cpu import launch
 
@@ -72,7 +72,7 @@ def _unlet(v, lets: dict):
 
 
 def as_rows(inputs) -> np.ndarray | None:
-    """The (n, k) array whose columns the 1-D `inputs` are (shaped.component_view, read-only),
+    """The (n, k) array whose columns the 1-D `inputs` are (_codegen/elements.component_view, read-only),
     or None when they are not views of one row-major array (column j at j column steps from
     column 0, one row stride at least a row's span): then the generic pass runs (an F-ordered
     X's columns are contiguous already, and the generic pass reads them as such)."""

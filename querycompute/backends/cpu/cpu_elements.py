@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...sources.shaped import component_view
+from querycompute._codegen.elements import component_view
+
 
 
 def as_2d(cols) -> np.ndarray:
     """The (n, m) array whose [i, j] is cols[j][i]: a view when the columns are evenly spaced
-    components of one array (shaped.component_view), else a C-ordered copy."""
+    components of one array (_codegen/elements.component_view), else a C-ordered copy."""
     view = component_view(cols)
     return view if view is not None else np.stack(cols, axis=1)
 

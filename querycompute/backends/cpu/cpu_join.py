@@ -1,4 +1,4 @@
-"""The cpu backend's join (CpuStages.join): a numba hash join giving join_plan.join_reference's
+"""The cpu backend's join (CpuStages.join): a numba hash join giving reference/joins.join_reference's
 pairs exactly (LINQ's order: left order, then right order among a left row's matches; an
 outer join's unmatched left rows once, with -1).
 

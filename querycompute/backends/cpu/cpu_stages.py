@@ -37,7 +37,6 @@ from querycompute._codegen.dialects import numba_scan
 from querycompute._codegen.dialects.numba_py import CHUNK, storage_dtype
 
 from . import cpu as _cpu
-from ...plan.stage_kinds import DistinctStage
 from ..base import KernelRun
 from ...artifacts import ArtifactCache
 from .cpu_join import CpuJoin, key_types, reference_reason
@@ -238,46 +237,41 @@ class CpuStages(StageRuntime):
             self._join = CpuJoin(self)
         return self._join.member(left_keys, right_keys, rows)
 
-    def describe(self, stage, element_dtypes=()):
-        """explain()'s lines for a group_by or join stage on the cpu (None: the default);
-        `element_dtypes`: the dtypes of the columns going into the stage (a join's keys among
-        them). They name the runtime that really runs the stage (cpu_join.reference_reason)."""
-        from ...plan.group_plan import GroupStage
-        from ...plan.join_plan import JoinStage, SemiJoinStage
-        if isinstance(stage, GroupStage):
-            from querycompute._codegen.dialects.numba_group_fused import fits
-            fused = ("with <= 4096 groups it runs INSIDE the pass above (per-chunk tables; the key "
-                     "and input columns are never stored), else " if fits(stage.spec.key_dtypes) else "")
-            return [f"cpu: {fused}per-chunk group-id tables (<= 4096 groups) or a radix sort, "
-                    "then the aggregates in source-chunk order"]
-        if isinstance(stage, SemiJoinStage):
-            why = reference_reason(key_types([element_dtypes[k] for k in stage.keys], stage.key_dtypes))
+    def describe_group_by(self, spec):
+        from querycompute._codegen.dialects.numba_group_fused import fits
+        fused = ("with <= 4096 groups it runs INSIDE the pass above (per-chunk tables; the key "
+                 "and input columns are never stored), else " if fits(spec.key_dtypes) else "")
+        return [f"cpu: {fused}per-chunk group-id tables (<= 4096 groups) or a radix sort, "
+                "then the aggregates in source-chunk order"]
+
+    def describe_join(self, this_dtypes, other_dtypes, semi):
+        """They name the runtime that really runs the join (cpu_join.reference_reason)."""
+        why = reference_reason(key_types(list(this_dtypes), other_dtypes))
+        if semi:
             if why:
                 return [f"cpu: the join's hash table when the keys pack into one 64-bit word, else the "
-                        f"numpy reference (join_plan.semi_reference; the trace names which ran): {why}"]
+                        f"numpy reference (reference/joins.semi_reference; the trace names which ran): {why}"]
             return ["cpu: the other side's keys built into the join's hash table (join_build), a flag "
                     "per row from a parallel probe (join_member: bloom test, then the table); no pairs, "
                     "nothing gathered"]
-        if isinstance(stage, JoinStage):
-            why = reference_reason(key_types([element_dtypes[k] for k in stage.keys], stage.key_dtypes))
-            if why and "value ranges" in why:
-                return [f"cpu: hash join on the keys packed by their value ranges, or the numpy "
-                        f"reference (join_plan.join_reference) when those do not fit: {why}"]
-            if why:
-                return [f"numpy reference (join_plan.join_reference: a stable sort of the other side's "
-                        f"keys, binary searches), not the cpu hash join: {why}"]
-            return ["cpu: hash join: the smaller side built, the other probed in parallel chunks "
-                    "(a bloom array in front of the table), pairs in LINQ's order"]
-        if isinstance(stage, DistinctStage):
-            words = key_words(stage.spec.key_dtypes)
-            if words is not None:
-                per_row = "one 64-bit word" if len(words) == 1 else "two 64-bit words"
-                return [f"cpu: per-partition hash sets of the keys' order bits ({per_row} per "
-                        f"row), first occurrences kept in source order"]
-            return [f"cpu: the keys ({', '.join(stage.spec.key_dtypes)}) don't fit two 64-bit words "
-                    f"(whole columns in each): a stable LSD radix sort of them, the first row of "
-                    f"each run of equal keys kept"]
-        return None
+        if why and "value ranges" in why:
+            return [f"cpu: hash join on the keys packed by their value ranges, or the numpy "
+                    f"reference (reference/joins.join_reference) when those do not fit: {why}"]
+        if why:
+            return [f"numpy reference (reference/joins.join_reference: a stable sort of the other side's "
+                    f"keys, binary searches), not the cpu hash join: {why}"]
+        return ["cpu: hash join: the smaller side built, the other probed in parallel chunks "
+                "(a bloom array in front of the table), pairs in LINQ's order"]
+
+    def describe_distinct(self, spec):
+        words = key_words(spec.key_dtypes)
+        if words is not None:
+            per_row = "one 64-bit word" if len(words) == 1 else "two 64-bit words"
+            return [f"cpu: per-partition hash sets of the keys' order bits ({per_row} per "
+                    f"row), first occurrences kept in source order"]
+        return [f"cpu: the keys ({', '.join(spec.key_dtypes)}) don't fit two 64-bit words "
+                f"(whole columns in each): a stable LSD radix sort of them, the first row of "
+                f"each run of equal keys kept"]
 
     def fused_group(self, p, spec, keys, values, inputs, params, gparams, n, rows):
         """The pass `p` and the group_by after it in one pass (<= 4096 groups), or None

@@ -35,6 +35,8 @@ from functools import lru_cache
 
 import numpy as np
 
+from querycompute._codegen.dtypes import sum_dtype
+
 from .numba_loader import kernel_files, load
 
 SUM_BLOCK = 512              # rows summed into a block vector before joining the tile's partials
@@ -66,7 +68,6 @@ def tiles(m: int, k: int) -> tuple[int, int]:
 def sum_acc(dtype: str) -> str:
     """The accumulator of X.sum(axis=0): NumPy's sum dtype (float16 in float32, ints in
     int64 / uint64, float32 and float64 in themselves; see the module docstring)."""
-    from ...graph.terminals import sum_dtype
     return sum_dtype(dtype)[0]
 
 

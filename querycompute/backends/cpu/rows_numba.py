@@ -18,13 +18,18 @@ column-tiled: rows_columns.py's kernel (the cpu backend's one column reduction).
 """
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 from querycompute._codegen import dtypes as D
+from querycompute._codegen.dtypes import mean_dtype, sum_dtype
 from querycompute._codegen.dialects.numba_py_expr import ExprPrinter, register_type
 from querycompute._codegen.dialects.numba_py_helpers import helper_source
 from querycompute._codegen.order_keys import minmax_key, minmax_key_text
 
+from ..base import KernelRun
+from ..reference.rows import _Rows, _column
 from .numba_loader import PRELUDE
 from .numba_loader import load
 
@@ -206,14 +211,12 @@ def compile_plan(plan):
                 X.size >= least, lambda par: mod.call("qc_rows" if par else "qc_rows_serial", X, *p))
             return (out.astype(np.float16) if plan.final.dtype == "float16" else out), cache, compile_ms
         return rows
-    from ...run.rows_run import _column
     kind = plan.column_kind
 
     def columns(X):                 # rows_columns.py: tiles of row chunks x column blocks
         if len(X) == 0:
             return _column(kind, np.zeros((0, X.shape[1]), X.dtype)), "memory", 0.0
         from .rows_columns import reduce_columns, wants_parallel
-        from ...graph.terminals import mean_dtype, sum_dtype
         op = "sum" if kind == "mean" else kind
         _, (res, cache, compile_ms) = launch(bool(wants_parallel(*X.shape)),
                                              lambda par: reduce_columns(X, (op,), par))
@@ -227,3 +230,27 @@ def compile_plan(plan):
             res = res.astype(plan.dtype, copy=False)
         return res, cache, compile_ms
     return columns
+
+
+class NumbaRows(_Rows):
+    """Generated numba kernels (rows_numba.py), loaded through the cpu backend's numba loader
+    (its disk cache); each flavour compiles, or loads from the cache, on its first call."""
+    dialect = "numba"
+
+    def __init__(self, plan):
+        super().__init__(plan)
+        t0 = time.perf_counter()
+        self.kernel = compile_plan(plan)
+        self.compile_ms = (time.perf_counter() - t0) * 1e3
+
+    def run_quick(self, inputs, params, n):
+        t0 = time.perf_counter()
+        X = inputs[0]
+        if X.dtype == np.float16:            # held as float32 (exact), rounded as float16
+            X = X.astype(np.float32)
+        out, cache, compile_ms = self.kernel(X, *params)
+        return [out], ((time.perf_counter() - t0) * 1e3 - compile_ms, (n,), cache, compile_ms)
+
+    def trace_rows(self, row):
+        ms, grid, cache, compile_ms = row
+        return [KernelRun(self.name, self.dialect, grid, (), cache, compile_ms, ms)]

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...sources.shaped import component_view
+from querycompute._codegen.elements import component_view
+
 
 
 def whole(cols) -> np.ndarray | None:
     """The 1-D span of n * m scalars whose element i, component j is cols[j][i], when the
-    columns are the components of C-contiguous elements of one array (shaped.component_view
+    columns are the components of C-contiguous elements of one array (_codegen/elements.component_view
     with a step of one scalar and a stride of m); else None."""
     view = component_view(cols)
     if view is None:

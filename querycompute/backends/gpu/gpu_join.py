@@ -1,6 +1,6 @@
 """GpuStages.join and gather_filled: the hash join of _codegen/ops/join_gpu.py on the device
 (opencl, cuda; CUDA C and MSL through the CPU harness), returning the index pairs of
-join_plan.join_reference exactly (LINQ's order: left order, then right order among a left
+reference/joins.join_reference exactly (LINQ's order: left order, then right order among a left
 row's matches; left_join: an unmatched left row once, with right index -1).
 
     1. both sides' keys hashed (qc_join_hash: order bits in the common type, packed into one
@@ -35,6 +35,7 @@ from querycompute._codegen.stage_specs import ScanSpec, SortSpec
 
 from . import device_columns as DC
 from .gpu_stages import _bits, _device, index_dtype
+from ..reference.joins import gather_filled as host_gather
 from ..stage_runtime import NumpyStages
 
 _ACC, _ITEM = E.Var("acc", "int64"), E.Var("item", "int64")
@@ -149,9 +150,8 @@ def member(stages, left_keys, right_keys, rows: list):
 
 def gather_filled(stages, cols, idx, rows: list, idx_dtype: str | None = None) -> list:
     """[col[idx] with idx -1 giving the dtype's fill value (NaN / 0 / False)] on the device
-    (join_plan.gather_filled's kernel: ops/join_gpu.render_gather_filled);
+    (reference/joins.gather_filled's kernel: ops/join_gpu.render_gather_filled);
     `idx_dtype`: idx's dtype where it is not that of the columns' length (the count kernel's int64 lo)."""
-    from ...plan.join_plan import gather_filled as host_gather
     if not cols:
         return []
     m = len(idx)

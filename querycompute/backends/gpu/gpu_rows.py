@@ -3,16 +3,18 @@ through the backend's GpuStages (gpu_stages.py: its compile + disk-cache path an
 launch loop; webgpu: webgpu_stages.WebGPUStages, the same kernels printed as WGSL). X goes in
 as its flat C-ordered buffer (a strided X is copied contiguous first:
 the kernels index (i, j) as i * k + j). Results come back as host arrays; the mean's
-division and the final dtype casts follow rows_run._column, so every backend agrees."""
+division and the final dtype casts follow reference/rows._column, so every backend agrees."""
 from __future__ import annotations
 
 import time
 
 import numpy as np
 
+from querycompute._codegen.dtypes import mean_dtype, sum_dtype
 from querycompute._codegen.ops import rows_gpu
 
 from ..base import KernelRun, Prepared
+from ..reference.rows import _column
 
 
 def describe(plan) -> str:
@@ -44,7 +46,6 @@ class GpuRows(Prepared):
         return self._ks
 
     def run_quick(self, inputs, params, n):
-        from ...run.rows_run import _column
         t0 = time.perf_counter()
         X = np.asarray(inputs[0])
         p = self.plan
@@ -57,11 +58,9 @@ class GpuRows(Prepared):
             raw = self.stages._run(self._key, self.kernel_set, [flat], [m, rows_gpu.chunk_count(m)], k, rows)
             out = np.asarray(raw[0])
             if p.column_kind == "mean":
-                from ...graph.terminals import mean_dtype
                 acc, res = mean_dtype(p.dtype)
                 out = (out.astype(acc) / np.array(m, acc)).astype(res)
             elif p.column_kind == "sum":
-                from ...graph.terminals import sum_dtype
                 out = out.astype(sum_dtype(p.dtype)[1])
             else:
                 out = out.astype(p.dtype)
@@ -94,6 +93,6 @@ def render(plan, dialect: str):
     return rows_gpu.render_rows(plan.steps, plan.final, plan.dtype, plan.params, dts, dialect, "qc_rows")
 
 
-def prepare(plan, backend: str) -> GpuRows:
-    from ...run.pipeline import stage_runtime
-    return GpuRows(plan, stage_runtime(backend))
+def prepare(plan, rt) -> GpuRows:
+    """The long-row plan's kernels on the GPU whose StageRuntime is `rt`."""
+    return GpuRows(plan, rt)

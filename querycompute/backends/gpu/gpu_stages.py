@@ -211,7 +211,7 @@ class GpuStages(StageRuntime):
         return without_join(self.dialect) is None
 
     def join(self, left_keys, right_keys, outer: bool, rows: list) -> tuple:
-        """The device hash join of gpu_join.py (LINQ's order, join_plan.join_reference's pairs)."""
+        """The device hash join of gpu_join.py (LINQ's order, reference/joins.join_reference's pairs)."""
         from .gpu_join import join
         return join(self, left_keys, right_keys, outer, rows)
 
