@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 
-from querycompute._codegen.errors import CodegenError, UnsupportedType
+from querycompute._codegen.errors import CodegenError, HostOnly, UnsupportedType
 
 
 class QueryError(Exception):
@@ -48,6 +48,12 @@ class FoldOrderError(QueryError):
     function and the fix (`associative=True` if it is, or `.on("cpu")`)."""
 
 
+class HostOnlyError(QueryError):
+    """The plan reads a string function's table (one value per distinct string, computed on
+    the host: s.endswith(x), "x" in s, len(s)) and the backend is a GPU dialect, whose kernels
+    don't take one; the numpy and cpu backends run it (`auto` runs it on cpu)."""
+
+
 class BackendUnavailableError(QueryError):
     """The backend can't run on this machine; the message says why and what to install."""
 
@@ -85,5 +91,6 @@ def codegen_errors(backend: str):
     try:
         yield
     except CodegenError as exc:
-        cls = UnsupportedTypeError if isinstance(exc, UnsupportedType) else QueryError
+        cls = UnsupportedTypeError if isinstance(exc, UnsupportedType) else \
+            HostOnlyError if isinstance(exc, HostOnly) else QueryError
         raise cls(f"backend {backend!r}: {exc}") from exc

@@ -17,5 +17,16 @@ class UnsupportedType(CodegenError):
                          + "; cast to a supported type or run this query on another backend")
 
 
+class HostOnly(CodegenError):
+    """The pass reads a table parameter (expr.Lookup: a string function's value per distinct
+    string), which kernels of this dialect don't take."""
+
+    def __init__(self, dialect: str):
+        super().__init__(f"{dialect} kernels don't read string functions' tables (s.endswith(x), "
+                         f"\"x\" in s, len(s): one value per distinct string, computed on the host); "
+                         f"run this query on cpu or numpy (auto does), or compare the string "
+                         f"column by ==, <, `in` a set or .startswith(), which are code ranges")
+
+
 class InvalidName(CodegenError):
     """A name in the Pass is not a valid C identifier."""

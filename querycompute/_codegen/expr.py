@@ -97,6 +97,17 @@ class Param(Expr):
 
 
 @dataclass(frozen=True)
+class Lookup(Expr):
+    """Entry `index` of the table parameter `table` (a ParamSpec with table=True: one value
+    per distinct string of a string column, computed per call on the host): how a string
+    function that is no code range (endswith, a substring `in`, len) reads its value per row,
+    `index` being the row's code."""
+    table: str
+    index: Expr
+    dtype: str
+
+
+@dataclass(frozen=True)
 class Load(Expr):
     """The current element of input buffer number `input` (index into ElementProgram.inputs)."""
     input: int
@@ -181,6 +192,8 @@ def children(e: Expr) -> tuple[Expr, ...]:
         return (e.x,)
     if isinstance(e, Where):
         return (e.cond, e.a, e.b)
+    if isinstance(e, Lookup):
+        return (e.index,)
     return ()
 
 

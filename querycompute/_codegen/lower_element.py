@@ -16,7 +16,7 @@ from . import dtypes as D
 from . import elements
 from . import expr as E
 from . import kernel_ir as K
-from .errors import InvalidName
+from .errors import HostOnly, InvalidName
 from .launch import KernelArg
 from .program import ElementProgram, Filter, Let
 
@@ -55,6 +55,8 @@ def rename(e: E.Expr, prog: ElementProgram, extra: dict | None = None) -> E.Expr
         return E.Var(INDEX.name, "int64")
     if isinstance(e, E.Param):
         return E.Var(f"p_{e.name}", e.dtype)
+    if isinstance(e, E.Lookup):
+        raise HostOnly("GPU")
     if isinstance(e, E.Var):
         return (extra or {}).get(e.name) or E.Var(f"v_{e.name}", e.dtype)
     kids = {f.name: rename(getattr(e, f.name), prog, extra)

@@ -19,6 +19,8 @@ def fmt(e: E.Expr) -> str:
         return f"{e.name}:{e.dtype}"
     if t is E.Load:
         return f"in{e.input}[i]"
+    if t is E.Lookup:
+        return f"{e.table}[{fmt(e.index)}]"
     if t is E.Index:
         return "i"
     if t is E.Var:

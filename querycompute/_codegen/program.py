@@ -41,10 +41,14 @@ class InputSpec:
 class ParamSpec:
     """A scalar kernel parameter (captured value); expressions refer to it with expr.Param.
     `origin` says, for messages only, what the parameter stands for when it is no captured
-    value: "range" for qc.range's int64 start and step."""
+    value: "range" for qc.range's int64 start and step. `table`: the parameter is a 1-D
+    array of `dtype` computed per call, read only through expr.Lookup (a string function's
+    value per distinct string: frontend/strings.py); only the host backends take one
+    (BackendCaps.lookup_tables)."""
     name: str
     dtype: str
     origin: str = field(default="", compare=False, repr=False)
+    table: bool = False
 
 
 @dataclass(frozen=True)

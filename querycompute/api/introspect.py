@@ -169,6 +169,9 @@ def _kernel_traffic(p, backend: str, n: int) -> tuple[list[str], int, int]:
     CUDA kernels', and explain() prints no kernel lines for them."""
     from querycompute._codegen import gpu
     from querycompute._codegen.traffic import launch_traffic
+    if backend not in gpu.DIALECTS and any(s.table for s in p.program.params):
+        per = sum(np.dtype(s.dtype).itemsize for s in p.program.inputs)   # (no GPU kernel reads
+        return [], per, per                     # a string function's table: nothing to count)
     dialect = backend if backend in gpu.DIALECTS else "cuda"
     with codegen_errors(dialect):
         ks = gpu.render(p, dialect)

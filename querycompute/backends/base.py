@@ -116,6 +116,9 @@ class BackendCaps:
     streams: bool = False
     # it folds in element order, so a fold not provably associative runs (plan/plan.py, refuse_parallel)
     in_order_fold: bool = False
+    # it reads table parameters (expr.Lookup: a string function's value per distinct string,
+    # frontend/strings.py); False: the GPU dialects, which refuse such a plan (HostOnlyError)
+    lookup_tables: bool = False
 
 
 class Backend:

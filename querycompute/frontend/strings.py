@@ -17,17 +17,36 @@ being ("const", text) or ("cap", captured name); `param_value` computes them at 
                          members.MAX_MEMBERS strings: one parameter per member, bucketed)
 
 A string constant or captured str may stand on either side. Two string columns compare only
-when they are the same column (one dictionary). Everything else that would read the codes as
-numbers (arithmetic, numeric functions, aggregates, truthiness) is refused, and so are strings
-built inside a lambda (concatenation, f-strings, str methods that make strings).
+when they are the same column (one dictionary).
+
+What is no code range is a *string function*: a Python expression of one string column and
+constants / captured values, bool or int valued (s.endswith("x"), "special" in s, len(s),
+s.lower() == "x", s[:2] == "13", int(s[:2]), re.search(p, s), s.count("a") > 1). The host
+evaluates it with Python itself, once per distinct string of this call's dictionary, into a
+*table* parameter (("str", "table", column, (text, dtype, captures, where)): one value per
+code, a bool or int64 array; cached while the dictionary lives), and the kernel reads the
+row's entry, table[code] (expr.Lookup). So its semantics are Python's str methods exactly, its
+cost is one evaluation per distinct value plus a gather per row, and only the host backends
+(numpy, cpu: BackendCaps.lookup_tables) run it; `auto` runs such a plan on cpu. A left join's
+unmatched (None) string gets False / 0.
+
+Everything else that would read the codes as numbers (arithmetic, numeric functions,
+aggregates, truthiness) is refused, and so are strings built inside a lambda as values
+(concatenation, f-strings, str methods that make strings) outside such a function.
 """
 from __future__ import annotations
 
 import ast
+import builtins
+import copy
+import re
 from bisect import bisect_left, bisect_right
 
 import numpy as np
 
+from querycompute._codegen import expr as E
+
+from ..artifacts import ArtifactCache
 from ..errors import QueryError
 from .members import Members
 from .translate_ops import FLIP, binary, const, fail, logical, logical_not, select
@@ -36,14 +55,13 @@ from .values import Scalar, StrCodes
 CODE = "int32"
 SUPPORTED = ("on a string column: == and != against a string constant or a captured str, "
              "< <= > >=, `in` a tuple of strings (or a captured tuple/list/set of str), "
-             ".startswith(prefix); passing the column on (a field, a key of group_by / "
+             ".startswith(prefix); string functions with a bool or int value (s.endswith(x), "
+             "\"x\" in s, len(s), s.lower() == x, s[:2] == x, re.search(p, s), ...: evaluated "
+             "once per distinct string); passing the column on (a field, a key of group_by / "
              "order_by / distinct)")
 BUILT = ("strings built inside a lambda (concatenation, formatting, str methods that make a "
          "string) are not supported: kernels see a string column as integer codes; build the "
          "strings before querying (a new column in the DataFrame) and compare the column")
-NOT_YET = ("is not supported yet on string columns (only operations that are code ranges of "
-           "the sorted dictionary are); compute it before querying, e.g. "
-           "df['ends'] = df.name.str.endswith('x'), and read that column")
 _CMP = {ast.Eq: "eq", ast.NotEq: "ne", ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge"}
 
 
@@ -54,6 +72,11 @@ def codes(s: StrCodes) -> Scalar:
 
 def is_string_param(name) -> bool:
     return type(name) is tuple and len(name) == 4 and name[0] == "str"
+
+
+def is_table_param(name) -> bool:
+    """A string function's table parameter (ParamSpec.table)."""
+    return is_string_param(name) and name[1] == "table"
 
 
 def refuse_numeric(v, at: str, what: str) -> None:
@@ -68,6 +91,8 @@ def param_value(name: tuple, dictionaries: dict, env: dict) -> np.int32:
     """The code parameter ("str", kind, column, arg) for this call's dictionary of column."""
     _, kind, column, arg = name
     d = dictionaries[column]
+    if kind == "table":
+        return _table(d, column, arg, env)
     s = env[arg[1]] if arg[0] == "cap" else arg[1]
     if type(s) is not str:
         raise QueryError(f"captured {arg[1]!r} was a str when the query was compiled and is now "
@@ -116,7 +141,184 @@ _ORIGIN = {"code": "the code of {t} in {c}'s dictionary (-1: absent)",
 def origin(name: tuple) -> str:
     """What a string parameter carries, for explain()."""
     _, kind, column, arg = name
+    if kind == "table":
+        return f"`{arg[0].replace(HOST_VAR, column)}` per distinct string of {column} ({arg[1]} table)"
     return _ORIGIN[kind].format(t=repr(arg[1]) if arg[0] == "const" else arg[1], c=column)
+
+
+# --- string functions: per distinct value, on the host -------------------------------------
+HOST_VAR = "_qc_s"              # the string's name in a string function's text
+BOOL_METHODS = ("startswith", "endswith", "isalnum", "isalpha", "isascii", "isdecimal",
+                "isdigit", "isidentifier", "islower", "isnumeric", "isprintable", "isspace",
+                "istitle", "isupper")
+INT_METHODS = ("count", "find", "rfind", "index", "rindex")
+STR_METHODS = ("lower", "upper", "casefold", "strip", "lstrip", "rstrip", "title",
+               "capitalize", "swapcase", "replace", "removeprefix", "removesuffix", "zfill",
+               "center", "ljust", "rjust", "split", "rsplit", "partition", "rpartition")
+_RE_BOOL = ("search", "match", "fullmatch")
+_BUILTINS = {"len": "int64", "int": "int64", "ord": "int64", "bool": "bool"}
+_ALLOWED_BUILTINS = frozenset(_BUILTINS) | {"str", "min", "max", "abs"}
+_TABLES = ArtifactCache("string function tables", 64)
+
+
+def _scan(tr, node: ast.AST):
+    """(string column references: [(ast node, StrCodes)], other per-row values: [ast node],
+    free names) of an expression: what a string function reads."""
+    refs, others, names, bad = [], [], set(), []
+
+    def rooted(n) -> bool:
+        while isinstance(n, (ast.Attribute, ast.Subscript)):
+            n = n.value
+        return isinstance(n, ast.Name) and n.id in tr.locals
+
+    def visit(n):
+        if isinstance(n, (ast.Name, ast.Attribute, ast.Subscript)) and rooted(n):
+            try:
+                v = tr.value(n)
+            except QueryError:          # s[:2], s.lower: an operation on the string
+                v = None
+            if type(v) is StrCodes:
+                refs.append((n, v))
+                return
+            if v is not None:
+                others.append(n)
+                return
+        elif isinstance(n, ast.Name):
+            names.add(n.id)
+            return
+        elif isinstance(n, (ast.Lambda, ast.GeneratorExp, ast.ListComp, ast.SetComp,
+                            ast.DictComp, ast.NamedExpr, ast.Await, ast.Yield)):
+            bad.append(n)
+        for c in ast.iter_child_nodes(n):
+            visit(c)
+    visit(node)
+    return refs, others + bad, names
+
+
+def _free_value(tr, name: str, at: str):
+    """What a free name of a string function stands for, checked: a captured constant, the
+    re module, an allowed builtin."""
+    if name in _ALLOWED_BUILTINS and tr._lookup_quiet(name) in (None, getattr(builtins, name)):
+        return None                     # the builtin itself (no capture)
+    v = tr._lookup_quiet(name)
+    if v is re:
+        return v
+    if isinstance(v, Members):
+        fail(at, f"captured {name!r} is tested for membership elsewhere in this lambda; "
+                 f"a string function reads a captured set that is used only inside it", "string")
+    ok = (str, int, float, bool, type(None))
+    if isinstance(v, ok) or (isinstance(v, (tuple, frozenset)) and all(isinstance(x, ok) for x in v)):
+        return v
+    fail(at, f"{name!r} ({type(v).__name__}) in a string function: it may read the string, "
+             f"constants, captured str / int / float / bool values or tuples of them, the re "
+             f"module and {', '.join(sorted(_ALLOWED_BUILTINS))}", "string")
+
+
+def host(tr, node: ast.AST, dtype: str, at: str):
+    """`node` as a string function of one string column (module docstring): the kernel reads
+    table[code]. None when the node reads no string column; a located error when it reads two
+    columns or a per-row value besides the string (those are split: compute the string
+    function alone, e.g. `len(s) > r.n` reads len(s) as one)."""
+    refs, others, names = _scan(tr, node)
+    if not refs:
+        return None
+    columns = sorted({v.column for _, v in refs})
+    if len(columns) > 1:
+        fail(at, f"`{ast.unparse(node)}` reads string columns {columns[0]!r} and {columns[1]!r}: "
+                 f"a string function reads one column (it is evaluated per distinct string of "
+                 f"that column's dictionary)", "string")
+    if others and not all(isinstance(o, (ast.Name, ast.Attribute, ast.Subscript)) for o in others):
+        fail(at, f"`{ast.unparse(others[-1])}` in a string function: only expressions (calls, "
+                 f"comparisons, slices, operators) are evaluated per string", "string")
+    if others:
+        fail(at, f"`{ast.unparse(node)}` mixes string column {columns[0]!r} with "
+                 f"`{ast.unparse(others[0])}`, a value per row: a string function reads one "
+                 f"string column and constants only; compute it alone and combine the results "
+                 f"(e.g. `len(r.name) > r.n`)", "string")
+    captured = []
+    for name in sorted(names):
+        if name == HOST_VAR:
+            fail(at, f"the name {HOST_VAR!r} is reserved in string functions", "string")
+        if _free_value(tr, name, at) is not None:
+            captured.append((name, tr.prefix + name))
+    memo: dict = {}
+    body = copy.deepcopy(node, memo)     # memo: id(original node) -> its copy
+    ids = {id(memo[id(n)]) for n, _ in refs}
+
+    class Put(ast.NodeTransformer):
+        def visit(self, n):
+            if id(n) in ids:
+                return ast.copy_location(ast.Name(HOST_VAR, ast.Load()), n)
+            return self.generic_visit(n)
+    text = ast.unparse(Put().visit(body))
+    try:
+        compile(f"lambda {HOST_VAR}: {text}", at, "eval")
+    except SyntaxError as exc:          # (never for an expression the lambda parsed)
+        fail(at, f"`{ast.unparse(node)}` can't be a string function: {exc}", "string")
+    table = tr.new_param(("str", "table", columns[0], (text, dtype, tuple(captured), at)), dtype)
+    return Scalar(E.Lookup(table.name, codes(refs[0][1]).expr, dtype))
+
+
+
+def _table(d: np.ndarray, column: str, arg: tuple, env) -> np.ndarray:
+    """The table of a string function (module docstring) for this call's dictionary `d` of
+    `column`: its value per distinct string, by Python. Kept while `d` lives (a table's
+    dictionary, an Arrow column's cached encoding), for the same captured values."""
+    text, dtype, captured, at = arg
+    values = {name: env[key] for name, key in captured}
+    key = (id(d), len(d), text, dtype, tuple((k, type(v), v) for k, v in values.items()))
+    hit = _TABLES.get(key)
+    if hit is not None and hit[0] is d:
+        return hit[1]
+    fn = eval(compile(f"lambda {HOST_VAR}: {text}", at, "eval"), {"__builtins__": builtins, **values})
+    none_first = len(d) > 0 and d[0] is None          # a left join's unmatched: False / 0
+    out = np.zeros(len(d), dtype)
+    s = None
+    try:
+        if dtype == "bool":
+            for k in range(int(none_first), len(d)):
+                s = d[k]
+                out[k] = bool(fn(s))
+        else:
+            for k in range(int(none_first), len(d)):
+                s = d[k]
+                v = fn(s)
+                if type(v) is not int:
+                    raise TypeError(f"its value is {type(v).__name__} {v!r}, not an int")
+                out[k] = v
+    except Exception as exc:
+        shown = text.replace(HOST_VAR, column)
+        raise QueryError(f"{at}: the string function `{shown}` raised {type(exc).__name__}: {exc} "
+                         f"for the string {s!r} of column {column!r} (string functions run in "
+                         f"Python, once per distinct string)") from None
+    _TABLES.put(key, (d, out))
+    return out
+
+
+def host_compare(tr, node: ast.Compare):
+    """A comparison that needs the host as a whole (a substring `in`, `is` / `is not`, an
+    operand that computes on the string: s.lower() == x, s[:2] == x, len(s) == 3): its
+    string function, bool; None when the code ranges answer it or it reads per-row values
+    besides one string column (then its operands are string functions on their own)."""
+    refs, others, _ = _scan(tr, node)
+    if not refs or others:
+        return None
+    direct = {id(n) for n, _ in refs}
+    nodes = [node.left] + node.comparators
+    computed = any(id(n) not in direct and not _plain_set(tr, n) and _reads_string(tr, n) for n in nodes)
+    substring = any(isinstance(op, (ast.In, ast.NotIn)) and id(right) in direct
+                    for op, right in zip(node.ops, node.comparators))
+    identity = any(isinstance(op, (ast.Is, ast.IsNot)) for op in node.ops)
+    if not (computed or substring or identity):
+        return None
+    return host(tr, node, "bool", tr.at(node))
+
+
+def _plain_set(tr, node: ast.AST) -> bool:
+    """A tuple / list / set of string literals or a captured set: what `s in ...` tests by codes."""
+    if isinstance(node, ast.Name) and node.id not in tr.locals:
+        return type(tr._lookup_quiet(node.id)) is Members
+    return isinstance(node, (ast.Tuple, ast.List, ast.Set)) and all(isinstance(e, ast.Constant) for e in node.elts)
 
 
 # --- translation ----------------------------------------------------------------------------
@@ -198,9 +400,6 @@ def _compare(tr, op: str, a, b, na: ast.AST, nb: ast.AST, at: str) -> Scalar:
 
 def _member(tr, a, na: ast.AST, right: ast.AST, at: str) -> Scalar:
     if type(a) is tuple:                              # "special" in r.comment
-        b = tr.value(right)
-        if type(b) is StrCodes:
-            fail(at, f"a substring test `in` {NOT_YET}", "In")
         fail(at, f"a string in {ast.unparse(right)}: the right of `in` must be a string column "
                  f"or, for a string column on the left, a set of strings", "In")
     if type(a) is not StrCodes:                       # a number in a set of strings
@@ -242,51 +441,62 @@ def _member(tr, a, na: ast.AST, right: ast.AST, at: str) -> Scalar:
     return logical("or", [binary("eq", x, _param(tr, "code", a.column, t), at) for t in args], at)
 
 
-_METHODS_NOT_YET = ("endswith", "find", "count", "index", "rfind", "isdigit", "isalpha",
-                    "isspace", "islower", "isupper")
-
-
 def call(tr, node: ast.Call):
-    """s.startswith(...) and len(s) / a str method on a string column; None when the call
-    is not on a string column."""
+    """A call on a string column: s.startswith(literal prefixes) as code ranges; a method,
+    len() / int() / ord() / bool() or re.search / match / fullmatch of it as a string function
+    (host); None when the call reads no string column."""
     f = node.func
-    if isinstance(f, ast.Name) and f.id == "len" and f.id not in tr.locals and len(node.args) == 1 \
-            and tr._lookup_quiet("len") is len:
-        v = tr.value(node.args[0])
-        if type(v) is StrCodes:
-            fail(tr.at(node), f"len() {NOT_YET}", "string")
-        return None
+    at = tr.at(node)
+    if isinstance(f, ast.Name) and f.id in _BUILTINS and f.id not in tr.locals \
+            and tr._lookup_quiet(f.id) in (None, getattr(builtins, f.id)):
+        return host(tr, node, _BUILTINS[f.id], at) if len(node.args) == 1 and _reads_string(tr, node) else None
     if not isinstance(f, ast.Attribute):
         return None
     if _text(tr, f.value) is not None:
-        fail(tr.at(node), f"a method of a string value (.{f.attr}): {BUILT}", "string")
+        fail(at, f"a method of a string value (.{f.attr}): {BUILT}", "string")
     root = f.value
-    while isinstance(root, (ast.Attribute, ast.Subscript)):
-        root = root.value
-    if not (isinstance(root, ast.Name) and root.id in tr.locals):
-        return None                     # a module's function (np.sqrt), not a column's method
-    base = tr.value(f.value)
-    if type(base) is not StrCodes:
+    while isinstance(root, (ast.Attribute, ast.Subscript, ast.Call)):
+        root = root.func if isinstance(root, ast.Call) else root.value
+    if not isinstance(root, ast.Name):
         return None
-    at = tr.at(node)
-    if f.attr in _METHODS_NOT_YET:
-        fail(at, f".{f.attr}() {NOT_YET}", "string")
-    if f.attr != "startswith":
-        fail(at, f".{f.attr}() on string column {base.column!r}: {BUILT}", "string")
-    if node.keywords or len(node.args) != 1:
-        fail(at, "startswith takes one prefix here (no start / end positions)", "string")
-    arg = node.args[0]
-    prefixes = arg.elts if isinstance(arg, ast.Tuple) else [arg]
-    x = codes(base)
-    parts = []
-    for p in prefixes:
-        t = _text(tr, p)
-        if t is None:
-            fail(tr.at(p), f"startswith's prefix {ast.unparse(p)} is not a string (a literal "
-                           f"or a captured str)", "string")
-        parts.append(logical("and", [binary("ge", x, _param(tr, "plo", base.column, t), at),
-                                     binary("lt", x, _param(tr, "phi", base.column, t), at)], at))
-    return parts[0] if len(parts) == 1 else logical("or", parts, at)
+    if root.id not in tr.locals:        # a module's function: np.sqrt, or re.search(p, s)
+        if tr._lookup_quiet(root.id) is re and f.attr in _RE_BOOL and _reads_string(tr, node):
+            return host(tr, node, "bool", at)
+        return None
+    if not _reads_string(tr, f.value):
+        return None
+    base = _direct(tr, f.value)
+    if f.attr == "startswith" and base is not None and not node.keywords and len(node.args) == 1:
+        prefixes = node.args[0].elts if isinstance(node.args[0], ast.Tuple) else [node.args[0]]
+        texts = [_text(tr, p) for p in prefixes]
+        if all(t is not None for t in texts):      # code ranges of the sorted dictionary
+            x = codes(base)
+            parts = [logical("and", [binary("ge", x, _param(tr, "plo", base.column, t), at),
+                                     binary("lt", x, _param(tr, "phi", base.column, t), at)], at)
+                     for t in texts]
+            return parts[0] if len(parts) == 1 else logical("or", parts, at)
+    if f.attr in BOOL_METHODS:
+        return host(tr, node, "bool", at)
+    if f.attr in INT_METHODS:
+        return host(tr, node, "int64", at)
+    if f.attr in STR_METHODS:
+        fail(at, f".{f.attr}() makes a string, which a kernel can't hold: compare it "
+                 f"(`{ast.unparse(node)} == \"x\"`) or test it (.endswith(...), len(...)), which "
+                 f"is evaluated once per distinct string", "string")
+    fail(at, f".{f.attr}() on a string column is not supported; supported {SUPPORTED}", "string")
+
+
+def _reads_string(tr, node: ast.AST) -> bool:
+    return bool(_scan(tr, node)[0])
+
+
+def _direct(tr, node: ast.AST):
+    """The StrCodes `node` is when it is a string column itself (not an operation on one)."""
+    try:
+        v = tr.value(node)
+    except QueryError:
+        return None
+    return v if type(v) is StrCodes else None
 
 
 def binop(tr, node: ast.BinOp) -> None:

@@ -314,6 +314,9 @@ class _Translator:
         return unary(UNARYOPS[type(node.op)], x, self.at(node))
 
     def _Compare(self, node: ast.Compare) -> Value:
+        out = strings.host_compare(self, node)   # "x" in s, s.lower() == "x": per distinct string
+        if out is not None:
+            return out
         if len(node.ops) == 1 and type(node.ops[0]) in (ast.Is, ast.IsNot) \
                 and isinstance(node.comparators[0], ast.Constant) and node.comparators[0].value is None:
             m = self._outer(node.left, f"`{ast.unparse(node)}`")         # a left join's b

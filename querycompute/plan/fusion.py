@@ -19,6 +19,7 @@ from querycompute._codegen.program import Agg, ElementProgram, Filter, Let, Para
 from ..graph import terminals as T
 from ..errors import QueryError, UnsupportedLambdaError, UnsupportedTypeError
 from ..frontend import RecordVal, Scalar, TupleVal, translate
+from ..frontend.strings import is_table_param
 from ..frontend.values import StrCodes
 from ..frontend.datetimes import isnat, times_of, weaken
 from ..frontend.shaped import ShapedVal, map_items
@@ -88,7 +89,8 @@ class _Builder:
         if key not in self._param_index:
             p = E.Param(f"p{len(self.params)}", dtype)
             self._param_index[key] = p
-            self.params.append(ParamSpec(p.name, dtype, origin="range" if key[0] == "range" else ""))
+            self.params.append(ParamSpec(p.name, dtype, origin="range" if key[0] == "range" else "",
+                                         table=is_table_param(key[1])))
             self.bindings.append(key + (dtype,))
         return self._param_index[key]
 

@@ -13,17 +13,18 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from querycompute._codegen import expr as E
+from querycompute._codegen.errors import HostOnly
 from querycompute._codegen.pretty import fmt
 from querycompute._codegen.program import InputSpec, Reduce
 from querycompute._codegen.stage_specs import GroupSpec, ScanSpec
 
-from ..errors import CapturedValueOverflowError, FoldOrderError, QueryError
+from ..errors import CapturedValueOverflowError, FoldOrderError, HostOnlyError, QueryError
 from ..graph.graph import Count, JoinArg, ScanArg, slot_functions
 from ..frontend.capture import LambdaSource, capture_values, lambda_source
 from ..frontend.datetimes import loaded, storage
 from ..frontend.shipped import Shipped
 from ..frontend.exact import derived_value, is_derived
-from ..frontend.strings import JOINED, Deferred, is_string_param, param_value as string_param
+from ..frontend.strings import JOINED, Deferred, is_string_param, is_table_param, param_value as string_param
 from ..frontend.shaped import ShapedVal
 from ..frontend.values import RecordVal, Scalar, StrCodes, TupleVal
 
@@ -245,3 +246,11 @@ def refuse_parallel(backend: str, caps, lowered) -> None:
     folds = in_order_folds(lowered)
     if folds:
         raise FoldOrderError(fold_message(folds[0], f"backend {backend!r}"))
+
+
+def refuse_tables(backend: str, caps, lowered) -> None:
+    """HostOnlyError when `backend` (its BackendCaps `caps`) reads no table parameters and the
+    plan has a string function (frontend/strings.py: its values per distinct string)."""
+    if caps.lookup_tables or not any(is_table_param(key[1]) for key in lowered.bindings):
+        return
+    raise HostOnlyError(f"backend {backend!r}: {HostOnly(backend)}")

@@ -34,11 +34,11 @@ from ..backends.base import KernelRun, Trace
 from ..cache import disk_cache
 from ..plan.column_use import narrowed
 from .compiled import Compiled, Unusable
-from ..errors import BackendUnavailableError, FoldOrderError, QueryError, codegen_errors
+from ..errors import BackendUnavailableError, FoldOrderError, HostOnlyError, QueryError, codegen_errors
 from ..graph.graph import Terminal, heavy, slot_functions
 from ..log import compiling, logger
 from .runtime import RUNTIME
-from ..plan.plan import call_dictionaries, lower, param_values, refuse_parallel, slot_info
+from ..plan.plan import call_dictionaries, lower, param_values, refuse_parallel, refuse_tables, slot_info
 from ..sources.sources import is_device_array
 from ..sources.string_columns import decode
 from ..frontend.datetimes import refuse_times, viewed
@@ -257,11 +257,15 @@ def _failed(q, term: Terminal, fns, name: str, n: int, exc: Exception, t0: float
     that `auto` falls back from (e.g. a GPU newer/older than NVRTC can compile for); so is a
     FoldOrderError (a fold only the cpu runs in element order), without marking the GPU broken."""
     in_order = isinstance(exc, FoldOrderError)
-    own_error = isinstance(exc, QueryError) and not isinstance(exc, (BackendUnavailableError, FoldOrderError))
+    host_only = isinstance(exc, HostOnlyError)
+    own_error = isinstance(exc, QueryError) and not isinstance(
+        exc, (BackendUnavailableError, FoldOrderError, HostOnlyError))
     if q._backend != "auto" or name in ("cpu", "numpy") or own_error:
         raise exc
     if in_order:
         why = f"{name} folds in parallel only and the fold is not provably associative; ran on cpu in element order"
+    elif host_only:
+        why = f"{name} kernels don't read string functions' tables (values per distinct string); ran on cpu"
     else:
         registry.mark_broken(name, f"{type(exc).__name__}: {exc}")
         why = f"{name} failed at run time ({type(exc).__name__}: {exc}); reran on cpu"
@@ -325,6 +329,7 @@ def _compiled(name, source, cols, q, term, infos, tiered) -> tuple:
         lowered = lower(source, source.dtypes(cols), q.nodes(), term, infos)
         refuse_parallel(name, registry.get(name).caps, lowered)   # a fold only cpu / numpy run in order
         refuse_times(name, registry.get(name).caps, source)        # dates are int64 ticks
+        refuse_tables(name, registry.get(name).caps, lowered)     # string functions: host only
         text = describe(q, term, infos)
         differs = tiers.differs(lowered, name) if tiered else None
         if differs:                       # the numpy tier would answer with other bits

@@ -105,6 +105,8 @@ class ExprPrinter:
             return self.param_name(e.name)
         if isinstance(e, E.Load):
             return self.load_name(e.input)
+        if isinstance(e, E.Lookup):
+            return f"{self.param_name(e.table)}[{self.value(e.index)}]"
         if isinstance(e, E.Index):
             return f"np.int64({self.index_name})"
         if isinstance(e, E.Var):

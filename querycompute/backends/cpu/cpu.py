@@ -286,12 +286,21 @@ def _compile_entries(p: Pass, ns: dict) -> None:
     arrays = numba_py.whole_arrays(p)
     if arrays:                        # shaped elements read whole (cpu_elements.py)
         inputs = bind(arrays, inputs)
-    params = [np.dtype(_param_type(s.dtype)).type(0) for s in prog.params]
+    params = [np.zeros(1, s.dtype) if s.table else np.dtype(_param_type(s.dtype)).type(0)
+              for s in prog.params]
     Launch(p, ns)(0, inputs, params)
 
 
 def _param_type(dtype: str) -> str:
     return "float32" if dtype == "float16" else dtype     # float16 is held in float32
+
+
+def param_args(specs, values) -> list:
+    """Parameter values as the numba kernels take them: a scalar as its NumPy type (a Python
+    number would make numba compile a float64 / int64 variant; float16 is held in float32),
+    a table parameter (ParamSpec.table: a string function's values per distinct string) as
+    the array it is."""
+    return [v if s.table else np.dtype(_param_type(s.dtype)).type(v) for s, v in zip(specs, values)]
 
 
 class CpuPrepared(Prepared):
@@ -313,7 +322,8 @@ class CpuPrepared(Prepared):
         self._f16_inputs = tuple(k for k, s in enumerate(prog.inputs) if s.dtype == "float16")
         self._whole = numba_py.whole_arrays(p)      # arrays of shaped elements read whole
         # the scalar type each param must arrive as (float16 params travel as float32)
-        self._param_types = tuple(np.dtype(_param_type(s.dtype)).type for s in prog.params)
+        self._param_types = tuple(np.ndarray if s.table else np.dtype(_param_type(s.dtype)).type
+                                  for s in prog.params)
         self._f16_outputs = tuple(k for k, d in enumerate(prog.output_dtypes) if d == "float16")
         self._convs = (agg_converters(p.terminal.aggs) if isinstance(p.terminal, Reduce)
                        else None)
@@ -328,8 +338,7 @@ class CpuPrepared(Prepared):
         if self._whole:           # each array's component columns as one (n, m) argument
             inputs = bind(self._whole, inputs)
         if params and tuple(map(type, params)) != self._param_types:
-            # a Python number would make numba compile a float64/int64 variant
-            params = [pt(v) for pt, v in zip(self._param_types, params)]
+            params = param_args(self.p.program.params, params)
         launch = self._launch
         convs = self._convs
         raw = launch.call(n, inputs, params)
@@ -416,7 +425,7 @@ class CpuBackend(Backend):
     dialect = "numba"
     # numba-compiled chunks on the host's cores; column operations of its own (cpu_stages.py);
     # a fold not provably associative runs in element order, chunk after chunk
-    caps = BackendCaps(device="host", in_order_fold=True)
+    caps = BackendCaps(device="host", in_order_fold=True, lookup_tables=True)
 
     def __init__(self):
         self._available: tuple[bool, str] | None = None

@@ -30,6 +30,7 @@ from querycompute._codegen.dialects import numba_group
 from querycompute._codegen.dialects.numba_py import CHUNK, storage_dtype
 from querycompute._codegen.stage_specs import SortSpec
 
+from .cpu import param_args
 from .numba_loader import load, stage_kernels_source
 from ...artifacts import ArtifactCache
 
@@ -74,8 +75,7 @@ class CpuGroupBy:
         ks = numba_group.accumulating(spec)
         vals = [np.ascontiguousarray(values[k], dtype=spec.aggs[k].dtype) for k in ks]
         vals = [v.view(storage_dtype(str(v.dtype))) for v in vals]
-        ps = [np.dtype("float32" if p.dtype == "float16" else p.dtype).type(v)
-              for p, v in zip(spec.params, params)]
+        ps = param_args(spec.params, params)
         word = None                     # the key column whose order bits are the word
         if len(keys) == 1:
             word = keys[0]

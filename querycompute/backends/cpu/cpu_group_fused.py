@@ -20,6 +20,7 @@ from querycompute._codegen.dialects import numba_group, numba_group_fused
 from querycompute._codegen.dialects.numba_py import storage_dtype
 from querycompute._codegen.dialects.numba_scan import PRELUDE
 
+from .cpu import param_args
 from .cpu_group import GROUP_TABLE_MAX, kernels_source
 from .numba_loader import load
 from ...artifacts import ArtifactCache
@@ -44,15 +45,13 @@ class CpuFusedGroup:
     def __call__(self, p, spec, keys: int, values: tuple, inputs, params, gparams, n: int, rows):
         """The group_by's raw result ((group keys, agg columns, counts), as
         CpuStages.group_by) computed from the pass's inputs, or None (module doc)."""
-        from .cpu import _param_type
         if (self.limit <= 0 or not numba_group_fused.fits(spec.key_dtypes) or getattr(p.terminal, "window", None) is not None
                 or numba_group.in_order(spec)):      # per-chunk partials can't serve an in-order fold
             return None
         prog = p.program
         ins = [np.asarray(x) for x in inputs]
         ins = [x.view(np.uint16) if s.dtype == "float16" else x for x, s in zip(ins, prog.inputs)]
-        ps = [np.dtype(_param_type(s.dtype)).type(v) for s, v in zip(prog.params, params)]
-        gps = [np.dtype(_param_type(s.dtype)).type(v) for s, v in zip(spec.params, gparams)]
+        ps, gps = param_args(prog.params, params), param_args(spec.params, gparams)
         st = self.stages
         mod = self._module(p, spec, keys, tuple(values))
         label = ""

@@ -37,6 +37,7 @@ from querycompute._codegen.dialects import numba_scan
 from querycompute._codegen.dialects.numba_py import CHUNK, storage_dtype
 
 from . import cpu as _cpu
+from .cpu import param_args
 from ..base import KernelRun
 from ...artifacts import ArtifactCache
 from .cpu_join import CpuJoin, key_types, reference_reason
@@ -195,8 +196,7 @@ class CpuStages(StageRuntime):
         mod = self._scan_module(spec)
         store = np.dtype(storage_dtype(spec.dtype))
         out = np.empty(n, store)
-        ps = [np.dtype("float32" if p.dtype == "float16" else p.dtype).type(v)
-              for p, v in zip(spec.params, params)]
+        ps = param_args(spec.params, params)
         self._run(mod, spec.name, n, rows, "", x.view(store), out, *ps)
         return out.view(dtype)
 
@@ -211,8 +211,7 @@ class CpuStages(StageRuntime):
         first), in the scan's register type; the pass fused after the scan runs the second
         phase in its own loop (dialects/numba_scan_fused.py, pipeline.StagedPrepared)."""
         x = np.ascontiguousarray(values, dtype=np.dtype(spec.dtype))
-        ps = [np.dtype("float32" if p.dtype == "float16" else p.dtype).type(v)
-              for p, v in zip(spec.params, params)]
+        ps = param_args(spec.params, params)
         store = np.dtype(storage_dtype(spec.dtype))
         return self._run(self._scan_module(spec), f"{spec.name}_carries", len(x), rows, "",
                          x.view(store), *ps)

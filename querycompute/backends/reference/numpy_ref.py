@@ -92,6 +92,8 @@ class _Eval:
             return np.dtype(e.dtype).type(e.value)
         if t is E.Param:
             return self.params[e.name]
+        if t is E.Lookup:
+            return self.params[e.table][self(e.index)]
         if t is E.Index:
             return np.arange(self.offset, self.offset + self.n, dtype=np.int64)
         if t is E.Cast:
@@ -177,7 +179,7 @@ class NumpyBackend(Backend):
     name = "numpy"
     dialect = "numpy"
     # the reference interpreter: whole-array NumPy calls, folds in element order
-    caps = BackendCaps(device="reference", in_order_fold=True)
+    caps = BackendCaps(device="reference", in_order_fold=True, lookup_tables=True)
 
     def availability(self):
         return True, "NumPy reference interpreter (always available)"
