@@ -1,4 +1,4 @@
-"""Issue 14 item 7: the guide's group_by and join examples run as written (each block saved
+"""Issue 14 item 7: the guide's group_by and join examples (and issue 29's Strings) run as written (each block saved
 as a file and run: lambdas need a source file)."""
 import pathlib
 import re
@@ -16,7 +16,7 @@ def _blocks(section: str) -> list[str]:
     return re.findall(r"```python\n(.*?)```", text[start:end], re.S)
 
 
-@pytest.mark.parametrize("section", ["Grouping: group_by", "Joining: join and left_join"])
+@pytest.mark.parametrize("section", ["Grouping: group_by", "Joining: join and left_join", "Strings"])
 def test_item7_guide_examples_run(section, tmp_path):
     blocks = _blocks(section)
     assert blocks
