@@ -1,5 +1,5 @@
-"""TPC-H Q1, Q6, Q12, the joins Q3, Q5, Q17, the dated Q7, Q8, Q9 and Q4, Q10, Q11, Q14, Q15,
-Q18, Q19, Q20, Q21, Q22 on querycompute against DuckDB, polars and hand-written NumPy (Q1, Q6, Q12 only);
+"""All 22 TPC-H queries (Q1, Q6, Q12, the joins Q3, Q5, Q17, the dated Q7, Q8, Q9 and Q2, Q4,
+Q10, Q11, Q13, Q14, Q15, Q16, Q18, Q19, Q20, Q21, Q22) on querycompute against DuckDB, polars and hand-written NumPy (Q1, Q6, Q12 only);
 `qc-<backend>-strings` rows run the tpch_queries.TEXTED queries again over the parquet
 files' real string columns.
 

@@ -1,5 +1,6 @@
-"""TPC-H Q1, Q6, Q12, the joins Q3, Q5, Q17, the dated joins Q7, Q8, Q9, and Q4, Q10, Q11,
-Q14, Q15, Q18, Q19, Q20, Q21, Q22 (written over real strings only), for each engine benchmarks/tpch.py compares.
+"""The 22 TPC-H queries: Q1, Q6, Q12, the joins Q3, Q5, Q17, the dated joins Q7, Q8, Q9, and
+Q2, Q4, Q10, Q11, Q13, Q14, Q15, Q16, Q18, Q19, Q20, Q21, Q22 (written over real strings only),
+for each engine benchmarks/tpch.py compares.
 
 Every implementation is a *setup* function: setup(tables[, backend]) -> a callable with no
 arguments that computes the query (what is timed). Setup does what a user does once: build
@@ -24,10 +25,13 @@ helper `year_of` (inlined into the kernel), DuckDB says `year(date '1970-01-01' 
 casts to Date. Q9's `p_name like '%green%'` is evaluated once per distinct name on the host
 (p_name is an int32 code) and its codes kept by a semi-join (until issue 29 item 4).
 
-Q4, Q10, Q11, Q14, Q15, Q18, Q19, Q20, Q21 and Q22 are written over the parquet files' real string columns only (`t.texted`:
-`o.o_orderpriority` as a group key, `p.p_type.startswith("PROMO")` in a join's result, `r.box in
-c1` over a joined part's containers); their string results are mapped back to codes
-(`t.coded`) to compare. Q1, Q12, Q3, Q5, Q17, Q7 and Q8 run both ways (TEXTED).
+Q2, Q4, Q10, Q11, Q13, Q14, Q15, Q16, Q18, Q19, Q20, Q21 and Q22 are written over the parquet
+files' real string columns only (`t.texted`: `o.o_orderpriority` as a group key,
+`p.p_type.startswith("PROMO")` in a join's result, `r.box in c1` over a joined part's
+containers; Q2's LIKE '%BRASS' as `p.p_type.endswith("BRASS")`, Q13's and Q16's LIKE
+'%a%b%' as `re.search("a.*b", ...)`: string functions, evaluated once per distinct string);
+their string results are mapped back to codes (`t.coded`) to compare. DuckDB and polars run
+those over the same strings (`<table>_text` tables, LIKE / str.contains). Q1, Q12, Q3, Q5, Q17, Q7 and Q8 run both ways (TEXTED).
 
 Q3, Q5 and Q17 are "shaped" on querycompute: strings as codes (until issue 29 item 4), and
 what the library has no operator for yet done on the host, on the small grouped result: the
@@ -38,6 +42,8 @@ Hand-written NumPy versions exist for Q1, Q6 and Q12 only (PEERS lists who has w
 The querycompute lambdas live in this file because querycompute reads them from source.
 """
 from __future__ import annotations
+
+import re
 
 import numpy as np
 
@@ -71,6 +77,10 @@ Q15_FROM, Q15_TO = day("1996-01-01"), day("1996-04-01")
 Q11_NATION, Q11_FRACTION = "GERMANY", 0.0001          # the fraction is 0.0001 / SF (the spec)
 Q21_NATION = "SAUDI ARABIA"
 Q22_CODES = ("13", "17", "18", "23", "29", "30", "31")    # (sorted: a group's index is its order)
+Q13_WORD1, Q13_WORD2 = "special", "requests"              # o_comment not like '%special%requests%'
+Q16_BRAND, Q16_TYPE = "Brand#45", "MEDIUM POLISHED"
+Q16_SIZES = (49, 14, 23, 45, 19, 3, 36, 9)
+Q2_SIZE, Q2_TYPE, Q2_REGION = 15, "BRASS", "EUROPE"
 
 Q1_COLUMNS = ("l_returnflag", "l_linestatus", "sum_qty", "sum_base_price", "sum_disc_price",
               "sum_charge", "avg_qty", "avg_price", "avg_disc", "count_order")
@@ -89,6 +99,10 @@ Q11_COLUMNS = ("ps_partkey", "value")
 Q21_COLUMNS = ("s_name", "numwait")
 Q22_COLUMNS = ("cntrycode", "numcust", "totacctbal")
 Q18_COLUMNS = ("c_name", "c_custkey", "o_orderkey", "o_orderdate", "o_totalprice", "sum_qty")
+Q13_COLUMNS = ("c_count", "custdist")
+Q16_COLUMNS = ("p_brand", "p_type", "p_size", "supplier_cnt")
+Q2_COLUMNS = ("s_acctbal", "s_name", "n_name", "p_partkey", "p_mfgr", "s_address", "s_phone",
+              "s_comment")
 # Columns each query reads (the bytes behind a GB/s figure)
 READS = {"Q6": ("l_shipdate", "l_discount", "l_quantity", "l_extendedprice"),
          "Q1": ("l_shipdate", "l_returnflag", "l_linestatus", "l_quantity", "l_extendedprice",
@@ -335,6 +349,69 @@ def duckdb_q18(t):
     return lambda: _columns(Q18_COLUMNS, _rows(con.execute(sql).fetchall(), len(Q18_COLUMNS)))
 
 
+def _text_tables(con, t, *tables):
+    """Register `<table>_text`: the table with its real strings (SQL's LIKE reads them)."""
+    import pyarrow as pa
+    for table in tables:
+        con.register(f"{table}_text", pa.table(t.texted(table)))
+
+
+def _coded(t, cols, columns: tuple, strings: dict) -> dict:
+    """A SQL / polars result over real strings (its columns) with its string columns
+    (`strings`: result column -> tpch column) mapped to the codes the other engines' hold."""
+    return _columns(columns, [t.coded(strings[n], c) if n in strings and len(c) else c
+                              for n, c in zip(columns, cols)])
+
+
+def duckdb_q13(t):
+    con = _duckdb(t)
+    _text_tables(con, t, "orders")
+    sql = f"""select c_count, count(*) as custdist
+              from (select c_custkey, count(o_orderkey) as c_count
+                    from customer left outer join orders_text
+                      on c_custkey = o_custkey and o_comment not like '%{Q13_WORD1}%{Q13_WORD2}%'
+                    group by c_custkey) as c_orders
+              group by c_count order by custdist desc, c_count desc"""
+    return lambda: _columns(Q13_COLUMNS, _rows(con.execute(sql).fetchall(), len(Q13_COLUMNS)))
+
+
+def duckdb_q16(t):
+    con = _duckdb(t)
+    _text_tables(con, t, "part", "supplier")
+    sizes = ", ".join(map(str, Q16_SIZES))
+    sql = f"""select p_brand, p_type, p_size, count(distinct ps_suppkey) as supplier_cnt
+              from partsupp, part_text
+              where p_partkey = ps_partkey and p_brand <> '{Q16_BRAND}'
+                and p_type not like '{Q16_TYPE}%' and p_size in ({sizes})
+                and ps_suppkey not in (select s_suppkey from supplier_text
+                                       where s_comment like '%Customer%Complaints%')
+              group by p_brand, p_type, p_size
+              order by supplier_cnt desc, p_brand, p_type, p_size"""
+    strings = {"p_brand": "p_brand", "p_type": "p_type"}
+    return lambda: _coded(t, _rows(con.execute(sql).fetchall(), 4), Q16_COLUMNS, strings)
+
+
+Q2_STRINGS = {"s_name": "s_name", "n_name": "n_name", "p_mfgr": "p_mfgr", "s_address": "s_address",
+              "s_phone": "s_phone", "s_comment": "s_comment"}
+
+
+def duckdb_q2(t):
+    con = _duckdb(t)
+    _text_tables(con, t, "part", "supplier", "nation", "region")
+    sql = f"""select s_acctbal, s_name, n_name, p_partkey, p_mfgr, s_address, s_phone, s_comment
+              from part_text, supplier_text, partsupp, nation_text, region_text
+              where p_partkey = ps_partkey and s_suppkey = ps_suppkey and p_size = {Q2_SIZE}
+                and p_type like '%{Q2_TYPE}' and s_nationkey = n_nationkey
+                and n_regionkey = r_regionkey and r_name = '{Q2_REGION}'
+                and ps_supplycost = (select min(ps_supplycost)
+                                     from partsupp, supplier_text, nation_text, region_text
+                                     where p_partkey = ps_partkey and s_suppkey = ps_suppkey
+                                       and s_nationkey = n_nationkey and n_regionkey = r_regionkey
+                                       and r_name = '{Q2_REGION}')
+              order by s_acctbal desc, n_name, s_name, p_partkey limit 100"""
+    return lambda: _coded(t, _rows(con.execute(sql).fetchall(), 8), Q2_COLUMNS, Q2_STRINGS)
+
+
 def _rows(rows: list, width: int):
     """A SQL result's columns (empty columns for no rows)."""
     return list(zip(*rows)) if rows else [()] * width
@@ -413,6 +490,54 @@ def duckdb_q9(t):
 def _frame(t, table):
     import polars as pl
     return pl.from_arrow(t.arrow(table)).lazy()
+
+
+def _text_frame(t, table):
+    import polars as pl
+    import pyarrow as pa
+    return pl.from_arrow(pa.table(t.texted(table))).lazy()
+
+
+def polars_q13(t):
+    import polars as pl
+    c = pl.col
+    orders = _text_frame(t, "orders").filter(~c("o_comment").str.contains(f"{Q13_WORD1}.*{Q13_WORD2}"))
+    q = (_frame(t, "customer").join(orders, left_on="c_custkey", right_on="o_custkey", how="left")
+         .group_by("c_custkey").agg(c("o_orderkey").count().alias("c_count"))
+         .group_by("c_count").agg(pl.len().alias("custdist"))
+         .sort(["custdist", "c_count"], descending=[True, True]))
+    return lambda: _columns(Q13_COLUMNS, q.collect().get_columns())
+
+
+def polars_q16(t):
+    import polars as pl
+    c = pl.col
+    parts = _text_frame(t, "part").filter((c("p_brand") != Q16_BRAND) & ~c("p_type").str.starts_with(Q16_TYPE)
+                                          & c("p_size").is_in(list(Q16_SIZES)))
+    complaints = _text_frame(t, "supplier").filter(c("s_comment").str.contains("Customer.*Complaints"))
+    q = (_frame(t, "partsupp").join(complaints, left_on="ps_suppkey", right_on="s_suppkey", how="anti")
+         .join(parts, left_on="ps_partkey", right_on="p_partkey")
+         .group_by("p_brand", "p_type", "p_size").agg(c("ps_suppkey").n_unique().alias("supplier_cnt"))
+         .sort(["supplier_cnt", "p_brand", "p_type", "p_size"], descending=[True, False, False, False]))
+    strings = {"p_brand": "p_brand", "p_type": "p_type"}
+    return lambda: _coded(t, q.collect().get_columns(), Q16_COLUMNS, strings)
+
+
+def polars_q2(t):
+    import polars as pl
+    c = pl.col
+    parts = _text_frame(t, "part").filter((c("p_size") == Q2_SIZE) & c("p_type").str.ends_with(Q2_TYPE))
+    europe = _text_frame(t, "nation").join(_text_frame(t, "region").filter(c("r_name") == Q2_REGION),
+                                           left_on="n_regionkey", right_on="r_regionkey", how="semi")
+    offers = (_frame(t, "partsupp").join(parts, left_on="ps_partkey", right_on="p_partkey")
+              .join(_text_frame(t, "supplier").join(europe, left_on="s_nationkey", right_on="n_nationkey"),
+                    left_on="ps_suppkey", right_on="s_suppkey"))
+    cheapest = offers.group_by("ps_partkey").agg(c("ps_supplycost").min().alias("least"))
+    q = (offers.join(cheapest, on="ps_partkey").filter(c("ps_supplycost") == c("least"))
+         .sort(["s_acctbal", "n_name", "s_name", "ps_partkey"], descending=[True, False, False, False])
+         .head(100).select("s_acctbal", "s_name", "n_name", c("ps_partkey").alias("p_partkey"), "p_mfgr",
+                           "s_address", "s_phone", "s_comment"))
+    return lambda: _coded(t, q.collect().get_columns(), Q2_COLUMNS, Q2_STRINGS)
 
 
 def polars_q6(t):
@@ -1245,25 +1370,109 @@ def qc_q22(t, backend):
     return run
 
 
+def qc_q13(t, backend):
+    """Q13 over real strings: LIKE '%special%requests%' as a string function (`re.search`,
+    evaluated once per distinct comment), count(o_orderkey) of a left join as a count of its
+    matched rows per customer (qc.matched), then a group_by of those counts (a query over the
+    groups), ORDER BY custdist desc, c_count desc."""
+    pattern = f"{Q13_WORD1}.*{Q13_WORD2}"
+    orders = qc.query(t.texted("orders")).where(lambda o: re.search(pattern, o.o_comment) is None)
+    customers = qc.query(t.customer).on(backend)
+
+    def run():
+        per_customer = (customers.left_join(orders, lambda c: c.c_custkey, lambda o: o.o_custkey,
+                                            lambda c, o: {"cust": c.c_custkey, "has": qc.matched(o)})
+                        .group_by(lambda r: r.cust).agg(n=qc.count(lambda r: r.has)).query())
+        r = (per_customer.group_by(lambda g: g.n).count()
+             .order_by_descending(lambda g: g.count).then_by_descending(lambda g: g.key).to_array())
+        return _columns(Q13_COLUMNS, (r["key"], r["count"]))
+    return run
+
+
+def qc_q16(t, backend):
+    """Q16 over real strings: `<>` a brand, NOT LIKE 'MEDIUM POLISHED%' as `not startswith`, IN a
+    captured tuple of sizes, NOT IN a subquery as except_by over suppliers whose comment
+    matches '%Customer%Complaints%' (a string function), COUNT(DISTINCT) per (brand, type,
+    size) of a joined part's strings, ORDER BY a count then strings."""
+    brand, kind, sizes = Q16_BRAND, Q16_TYPE, Q16_SIZES
+    parts = qc.query(t.texted("part")).where(
+        lambda p: p.p_brand != brand and not p.p_type.startswith(kind) and p.p_size in sizes)
+    complaints = qc.query(t.texted("supplier")).where(
+        lambda s: re.search("Customer.*Complaints", s.s_comment) is not None)
+    partsupp = qc.query(t.partsupp).on(backend)
+
+    def run():
+        g = (partsupp.except_by(complaints, lambda ps: ps.ps_suppkey, lambda s: s.s_suppkey)
+             .join(parts, lambda ps: ps.ps_partkey, lambda p: p.p_partkey,
+                   lambda ps, p: {"brand": p.p_brand, "type": p.p_type, "size": p.p_size,
+                                  "supp": ps.ps_suppkey})
+             .group_by(lambda r: (r.brand, r.type, r.size)).agg(cnt=qc.count_distinct(lambda r: r.supp)))
+        r = (g.order_by_descending(lambda g: g.cnt).then_by(lambda g: g.key_0)
+             .then_by(lambda g: g.key_1).then_by(lambda g: g.key_2).to_array())
+        return _columns(Q16_COLUMNS, (t.coded("p_brand", r["key_0"]), t.coded("p_type", r["key_1"]),
+                                      r["key_2"], r["cnt"]))
+    return run
+
+
+def qc_q2(t, backend):
+    """Q2 over real strings: LIKE '%BRASS' as `p_type.endswith(...)` (a string function), the
+    suppliers of a region (a semi-join, then a join carrying five of their string columns),
+    the correlated min(ps_supplycost) as a group_by per part joined back on (part, cost),
+    ORDER BY s_acctbal desc, then two joined strings, LIMIT 100."""
+    size, suffix, region = Q2_SIZE, Q2_TYPE, Q2_REGION
+    brass = qc.query(t.texted("part")).where(lambda p: p.p_size == size and p.p_type.endswith(suffix))
+    europe = qc.query(t.texted("nation")).intersect_by(
+        qc.query(t.texted("region")).where(lambda r: r.r_name == region),
+        lambda n: n.n_regionkey, lambda r: r.r_regionkey)
+    suppliers = qc.query(t.texted("supplier")).join(
+        europe, lambda s: s.s_nationkey, lambda n: n.n_nationkey,
+        lambda s, n: {"suppkey": s.s_suppkey, "acctbal": s.s_acctbal, "name": s.s_name,
+                      "nation": n.n_name, "address": s.s_address, "phone": s.s_phone,
+                      "comment": s.s_comment})
+    offers = (qc.query(t.partsupp).on(backend)
+              .join(brass, lambda ps: ps.ps_partkey, lambda p: p.p_partkey,
+                    lambda ps, p: {"partkey": ps.ps_partkey, "suppkey": ps.ps_suppkey,
+                                   "cost": ps.ps_supplycost, "mfgr": p.p_mfgr})
+              .join(suppliers, lambda o: o.suppkey, lambda s: s.suppkey,
+                    lambda o, s: {"partkey": o.partkey, "cost": o.cost, "mfgr": o.mfgr,
+                                  "acctbal": s.acctbal, "name": s.name, "nation": s.nation,
+                                  "address": s.address, "phone": s.phone, "comment": s.comment}))
+
+    def run():
+        cheapest = offers.group_by(lambda o: o.partkey).agg(least=qc.min(lambda o: o.cost)).query()
+        r = (offers.join(cheapest, lambda o: (o.partkey, o.cost), lambda g: (g.key, g.least),
+                         lambda o, g: {"acctbal": o.acctbal, "name": o.name, "nation": o.nation,
+                                       "partkey": o.partkey, "mfgr": o.mfgr, "address": o.address,
+                                       "phone": o.phone, "comment": o.comment})
+             .order_by_descending(lambda r: r.acctbal).then_by(lambda r: r.nation)
+             .then_by(lambda r: r.name).then_by(lambda r: r.partkey).take(100).to_array())
+        return _columns(Q2_COLUMNS, (r["acctbal"], t.coded("s_name", r["name"]),
+                                     t.coded("n_name", r["nation"]), r["partkey"],
+                                     t.coded("p_mfgr", r["mfgr"]), t.coded("s_address", r["address"]),
+                                     t.coded("s_phone", r["phone"]), t.coded("s_comment", r["comment"])))
+    return run
+
+
 QUERIES = ("Q1", "Q6", "Q12", "Q3", "Q5", "Q17", "Q7", "Q8", "Q9", "Q4", "Q14", "Q19", "Q18", "Q10",
-           "Q20", "Q15", "Q11", "Q21", "Q22")
+           "Q20", "Q15", "Q11", "Q21", "Q22", "Q13", "Q16", "Q2")
 PEERS = {"duckdb": {"Q1": duckdb_q1, "Q6": duckdb_q6, "Q12": duckdb_q12, "Q3": duckdb_q3,
                     "Q5": duckdb_q5, "Q17": duckdb_q17, "Q7": duckdb_q7, "Q8": duckdb_q8,
                     "Q9": duckdb_q9, "Q4": duckdb_q4, "Q14": duckdb_q14, "Q19": duckdb_q19,
                     "Q18": duckdb_q18, "Q10": duckdb_q10, "Q20": duckdb_q20, "Q15": duckdb_q15,
-                    "Q11": duckdb_q11, "Q21": duckdb_q21, "Q22": duckdb_q22},
+                    "Q11": duckdb_q11, "Q21": duckdb_q21, "Q22": duckdb_q22, "Q13": duckdb_q13,
+                    "Q16": duckdb_q16, "Q2": duckdb_q2},
          "polars": {"Q1": polars_q1, "Q6": polars_q6, "Q12": polars_q12, "Q3": polars_q3,
                     "Q5": polars_q5, "Q17": polars_q17, "Q7": polars_q7, "Q8": polars_q8,
                     "Q9": polars_q9, "Q4": polars_q4, "Q14": polars_q14, "Q19": polars_q19,
                     "Q18": polars_q18, "Q10": polars_q10, "Q20": polars_q20, "Q15": polars_q15,
-                    "Q11": polars_q11, "Q21": polars_q21, "Q22": polars_q22},
+                    "Q11": polars_q11, "Q21": polars_q21, "Q22": polars_q22, "Q13": polars_q13,
+                    "Q16": polars_q16, "Q2": polars_q2},
          "numpy": {"Q1": numpy_q1, "Q6": numpy_q6, "Q12": numpy_q12}}
 # The queries that also run over real date columns: tpch.py's `qc-<backend>-dates` rows
 DATED = ("Q7", "Q8", "Q9")
-# ... and over the real string columns of the parquet files: `qc-<backend>-strings` rows (Q9
-# needs a substring test: not supported yet)
+# ... and over the real string columns of the parquet files: `qc-<backend>-strings` rows
 TEXTED = ("Q1", "Q12", "Q3", "Q5", "Q17", "Q7", "Q8")
 QC = {"Q1": qc_q1, "Q6": qc_q6, "Q12": qc_q12, "Q3": qc_q3, "Q5": qc_q5, "Q17": qc_q17,
       "Q7": qc_q7, "Q8": qc_q8, "Q9": qc_q9, "Q4": qc_q4, "Q14": qc_q14, "Q19": qc_q19,
       "Q18": qc_q18, "Q10": qc_q10, "Q20": qc_q20, "Q15": qc_q15, "Q11": qc_q11,
-      "Q21": qc_q21, "Q22": qc_q22}
+      "Q21": qc_q21, "Q22": qc_q22, "Q13": qc_q13, "Q16": qc_q16, "Q2": qc_q2}
