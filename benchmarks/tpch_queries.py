@@ -31,7 +31,8 @@ files' real string columns only (`t.texted`: `o.o_orderpriority` as a group key,
 containers; Q2's LIKE '%BRASS' as `p.p_type.endswith("BRASS")`, Q13's and Q16's LIKE
 '%a%b%' as `re.search("a.*b", ...)`: string functions, evaluated once per distinct string);
 their string results are mapped back to codes (`t.coded`) to compare. DuckDB and polars run
-those over the same strings (`<table>_text` tables, LIKE / str.contains). Q1, Q12, Q3, Q5, Q17, Q7 and Q8 run both ways (TEXTED).
+those over the same strings (`<table>_text` tables, LIKE / str.contains). Q1, Q12, Q3, Q5,
+Q17, Q7, Q8 and Q9 run both ways (TEXTED).
 
 Q3, Q5 and Q17 are "shaped" on querycompute: strings as codes (until issue 29 item 4), and
 what the library has no operator for yet done on the host, on the small grouped result: the
@@ -1114,15 +1115,21 @@ def qc_q8(t, backend, dated=False, texted=False):
     return run
 
 
-def qc_q9(t, backend, dated=False):
-    """Q9: `p_name like '%green%'` evaluated once per distinct name on the host (p_name is an
-    int32 code until issue 29 item 4), the parts kept by a semi-join on those codes;
-    (l_partkey, l_suppkey) = (ps_partkey, ps_suppkey) is a two-field join key; ORDER BY
+def qc_q9(t, backend, dated=False, texted=False):
+    """Q9: `p_name like '%green%'` evaluated once per distinct name on the host, the parts kept
+    by a semi-join on those codes (or, `texted`, over the real names: `color in p.p_name`, a
+    string function, and the nation's name from a joined side, ORDER BY over the groups as a
+    query); (l_partkey, l_suppkey) = (ps_partkey, ps_suppkey) is a two-field join key; ORDER BY
     nation, o_year desc on the host over the grouped dict (over int32 days, or `dated` over
     date columns)."""
     table, year, _ = _dated(t, dated)
-    green = np.array([i for i, name in enumerate(t.codes["p_name"]) if Q9_COLOR in name], np.int32)
-    parts = qc.query(t.part).intersect_by(qc.query(green), lambda p: p.p_name, lambda c: c)
+    color = Q9_COLOR
+    if texted:
+        parts = qc.query(t.texted("part")).where(lambda p: color in p.p_name)
+    else:
+        green = np.array([i for i, name in enumerate(t.codes["p_name"]) if color in name], np.int32)
+        parts = qc.query(t.part).intersect_by(qc.query(green), lambda p: p.p_name, lambda c: c)
+    nation = t.texted("nation") if texted else t.nation
     g = (qc.query(t.lineitem)
          .intersect_by(parts, lambda li: li.l_partkey, lambda p: p.p_partkey)
          .join(qc.query(t.partsupp), lambda li: (li.l_partkey, li.l_suppkey),
@@ -1136,11 +1143,15 @@ def qc_q9(t, backend, dated=False):
          .join(qc.query(table("orders")), lambda r: r.orderkey, lambda o: o.o_orderkey,
                lambda r, o: {"nationkey": r.nationkey, "year": year(o.o_orderdate),
                              "amount": r.amount})
-         .join(qc.query(t.nation), lambda r: r.nationkey, lambda n: n.n_nationkey,
+         .join(qc.query(nation), lambda r: r.nationkey, lambda n: n.n_nationkey,
                lambda r, n: {"nation": n.n_name, "year": r.year, "amount": r.amount})
          .on(backend).group_by(lambda r: (r.nation, r.year)))
 
     def run():
+        if texted:
+            r = (g.agg(sum_profit=qc.sum(lambda r: r.amount)).order_by(lambda g: g.key_0)
+                 .then_by_descending(lambda g: g.key_1).to_array())
+            return _columns(Q9_COLUMNS, (t.coded("n_name", r["key_0"]), r["key_1"], r["sum_profit"]))
         r = _ordered(g.agg(sum_profit=qc.sum(lambda r: r.amount)),
                      (("key_0", False), ("key_1", True)))
         return _columns(Q9_COLUMNS, (r["key_0"], r["key_1"], r["sum_profit"]))
@@ -1471,7 +1482,7 @@ PEERS = {"duckdb": {"Q1": duckdb_q1, "Q6": duckdb_q6, "Q12": duckdb_q12, "Q3": d
 # The queries that also run over real date columns: tpch.py's `qc-<backend>-dates` rows
 DATED = ("Q7", "Q8", "Q9")
 # ... and over the real string columns of the parquet files: `qc-<backend>-strings` rows
-TEXTED = ("Q1", "Q12", "Q3", "Q5", "Q17", "Q7", "Q8")
+TEXTED = ("Q1", "Q12", "Q3", "Q5", "Q17", "Q7", "Q8", "Q9")
 QC = {"Q1": qc_q1, "Q6": qc_q6, "Q12": qc_q12, "Q3": qc_q3, "Q5": qc_q5, "Q17": qc_q17,
       "Q7": qc_q7, "Q8": qc_q8, "Q9": qc_q9, "Q4": qc_q4, "Q14": qc_q14, "Q19": qc_q19,
       "Q18": qc_q18, "Q10": qc_q10, "Q20": qc_q20, "Q15": qc_q15, "Q11": qc_q11,

@@ -167,6 +167,24 @@ def test_a_joined_side_runs_with_the_fields_read_of_it():
     assert [n for n in L.project(plan_of(q2)).nodes if type(n.node) is G.JoinOther][0].other_fields is None
 
 
+@pytest.mark.parametrize("backend", ["numpy", "cpu"])
+def test_a_joined_sides_result_holds_only_what_the_join_reads(backend):
+    """What only the other side's own operators read (a where over a long string column) is
+    not carried to the join: a select after them keeps its key and the result's fields, so a
+    string column is never decoded, gathered or encoded again (TPC-H Q13: 7.7 s -> 0.5 s)."""
+    o = {"k": np.array([1, 2, 2, 3], np.int32), "note": np.array(["x special", "ok", "special", "y"]),
+         "v": np.arange(4.0)}
+    oq = qc.query(o).where(lambda x: "special" not in x.note)
+    q = qc.query(k=np.arange(5, dtype=np.int32)).on(backend).left_join(
+        oq, lambda a: a.k, lambda b: b.k, lambda a, b: {"k": a.k, "has": qc.matched(b), "v": b.v})
+    other = [n for n in L.project(plan_of(q)).nodes if type(n.node) is G.JoinOther][0]
+    assert other.other_fields is None and other.other_out == ("k", "v")     # (it reads all three)
+    assert "its result holding k, v" in q.explain()
+    r = q.to_array()
+    assert r["k"].tolist() == [0, 1, 2, 3, 4] and r["has"].tolist() == [False, False, True, True, False]
+    assert r["v"][2:4].tolist() == [1.0, 3.0]
+
+
 # -- pack_keys ---------------------------------------------------------------------------
 @pytest.mark.parametrize("key,how", [
     (lambda r: r.a, "raw bits"),

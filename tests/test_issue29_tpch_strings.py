@@ -10,7 +10,7 @@ import pytest
 from test_issue27_tpch_joins import run_checked
 
 
-@pytest.mark.parametrize("query", ["Q1", "Q12", "Q3", "Q5", "Q17", "Q7", "Q8"])
+@pytest.mark.parametrize("query", ["Q1", "Q12", "Q3", "Q5", "Q17", "Q7", "Q8", "Q9"])
 def test_string_queries_agree_with_duckdb(tpch_tables, query):
     rows = run_checked(query, tpch_tables)
     assert {"qc-cpu-strings", "qc-numpy-strings"} <= set(rows)

@@ -173,6 +173,17 @@ def _reads(src, record_param: int | None) -> frozenset | None:
         elif (isinstance(up, ast.Subscript) and up.value is node and isinstance(up.slice, ast.Constant)
               and isinstance(up.slice.value, str)):
             out.add(up.slice.value)
-        else:
+        elif not _tests_match(up, node):
             return None
     return frozenset(out)
+
+
+def _tests_match(up, node) -> bool:
+    """`qc.matched(b)`, `b is None`, `b is not None`: a left join's matched test reads no
+    field of b (the translator checks that it is qc's matched)."""
+    if isinstance(up, ast.Call) and up.args == [node] and not up.keywords:
+        f = up.func
+        return (f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")) == "matched"
+    return (isinstance(up, ast.Compare) and len(up.ops) == 1 and isinstance(up.ops[0], (ast.Is, ast.IsNot))
+            and up.left is node and isinstance(up.comparators[0], ast.Constant)
+            and up.comparators[0].value is None)

@@ -80,6 +80,7 @@ class JoinStage(KeyedByOther):
     strings: tuple = ()            # (other column, dictionary name) of its string columns
     dicts_at: int = -1             # the plan parameter holding this call's dictionaries
     string_keys: tuple = ()        # (key value, this side's dictionary) of string key values
+    other_out: tuple | None = None  # the fields its result holds (logical.project), when fewer
 
     def run(self, ex, call, i: int, state: list, keep):
         """The join at run time (stage_kinds' protocol): the other side, the pairs, the gathers."""
@@ -101,7 +102,7 @@ def columns_of(value) -> tuple:
     return "scalar", (), (value,)
 
 
-def this_side(planner, ops: list, at: int, fields=None) -> tuple:
+def this_side(planner, ops: list, at: int, fields=None, out=None) -> tuple:
     """This side's pass (`ops`, then the key of node `at`), and the other query's key dtypes
     (read by running it on zero rows): (element columns, key column indexes, key dtypes,
     the other Query over `fields` of its table: `projected`, the string key values: (value,
@@ -117,7 +118,7 @@ def this_side(planner, ops: list, at: int, fields=None) -> tuple:
         return out
     _, n_elem, key_cols, _ = planner.materialize(ops, key_leaves)
     other, other_key = planner.infos[at + 1][1]["other"]
-    other = projected(other, fields)
+    other = projected(other, fields, out)
     other._source.columns()            # (finds its element shapes: shaped ones can't be joined)
     if getattr(other._source, "shapes", None):
         from types import SimpleNamespace
@@ -177,8 +178,9 @@ def plan_join(planner, ops: list, at: int) -> None:
     if at + 2 >= len(nodes) or type(nodes[at + 1]) is not G.JoinOther \
             or type(nodes[at + 2]) is not G.JoinResult:
         raise QueryError("a join is made by q.join(other, key, other_key, result)")
-    fields = planner.logical.nodes[at + 1].other_fields if planner.logical is not None else None
-    n_elem, key_cols, key_dtypes, other, string_keys = this_side(planner, ops, at, fields)
+    node = planner.logical.nodes[at + 1] if planner.logical is not None else None
+    runs_with, out = (node.other_fields, node.other_out) if node is not None else (None, None)
+    n_elem, key_cols, key_dtypes, other, string_keys = this_side(planner, ops, at, runs_with, out)
     other_at = len(planner.bindings) - 1
     this = planner.cols
     shape, fields, cols = columns_of(other.on("numpy").take(0).to_array())
@@ -187,8 +189,8 @@ def plan_join(planner, ops: list, at: int) -> None:
     dicts_at = dictionaries_at(planner, bool(strings or string_keys))
     other_cols = Columns(shape, fields, tuple(CODE if c.dtype == object else str(c.dtype) for c in cols),
                          strings)
-    planner.stages.append(JoinStage(key_cols, n_elem, other_at, key_dtypes, other_cols, outer, fields,
-                                    strings, dicts_at, string_keys))
+    planner.stages.append(JoinStage(key_cols, n_elem, other_at, key_dtypes, other_cols, outer, runs_with,
+                                    strings, dicts_at, string_keys, out))
     some = f" (its {len(fields)} fields read: {', '.join(fields)})" if fields is not None else ""
     planner.texts.append(f"{nodes[at].kind}: the other query's key and element columns{some}; matching row pairs "
                          f"(this side's order, then the other's); both sides gathered")
@@ -316,10 +318,11 @@ def join_pairs(stage: JoinStage, state: list, call, backend: str, rt) -> tuple:
     side runs once per call (call.sides: a query joined at two joins of the plan serves
     both, logical.share_subplans), with only the fields the plan reads of it."""
     other, other_key = call.params[stage.other_at]
-    shared = (id(other), stage.other_fields)
+    shared = (id(other), stage.other_fields, stage.other_out)
     got = call.sides.get(shared)
     if got is None or got[0] is not other:
-        got = call.sides[shared] = (other, *other_side(projected(other, stage.other_fields), backend))
+        got = call.sides[shared] = (other, *other_side(projected(other, stage.other_fields, stage.other_out),
+                                                       backend))
     _, right, key_side = got
     right = encode_other_strings(stage, right, call)
     right_keys = match_string_keys(stage, other_key_columns(key_side, other_key, backend), call)
@@ -342,18 +345,23 @@ def _in_place(other) -> bool:
             and plain_columns(src._items))
 
 
-def projected(other, fields: tuple | None):
+def projected(other, fields: tuple | None, out: tuple | None = None):
     """The other query over only `fields` of its table (logical.project: the fields its
-    operators, its key and the join's result read), or the query itself."""
+    operators, its key and the join's result read), then, `out`, a select of the fields its
+    key and the join's result read (what its operators alone read, such as a where's long
+    string column, is not carried to the join: never decoded, gathered or encoded), or the
+    query itself."""
     src = other._source
-    if fields is None or src.kind != "table" or src.shapes or tuple(src.fields) == tuple(fields) \
-            or not set(fields) <= set(src.fields):
-        return other
-    if src._table is not None:
-        narrow = src.narrow(tuple(fields))
-    else:
-        narrow = Source("table", tuple(src._items[src.fields.index(f)] for f in fields), tuple(fields))
-    return type(other)(narrow, other._ops, other._backend, other._kinds, other._codes)
+    if fields is not None and src.kind == "table" and not src.shapes and \
+            tuple(src.fields) != tuple(fields) and set(fields) <= set(src.fields):
+        if src._table is not None:
+            narrow = src.narrow(tuple(fields))
+        else:
+            narrow = Source("table", tuple(src._items[src.fields.index(f)] for f in fields), tuple(fields))
+        other = type(other)(narrow, other._ops, other._backend, other._kinds, other._codes)
+    if out is not None:
+        other = other.select("lambda r: {" + ", ".join(f"{f!r}: r[{f!r}]" for f in out) + "}")
+    return other
 
 
 _SOURCE_KIND = {"scalar": "array", "tuple": "zip", "record": "table"}     # columns_of's shapes

@@ -86,6 +86,8 @@ class LNode:
     carry: tuple | None = None
     other: "LogicalPlan | None" = None
     other_fields: tuple | None = None   # a join: the other side's fields it runs with
+    other_out: tuple | None = None      # ... and those its result holds (its own operators'
+    #                                     reads dropped after them), when fewer
     src: object = None                  # a function a pass rewrote (its captures: its slot's)
     share: int = -1                     # a join: the slot of an earlier join with the same other query
     note: str = ""
@@ -336,6 +338,10 @@ def project(plan: LogicalPlan) -> LogicalPlan:
             if got is not None and len(got) < len(n.other.fields):
                 nodes[i] = replace(nodes[i], other_fields=got)
                 notes.append(f"the joined side runs with {len(got)} of {len(n.other.fields)} fields")
+            out = _other_out(n.other, infos, i) if got is not None else None
+            if out is not None and len(out) < len(got):
+                nodes[i] = replace(nodes[i], other_out=out)
+                notes.append(f"its result holds {len(out)} of them")
     if not notes:
         return plan
     return _renote(replace(plan, nodes=tuple(nodes)), "project: " + "; ".join(notes))
@@ -363,6 +369,20 @@ def _other_fields(other: LogicalPlan, infos: list, at: int) -> tuple | None:
     names = set(names) | key_reads | res
     if not names <= set(other.fields):
         return None                      # a name that is no field: the lambda's own error
+    return tuple(f for f in other.fields if f in names) or other.fields[:1]
+
+
+def _other_out(other: LogicalPlan, infos: list, at: int) -> tuple | None:
+    """The fields of a join's other side that its key and the join's result read (those its
+    own operators read end with them: a where's string column is not carried to the join),
+    in table order; None when its operators are none or may make a new element."""
+    if not other.nodes or any(m.node.makes_element for m in other.nodes):
+        return None
+    key_reads = reads(slot_info(infos[at][1]["other"][1])[0], None)
+    res = reads(infos[at + 1][0], 1) if at + 1 < len(infos) else None
+    if key_reads is None or res is None:
+        return None
+    names = key_reads | res
     return tuple(f for f in other.fields if f in names) or other.fields[:1]
 
 
@@ -429,8 +449,10 @@ def share_subplans(plan: LogicalPlan) -> LogicalPlan:
         a, b = nodes[first], n
         union = None if a.other_fields is None or b.other_fields is None else \
             tuple(f for f in a.other.fields if f in set(a.other_fields) | set(b.other_fields))
-        nodes[first] = replace(a, other_fields=union)
-        nodes[i] = replace(b, other_fields=union, share=a.slot)
+        outs = None if union is None or a.other_out is None or b.other_out is None else \
+            tuple(f for f in a.other.fields if f in set(a.other_out) | set(b.other_out))
+        nodes[first] = replace(a, other_fields=union, other_out=outs)
+        nodes[i] = replace(b, other_fields=union, other_out=outs, share=a.slot)
         notes.append(f"the query joined at {a.node.kind} #{first} and #{i} runs once")
     if not notes:
         return plan
@@ -465,6 +487,8 @@ def _lines(plan: LogicalPlan, pad: str) -> list[str]:
             what = f"{pad}  other side:"
             if n.other_fields is not None:
                 what += f" runs with {len(n.other_fields)} of {len(n.other.fields)} fields ({', '.join(n.other_fields)})"
+            if n.other_out is not None:
+                what += f", its result holding {', '.join(n.other_out)}"
             if n.share >= 0:
                 what += " (the same query as an earlier join: run once)"
             out.append(what)
