@@ -1,6 +1,8 @@
 """Finding the CUDA device through CuPy, without crashing when CuPy or the driver is missing."""
 from __future__ import annotations
 
+import ctypes
+import sys
 from dataclasses import dataclass
 
 from .cuda_compile import INSTALL_HINT
@@ -17,8 +19,25 @@ class CudaDevice:
         return f"CUDA device {self.index}: {self.name} (sm_{self.arch})"
 
 
+def _no_driver() -> str:
+    """Why the CUDA driver library does not load ("" when it does): checked before CuPy is
+    imported (~0.1 s), so `auto` on a machine without an NVIDIA driver pays a dlopen only."""
+    if sys.platform == "darwin":
+        return "macOS has no CUDA driver"
+    name = "nvcuda.dll" if sys.platform == "win32" else "libcuda.so.1"
+    try:
+        ctypes.CDLL(name)
+    except OSError as exc:
+        return f"{name} does not load ({exc})"
+    return ""
+
+
 def probe() -> tuple[CudaDevice | None, str]:
     """(the current device, "") or (None, why not and what to install)."""
+    why = _no_driver() if "cupy" not in sys.modules else ""
+    if why:
+        return None, (f"no CUDA driver ({why}); needs an NVIDIA GPU with its driver, and "
+                      f"{INSTALL_HINT}")
     try:
         import cupy
     except ImportError as exc:
