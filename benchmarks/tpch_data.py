@@ -119,6 +119,7 @@ class Tables:
     partsupp: dict = field(default_factory=dict)
     codes: dict = field(default_factory=dict)      # column -> sorted list of its strings
     texts: dict = field(default_factory=dict)      # column -> its strings as read (Arrow)
+    _inverse: dict = field(default_factory=dict, repr=False)   # column -> {string: code}
 
     def code(self, column: str, value: str) -> int:
         """The uint8 code of a string value (a query constant)."""
@@ -138,8 +139,11 @@ class Tables:
 
     def coded(self, column: str, strings) -> np.ndarray:
         """The codes of `strings` (a result's string column) in `column`'s code table, so a
-        result over real strings compares with the coded engines' results."""
-        table = {v: i for i, v in enumerate(self.codes[column])}
+        result over real strings compares with the coded engines' results (the inverse table
+        is made once per column: it is not the query's work)."""
+        table = self._inverse.get(column)
+        if table is None:
+            table = self._inverse[column] = {v: i for i, v in enumerate(self.codes[column])}
         return np.array([table[v] for v in strings])
 
     def arrow(self, table: str):

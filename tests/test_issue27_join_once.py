@@ -16,12 +16,17 @@ def test_a_joined_query_with_operators_runs_once(backend, monkeypatch):
     a = {"id": rng.integers(0, 40, 300).astype(np.int32), "v": rng.random(300)}
     b = {"id": np.arange(40, dtype=np.int32), "w": rng.random(40), "flag": (np.arange(40) % 3).astype(np.int8)}
     runs = []
-    real = Query.to_array
+    real, coded = Query.to_array, Query._to_codes
 
     def counted(self, *args, **kwargs):
         runs.append(self._kinds)
         return real(self, *args, **kwargs)
+
+    def counted_codes(self):          # (a joined side runs to codes: join_plan.other_side)
+        runs.append(self._kinds)
+        return coded(self)
     monkeypatch.setattr(Query, "to_array", counted)
+    monkeypatch.setattr(Query, "_to_codes", counted_codes)
     other = qc.query(b).where(lambda r: r.flag > 0)
     got = qc.query(a).on(backend).join(other, lambda r: r.id, lambda o: o.id, lambda x, y: x.v * y.w).to_array()
     # the other side's runs at run time (the plan's dtype probes run it with take(0): "...k")

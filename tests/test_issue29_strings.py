@@ -339,3 +339,41 @@ def test_arrow_string_encodings_are_kept_across_calls():
         assert qc.query(df).where(lambda r: r.n == "a").count() == 3
     words = np.array(["a", "b"], dtype=object)
     assert S.encode(words, "n") is not S.encode(words, "n")     # mutable: never kept
+
+
+@pytest.mark.parametrize("backend", ["numpy", "cpu"])
+def test_a_joined_query_with_operators_hands_over_codes(backend, monkeypatch):
+    """A joined side with operators returns its string columns as this call's codes and
+    dictionaries (Terminal.codes), not decoded Python str encoded again; its string key is
+    decoded for the key only; left joins and a left join of a left join keep None first."""
+    from querycompute.sources import string_columns
+    calls = []
+    real = string_columns.encode
+    monkeypatch.setattr(string_columns, "encode", lambda *a, **k: calls.append(a[1]) or real(*a, **k))
+    import querycompute.plan.join_plan as JP
+    monkeypatch.setattr(JP, "encode", string_columns.encode)
+    cust = {"id": np.array([1, 2, 3, 4]), "name": np.array(["ann", "bob", "cy", "dee"], dtype=object),
+            "city": np.array(["Oslo", "Åre", "Oslo", "Bergen"], dtype=object)}
+    sales = {"cust": np.array([3, 1, 9, 3, 2]), "qty": np.arange(5)}
+    big = qc.query(cust).where(lambda c: c.id > 1)                   # operators: it runs per call
+    j = qc.query(sales).on(backend).join(big, lambda s: s.cust, lambda c: c.id,
+                                         lambda s, c: {"qty": s.qty, "name": c.name, "city": c.city})
+    calls.clear()
+    r = j.where(lambda r: r.city != "Åre").to_array()
+    assert r["name"].tolist() == ["cy", "cy"] and r["qty"].tolist() == [0, 3]
+    assert not [c for c in calls if "joined string column" in c]     # no decode / encode again
+    by_name = qc.query(sales).on(backend).join(                       # a string key of that side
+        big.select(lambda c: {"name": c.name, "id": c.id}), lambda s: "cy" if s.cust == 3 else "zz",
+        lambda c: c.name, lambda s, c: {"qty": s.qty, "id": c.id})
+    with pytest.raises(QueryError):       # a string built in the lambda: refused as before
+        by_name.to_list()
+    keyed = qc.query(k=np.array(["bob", "cy", "x"], dtype=object), v=np.arange(3)).on(backend).join(
+        big, lambda a: a.k, lambda c: c.name, lambda a, c: {"v": a.v, "city": c.city})
+    assert keyed.to_list() == [{"v": 0, "city": "Åre"}, {"v": 1, "city": "Oslo"}]
+    left = qc.query(sales).on(backend).left_join(big, lambda s: s.cust, lambda c: c.id,
+                                                 lambda s, c: {"qty": s.qty, "city": c.city})
+    assert left.select(lambda r: r.city).to_list() == ["Oslo", None, None, "Oslo", "Åre"]
+    twice = qc.query(k=np.array([0, 1, 2, 3, 4])).on(backend).left_join(
+        left.where(lambda r: r.qty < 3), lambda a: a.k, lambda r: r.qty, lambda a, r: {"k": a.k, "city": r.city})
+    assert twice.select(lambda r: r.city).to_list() == ["Oslo", None, None, None, None]
+    assert twice.where(lambda r: r.city > "A").select(lambda r: r.k).to_list() == [0]   # None: below all

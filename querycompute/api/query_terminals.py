@@ -11,7 +11,7 @@ import numpy as np
 from ..run import engine
 from ..graph import terminals as T
 from ..errors import InputTypeError
-from ..graph.graph import PLAIN, WITH_FN, Count, Terminal, positional, text_lambda
+from ..graph.graph import CODED, PLAIN, WITH_FN, Count, Terminal, positional, text_lambda
 from . import count_distinct as CD
 from . import results
 
@@ -63,6 +63,11 @@ class QueryTerminals:
             ```
         """
         return (self if compute is True else _uncomputed(self, compute))._run("to_array")
+
+    def _to_codes(self):
+        """to_array() with string columns left as this call's codes and dictionaries
+        (string_columns.Encoded): a join's other side, which the join encodes anyway."""
+        return engine.run(self, CODED, ())
 
     def to_list(self, *, compute=True) -> list:
         """Run the query and return its elements as a Python list (empty for no element).

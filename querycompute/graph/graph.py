@@ -80,13 +80,15 @@ class Terminal:
     changes the compiled pass (not defaults). `fns` are the functions the specs carry; a shared
     terminal (made once, reused by every call: PLAIN / WITH_FN below) carries T.PER_CALL
     instead and each call passes its own functions."""
-    __slots__ = ("name", "specs", "standalone", "fns", "signature", "shared")
+    __slots__ = ("name", "specs", "standalone", "fns", "signature", "shared", "codes")
 
-    def __init__(self, name: str, specs: tuple = (), standalone: bool = True, shared: bool = False):
+    def __init__(self, name: str, specs: tuple = (), standalone: bool = True, shared: bool = False,
+                 codes: bool = False):
         self.name = name
         self.specs = specs
         self.standalone = standalone
         self.shared = shared
+        self.codes = codes          # string result columns stay Encoded (codes + dictionary)
         self.fns = tuple([s.fn for _, s in specs if s.fn is not None and s.fn is not T.PER_CALL])
         self.signature = (name, standalone,
                           tuple([(s.kind, s.fn is not None, type(s.seed), s.seed, s.associative)
@@ -99,6 +101,9 @@ class Terminal:
 # Shared terminals: every terminal called without a default, with no function (PLAIN) or with
 # one given per call (WITH_FN: q.count(lambda v: ...)). The warm path allocates none.
 PLAIN = {name: Terminal(name, shared=True) for name in ("to_array", "to_list")}
+# to_array whose string columns stay this call's codes and dictionaries (string_columns.Encoded),
+# not decoded to Python str: a join's other side, which the join encodes again (join_plan)
+CODED = Terminal("to_array", shared=True, codes=True)
 PLAIN.update({name: Terminal(name, ((name, spec),), shared=True) for name, spec in T.PLAIN.items()})
 WITH_FN = {name: Terminal(name, ((name, T.AggSpec(name, T.PER_CALL)),), shared=True)
            for name in T.PLAIN}

@@ -50,7 +50,9 @@ from ..backends.gpu import device_columns as DC
 from ..backends.reference.joins import gather_filled
 from ..errors import QueryError
 from ..graph import graph as G
+from .column_use import reads
 from .fusion import leaves, string_leaves
+from .plan import slot_info
 from ..frontend.datetimes import host_dtype, is_time_dtype, ticks_view
 from .stage_kinds import Columns, Stage, plain_pass_after
 from ..sources.sources import Source, from_args, plain_columns
@@ -231,7 +233,9 @@ def encode_other_strings(stage: JoinStage, right: list, call) -> list:
     for i, name in stage.strings:
         enc = right[i] if type(right[i]) is Encoded else encode(right[i], f"joined string column {name!r}")
         right[i], dictionaries[name] = enc.codes, enc.dictionary
-        if stage.outer:     # a left join's unmatched rows get code 0 (the fill): None, first
+        if stage.outer and not (len(enc.dictionary) and enc.dictionary[0] is None):
+            # a left join's unmatched rows get code 0 (the fill): None, first (a dictionary
+            # that has it already, an earlier left join's, keeps its codes)
             right[i] = right[i] + np.int32(1)
             dictionaries[name] = np.concatenate([np.array([None], dtype=object), enc.dictionary])
     resolve_joined(call.params)     # comparisons with these columns after the join
@@ -322,7 +326,7 @@ def join_pairs(stage: JoinStage, state: list, call, backend: str, rt) -> tuple:
     got = call.sides.get(shared)
     if got is None or got[0] is not other:
         got = call.sides[shared] = (other, *other_side(projected(other, stage.other_fields, stage.other_out),
-                                                       backend))
+                                                       backend, other_key))
     _, right, key_side = got
     right = encode_other_strings(stage, right, call)
     right_keys = match_string_keys(stage, other_key_columns(key_side, other_key, backend), call)
@@ -367,12 +371,14 @@ def projected(other, fields: tuple | None, out: tuple | None = None):
 _SOURCE_KIND = {"scalar": "array", "tuple": "zip", "record": "table"}     # columns_of's shapes
 
 
-def other_side(other, backend: str) -> tuple:
+def other_side(other, backend: str, other_key=None) -> tuple:
     """(the other query's element columns, the query its key function runs over). A table
     joined as it is (_in_place) is read in place: the join and the pass after it only read
     them, so copying them (what its to_array does) would be wasted. Any other query runs once:
     its key is then computed over the columns it gave (a query over them, in place), not by
-    running its operators a second time."""
+    running its operators a second time. Its string columns come back as this call's codes
+    and dictionaries (Terminal.codes: never decoded to Python str and encoded again); the key
+    query gets decoded strings of the fields `other_key` reads only."""
     if _in_place(other):
         return other._source._items, other
     src = other._source
@@ -384,9 +390,15 @@ def other_side(other, backend: str) -> tuple:
                 if f in src._table.strings:
                     cols[i] = Encoded(cols[i], src._table.dictionaries[f])
             return tuple(cols), other
-    shape, fields, cols = columns_of(other.on(backend).to_array())
-    if shape == "record" and any(c.dtype == object for c in cols):    # decoded strings:
-        return cols, type(other)(from_args((dict(zip(fields, cols)),), {}), (), other._backend)   # a table
+    shape, fields, cols = columns_of(other.on(backend)._to_codes())
+    coded = [type(c) is Encoded for c in cols]
+    if shape == "record" and any(coded):
+        keyed = reads(slot_info(other_key)[0], None) if other_key is not None else None
+        table = {f: (c.dictionary[c.codes] if keyed is None or f in keyed else c.codes) if k else c
+                 for f, c, k in zip(fields, cols, coded)}     # (strings its key reads: decoded)
+        return cols, type(other)(from_args((table,), {}), (), other._backend)
+    if any(coded):                     # a string scalar / tuple element: decoded
+        cols = tuple(c.dictionary[c.codes] if k else c for c, k in zip(cols, coded))
     return cols, type(other)(Source(_SOURCE_KIND[shape], tuple(cols), fields), (), other._backend)
 
 

@@ -157,8 +157,9 @@ def _warm_key(q, term: Terminal, fns, name: str, cols) -> tuple:
         else:
             codes = codes + tuple([getattr(f, "__code__", f) for f in fns])
     dts = (cols[0].dtype,) if len(cols) == 1 else tuple(map(_dtype_of, cols))
+    table = source._table             # (a string column reads as int32 codes: named here)
     return (name, source.kind, source.fields, source.shapes, q._kinds, term.signature, dts, codes,
-            source.times)
+            source.times, table.strings if table is not None else ())
 
 
 def _lookup(q, term: Terminal, fns, name: str, cols, tiered) -> tuple:
@@ -205,7 +206,7 @@ def _run_full(q, term: Terminal, fns, t0: float, tiered, keep_hot: bool):
             raw, row = prepared.run_quick(cols, params, n)
         else:
             raw, row, prepared = compiled.launch(cols, params, n)
-        raw = decoded(raw, compiled.lowered, source, params)
+        raw = decoded(raw, compiled.lowered, source, params, term.codes)
     except Exception as exc:
         return _failed(q, term, fns, name, n, exc, t0)
     result = fast.finish(raw) if fast.finish_term is term else assemble(compiled.lowered, raw, term)
@@ -276,20 +277,21 @@ def _failed(q, term: Terminal, fns, name: str, n: int, exc: Exception, t0: float
     compiled, origin, compile_ms = _compiled("cpu", source, cols, q, term, infos, False)
     params = param_values(compiled.lowered, infos, source) if compiled.lowered.bindings else ()
     raw, row, prepared = compiled.launch(cols, params, n)
-    raw = decoded(raw, compiled.lowered, source, params)
+    raw = decoded(raw, compiled.lowered, source, params, term.codes)
     trace.kernels.extend(_fresh_rows(prepared, row, origin, compile_ms))
     trace.total_ms = (_clock() - t0) * 1e3
     _last.value = trace
     return assemble(compiled.lowered, raw, term)
 
 
-def decoded(raw, lowered, source, params):
-    """raw with the string columns' codes decoded (a table's string columns, a join's)."""
+def decoded(raw, lowered, source, params, codes: bool = False):
+    """raw with the string columns' codes decoded (a table's string columns, a join's);
+    `codes` (Terminal.codes): kept as Encoded codes with their dictionaries."""
     strings = getattr(lowered, "strings", ())
     if not strings:
         return raw
     return decode(raw, strings, call_dictionaries(source, params),
-                  getattr(lowered, "assemble", None) is not None)
+                  getattr(lowered, "assemble", None) is not None, codes)
 
 
 def describe(q, term: Terminal, infos: list) -> str:
@@ -309,8 +311,10 @@ def _compiled(name, source, cols, q, term, infos, tiered) -> tuple:
     threads ask. Tiered (the default unless QUERYCOMPUTE_TIERED=0 or tiered=False): a backend
     other than numpy starts on the numpy tier and compiles in the background."""
     dts = tuple(c.dtype for c in cols)
+    table = source._table             # (a string column reads as int32 codes: named here)
     sig = ("plan", name, source.kind, source.fields, source.shapes, dts, q._kinds, term.signature,
-           tuple(slot_sig(*info) for info in infos), q._codes, source.times)   # (_codes: a scan's seed)
+           tuple(slot_sig(*info) for info in infos), q._codes, source.times,   # (_codes: a scan's seed)
+           table.strings if table is not None else ())
     hit = _memo.get(sig)
     if hit is not None:
         if logger.isEnabledFor(DEBUG):

@@ -209,13 +209,16 @@ def codes_in(dictionary: np.ndarray, strings) -> np.ndarray:
     return np.where(dictionary[at] == strings, at, -1).astype(np.int32)
 
 
-def decode(raw, strings: tuple, dictionaries: dict, grouped: bool):
+def decode(raw, strings: tuple, dictionaries: dict, grouped: bool, keep: bool = False):
     """A run's raw results with the string columns' codes as strings: `strings` holds (index,
     column) of the output columns (of the keys for a group_by's raw (keys, columns, counts))
-    that hold codes; each becomes `dictionary[codes]`, an object array of str."""
+    that hold codes; each becomes `dictionary[codes]`, an object array of str (`keep`: an
+    Encoded of the codes and the dictionary, for a consumer that encodes them anyway)."""
     def text(codes, column):
-        host = codes.get() if hasattr(codes, "get") and not isinstance(codes, np.ndarray) else codes
-        return dictionaries[column][np.asarray(host)]
+        host = np.asarray(codes.get() if hasattr(codes, "get") and not isinstance(codes, np.ndarray) else codes)
+        if keep:
+            return Encoded(host.astype(np.int32, copy=False), dictionaries[column])
+        return dictionaries[column][host]
     if grouped:
         keys = list(raw[0])
         for i, column in strings:
