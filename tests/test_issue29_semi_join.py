@@ -313,3 +313,22 @@ def test_opencl_semi_join_flags_equal_the_reference(gpu):
 def test_harness_semi_join_flags_equal_the_reference(dialect):
     from test_issue14_gpu_join import harness_stages
     _check_semi(harness_stages(dialect), dialect)
+
+
+@pytest.mark.parametrize("anti", [False, True])
+def test_a_much_larger_other_side_is_cut_to_its_keys_that_occur_here(anti):
+    """cpu: an other side over SEMI_SHRINK times this side's rows is first cut to its keys that
+    occur on this side (this side built, the other probed), then built as usual: the flags
+    equal the reference's, duplicates on both sides, none matching, all matching."""
+    from querycompute.backends.cpu.cpu_join import SEMI_SHRINK
+    rng = np.random.default_rng(3)
+    for this, other in ((rng.integers(0, 50, 40), rng.integers(0, 5000, 40 * SEMI_SHRINK * 3)),
+                        (np.arange(10), np.arange(100, 100 + 10 * SEMI_SHRINK + 1)),     # none occurs
+                        (np.array([7, 7, 8]), np.full(3 * SEMI_SHRINK + 5, 7))):         # all one key
+        q = qc.query(k=this, i=np.arange(len(this))).on("cpu")
+        op = q.except_by if anti else q.intersect_by
+        got = op(qc.query(other), lambda r: r.k, lambda o: o).select(lambda r: r.i).to_list()
+        occurs = set(other.tolist())
+        assert got == [i for i, k in enumerate(this.tolist()) if (k in occurs) != anti]
+        names = [k.name for k in qc.last_trace().kernels]
+        assert any(n.startswith("semi_this_join_build") for n in names), names
