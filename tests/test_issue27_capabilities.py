@@ -36,8 +36,8 @@ NAMES = frozenset(registry.NAMES) | frozenset(DIALECTS) | {"wgsl", numba_py.NAME
 
 # ---- every backend and every dialect declares its capabilities -----------------------------
 DECLARED = {
-    "numpy": BackendCaps("reference", in_order_fold=True),
-    "cpu": BackendCaps("host", in_order_fold=True),
+    "numpy": BackendCaps("reference", in_order_fold=True, lookup_tables=True),
+    "cpu": BackendCaps("host", in_order_fold=True, lookup_tables=True),
     "cuda": BackendCaps("gpu", device_columns=True, streams=True),
     "opencl": BackendCaps("gpu", device_columns=True, streams=True),
     "webgpu": BackendCaps("gpu", wide_columns=False),

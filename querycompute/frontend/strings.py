@@ -449,7 +449,11 @@ def call(tr, node: ast.Call):
     at = tr.at(node)
     if isinstance(f, ast.Name) and f.id in _BUILTINS and f.id not in tr.locals \
             and tr._lookup_quiet(f.id) in (None, getattr(builtins, f.id)):
-        return host(tr, node, _BUILTINS[f.id], at) if len(node.args) == 1 and _reads_string(tr, node) else None
+        if len(node.args) != 1 or not _reads_string(tr, node):
+            return None
+        if f.id in ("int", "bool") and isinstance(node.args[0], (ast.Compare, ast.BoolOp, ast.UnaryOp)):
+            return None                 # int(s == "x" or ...): code compares, a number after
+        return host(tr, node, _BUILTINS[f.id], at)
     if not isinstance(f, ast.Attribute):
         return None
     if _text(tr, f.value) is not None:

@@ -206,7 +206,7 @@ class ShapedFinish:
 
     def finish(self, raw, spec, key):
         values = [finish(p, raw, spec, key) for p in self.parts]
-        if getattr(spec, "default", 0) is None and all(v is None for v in values):
+        if getattr(spec, "default", 0) is None and values.count(None) == len(values):
             return None                # min/max/mean/first of nothing with default=None: None
         return np.array(values).reshape(self.shape)
 
