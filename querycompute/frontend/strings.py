@@ -163,7 +163,8 @@ _TABLES = ArtifactCache("string function tables", 64)
 
 def _scan(tr, node: ast.AST):
     """(string column references: [(ast node, StrCodes)], other per-row values: [ast node],
-    free names) of an expression: what a string function reads."""
+    free names, constructs no string function holds: [ast node]) of an expression: what a
+    string function reads."""
     refs, others, names, bad = [], [], set(), []
 
     def rooted(n) -> bool:
@@ -192,7 +193,7 @@ def _scan(tr, node: ast.AST):
         for c in ast.iter_child_nodes(n):
             visit(c)
     visit(node)
-    return refs, others + bad, names
+    return refs, others, names, bad
 
 
 def _free_value(tr, name: str, at: str):
@@ -219,7 +220,7 @@ def host(tr, node: ast.AST, dtype: str, at: str):
     table[code]. None when the node reads no string column; a located error when it reads two
     columns or a per-row value besides the string (those are split: compute the string
     function alone, e.g. `len(s) > r.n` reads len(s) as one)."""
-    refs, others, names = _scan(tr, node)
+    refs, others, names, bad = _scan(tr, node)
     if not refs:
         return None
     columns = sorted({v.column for _, v in refs})
@@ -227,8 +228,8 @@ def host(tr, node: ast.AST, dtype: str, at: str):
         fail(at, f"`{ast.unparse(node)}` reads string columns {columns[0]!r} and {columns[1]!r}: "
                  f"a string function reads one column (it is evaluated per distinct string of "
                  f"that column's dictionary)", "string")
-    if others and not all(isinstance(o, (ast.Name, ast.Attribute, ast.Subscript)) for o in others):
-        fail(at, f"`{ast.unparse(others[-1])}` in a string function: only expressions (calls, "
+    if bad:
+        fail(at, f"`{ast.unparse(bad[0])}` in a string function: only expressions (calls, "
                  f"comparisons, slices, operators) are evaluated per string", "string")
     if others:
         fail(at, f"`{ast.unparse(node)}` mixes string column {columns[0]!r} with "
@@ -251,13 +252,8 @@ def host(tr, node: ast.AST, dtype: str, at: str):
                 return ast.copy_location(ast.Name(HOST_VAR, ast.Load()), n)
             return self.generic_visit(n)
     text = ast.unparse(Put().visit(body))
-    try:
-        compile(f"lambda {HOST_VAR}: {text}", at, "eval")
-    except SyntaxError as exc:          # (never for an expression the lambda parsed)
-        fail(at, f"`{ast.unparse(node)}` can't be a string function: {exc}", "string")
     table = tr.new_param(("str", "table", columns[0], (text, dtype, tuple(captured), at)), dtype)
     return Scalar(E.Lookup(table.name, codes(refs[0][1]).expr, dtype))
-
 
 
 def _table(d: np.ndarray, column: str, arg: tuple, env) -> np.ndarray:
@@ -300,8 +296,8 @@ def host_compare(tr, node: ast.Compare):
     operand that computes on the string: s.lower() == x, s[:2] == x, len(s) == 3): its
     string function, bool; None when the code ranges answer it or it reads per-row values
     besides one string column (then its operands are string functions on their own)."""
-    refs, others, _ = _scan(tr, node)
-    if not refs or others:
+    refs, others, _, bad = _scan(tr, node)
+    if not refs or others or bad:
         return None
     direct = {id(n) for n, _ in refs}
     nodes = [node.left] + node.comparators
