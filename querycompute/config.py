@@ -77,6 +77,10 @@ VARIABLES = {v.name: v for v in (
     Variable("QUERYCOMPUTE_TIERED", True, "1/0, true/false, yes/no, on/off",
              "0 turns tiered execution off: the first call waits for the kernel compile and "
              "raises its CompileError", parse_switch),
+    Variable("QUERYCOMPUTE_CPU_LLVM", True, "1/0, true/false, yes/no, on/off",
+             "0 makes the cpu backend compile every fused pass with numba; on (the default) a "
+             "pass the llvm dialect prints is compiled from LLVM IR with llvmlite (same results, "
+             "a far shorter first call)", parse_switch),
     Variable("QUERYCOMPUTE_MEMO_SIZE", 2048, "an integer >= 1 (e.g. 4096, 4e3)",
              "how many compiled queries the in-memory memo keeps", lambda t: parse_count(t, 1)),
     Variable("QUERYCOMPUTE_GPU_MIN_ELEMENTS", 1 << 18, "an integer >= 0 (e.g. 1000000, 1e6)",

@@ -190,29 +190,39 @@ def test_index_only_pass_without_inputs():
     np.testing.assert_array_equal(got, np.arange(0, 100, 3))
 
 
-def test_trace_cache_and_launch_shape():
+@pytest.mark.parametrize("llvm", ["1", "0"])
+def test_trace_cache_and_launch_shape(llvm, monkeypatch):
+    """Both cpu routes (issue 28: the llvm dialect, or numba with QUERYCOMPUTE_CPU_LLVM=0)."""
+    monkeypatch.setenv("QUERYCOMPUTE_CPU_LLVM", llvm)
     prog = w1_program()
-    p = Pass(prog, Reduce((Agg("count", (), "int64"),)), "traced")
+    p = Pass(prog, Reduce((Agg("count", (), "int64"),)), f"traced{llvm}")
     first = BACKEND.prepare(p)
     rows = first.trace_rows(first.run_quick([np.ones(10, np.float32)], [], 10)[1])
     assert first.compile_ms > 0 and rows[0].cache == "compiled"
-    assert rows[0].dialect == "numba" and rows[0].name == "traced_inline"
+    assert rows[0].dialect == ("llvm" if llvm == "1" else "numba") and rows[0].name == f"traced{llvm}_inline"
     again = BACKEND.prepare(p)                 # the memory dict keyed by the Pass
     rows2 = again.trace_rows(again.run_quick([np.ones(10, np.float32)], [], 10)[1])
     assert rows2[0].cache == "memory" and again.compile_ms == 0.0
-    assert BACKEND.launch_shape(p, SERIAL_MAX)[0]["name"] == "traced_inline"     # one chunk
+    assert BACKEND.launch_shape(p, SERIAL_MAX)[0]["name"] == f"traced{llvm}_inline"     # one chunk
     shape = BACKEND.launch_shape(p, 64 * CHUNK)
-    assert shape[0]["name"] == "traced_morsels" and shape[0]["block"] == (CHUNK,)
-    assert "def traced_element" in BACKEND.source(p)
+    assert shape[0]["name"] == f"traced{llvm}_morsels" and shape[0]["block"] == (CHUNK,)
+    text = BACKEND.source(p)
+    assert (f"define void @\"traced{llvm}_chunks\"" in text) if llvm == "1" else ("def traced0_element" in text)
 
 
-def test_untypeable_program_raises_compile_error_with_source():
-    """An ill-typed program (bitwise and of floats) fails numba's typing: CompileError."""
+@pytest.mark.parametrize("llvm", ["1", "0"])
+def test_untypeable_program_raises_compile_error_with_source(llvm, monkeypatch):
+    """An ill-typed program (bitwise and of floats) fails numba's typing, or LLVM's verifier
+    on the llvm route: a CompileError showing the source."""
+    monkeypatch.setenv("QUERYCOMPUTE_CPU_LLVM", llvm)
     bad = ElementProgram((InputSpec("x", "float32"),), (), (),
                          (E.Binary("bitand", X32, X32, "float32"),))
     with pytest.raises(CompileError) as info:
-        BACKEND.prepare(Pass(bad, ToArray(), "broken"))
-    assert info.value.dialect == "numba" and "def broken_element" in info.value.source
+        BACKEND.prepare(Pass(bad, ToArray(), f"broken{llvm}"))
+    if llvm == "1":
+        assert info.value.dialect == "llvm" and "broken1" in info.value.source
+    else:
+        assert info.value.dialect == "numba" and "def broken0_element" in info.value.source
 
 
 def test_availability_says_numba_version():

@@ -78,9 +78,12 @@ _loaded: set[str] = set()
 # and backends/<module>.py by name)
 _GPU = ("gpu.", "stage_runtime")
 _COMPILER = {
-    "cpu": (("filelock", "numba", "numba.core.event", "numba.core.compiler_lock", "numba.core.cgutils",
-             "numba.extending", "numba.cpython.unsafe.numbers", "numba.np.ufunc.parallel",
-             "llvmlite.ir"), ("cpu.", "reference.", "stage_runtime")),
+    # the cpu backend's own compiler is llvmlite (its llvm route: backends/cpu/llvm_loader.py);
+    # numba, which takes 0.3 s to import, is loaded by the first pass or kernel module that
+    # needs it (numba_loader: load_compiler("numba"), under the same lock)
+    "cpu": (("filelock", "llvmlite.ir", "llvmlite.binding"), ("cpu.", "reference.", "stage_runtime")),
+    "numba": (("numba", "numba.core.event", "numba.core.compiler_lock", "numba.core.cgutils",
+               "numba.extending", "numba.cpython.unsafe.numbers", "numba.np.ufunc.parallel"), None),
     "opencl": (("filelock", "pyopencl"), ("opencl.",) + _GPU),
     "webgpu": (("filelock", "wgpu"), ("webgpu.",) + _GPU),
     "cuda": (("filelock", "cupy"), ("cuda.",) + _GPU),
@@ -111,7 +114,7 @@ def load_compiler(name: str) -> None:
                 continue
             after_fork.arm(mod)        # its fork hooks, if any, run after ours
         package = __package__.rpartition(".")[0]
-        for info in pkgutil.walk_packages(importlib.import_module(package).__path__, package + "."):
+        for info in () if prefixes is None else pkgutil.walk_packages(importlib.import_module(package).__path__, package + "."):
             short = info.name[len(package) + 1:]
             if short.endswith("_kernels"):       # module texts the cpu backend loads itself
                 continue
@@ -121,9 +124,10 @@ def load_compiler(name: str) -> None:
             elif short.split(".")[0] in _NOT_COMPILE:
                 continue
             importlib.import_module(info.name)
-        get(name)
+        if prefixes is not None:
+            get(name)
         _loaded.add(name)
-        if name == "cpu" and "numba" in sys.modules:
+        if name == "numba" and "numba" in sys.modules:
             _hold_numba_compiler_lock()
         after_fork.arm(name)
 

@@ -28,9 +28,11 @@ from querycompute._codegen.ops import compact as compact_op
 from querycompute._codegen.ops import reduce as reduce_op
 from querycompute._codegen.program import Pass, Reduce
 
-from ... import after_fork
+from querycompute._codegen.dialects import llvm_ir
+
+from ... import after_fork, config
 from ...cache import disk_cache
-from . import morsels, numba_loader
+from . import llvm_loader, morsels, numba_loader
 from ..base import Backend, BackendCaps, KernelRun, Prepared
 from .cpu_elements import bind
 
@@ -77,9 +79,10 @@ class Launch:
     the raw result (outputs in storage dtypes). The method is chosen once here, so a warm
     call goes straight to numba."""
 
-    def __init__(self, p: Pass, ns: dict):
+    def __init__(self, p: Pass, ns: dict, dialect: str = "numba"):
         name = p.name
         self.pass_name = name
+        self.dialect = dialect
         self.storage = tuple(np.dtype(numba_py.storage_dtype(d)) for d in p.program.output_dtypes)
         # a shaped result (ToArray.element = k): the outputs are the columns of one (n, k)
         # array, so the result needs no stacking copy (shaped.stack). numba compiles the
@@ -99,9 +102,11 @@ class Launch:
             self.call = self._compact
             self.dispatchers = tuple(d for d in (self.count, self.write, self.sparse) if d is not None)
             self.window = p.window_params       # (lo, hi) positions in params, or None
+            self.contiguous = ns.get(f"{name}_CONTIGUOUS", False)    # the llvm route's
         else:
             self.entry = ns[f"{name}_chunks"]
             self.call, self.dispatchers = self._dense, (self.entry,)
+            self.contiguous = ns.get(f"{name}_CONTIGUOUS", False)    # the llvm route's
         # numba's per-dispatcher signature tables: they only grow, and only when a call
         # compiled or loaded a new specialisation, so their total size tells a warm call
         # (nothing new) from one that must report a compile or a load, at ~50 ns.
@@ -151,11 +156,15 @@ class Launch:
         return tuple([block[:, j] for j in range(k)])
 
     def _dense(self, n, inputs, params):
+        if self.contiguous:
+            inputs = [np.ascontiguousarray(x) for x in inputs]
         outs = self._outputs(n)
         _run_morsels(self.entry, -(-n // _CHUNK), (n, *outs, *inputs, *params))
         return outs
 
     def _compact(self, n, inputs, params):
+        if self.contiguous:
+            inputs = [np.ascontiguousarray(x) for x in inputs]
         nch = -(-n // _CHUNK)
         bits = np.empty((n + 63) >> 6, np.uint64)
         offsets = np.zeros(nch + 1, np.int64)
@@ -269,10 +278,23 @@ def _numba_version() -> str:
     return f" {version}" if version is not None else ""
 
 
+def route(p: Pass) -> str:
+    """The dialect the cpu backend compiles pass p with: "llvm" (LLVM IR through llvmlite,
+    _codegen/dialects/llvm_ir.py: a first call in well under a second) for every pass that
+    dialect prints, unless QUERYCOMPUTE_CPU_LLVM=0; else "numba". Both give the same bits
+    (the llvm dialect spells the numba dialect's semantics and sum order)."""
+    if config.get("QUERYCOMPUTE_CPU_LLVM") and llvm_ir.unsupported(p) is None:
+        return "llvm"
+    return "numba"
+
+
 def _load(p: Pass) -> tuple[dict, Any, str, float]:
-    """(namespace, cache key, origin, ms) for pass p: its module text through the one numba
-    loader (numba_loader.load: memory, the disk cache, or stored and compiled now: then its
-    entry points are compiled at once, so errors and the compile time show here)."""
+    """(namespace, cache key, origin, ms) for pass p: the llvm route's loader, or its module
+    text through the one numba loader (numba_loader.load: memory, the disk cache, or stored
+    and compiled now: then its entry points are compiled at once, so errors and the compile
+    time show here)."""
+    if route(p) == "llvm":
+        return llvm_loader.load(p)
     mod = numba_loader.load(p.name, numba_loader.module_source(p), prepare=lambda ns: _compile_entries(p, ns),
                             dtypes=[s.dtype for s in p.program.inputs])
     return (mod.ns, mod.key, *mod.take_load_report())
@@ -317,7 +339,7 @@ class CpuPrepared(Prepared):
         self.origin = origin
         self.compile_ms = compile_ms
         self._key = key
-        self._launch = Launch(p, ns)
+        self._launch = Launch(p, ns, route(p))
         prog = p.program
         self._f16_inputs = tuple(k for k, s in enumerate(prog.inputs) if s.dtype == "float16")
         self._whole = numba_py.whole_arrays(p)      # arrays of shaped elements read whole
@@ -388,7 +410,7 @@ class CpuPrepared(Prepared):
         """The one trace row of a run: (launch, n, run ms, cache origin, compile ms); its grid
         is the chunks, its name says whether they ran as one call or as morsels."""
         launch, n, run_ms, cache, compile_ms = row
-        return [KernelRun(launch.name(n), "numba", (launch.chunks(n),), _BLOCK, cache, compile_ms, run_ms)]
+        return [KernelRun(launch.name(n), launch.dialect, (launch.chunks(n),), _BLOCK, cache, compile_ms, run_ms)]
 
     def _first_use(self, launch: Launch, n: int, run_ms: float, t0: float) -> tuple:
         """The trace row of a run that is the Prepared's first, or that made numba compile
@@ -449,7 +471,7 @@ class CpuBackend(Backend):
         return self._available
 
     def source(self, p: Pass) -> str:
-        return numba_loader.module_source(p)
+        return llvm_loader.source(p) if route(p) == "llvm" else numba_loader.module_source(p)
 
     def launch_shape(self, p: Pass, n: int) -> list[dict]:
         chunks = max(1, -(-n // numba_py.CHUNK))

@@ -24,6 +24,8 @@ rows_columns_kernels.py) are texts too, never imported: `kernel_files` and
 """
 from __future__ import annotations
 
+import os
+import sys
 import threading
 import time
 from collections import deque
@@ -39,6 +41,7 @@ from ...cache import disk_cache, dump_source, numba_identity
 from ...errors import CompileError
 from ...artifacts import ArtifactCache
 from ...locks import KeyedLocks
+from ..registry import load_compiler
 
 # ---- the cpu module as it is compiled and cached ------------------------------------------------
 # The cpu backend's module as it is compiled and cached: the numba dialect's source made
@@ -63,9 +66,19 @@ def module_source(p: Pass) -> str:
 
 def numba_threads() -> int:
     """numba's thread count (NUMBA_NUM_THREADS, else the cores this process may use): what
-    the morsel pool sizes itself by (morsels.py)."""
-    from numba.core import config
-    return int(config.NUMBA_NUM_THREADS or 1)
+    the morsel pool sizes itself by (morsels.py). Read from numba's config once numba is
+    imported; before (a process whose passes all took the llvm route) by numba's own rule,
+    without importing it."""
+    numba = sys.modules.get("numba")
+    if numba is not None and hasattr(numba, "config"):
+        return int(numba.config.NUMBA_NUM_THREADS or 1)
+    raw = os.environ.get("NUMBA_NUM_THREADS", "").strip()
+    if raw.isdigit() and int(raw) > 0:
+        return int(raw)
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:             # no sched_getaffinity (macOS, Windows)
+        return max(1, os.cpu_count() or 1)
 
 
 @lru_cache(maxsize=1)
@@ -155,6 +168,7 @@ def load(name: str, source: str, prepare=None, dtypes=()) -> NumbaModule:
     hit = _modules.get(source)
     if hit is not None:
         return hit
+    load_compiler("numba")              # numba's modules, imported once under the import lock
     with _loading.hold(source):
         hit = _modules.get(source)
         if hit is None:
