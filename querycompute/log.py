@@ -6,8 +6,10 @@
   library adds only a NullHandler: nothing is printed until the application configures
   logging (`logging.basicConfig(level=logging.INFO)`).
 - `compiling(what)` (and compiling_begin / compiling_end): a compile in flight; one running
-  longer than PROGRESS_AFTER seconds is logged at INFO by a watcher thread, with how long so
-  far (again every PROGRESS_EVERY seconds), so a long first call says what it waits for.
+  longer than PROGRESS_AFTER seconds is logged at INFO by a watcher thread (one, a daemon),
+  with how long so far (again every PROGRESS_EVERY seconds), and with its total when it ends,
+  so a long first call says what it waits for. Only a compile enters it (engine._prepare,
+  numba compiling one of our entry points, DiskCache.obtain's compile_fn): a warm call never.
 - `querycompute.source`: the kernel sources QUERYCOMPUTE_DUMP_SOURCE=1 asks for. When the
   application has configured no handler, one printing to stderr is attached, so the switch
   works on its own.
@@ -157,7 +159,7 @@ def native_stderr(what: str):
 
 
 PROGRESS_AFTER = 1.0          # seconds a compile runs before its progress is logged
-PROGRESS_EVERY = 5.0          # and then how often
+PROGRESS_EVERY = 2.0          # and then how often
 _inflight: dict[int, list] = {}      # thread id -> stack of [what or None, start, next log]
 _watch = {"cond": threading.Condition(), "thread": None}
 
@@ -180,12 +182,19 @@ def compiling_begin(what: str | None) -> None:
 
 
 def compiling_end() -> None:
+    """This thread's innermost compile ended; one that ran PROGRESS_AFTER seconds or more
+    logs its total at INFO ("compiled <what> in X s")."""
+    entry = None
     with _watch["cond"]:
         stack = _inflight.get(threading.get_ident())
         if stack:
-            stack.pop()
+            entry = stack.pop()
             if not stack:
                 del _inflight[threading.get_ident()]
+    if entry is not None and entry[0] is not None:
+        seconds = time.monotonic() - entry[1]
+        if seconds >= PROGRESS_AFTER:
+            logger.info("compiled %s in %.1f s", entry[0], seconds)
 
 
 @contextmanager
