@@ -6,11 +6,17 @@
   library adds only a NullHandler: nothing is printed until the application configures
   logging (`logging.basicConfig(level=logging.INFO)`).
 - `compiling(what)` (and compiling_begin / compiling_end): a compile in flight; one running
-  longer than PROGRESS_AFTER seconds is logged at INFO by a watcher thread, with how long so
-  far (again every PROGRESS_EVERY seconds), so a long first call says what it waits for.
+  longer than PROGRESS_AFTER seconds is logged at INFO by a watcher thread (one, a daemon),
+  with how long so far (again every PROGRESS_EVERY seconds), and with its total when it ends,
+  so a long first call says what it waits for. Only a compile enters it (engine._prepare,
+  numba compiling one of our entry points, DiskCache.obtain's compile_fn): a warm call never.
 - `querycompute.source`: the kernel sources QUERYCOMPUTE_DUMP_SOURCE=1 asks for. When the
   application has configured no handler, one printing to stderr is attached, so the switch
   works on its own.
+- `native_stderr(what)`: what a driver's native code (or a library's last-resort logging)
+  writes to file descriptor 2 while a device is probed or a program built goes to `logger`
+  at DEBUG instead of the user's stderr (wgpu-native's "Forcing backend: Vulkan", Mesa's
+  "XDG_RUNTIME_DIR is invalid"); `captured_fd2` is the redirection under it.
 - `warn(message, category)`: every warning the library raises goes through it, with the
   stacklevel of the first frame outside the querycompute package, so the warning names the
   user's line, not a line of the library (however deep the call that warned).
@@ -24,6 +30,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import tempfile
 import threading
 import time
 import warnings
@@ -100,8 +107,59 @@ def emit_source(text: str) -> None:
     source_logger.info("%s", text)
 
 
+_fd2_lock = threading.RLock()      # one redirection of fd 2 at a time (nested: same thread)
+
+
+@contextmanager
+def captured_fd2():
+    """Point file descriptor 2 at a temporary file for the block; the yielded list then holds
+    the bytes written meanwhile (by native code, and by sys.stderr, flushed before the fd is
+    restored). Anything another thread wrote to fd 2 in the window is among them. Where fd 2
+    is closed, nothing is redirected (and nothing caught)."""
+    caught: list[bytes] = []
+    with _fd2_lock:
+        _flush_stderr()
+        try:
+            saved = os.dup(2)
+        except OSError:                    # no fd 2 (a daemon's): nothing to keep off it
+            yield caught
+            return
+        with tempfile.TemporaryFile() as tmp:
+            os.dup2(tmp.fileno(), 2)
+            try:
+                yield caught
+            finally:
+                _flush_stderr()
+                os.dup2(saved, 2)
+                os.close(saved)
+                tmp.seek(0)
+                caught.append(tmp.read())
+
+
+def _flush_stderr() -> None:
+    try:
+        if sys.stderr is not None:
+            sys.stderr.flush()
+    except (OSError, ValueError):           # closed (`querycompute cache list | head`)
+        pass
+
+
+@contextmanager
+def native_stderr(what: str):
+    """Run the block (a device probe: wgpu's adapter request, OpenCL's platform query) with
+    fd 2 captured (captured_fd2); the lines caught go to `logger` at DEBUG, naming `what`."""
+    caught: list[bytes] = []
+    try:
+        with captured_fd2() as caught:
+            yield
+    finally:                               # (an error raised in the block keeps its lines too)
+        text = b"".join(caught).decode(errors="replace").strip()
+        if text:
+            logger.debug("%s wrote to stderr:\n%s", what, text)
+
+
 PROGRESS_AFTER = 1.0          # seconds a compile runs before its progress is logged
-PROGRESS_EVERY = 5.0          # and then how often
+PROGRESS_EVERY = 2.0          # and then how often
 _inflight: dict[int, list] = {}      # thread id -> stack of [what or None, start, next log]
 _watch = {"cond": threading.Condition(), "thread": None}
 
@@ -124,12 +182,19 @@ def compiling_begin(what: str | None) -> None:
 
 
 def compiling_end() -> None:
+    """This thread's innermost compile ended; one that ran PROGRESS_AFTER seconds or more
+    logs its total at INFO ("compiled <what> in X s")."""
+    entry = None
     with _watch["cond"]:
         stack = _inflight.get(threading.get_ident())
         if stack:
-            stack.pop()
+            entry = stack.pop()
             if not stack:
                 del _inflight[threading.get_ident()]
+    if entry is not None and entry[0] is not None:
+        seconds = time.monotonic() - entry[1]
+        if seconds >= PROGRESS_AFTER:
+            logger.info("compiled %s in %.1f s", entry[0], seconds)
 
 
 @contextmanager
@@ -165,9 +230,11 @@ def _watcher() -> None:
 
 
 def _after_fork() -> None:
-    """In a forked child the watcher thread is gone and its lock may be held."""
+    """In a forked child the watcher thread is gone and its lock (or fd 2's) may be held."""
+    global _fd2_lock
     _inflight.clear()
     _watch["cond"], _watch["thread"] = threading.Condition(), None
+    _fd2_lock = threading.RLock()        # (a thread that held it is gone)
 
 
 after_fork.register(_after_fork)

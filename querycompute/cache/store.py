@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-from ..log import warn
+from ..log import compiling, warn
 from . import lock_wait, settings
 from .entry_format import (BINARY_FILE, FILE_MAX_BYTES, META_FILE, META_MAX_BYTES, DamagedEntry,
                            decode_meta, encode_meta, pack_binary, read_entry_file,
@@ -379,7 +379,9 @@ class DiskCache(ModuleEntries):
                 if obj is not None:
                     return obj, "disk", 0.0
             t0 = time.perf_counter()
-            payload, obj = compile_fn()
+            names = ", ".join(map(str, kernel_names)) or key.digest[:16]
+            with compiling(f"the {key.backend} kernels {names}"):      # (log.py: progress)
+                payload, obj = compile_fn()
             compile_ms = (time.perf_counter() - t0) * 1e3
             self.store(key, payload, source_suffix=source_suffix, kernel_names=kernel_names,
                        dtypes=dtypes, compile_ms=compile_ms, extra=extra)

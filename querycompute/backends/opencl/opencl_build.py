@@ -7,10 +7,11 @@ error becomes a CompileError carrying the log. So:
 
 - the build runs through PyOpenCL's unwrapped `_Program._build` (no CompilerWarning); the
   build log goes to the `querycompute` logger at DEBUG;
-- file descriptor 2 is pointed at a temporary file for the build (one build at a time, under
-  a lock); afterwards the captured bytes are written back to the real stderr, less the lines
-  that are the compiler's (the build log's lines and "N warning(s) generated."). Whatever else
-  another thread wrote to stderr meanwhile still reaches it, only later.
+- file descriptor 2 is pointed at a temporary file for the build (log.captured_fd2: one
+  redirection at a time, under its lock); afterwards the captured bytes are written back to
+  the real stderr, less the lines that are the compiler's (the build log's lines and "N
+  warning(s) generated."). Whatever else another thread wrote to stderr meanwhile still
+  reaches it, only later.
 - a failed build raises CompileError with the build log and whatever the compiler printed.
 """
 from __future__ import annotations
@@ -18,14 +19,11 @@ from __future__ import annotations
 import os
 import re
 import sys
-import tempfile
-import threading
 
 from ...errors import CompileError
-from ...log import logger
+from ...log import captured_fd2, logger
 
 _SUMMARY = re.compile(rb"^\d+ (warning|error)s? generated\.$")
-_lock = threading.Lock()
 
 
 def build_quietly(cl, ctx, device, source: str, options) -> object:
@@ -35,9 +33,8 @@ def build_quietly(cl, ctx, device, source: str, options) -> object:
         # A PyOpenCL without the unwrapped class: its public build (CompilerWarning and all).
         return cl.Program(ctx, source).build(options=list(options), devices=[device])
     raw = raw_program(ctx, source)
-    with _lock:
-        printed, error = _captured_fd2(lambda: raw._build(options=" ".join(options).encode(),
-                                                          devices=[device]))
+    printed, error = _captured_fd2(lambda: raw._build(options=" ".join(options).encode(),
+                                                  devices=[device]))
     log = raw.get_build_info(device, cl.program_build_info.LOG) or ""
     _pass_through(printed, log)
     if error is not None:
@@ -50,21 +47,14 @@ def build_quietly(cl, ctx, device, source: str, options) -> object:
 
 
 def _captured_fd2(build) -> tuple[bytes, BaseException | None]:
-    """Run build() with fd 2 redirected to a temporary file: (bytes written, its error)."""
-    sys.stderr.flush()
-    saved = os.dup(2)
+    """Run build() with fd 2 redirected (log.captured_fd2): (bytes written, its error)."""
     error = None
-    with tempfile.TemporaryFile() as tmp:
-        os.dup2(tmp.fileno(), 2)
+    with captured_fd2() as caught:
         try:
             build()
         except Exception as exc:          # cl.Error, cl.RuntimeError: reported by the caller
             error = exc
-        finally:
-            os.dup2(saved, 2)
-            os.close(saved)
-        tmp.seek(0)
-        return tmp.read(), error
+    return b"".join(caught), error
 
 
 def _pass_through(printed: bytes, log: str) -> None:

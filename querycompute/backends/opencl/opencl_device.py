@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from ...cache import CacheWarning, disk_cache, dump_source, opencl_identity
-from ...log import warn
+from ...log import native_stderr, warn
 from .opencl_build import build_quietly
 
 INSTALL_HINT = "pip install 'querycompute[opencl]' (PyOpenCL with the pocl CPU device)"
@@ -57,6 +57,11 @@ def find_gpu() -> bool:
         import pyopencl as cl
     except ImportError:
         return False
+    with native_stderr("OpenCL's GPU query"):      # (an ICD's chatter: to the logger)
+        return _lists_gpu(cl)
+
+
+def _lists_gpu(cl) -> bool:
     try:
         platforms = cl.get_platforms()
     except cl.Error:                           # no platform
@@ -77,6 +82,11 @@ def open_device() -> DeviceContext:
         import pyopencl as cl
     except ImportError as exc:
         raise RuntimeError(f"pyopencl is not importable ({exc}); {INSTALL_HINT}") from None
+    with native_stderr("opening the OpenCL device"):
+        return _open(cl)
+
+
+def _open(cl) -> DeviceContext:
     try:
         platforms = cl.get_platforms()
     except cl.Error as exc:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from ...cache import disk_cache, dump_source
 from ...errors import CompileError
+from ...log import native_stderr
 
 INSTALL_HINT = ("pip install 'querycompute[webgpu]' (wgpu-py), and a Vulkan, Metal or D3D12 driver "
                 "(on Debian/Ubuntu without a GPU: apt-get install mesa-vulkan-drivers libvulkan1)")
@@ -78,7 +79,7 @@ def find_gpu_adapter() -> bool:
     except ImportError:
         return False
     try:
-        adapter = wgpu.gpu.request_adapter_sync(power_preference="high-performance")
+        adapter = _request_adapter(wgpu)
     except Exception:                           # wgpu raises its own errors, or RuntimeError
         return False
     return adapter is not None and not is_cpu_adapter(dict(adapter.info))
@@ -110,7 +111,7 @@ def _open() -> WebGPUDevice:
     except ImportError as exc:
         raise RuntimeError(f"wgpu is not importable ({exc}); {INSTALL_HINT}") from None
     try:
-        adapter = wgpu.gpu.request_adapter_sync(power_preference="high-performance")
+        adapter = _request_adapter(wgpu)
     except Exception as exc:                    # wgpu raises its own errors, or RuntimeError
         raise RuntimeError(f"no WebGPU adapter ({type(exc).__name__}: {exc}); {INSTALL_HINT}") from None
     if adapter is None:
@@ -124,6 +125,14 @@ def _open() -> WebGPUDevice:
     device = adapter.request_device_sync(required_limits=wanted, required_features=features)
     info = {k: str(v) for k, v in dict(adapter.info).items()}
     return WebGPUDevice(wgpu, adapter, device, device.queue, info, frozenset(adapter.features), dict(device.limits))
+
+
+def _request_adapter(wgpu):
+    """wgpu's adapter, asked with fd 2 captured (log.native_stderr): wgpu-native and the
+    Vulkan loader print while they enumerate (wgpu's "Forcing backend: Vulkan" through
+    logging's last resort, Mesa's "XDG_RUNTIME_DIR is invalid"); it goes to the logger."""
+    with native_stderr("wgpu's adapter request"):
+        return wgpu.gpu.request_adapter_sync(power_preference="high-performance")
 
 
 def build_module(dev: WebGPUDevice, source: str):
