@@ -15,7 +15,11 @@ from cache_worker import child_env
 SCRIPT = Path(__file__).with_name("cache_query_script.py")
 # cpu: big enough for the parallel entry point, which numba compiles on first use (after
 # `prepare` compiled the serial one), so the lazily compiled half must be cached too.
-SIZES = {"cpu": 40_000, "opencl": 5_000}
+SIZES = {"cpu": 40_000, "cpu-numba": 40_000, "opencl": 5_000}
+# "cpu" compiles its pass on the llvm route (an object file as the entry's binary, like
+# OpenCL's); "cpu-numba" is the cpu backend with that route off (QUERYCOMPUTE_CPU_LLVM=0):
+# a module numba compiles, with numba's own cache files beside it
+ENV = {"cpu-numba": {"QUERYCOMPUTE_CPU_LLVM": "0"}}
 
 
 def opencl_available() -> bool:
@@ -27,14 +31,14 @@ def opencl_available() -> bool:
     return True
 
 
-BACKENDS = ["cpu", pytest.param("opencl", marks=pytest.mark.skipif(
+BACKENDS = ["cpu", "cpu-numba", pytest.param("opencl", marks=pytest.mark.skipif(
     not opencl_available(), reason="no OpenCL device (install pyopencl with pocl)"))]
 
 
 def query(backend, cache_dir, **env):
     """Run the script once; (its JSON answer, its stderr)."""
-    done = subprocess.run([sys.executable, str(SCRIPT), backend, str(SIZES[backend])],
-                          env=child_env(cache_dir, **env), capture_output=True, text=True,
+    done = subprocess.run([sys.executable, str(SCRIPT), backend.split("-")[0], str(SIZES[backend])],
+                          env=child_env(cache_dir, **ENV.get(backend, {}), **env), capture_output=True, text=True,
                           timeout=600)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.strip().splitlines()[-1]), done.stderr
@@ -54,15 +58,17 @@ def check_result(answer, reference=None):
 def test_second_process_loads_the_first_ones_kernels_without_compiling(tmp_path, backend):
     cold, cold_err = query(backend, tmp_path, QUERYCOMPUTE_DUMP_SOURCE="1")
     warm, warm_err = query(backend, tmp_path, QUERYCOMPUTE_DUMP_SOURCE="1")
-    assert cold["backend"] == warm["backend"] == backend
+    name = backend.split("-")[0]
+    assert cold["backend"] == warm["backend"] == name
     assert origins(cold) == {"compiled"} and origins(warm) == {"disk"}
     assert warm["stats"]["compiles"] == 0 and warm["stats"]["disk_hits"] >= 1
     assert cold["warnings"] == warm["warnings"] == []
-    assert cold["stats"]["entries_by_backend"] == {backend: 1}
+    assert cold["stats"]["entries_by_backend"] == {name: 1}
     check_result(cold)
     check_result(warm, cold)
     # the source is printed when compiled, and only then
-    dialect, marker = {"cpu": ("numba", "@njit("), "opencl": ("opencl", "__kernel")}[backend]
+    dialect, marker = {"cpu": ("llvm", "define void"), "cpu-numba": ("numba", "@njit("),
+                       "opencl": ("opencl", "__kernel")}[backend]
     assert f"compiling {dialect} kernel" in cold_err and marker in cold_err
     assert "compiling" not in warm_err
 
@@ -79,10 +85,10 @@ def test_cache_switched_off_compiles_in_every_process(tmp_path, backend):
 
 
 def damage(cache_dir: Path, backend: str) -> Path:
-    """Flip bytes in the middle of the entry's binary: the OpenCL program binary, or a
-    compiled-code file numba cached beside the cpu module."""
+    """Flip bytes in the middle of the entry's binary: the OpenCL program binary or the cpu
+    llvm route's object file, or a compiled-code file numba cached beside the cpu module."""
     (entry,) = (cache_dir / "v1").iterdir()
-    if backend == "opencl":
+    if backend in ("opencl", "cpu"):
         target = entry / "kernel.bin"
     else:
         target = max((entry / "__pycache__").glob("*.nbc"), key=lambda f: f.stat().st_size)

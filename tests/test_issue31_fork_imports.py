@@ -151,6 +151,7 @@ def test_the_trace_books_numbas_first_call_compile_as_compile(caplog, monkeypatc
     row counts numba's compiler time (measured here by numba's own event) as compile, not
     run; a compile running long logs its progress at INFO."""
     from numba.core import event
+    monkeypatch.setenv("QUERYCOMPUTE_CPU_LLVM", "0")  # the numba route (not the llvm one)
     x = np.arange(200_000, dtype=np.float64)          # several chunks: morsels
     monkeypatch.setattr(qc_log, "PROGRESS_AFTER", 0.0)  # any compile counts as long here
     seen = []

@@ -12,9 +12,9 @@ compares the two routes and the numpy backend on every supported node.
 
 What it prints: ONE module per pass with C-ABI entry points over a range of chunks [c0, c1)
 (the cpu backend's morsel scheduler, backends/cpu/morsels.py, hands ranges to the cores; a
-ctypes call releases the GIL). An entry point takes ONE argument, a tuple (head, arrays...,
-params...) of NumPy objects (`_Module.unpack`: head holds the leading integers, the caller
-passes contiguous arrays, each parameter is a 0-d array); spelled as C-like signatures:
+ctypes call releases the GIL). An entry point takes ONE argument, a tuple of Python objects
+(`_Module.unpack`: the integers and params packed in a bytes object, a bytearray for the
+results, NumPy arrays); spelled as C-like signatures:
 
     reduce  void <name>_chunks(i64 c0, i64 c1, i64 nfin, i64 n, R, P_<state>...,
                                in..., params...)
@@ -131,10 +131,10 @@ def _ir():
     return ir
 
 
-def render(p: Pass, layout: tuple = (24, 16)) -> str:
-    """The LLVM IR module text of pass `p` (`unsupported(p)` must be None). `layout`: the
-    byte offsets of a tuple's first item and of a NumPy array's data pointer in their
-    objects (24 and 16 on a 64-bit CPython; the loader measures them)."""
+def render(p: Pass, layout: tuple = (24, 32, 40, 16)) -> str:
+    """The LLVM IR module text of pass `p` (`unsupported(p)` must be None). `layout`: where
+    the objects an entry point is called with keep their data (_Module.unpack; these are a
+    64-bit CPython 3.11's, the loader measures them)."""
     why = unsupported(p)
     if why:
         raise ValueError(f"pass {p.name}: the llvm dialect does not print {why}")
@@ -233,28 +233,39 @@ class _Module:
             out[s.name] = b.icmp_unsigned("!=", a, a.type(0)) if s.dtype == "bool" else a
         return out
 
-    def unpack(self, b, args, scalars: int, arrays, params):
-        """The entry point's one argument, the tuple (head, arrays..., params...) its caller
-        built (PyTupleObject*): head an int64 array of the `scalars` leading integers (c0,
-        c1, ...), then NumPy arrays of `arrays` dtypes and 0-d arrays of `params` dtypes.
-        Returns (the integers, the arrays' data pointers, the params' values). One object
-        argument, because ctypes converts each argument at ~1 us: seven cost more than the
-        kernel at n = 1e3. The offsets of a tuple's items and an array's data pointer are
-        the loader's measurements (`layout`)."""
+    def unpack(self, b, args, scalars: int, arrays, params, results: bool = False):
+        """The entry point's one argument, the tuple (head, [results,] arrays...) its caller
+        built (PyTupleObject*; backends/cpu/llvm_loader.py's LlvmEntry): head a bytes object
+        of 8-byte slots, the `scalars` leading integers (c0, c1, ...) and then the params
+        (each in its own slot, in its memory type), `results` a bytearray of 8-byte slots the
+        entry writes, then NumPy arrays of `arrays` dtypes (C-contiguous). Returns (the
+        integers, the results' pointer or None, the arrays' data pointers, the params'
+        values). One object argument, because ctypes converts each argument at ~1 us: seven
+        cost more than the kernel at n = 1e3. Where the objects keep their data is the
+        loader's measurement (`layout`: the offsets of a tuple's first item, a bytes
+        object's characters, a bytearray's start pointer and an array's data pointer)."""
         ir = _ir()
         ptr = ir.IntType(8).as_pointer()
-        item_at, data_at = self.layout
+        item_at, bytes_at, bytearray_at, data_at = self.layout
 
-        def data(k: int, dtype: str):
-            item = b.load(b.bitcast(b.gep(args, [self.c64(item_at + 8 * k)]), ptr.as_pointer()))
-            raw = b.load(b.bitcast(b.gep(item, [self.c64(data_at)]), ptr.as_pointer()))
+        def item(k: int):
+            return b.load(b.bitcast(b.gep(args, [self.c64(item_at + 8 * k)]), ptr.as_pointer()))
+
+        def pointer_in(obj, at: int, dtype: str):
+            raw = b.load(b.bitcast(b.gep(obj, [self.c64(at)]), ptr.as_pointer()))
             return b.bitcast(raw, _mem(dtype).as_pointer())
 
-        head = data(0, "int64")
-        ints = [b.load(b.gep(head, [self.c64(j)])) for j in range(scalars)]
-        ptrs = [data(1 + j, d) for j, d in enumerate(arrays)]
-        vals = [b.load(data(1 + len(arrays) + j, d)) for j, d in enumerate(params)]
-        return ints, ptrs, vals
+        head = b.gep(item(0), [self.c64(bytes_at)])
+
+        def slot(j: int, dtype: str):
+            return b.load(b.bitcast(b.gep(head, [self.c64(8 * j)]), _mem(dtype).as_pointer()))
+
+        ints = [slot(j, "int64") for j in range(scalars)]
+        vals = [slot(scalars + j, d) for j, d in enumerate(params)]
+        first = 2 if results else 1
+        out = pointer_in(item(1), bytearray_at, "uint8") if results else None
+        ptrs = [pointer_in(item(first + j), data_at, d) for j, d in enumerate(arrays)]
+        return ints, out, ptrs, vals
 
     def arg_types(self):
         ir = _ir()
@@ -280,8 +291,8 @@ class _Module:
         fn = ir.Function(self.m, ir.FunctionType(ir.VoidType(), [ir.IntType(8).as_pointer()]),
                          f"{self.p.name}_{suffix}")
         b = ir.IRBuilder(fn.append_basic_block("entry"))
-        ints, ptrs, ps = self.unpack(b, fn.args[0], scalars, arrays + [s.dtype for s in self.prog.inputs],
-                                     [s.dtype for s in self.prog.params])
+        ints, _, ptrs, ps = self.unpack(b, fn.args[0], scalars, arrays + [s.dtype for s in self.prog.inputs],
+                                        [s.dtype for s in self.prog.params])
         return fn, b, ints, ptrs, self.param_values(b, ps)
 
     def store_outputs(self, b, ptrs, vals, at) -> None:
@@ -430,11 +441,11 @@ class _Reduce:
         fn = ir.Function(mod.m, ir.FunctionType(ir.VoidType(), [ir.IntType(8).as_pointer()]),
                          f"{self.p.name}_chunks")
         b = ir.IRBuilder(fn.append_basic_block("entry"))
-        (c0, c1, nfin, n), arrays, ps = mod.unpack(
-            b, fn.args[0], 4, ["uint8"] + list(self.pdtypes) + [s.dtype for s in mod.prog.inputs],
-            [s.dtype for s in mod.prog.params])
-        R, P = arrays[0], arrays[1:1 + len(parts)]
-        rest = arrays[1 + len(parts):] + ps
+        (c0, c1, nfin, n), R, arrays, ps = mod.unpack(
+            b, fn.args[0], 4, list(self.pdtypes) + [s.dtype for s in mod.prog.inputs],
+            [s.dtype for s in mod.prog.params], results=True)
+        P = arrays[:len(parts)]
+        rest = arrays[len(parts):] + ps
         c, done = mod.loop(b, fn, c0, c1, name="c")
         lo = b.mul(c, mod.c64(CHUNK))
         hi = mod.minimum(b, n, b.add(lo, mod.c64(CHUNK)))

@@ -14,6 +14,7 @@ params...) with NumPy arrays and scalars; a reduce entry returns its result valu
 from __future__ import annotations
 
 import ctypes
+import struct
 import time
 from functools import lru_cache
 
@@ -90,6 +91,12 @@ class _Stats:
     cache_misses: dict = {}
 
 
+# struct codes of one 8-byte slot of an entry point's head (params) and results (llvm_ir's unpack)
+_SLOT = {"bool": "?7x", "int8": "b7x", "int16": "h6x", "int32": "i4x", "int64": "q",
+         "uint8": "B7x", "uint16": "H6x", "uint32": "I4x", "uint64": "Q", "float32": "f4x",
+         "float64": "d"}
+
+
 class LlvmEntry:
     """One entry point, called like the numba dialect's (module doc). `overloads` and
     `stats` answer cpu.py's Launch as a numba dispatcher would: one specialisation, which never
@@ -101,13 +108,12 @@ class LlvmEntry:
                  params: tuple, results: tuple = ()):
         self.module = module                      # keeps the engine (the code) alive
         self.overloads = {"native": name}
-        # one py_object argument: the tuple llvm_ir's `unpack` reads (ctypes converts
-        # each argument at ~1 us; a tuple of objects costs nothing to pass)
+        # one py_object argument, the tuple llvm_ir's `unpack` reads: the integers and params
+        # packed in a bytes object (struct: ~0.1 us), a bytearray for the results, the arrays
         self.fn = ctypes.CFUNCTYPE(None, ctypes.py_object)(module.address(name))
         self.scalars, self.arrays = scalars, arrays
-        self.params = tuple(np.dtype(d) for d in params)
-        # a reduce's results: one 8-byte slot each, read back in its dtype
-        self.results = tuple((np.dtype(d), 8 // np.dtype(d).itemsize * k) for k, d in enumerate(results))
+        self.pack = struct.Struct("<" + "q" * scalars + "".join(_SLOT[d] for d in params)).pack
+        self.results = struct.Struct("<" + "".join(_SLOT[d] for d in results)) if results else None
 
     def __call__(self, *args):
         s, a = self.scalars, self.arrays
@@ -115,29 +121,35 @@ class LlvmEntry:
         for x in arrays:
             if not x.flags.c_contiguous:
                 raise ValueError("the llvm route's entry points take contiguous arrays")
-        head = np.array(args[:s], np.int64)
-        params = tuple([np.asarray(v, d) for d, v in zip(self.params, args[s + a:])])
-        if not self.results:
-            self.fn((head, *arrays, *params))
+        head = self.pack(*args[:s], *args[s + a:])
+        if self.results is None:
+            self.fn((head, *arrays))
             return None
-        out = np.empty(len(self.results), np.uint64)
-        self.fn((head, out, *arrays, *params))
-        return tuple([out.view(d)[j] for d, j in self.results])
+        out = bytearray(self.results.size)
+        self.fn((head, out, *arrays))
+        return self.results.unpack(out)
 
 
-def layout() -> tuple[int, int]:
-    """(byte offset of a tuple's first item, of a NumPy array's data pointer) in their
-    objects, which the entry points read (llvm_ir's `unpack`): measured on live objects, so
-    a CPython with a larger object header is found, not assumed."""
+def layout() -> tuple[int, int, int, int]:
+    """Where the objects of an entry point's argument keep their data (llvm_ir's `unpack`):
+    the byte offsets of a tuple's first item, a bytes object's characters, a bytearray's
+    start pointer and a NumPy array's data pointer in those objects. Measured on live
+    objects, so a CPython with another object header is found, not assumed."""
     x = np.arange(4, dtype=np.int64)
-    t = (x,)
+    raw, buf = b"querycompute-llvm", bytearray(b"querycompute-llvm")
+    start = ctypes.addressof((ctypes.c_char * len(buf)).from_buffer(buf))
 
-    def find(obj, want: int) -> int:
+    def find(obj, test) -> int:
         for off in range(8, 65, 8):
-            if ctypes.c_void_p.from_address(id(obj) + off).value == want:
+            if test(id(obj) + off):
                 return off
         raise RuntimeError(f"cannot find where a {type(obj).__name__} object keeps its data")
-    return find(t, id(x)), find(x, x.ctypes.data)
+
+    pointer = lambda at: ctypes.c_void_p.from_address(at).value      # noqa: E731
+    return (find((x,), lambda at: pointer(at) == id(x)),
+            find(raw, lambda at: ctypes.string_at(at, len(raw)) == raw),
+            find(buf, lambda at: pointer(at) == start),
+            find(x, lambda at: pointer(at) == x.ctypes.data))
 
 
 def namespace(p: Pass, module: LlvmModule) -> dict:
@@ -175,7 +187,7 @@ def source(p: Pass) -> str:
 
 
 @lru_cache(maxsize=1)
-def _layout() -> tuple[int, int]:
+def _layout() -> tuple[int, int, int, int]:
     return layout()
 
 
