@@ -281,9 +281,10 @@ def _numba_version() -> str:
 def route(p: Pass) -> str:
     """The dialect the cpu backend compiles pass p with: "llvm" (LLVM IR through llvmlite,
     _codegen/dialects/llvm_ir.py: a first call in well under a second) for every pass that
-    dialect prints, unless QUERYCOMPUTE_CPU_LLVM=0; else "numba". Both give the same bits
+    dialect prints, unless QUERYCOMPUTE_CPU_LLVM=0 or llvmlite is older than 0.44; else
+    "numba". Both give the same bits
     (the llvm dialect spells the numba dialect's semantics and sum order)."""
-    if config.get("QUERYCOMPUTE_CPU_LLVM") and llvm_ir.unsupported(p) is None:
+    if config.get("QUERYCOMPUTE_CPU_LLVM") and llvm_ir.unsupported(p) is None and llvm_loader.available():
         return "llvm"
     return "numba"
 

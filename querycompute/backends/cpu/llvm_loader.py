@@ -30,6 +30,16 @@ from ...locks import KeyedLocks
 from ... import after_fork
 
 @lru_cache(maxsize=1)
+def available() -> bool:
+    """Whether llvmlite (numba's, always installed with it) has the new pass manager this
+    route optimises with (llvmlite >= 0.44); an older one leaves every pass to numba."""
+    try:
+        return hasattr(_llvm(), "create_pass_builder")
+    except ImportError:
+        return False
+
+
+@lru_cache(maxsize=1)
 def _llvm():
     """llvmlite.binding with the native target initialised (a heavy optional import)."""
     import llvmlite.binding as llvm
