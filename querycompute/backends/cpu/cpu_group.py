@@ -42,6 +42,19 @@ def kernels_source() -> str:
     return stage_kernels_source("cpu_group_kernels.py")
 
 
+def kernels():
+    """The generic group kernels' module (one text for every query: compiled once per
+    machine, then loaded from the disk cache)."""
+    return load("qc_group_kernels", kernels_source())
+
+
+# The first lines of a generated module that calls the generic group kernels (the fused
+# group_by's): their module's names as globals, so numba links their compiled code (loaded
+# from the disk cache) instead of compiling the same functions again in every query's module.
+USES_KERNELS = ("from querycompute.backends.cpu.cpu_group import kernels as _qc_kernels\n"
+                "globals().update({k: v for k, v in _qc_kernels().ns.items() if not k.startswith('__')})\n")
+
+
 class CpuGroupBy:
     """The group_by of one CpuStages (its modules are loaded once per instance)."""
 
@@ -53,7 +66,7 @@ class CpuGroupBy:
 
     def _kernels(self):
         if self._mod is None:
-            self._mod = load("qc_group_kernels", kernels_source())
+            self._mod = kernels()
             assert self._mod.ns["CHUNK"] == CHUNK        # one chunk rule for ids and folds
         return self._mod
 

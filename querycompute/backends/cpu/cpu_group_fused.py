@@ -8,8 +8,9 @@ per-chunk private tables (dialects/numba_group_fused.py has the algorithm and th
     stores the key and value columns, cpu_group.CpuGroupBy groups them.
 
 Both ways give the same bits (the fused module folds in the two-step path's order), so the
-choice never shows in a result. The module is the text of the stage and group kernels (its
-order_bits, _merge_ids) with the generated functions appended, loaded through the cpu
+choice never shows in a result. The module is the generated functions alone, run with the
+generic group kernels' module's names as globals (cpu_group.USES_KERNELS: order_bits,
+_merge_ids... are compiled once per machine, not once per query), loaded through the cpu
 backend's one numba loader (numba_loader.py) like every other cpu kernel.
 """
 from __future__ import annotations
@@ -21,7 +22,7 @@ from querycompute._codegen.dialects.numba_py import storage_dtype
 from querycompute._codegen.dialects.numba_scan import PRELUDE
 
 from .cpu import param_args
-from .cpu_group import GROUP_TABLE_MAX, kernels_source
+from .cpu_group import GROUP_TABLE_MAX, USES_KERNELS, kernels
 from .numba_loader import load
 from ...artifacts import ArtifactCache
 
@@ -38,7 +39,7 @@ class CpuFusedGroup:
         key = (p, spec, keys, values)
         mod = self._mods.get(key)
         if mod is None:
-            text = PRELUDE + kernels_source() + numba_group_fused.render(p, spec, keys, values, cache=True)
+            text = PRELUDE + USES_KERNELS + numba_group_fused.render(p, spec, keys, values, cache=True)
             mod = self._mods.put(key, load(f"{spec.name}_fused", text))
         return mod
 
@@ -68,6 +69,7 @@ class CpuFusedGroup:
             return None
         outs = [np.empty(len(first), storage_dtype(d)) for d in prog.output_dtypes]
         mod.call(f"{spec.name}_at_serial", first, *outs, *ins, *ps)
+        kernels().sync()                   # the generic kernels it made numba specialise
         outs = [o.view(d) if d == "float16" else o for o, d in zip(outs, prog.output_dtypes)]
         from querycompute._codegen.dialects.numba_group import accumulating
         acc = dict(zip(accumulating(spec), accs))

@@ -125,6 +125,18 @@ class NumbaModule:
     def _cache_misses(self) -> int:
         return sum(sum(d.stats.cache_misses.values()) for d in self._dispatchers)
 
+    def sync(self) -> None:
+        """Seal the code numba added to this module's files from outside a `call`: another
+        module's functions that call these (cpu_group.USES_KERNELS) make numba compile new
+        specialisations of them, which it writes beside this module's entry."""
+        known = self._specialisations()
+        if known != self._known:
+            self._known = known
+            misses = self._cache_misses()
+            if misses > self._misses:
+                self._misses = misses
+                disk_cache.seal_module(self.key, compile_ms=0.0, new_compile=True)
+
     def take_load_report(self) -> tuple[str, float]:
         """(origin, ms) of the module's load the first time asked, then ("memory", 0.0)."""
         report = self.origin, self.compile_ms
