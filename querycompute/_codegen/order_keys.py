@@ -37,7 +37,7 @@ The spellings, all here:
     stable_order, first_occurrence  the references of a sort and of distinct built on it
     constants(dtype)                (kind, sign, ones, inf): what the other spellings read
     ir_bits(dtype, desc, raw, name) kernel IR statements (the GPU sort, top-k, distinct,
-                                    group_by and join kernels; ops/sort_ir re-exports it)
+                                    group_by and join kernels call it)
     NUMBA_SOURCE                    numba's `order_bits(u, kind, desc, sign, ones, inf)`, the
                                     text the cpu backend's kernel modules start with
     numba_call(raw, dtype, desc)    the text of a call of it with dtype's constants

@@ -20,8 +20,6 @@ import math
 
 import numpy as np
 
-from ..order_keys import minmax_key as order_key      # noqa: F401  (ops/reduce/cpu.py's name)
-
 NAMESPACE_NAMES = ("np", "math", "njit", "prange", "float_bits", "bits_float", "libm_fmod",
                    "trailing_zeros")
 _cached: dict | None = None
