@@ -183,13 +183,7 @@ def group_reference(spec: GroupSpec, keys, values, params) -> tuple:
     keys = [np.asarray(k) for k in keys]
     n = len(keys[0])
     order = order_keys.stable_order(keys, (False,) * len(keys))
-    new = np.ones(n, dtype=bool)
-    if n:
-        new[1:] = False
-        for k in keys:
-            b = order_keys.transform(k)[order]
-            new[1:] |= b[1:] != b[:-1]
-    starts = np.flatnonzero(new)
+    starts = np.flatnonzero(order_keys.run_starts(keys, order))
     counts = np.diff(np.append(starts, n)).astype(np.int64)
     group_keys = [k[order[starts]] for k in keys]
     out = []
