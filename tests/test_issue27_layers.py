@@ -50,7 +50,7 @@ KNOWN_UPWARD: set = set()
 # (lower them as imports move to module level). plan's include the GPU kernel generators its
 # stage kinds import only to explain a GPU plan (_codegen/ops: ~0.6 s to import, never needed
 # to run on the cpu or numpy backends).
-KNOWN_LOCAL = {"backends": 56, "plan": 48, "api": 20, "dask": 18, "run": 17, "_codegen": 10,
+KNOWN_LOCAL = {"backends": 54, "plan": 48, "api": 20, "dask": 18, "run": 17, "_codegen": 10,
                "sources": 3, "frontend": 9, "cache": 7, "cli": 8, "graph": 0}
 
 

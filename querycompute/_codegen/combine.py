@@ -16,7 +16,8 @@ elements); it is skipped.
 Raw results (backends/base.py's format, `combine_raw`) of a run [lo, hi) hold a first as
 (index counted from lo, values), index -1 when the run has none; combine_raw shifts the
 index to the whole input before joining. `decided(op, raw)`: no later partial can change
-it (any True, all False, a first found), so a caller may stop reading.
+it (any True, all False, a first found); `all_decided(ops, raws)`: none of them can, so a
+caller may stop reading.
 
 Group tables (`merge_groups`): two partial group_by results concatenated (the earlier one
 first), stably sorted by key (as order_keys orders: NaN last, all NaNs one key, -0.0 == 0.0)
@@ -34,7 +35,9 @@ addition is not associative); each caller keeps one fixed order:
                                         as NumPy sums an array of them (`add_all`)
 Why in _codegen, below every layer: backends combine windows of their own (webgpu's
 binding windows, the numpy reference's), and a backend must not import run/; run/partials.py
-(Dask and streaming) calls the same functions.
+(Dask and streaming) calls the same functions, Dask's distinct / order_by / top-k partials
+are joined with `concatenate` (dask/operators.py), and the numpy group_by reference
+(backends/stage_runtime.py) reduces its groups' rows with `segments`.
 """
 from __future__ import annotations
 
@@ -85,6 +88,12 @@ def decided(op: str, raw) -> bool:
     if op == "all":
         return not bool(raw)
     return False
+
+
+def all_decided(ops, raw) -> bool:
+    """Whether no later partial can change any of the raw results `raw` (one per op in
+    `ops`): a caller reading runs in order stops here."""
+    return all(decided(op, r) for op, r in zip(ops, raw))
 
 
 def combine_raw(ops, acc, raw, lo: int) -> list:

@@ -35,9 +35,11 @@ the same operation turns a key back into the float's bits.
 The spellings, all here:
     transform(x, descending)        NumPy reference over whole columns
     stable_order, first_occurrence  the references of a sort and of distinct built on it
+    run_starts(keys, order)         where runs of equal keys start in a stable sort (group_by's
+                                    groups, distinct's first occurrences: every host caller)
     constants(dtype)                (kind, sign, ones, inf): what the other spellings read
     ir_bits(dtype, desc, raw, name) kernel IR statements (the GPU sort, top-k, distinct,
-                                    group_by and join kernels; ops/sort_ir re-exports it)
+                                    group_by and join kernels call it)
     NUMBA_SOURCE                    numba's `order_bits(u, kind, desc, sign, ones, inf)`, the
                                     text the cpu backend's kernel modules start with
     numba_call(raw, dtype, desc)    the text of a call of it with dtype's constants
@@ -111,20 +113,31 @@ def stable_order(keys, descending) -> np.ndarray:
     return np.lexsort(bits[::-1]).astype(np.int64, copy=False)   # lexsort: last key primary, stable
 
 
+def run_starts(keys, order) -> np.ndarray:
+    """new[i]: row order[i] starts a run of equal keys (equal bits in every key column) in
+    the rows put in `order` (a stable sort of the keys: stable_order): group_by's groups and,
+    each run's first row, distinct's first occurrences."""
+    return _run_starts([transform(k) for k in keys], order)
+
+
+def _run_starts(bits, order) -> np.ndarray:
+    new_run = np.ones(len(order), dtype=bool)
+    new_run[1:] = False
+    for b in bits:
+        s = b[order]
+        new_run[1:] |= s[1:] != s[:-1]
+    return new_run
+
+
 def first_occurrence(keys) -> np.ndarray:
     """keep[i]: no j < i has equal bits in every key column (distinct's first occurrence)."""
     n = len(keys[0])
     if n == 0:
         return np.zeros(0, dtype=bool)
     bits = [transform(k) for k in keys]
-    order = np.lexsort(bits[::-1])
-    new_run = np.ones(n, dtype=bool)
-    new_run[1:] = np.zeros(n - 1, dtype=bool)
-    for b in bits:
-        s = b[order]
-        new_run[1:] |= s[1:] != s[:-1]
+    order = np.lexsort(bits[::-1])          # stable_order's, the bits made once
     keep = np.empty(n, dtype=bool)
-    keep[order] = new_run       # the first of each run of equal keys is its smallest index
+    keep[order] = _run_starts(bits, order)  # the first of each run of equal keys is its smallest index
     return keep
 
 

@@ -17,6 +17,7 @@ from typing import Sequence
 import numpy as np
 
 from querycompute._codegen import order_keys
+from querycompute._codegen.combine import segments
 from querycompute._codegen.stage_specs import GroupSpec, ScanSpec, SortSpec
 
 from .base import KernelRun, now_ms
@@ -183,13 +184,7 @@ def group_reference(spec: GroupSpec, keys, values, params) -> tuple:
     keys = [np.asarray(k) for k in keys]
     n = len(keys[0])
     order = order_keys.stable_order(keys, (False,) * len(keys))
-    new = np.ones(n, dtype=bool)
-    if n:
-        new[1:] = False
-        for k in keys:
-            b = order_keys.transform(k)[order]
-            new[1:] |= b[1:] != b[:-1]
-    starts = np.flatnonzero(new)
+    starts = np.flatnonzero(order_keys.run_starts(keys, order))
     counts = np.diff(np.append(starts, n)).astype(np.int64)
     group_keys = [k[order[starts]] for k in keys]
     out = []
@@ -205,13 +200,11 @@ def group_reference(spec: GroupSpec, keys, values, params) -> tuple:
         elif agg.op == "fold":
             out.append(_fold_segments(spec, agg, s, starts, n, params))
         else:
-            ufunc = {"sum": np.add, "min": np.minimum, "max": np.maximum,
-                     "any": np.logical_or, "all": np.logical_and}[agg.op]
             with np.errstate(all="ignore"):
                 if agg.op == "sum" and s.dtype != np.dtype(agg.dtype):
                     out.append(_wide_sums(s, starts, agg.dtype))
-                else:
-                    out.append(ufunc.reduceat(s, starts).astype(agg.dtype, copy=False))
+                else:      # the host combine's rule for runs (sum, min, max, any, all)
+                    out.append(segments(agg.op, s, starts).astype(agg.dtype, copy=False))
     return group_keys, out, counts
 
 

@@ -39,6 +39,7 @@ from __future__ import annotations
 import numpy as np
 
 from .ship import ship_chain
+from .._codegen import combine as C
 from ..errors import QueryError
 from ..graph.graph import NODES, Chain, ScanArg, first_breaker
 from ..sources.sources import Source
@@ -174,9 +175,7 @@ class LocalRun:
         return self.run(self.query(block))
 
     def merge(self, a, b):
-        if isinstance(a, dict):
-            return self(dict((k, np.concatenate([a[k], b[k]])) for k in a))
-        return self(np.concatenate([a, b]))
+        return self(C.concatenate([a, b]))
 
     def stop(self, block):
         """take_while / skip_while: where the predicate first fails in this chunk (None: never)."""

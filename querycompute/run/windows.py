@@ -34,7 +34,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import tiers
-from .._codegen.combine import combine_raw, decided
+from .._codegen.combine import all_decided, combine_raw
 from ..plan.fusion import early_ops
 
 FIRST_WINDOW = 1 << 16      # elements in the first window: one cpu chunk, a few GPU tiles
@@ -83,7 +83,7 @@ class EarlyExit:
             raw, row = prepared.run_quick(window, wparams, hi - lo)
             rows.append(row)
             out = combine_raw(ops, out, raw, lo)
-            if hi == n or all(decided(op, r) for op, r in zip(ops, out)):
+            if hi == n or all_decided(ops, out):
                 return out, rows
             lo, size = hi, size * GROWTH
 
@@ -109,7 +109,7 @@ class TierSwitch(EarlyExit):
             raw, row = launch(prepared, compiled.early, window, wparams, hi - lo)
             rows.append((prepared, row))
             out = combine_raw(self.ops, out, raw, lo)
-            if all(decided(op, r) for op, r in zip(self.ops, out)):
+            if all_decided(self.ops, out):
                 break
             lo, k = hi, k + 1
             if tiers.between_morsels is not None and compiled.pending is not None:

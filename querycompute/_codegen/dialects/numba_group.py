@@ -40,7 +40,7 @@ from ..stage_specs import GroupAgg, GroupSpec
 from .numba_py import CHUNK
 from .numba_py_expr import ExprPrinter, const_text, register_type
 from .numba_py_helpers import helper_source, jit_decorator
-from .numba_scan import PRELUDE
+from .numba_py_runtime import PRELUDE
 
 SEG_BLOCK = 256                        # groups per parallel task of the seg entry point
 WAYS = 4                               # partials per chunk and group of a sum (a power of 2)

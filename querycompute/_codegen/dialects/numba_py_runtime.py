@@ -20,7 +20,11 @@ import math
 
 import numpy as np
 
-from ..order_keys import minmax_key as order_key      # noqa: F401  (ops/reduce/cpu.py's name)
+# The two lines a module text starts with when it is imported as a file (the cpu backend's
+# disk-cache entries, numba's cache=True): they pull namespace() into the module's globals,
+# so the file runs as it is. Every such text starts with this PRELUDE.
+PRELUDE = ("from querycompute._codegen.dialects.numba_py_runtime import namespace as _qc_namespace\n"
+           "globals().update(_qc_namespace())\n")
 
 NAMESPACE_NAMES = ("np", "math", "njit", "prange", "float_bits", "bits_float", "libm_fmod",
                    "trailing_zeros")

@@ -28,9 +28,7 @@ from ..stage_specs import ScanSpec
 from .numba_py import CHUNK, storage_dtype
 from .numba_py_expr import ExprPrinter, const_text, register_type
 from .numba_py_helpers import helper_source, jit_decorator
-
-PRELUDE = ("from querycompute._codegen.dialects.numba_py_runtime import namespace as _qc_namespace\n"
-           "globals().update(_qc_namespace())\n")
+from .numba_py_runtime import PRELUDE
 
 
 def render(spec: ScanSpec, cache: bool = False) -> str:

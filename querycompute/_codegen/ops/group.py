@@ -46,6 +46,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from .. import kernel_ir as K
+from .. import order_keys
 from ..dialects.by_name import printer
 from ..launch import BufferSpec, KernelArg, KernelSet, Step
 from ..lower_block import LID, block_inclusive_scan
@@ -124,14 +125,14 @@ class _Lower:
                 K.For(k, K.i32(0), K.op("<", k, K.i32(EPT)), K.op("+", k, K.i32(1)), body, unroll=True)]
 
     def _prev(self, j: int) -> K.KVar:
-        return K.KVar(f"kprev{j}", S.register_type(self.spec.key_dtypes[j]))
+        return K.KVar(f"kprev{j}", order_keys.register_type(self.spec.key_dtypes[j]))
 
     def key_heads(self, s, p) -> tuple[list, K.KExpr, list]:
         """A head: position 0, or the key bits differ from the previous position's (kept in
         kprev<j>); heads[s] stored."""
         stmts, after, differ = [], [K.Store(HEADS, s, K.KVar("h", "bool"))], K.op("==", s, K.i64(0))
         for j, d in enumerate(self.spec.key_dtypes):
-            bits, t = S.order_bits(d, False, K.KLoad(self.keys[j].name, p, self.keys[j].dtype), f"t{j}")
+            bits, t = order_keys.ir_bits(d, False, K.KLoad(self.keys[j].name, p, self.keys[j].dtype), f"t{j}")
             stmts += bits
             differ = K.op("||", differ, K.op("!=", t, self._prev(j)))
             after.append(K.Assign(self._prev(j), t))
@@ -141,7 +142,7 @@ class _Lower:
         """kprev<j>: the key bits of the position before the thread's first (none for 0)."""
         q, load = K.KVar("q", I64), []
         for j, d in enumerate(self.spec.key_dtypes):
-            bits, t = S.order_bits(d, False, K.KLoad(self.keys[j].name, q, self.keys[j].dtype), f"u{j}")
+            bits, t = order_keys.ir_bits(d, False, K.KLoad(self.keys[j].name, q, self.keys[j].dtype), f"u{j}")
             load += [*bits, K.Assign(self._prev(j), t)]
         return ([K.Declare(self._prev(j), K.KConst(0, self._prev(j).dtype)) for j in range(len(self.keys))]
                 + [K.If(K.op("&&", VALID, K.op(">", BASE, K.i64(0))), (
@@ -279,7 +280,7 @@ def bytes_per_element(spec: GroupSpec, index_dtype: str = "int32", dialect: str 
     """(kernel, bytes read + written per row) of the launches that touch every row, in order;
     the downsweep's writes are per group (at most one group per row)."""
     idx = 4 if index_dtype == "int32" else 8
-    keys = sum(S.bits_width(d) // 8 for d in spec.key_dtypes)
+    keys = sum(order_keys.bits_width(d) // 8 for d in spec.key_dtypes)
     lanes = G.lanes(spec)
     values = sum(G.value_size(ln.dtype) for ln in lanes[1:])
     firsts = sum(G.value_size(a.dtype) for a in spec.aggs if a.op == "first")

@@ -39,6 +39,7 @@ memory); the tables are CHUNKS * SLOTS slots, independent of n (merge reads them
 from __future__ import annotations
 
 from .. import kernel_ir as K
+from .. import order_keys
 from ..dialects.by_name import printer
 from ..launch import BLOCK, BufferSpec, KernelArg, KernelSet, KernelSpec
 from ..lower_block import LID
@@ -92,7 +93,7 @@ class _Lower:
         h = K.KVar(f"h{tag}", U32)
         stmts, bits = [K.Declare(h, _u32(0x811C9DC5))], []
         for j, d in enumerate(self.spec.key_dtypes):
-            st, t = S.order_bits(d, False, load(j), f"t{tag}{j}")
+            st, t = order_keys.ir_bits(d, False, load(j), f"t{tag}{j}")
             stmts += st
             bits.append(t)
             words = [K.KCast(t, U32)]
@@ -114,7 +115,7 @@ class _Lower:
         start = K.KCast(K.op("%", K.op("/", h, _u32(BLOCK)), _u32(REGION)), I32)
         cmp = []
         for j, d in enumerate(self.spec.key_dtypes):
-            st, t = S.order_bits(d, False, K.KLoad(key_bufs[j], slot, self.keys[j].dtype), f"s{tag}{j}")
+            st, t = order_keys.ir_bits(d, False, K.KLoad(key_bufs[j], slot, self.keys[j].dtype), f"s{tag}{j}")
             cmp += [*st, K.Assign(same, K.op("&&", same, K.op("==", t, bits[j])))]
         body = (K.Declare(slot, K.op("+", base, K.KCast(K.op("%", K.op("+", start, q), K.i32(REGION)), I64))),
                 K.Declare(c, K.KLoad(count_buf, slot, I64)),
@@ -259,7 +260,7 @@ def render_group_table(spec: GroupSpec, dialect: str, index_dtype: str = "int32"
 def bytes_per_element(spec: GroupSpec) -> list[tuple[str, int]]:
     """(kernel, bytes read per row): the partials read every key and value once, plus the
     row's 4-byte hash through shared memory; the tables and the merge are O(CHUNKS * SLOTS)."""
-    keys = sum(S.bits_width(d) // 8 for d in spec.key_dtypes)
+    keys = sum(order_keys.bits_width(d) // 8 for d in spec.key_dtypes)
     values = sum(G.value_size(a.dtype) for a in spec.aggs if a.op != "count")
     return [(f"{spec.name}_table_partials", keys + values)]
 

@@ -4,7 +4,7 @@ OpenCL C and MSL. WGSL has none: the join's counts and offsets (and wide keys' h
 `without_join` says why).
 
 Equality is that of reference/joins.join_reference: the order bits (order_keys.py, spelled by
-sort_ir.order_bits) of both sides' keys in their common type; all NaNs one value,
+order_keys.ir_bits) of both sides' keys in their common type; all NaNs one value,
 -0.0 == 0.0. Several key columns are one word: each key's order bits in its width, the first
 key highest, packed into 64 bits (only when their widths add up to <= 64).
 
@@ -87,7 +87,7 @@ def device_keys(own: tuple[str, ...], common: tuple[str, ...]) -> str | None:
     device (None: they can): their order bits must fit one 64-bit word, and a key converted
     to its common type must be an integer widened (a float conversion needs a bit cast the
     kernel IR does not spell)."""
-    if sum(S.bits_width(c) for c in common) > 64:
+    if sum(order_keys.bits_width(c) for c in common) > 64:
         return f"the key columns ({', '.join(common)}) are wider than 64 bits together"
     for o, c in zip(own, common):
         if o != c and (D.is_float(c) or D.is_float(o)):
@@ -97,7 +97,7 @@ def device_keys(own: tuple[str, ...], common: tuple[str, ...]) -> str | None:
 
 def hash_dtype(common: tuple[str, ...]) -> str:
     """The hash's unsigned type: uint32 when the keys' order bits fit 32 bits together."""
-    return U32 if sum(S.bits_width(c) for c in common) <= 32 else U64
+    return U32 if sum(order_keys.bits_width(c) for c in common) <= 32 else U64
 
 
 def _rows(body_of) -> K.For:
@@ -134,10 +134,10 @@ def _word(own: tuple[str, ...], common: tuple[str, ...], i, hd: str) -> tuple[li
         if o != c:               # an integer (or bool) widened: its value, then c's bits
             val = raw if o == "bool" or not D.is_signed(o) else K.KCast(raw, o)
             raw = K.KCast(K.KCast(val, c), order_keys.bits_dtype(c))
-        bits, t = S.order_bits(c, False, raw, f"t{j}")
+        bits, t = order_keys.ir_bits(c, False, raw, f"t{j}")
         stmts += bits
         tw = K.KCast(t, hd)
-        word = tw if word is None else K.op("|", K.op("<<", word, K.KConst(S.bits_width(c), hd)), tw)
+        word = tw if word is None else K.op("|", K.op("<<", word, K.KConst(order_keys.bits_width(c), hd)), tw)
     return stmts, word
 
 
@@ -297,7 +297,7 @@ def bytes_per_row(key_dtypes: tuple[str, ...], index_dtype: str = "int32") -> li
     from . import sort as sort_op
     from ..stage_specs import SortSpec
     idx = 4 if index_dtype == "int32" else 8
-    keys = sum(S.bits_width(d) // 8 for d in key_dtypes)
+    keys = sum(order_keys.bits_width(d) // 8 for d in key_dtypes)
     hd = hash_dtype(tuple(key_dtypes))
     h = HASH_BITS[hd] // 8
     sort = sum(b for _, b in sort_op.bytes_per_element(SortSpec((hd,), (False,), "qc_join_build"), index_dtype))

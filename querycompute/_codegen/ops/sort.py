@@ -4,7 +4,7 @@ gather of columns by the permutation: ops/gather.py). Kernel IR for CUDA, OpenCL
 `KernelSet.schedule` (launch.Step), the launch loop of every GPU runtime unchanged.
 
 Sort order: order_keys.py (NaN last both ways, -0.0 == 0.0, descending per key), computed by
-sort_ir.order_bits from each key's raw bits. A multi-key sort is LSD over the keys too: the
+order_keys.ir_bits from each key's raw bits. A multi-key sort is LSD over the keys too: the
 LAST key's digits first, each key's digits from its least significant byte up.
 
 Small n (n <= TILE = 1024 rows): one block, `<name>_small`, sorts everything in shared
@@ -95,7 +95,7 @@ def passes(spec: SortSpec) -> list[tuple[int, int, str, bool]]:
     """(key, shift, source, last byte of the key) per radix pass, in launch order."""
     out = []
     for j in reversed(range(len(spec.key_dtypes))):
-        width = S.bits_width(spec.key_dtypes[j])
+        width = order_keys.bits_width(spec.key_dtypes[j])
         for shift in range(0, width, 8):
             source = "bits" if shift else ("raw" if not out else "gather")
             out.append((j, shift, source, shift + 8 == width))
@@ -109,12 +109,12 @@ def bytes_per_element(spec: SortSpec, index_dtype: str = "int32", distinct: bool
     idx = 4 if index_dtype == "int32" else 8
     if distinct:
         spec = SortSpec(spec.key_dtypes, (False,) * len(spec.key_dtypes), f"{spec.name}_distinct")
-        keys = sum(S.bits_width(d) // 8 for d in spec.key_dtypes)
+        keys = sum(order_keys.bits_width(d) // 8 for d in spec.key_dtypes)
         # flags: perm[s] and perm[s - 1], both rows' keys, one flag byte
         return bytes_per_element(spec, index_dtype, dialect=dialect) + [(f"{spec.name}_flags", 2 * idx + 2 * keys + 1)]
     out = []
     for j, shift, source, last in passes(spec):
-        w = S.bits_width(spec.key_dtypes[j]) // 8
+        w = order_keys.bits_width(spec.key_dtypes[j]) // 8
         read = {"raw": w, "gather": idx + w, "bits": w}[source]
         read_pair = read + (idx if source == "bits" else 0)
         if counts_pass(index_dtype, shift, dialect):
@@ -181,15 +181,15 @@ def _source(spec: SortSpec, bufs: _Buffers, j: int, source: str, row,
     dtype, desc = spec.key_dtypes[j], spec.descending[j]
     key = key_arg(spec, j)
     if source == "raw":
-        stmts, t = S.order_bits(dtype, desc, K.KLoad(key.name, row, key.dtype), "t")
+        stmts, t = order_keys.ir_bits(dtype, desc, K.KLoad(key.name, row, key.dtype), "t")
         return stmts, t, K.KCast(row, bufs.idx), [key]
     if source == "gather":
         p = K.KVar("p", bufs.idx)
-        stmts, t = S.order_bits(dtype, desc, K.KLoad(key.name, p, key.dtype), "t")
+        stmts, t = order_keys.ir_bits(dtype, desc, K.KLoad(key.name, p, key.dtype), "t")
         return [K.Declare(p, bufs.read(bufs.perm_a, bufs.perm_b, row))] + stmts, t, p, [key, bufs.perm_a, bufs.perm_b]
     u = order_keys.bits_dtype(dtype)
     a, b = bufs.bits(u, "a"), bufs.bits(u, "b")
-    t = K.KVar("t", S.register_type(dtype))
+    t = K.KVar("t", order_keys.register_type(dtype))
     p = K.KVar("p", bufs.idx)
     stmts = [K.Declare(t, K.KCast(bufs.read(a, b, row), t.dtype))]
     if not need_perm:
@@ -231,8 +231,8 @@ def _pass_kernel(spec, bufs, j, source) -> K.Kernel:
     # finds the row in tile dest / TILE under its next digit.
     nxt = K.op("+", K.op("*", K.KCast(S.digit_of(t, K.op("+", SHIFT, K.i64(8))), I64), TILES),
                K.op("/", dest, K.i64(TILE)))
-    onward = ([bufs.write(a, b, dest, t)] if S.bits_width(spec.key_dtypes[j]) > 8 else []) + \
-        ([bufs.count_next(nxt)] if bufs.fold and S.bits_width(spec.key_dtypes[j]) > 8 else [])
+    onward = ([bufs.write(a, b, dest, t)] if order_keys.bits_width(spec.key_dtypes[j]) > 8 else []) + \
+        ([bufs.count_next(nxt)] if bufs.fold and order_keys.bits_width(spec.key_dtypes[j]) > 8 else [])
     write_bits = [K.If(K.op("==", LAST, K.i64(0)), tuple(onward))] if onward else []
     body = [K.Declare(w, K.KLoad(S.SH_KEYS, SLOT, U32)),
             K.If(S.word_live(w), (
@@ -276,12 +276,12 @@ def small_kernel(spec: SortSpec, name: str, count: KernelArg, out: KernelArg, vi
              K.Barrier()]
     for j in reversed(range(len(spec.key_dtypes))):
         key = key_arg(spec, j)
-        bits, t = S.order_bits(spec.key_dtypes[j], spec.descending[j], K.KLoad(key.name, src, key.dtype), "t")
+        bits, t = order_keys.ir_bits(spec.key_dtypes[j], spec.descending[j], K.KLoad(key.name, src, key.dtype), "t")
         redigit = [K.Declare(w, K.KLoad(S.SH_KEYS, SLOT, U32)),
                    K.If(S.word_live(w), (K.Declare(slot, S.word_slot(w)), K.Declare(src, row_of(slot)), *bits,
                                          K.Store(S.SH_KEYS, SLOT, S.pack(S.digit_of(t, sh), slot))))]
         sort, _ = S.tile_sort(8)
-        stmts.append(K.For(sh, K.i32(0), K.op("<", sh, K.i32(S.bits_width(spec.key_dtypes[j]))),
+        stmts.append(K.For(sh, K.i32(0), K.op("<", sh, K.i32(order_keys.bits_width(spec.key_dtypes[j]))),
                            K.op("+", sh, K.i32(8)), (S.slots_strided(redigit), K.Barrier(), *sort)))
     final = S.word_slot(K.KLoad(S.SH_KEYS, SLOT, U32))
     final = K.KLoad(via.name, final, via.dtype) if via else final
@@ -300,8 +300,8 @@ def _flags_kernel(spec: SortSpec, perm: KernelArg) -> K.Kernel:
     differ = []
     for j, dtype in enumerate(spec.key_dtypes):
         key = key_arg(spec, j)
-        bp, tp = S.order_bits(dtype, False, K.KLoad(key.name, p, key.dtype), f"a{j}")
-        bq, tq = S.order_bits(dtype, False, K.KLoad(key.name, q, key.dtype), f"b{j}")
+        bp, tp = order_keys.ir_bits(dtype, False, K.KLoad(key.name, p, key.dtype), f"a{j}")
+        bq, tq = order_keys.ir_bits(dtype, False, K.KLoad(key.name, q, key.dtype), f"b{j}")
         differ += [*bp, *bq, K.Assign(keep, K.op("||", keep, K.op("!=", tp, tq)))]
     body = [K.Declare(i, K.op("+", K.op("*", K.KCast(S.GROUP, I64), K.i64(TILE)), K.KCast(SLOT, I64))),
             K.If(K.op("<", i, N), (
@@ -377,7 +377,7 @@ def render_sort(spec: SortSpec, dialect: str, index_dtype: str = "int32", distin
     the first-occurrence flags (output 0: n bools) of spec's key columns, bound as their
     order_keys.bits_dtype (inputs 0..)."""
     for d in spec.key_dtypes:
-        S.bits_width(d)
+        order_keys.bits_width(d)
     kernels, schedule = render_kernels(spec, index_dtype, distinct, dialect)
     outputs = [BufferSpec("flags", "bool", "n")] if distinct else [BufferSpec("perm_a", index_dtype, "n")]
     return kernel_set(kernels, schedule, dialect, spec.name, "distinct" if distinct else "sort",

@@ -4,8 +4,8 @@ digit runs of a sorted tile, and a one-block exclusive scan of per-(row, tile) c
 
 Order bits: a key column is bound as its unsigned bits type (float32 as uint32, float16 as
 uint16, bool as uint8: buffers are untyped on the device), widened to a 32- or 64-bit
-register and transformed by order_keys.ir_bits (re-exported here as `order_bits`): the rule
-and its every spelling live in _codegen/order_keys.py.
+register and transformed by order_keys.ir_bits (called there by the kernels): the rule and
+its every spelling live in _codegen/order_keys.py.
 
 Tile sort. A tile is TILE = BLOCK * EPT consecutive rows; its rows enter shared memory as
 packed 32-bit words `out << 24 | digit << 16 | slot` (slot: the row's position in the tile;
@@ -24,7 +24,6 @@ each row's rank among the tile's rows of its digit (its slot minus its run's sta
 from __future__ import annotations
 
 from .. import kernel_ir as K
-from .. import order_keys
 from ..launch import BLOCK
 from ..lower_block import LID, block_inclusive_scan
 
@@ -54,9 +53,6 @@ def shared(with_runs: bool, with_end: bool = False) -> tuple[K.SharedArray, ...]
         arrays.append(K.SharedArray(SH_END, I32, RADIX))
     return tuple(arrays)
 
-
-# ---- order bits: _codegen/order_keys.py (the rule and its kernel IR spelling) ---------------
-register_type, bits_width, order_bits = order_keys.register_type, order_keys.bits_width, order_keys.ir_bits
 
 
 def digit_of(bits: K.KExpr, shift: K.KExpr) -> K.KExpr:

@@ -34,6 +34,7 @@ for the compaction; O(k) for the rest.
 from __future__ import annotations
 
 from .. import kernel_ir as K
+from .. import order_keys
 from ..launch import BufferSpec, KernelArg, KernelSet, Step
 from ..lower_block import LID, block_inclusive_scan
 from ..stage_specs import SortSpec
@@ -50,12 +51,12 @@ U64 = "uint64"
 
 
 def _state_of(spec: SortSpec, j: int) -> K.KExpr:
-    return K.KCast(K.KLoad(STATE, K.i32(j), U64), S.register_type(spec.key_dtypes[j]))
+    return K.KCast(K.KLoad(STATE, K.i32(j), U64), order_keys.register_type(spec.key_dtypes[j]))
 
 
 def _bits(spec, j, row, name):
     key = key_arg(spec, j)
-    return S.order_bits(spec.key_dtypes[j], spec.descending[j], K.KLoad(key.name, row, key.dtype), name)
+    return order_keys.ir_bits(spec.key_dtypes[j], spec.descending[j], K.KLoad(key.name, row, key.dtype), name)
 
 
 def _hist_kernel(spec: SortSpec, j: int) -> K.Kernel:
@@ -68,7 +69,7 @@ def _hist_kernel(spec: SortSpec, j: int) -> K.Kernel:
         stmts += [*b, K.Assign(take, K.op("&&", take, K.op("==", t, _state_of(spec, i))))]
     b, t = _bits(spec, j, row, f"t{j}")
     hi = K.op("+", SHIFT, K.i64(8))
-    above = K.op("||", K.op(">=", hi, K.i64(S.bits_width(spec.key_dtypes[j]))),
+    above = K.op("||", K.op(">=", hi, K.i64(order_keys.bits_width(spec.key_dtypes[j]))),
                  K.op("==", K.op(">>", K.op("^", t, _state_of(spec, j)), hi), K.KConst(0, t.dtype)))
     stmts += [*b, K.Assign(take, K.op("&&", take, above)),
               K.Store(S.SH_KEYS, s, S.pack(S.digit_of(t, SHIFT), s, K.KSelect(take, K.i32(0), K.i32(1), I32)))]
@@ -192,7 +193,7 @@ def render_topk(spec: SortSpec, dialect: str, index_dtype: str = "int32") -> Ker
     first = True
     for j, dtype in enumerate(spec.key_dtypes):
         kernels.append(_hist_kernel(spec, j))
-        width = S.bits_width(dtype)
+        width = order_keys.bits_width(dtype)
         for shift in reversed(range(0, width, 8)):
             schedule += [Step(kernels[-1].name, (("shift", shift),)),
                          Step(select.name, (("key", j), ("shift", shift), ("first", int(first)),
@@ -217,7 +218,7 @@ def _named(spec: SortSpec) -> SortSpec:
 def bytes_per_element(spec: SortSpec) -> list[tuple[str, int]]:
     """(kernel, bytes read per row) of the launches that touch every row (the rest: O(k))."""
     spec = _named(spec)
-    widths = [S.bits_width(d) // 8 for d in spec.key_dtypes]
+    widths = [order_keys.bits_width(d) // 8 for d in spec.key_dtypes]
     out = []
     for j, w in enumerate(widths):
         out += [(f"{spec.name}_select_hist_key{j}", sum(widths[:j + 1]))] * w

@@ -19,7 +19,7 @@ import numpy as np
 
 from querycompute._codegen.dialects import numba_group, numba_group_fused
 from querycompute._codegen.dialects.numba_py import storage_dtype
-from querycompute._codegen.dialects.numba_scan import PRELUDE
+from querycompute._codegen.dialects.numba_py_runtime import PRELUDE
 
 from .cpu import param_args
 from .cpu_group import GROUP_TABLE_MAX, USES_KERNELS, kernels

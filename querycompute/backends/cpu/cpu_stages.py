@@ -309,12 +309,7 @@ class CpuStages(StageRuntime):
         each run of equal keys has the smallest index)."""
         ascending = type(spec)(spec.key_dtypes, (False,) * len(keys), spec.name)
         perm = self._full_sort(ascending, keys, rows)
-        new_run = np.ones(len(perm), dtype=bool)
-        new_run[1:] = False
-        for c in keys:
-            s = order_keys.transform(c)[perm]
-            new_run[1:] |= s[1:] != s[:-1]
         keep = np.empty(len(perm), dtype=bool)
-        keep[perm] = new_run
+        keep[perm] = order_keys.run_starts(keys, perm)
         return keep
 

@@ -33,7 +33,8 @@ from functools import lru_cache
 from pathlib import Path
 
 from querycompute._codegen import order_keys
-from querycompute._codegen.dialects import numba_py
+from querycompute._codegen.dialects import numba_py, numba_scan_fused
+from querycompute._codegen.dialects.numba_py_runtime import PRELUDE
 from querycompute._codegen.program import Pass
 
 from ... import after_fork, log
@@ -49,17 +50,15 @@ from ..registry import load_compiler
 #
 # codegen.dialects.numba_py prints a module meant to run in numba_py_runtime.namespace(); here
 # it is printed with `cache=True` on every function, so numba writes its compiled code into
-# __pycache__/ beside the file, where the disk cache seals it, and gets a two-line prelude that
-# pulls that namespace in (so the file, imported from its cache entry, runs as it is).
-PRELUDE = ("from querycompute._codegen.dialects.numba_py_runtime import namespace as _qc_namespace\n"
-           "globals().update(_qc_namespace())\n")
+# __pycache__/ beside the file, where the disk cache seals it, and starts with
+# numba_py_runtime.PRELUDE, the two lines that pull that namespace in (so the file, imported
+# from its cache entry, runs as it is).
 
 
 def module_source(p: Pass) -> str:
     """The exact text the cpu backend writes, imports and numba compiles for pass p (a
     pass fused after a scan brings the scan's functions: dialects/numba_scan_fused.py)."""
     if getattr(p, "scan", None) is not None:
-        from querycompute._codegen.dialects import numba_scan_fused
         return numba_scan_fused.render(p, cache=True)
     return PRELUDE + numba_py.render(p, cache=True)
 

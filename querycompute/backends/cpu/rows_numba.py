@@ -26,11 +26,11 @@ from querycompute._codegen import dtypes as D
 from querycompute._codegen.dtypes import mean_dtype, sum_dtype
 from querycompute._codegen.dialects.numba_py_expr import ExprPrinter, register_type
 from querycompute._codegen.dialects.numba_py_helpers import helper_source
+from querycompute._codegen.dialects.numba_py_runtime import PRELUDE
 from querycompute._codegen.order_keys import minmax_key, minmax_key_text
 
 from ..base import KernelRun
 from ..reference.rows import _Rows, _column
-from .numba_loader import PRELUDE
 from .numba_loader import load
 
 LANES = 8          # accumulators per row step (as benchmarks/peer_numba_lanes.py)

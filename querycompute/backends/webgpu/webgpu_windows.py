@@ -5,17 +5,13 @@ A WebGPU storage binding holds at most the adapter's `max_storage_buffer_binding
 runs over windows [lo, hi) of its input columns instead: every window is an ordinary call of
 the same compiled kernels on the columns' views `col[lo:hi]` (one kernel set and one set of
 buffers serve every full window), and the windows' results combine on the host, in window
-order, as the blocks of one reduction would (_codegen/combine.py: combine_raw, concatenate):
+order, as the blocks of one reduction would, with the rules of _codegen/combine.py
+(combine_raw: a float sum's windows added left to right, a first's index offset by its
+window's start; the windows stop once every aggregate is decided; concatenate). Here only:
 
-  to_array      outputs concatenated in window order (a compaction keeps its order; a
-                compaction with a ToArray window [lo, hi) of survivors runs each binding
+  to_array      a compaction with a ToArray window [lo, hi) of survivors runs each binding
                 window unclipped and slices the concatenation, stopping once hi survivors
-                are in);
-  sum           added in the accumulator's type (floats in window order; integers wrap,
-                two-word sums in 64 bits as NumPy's do);
-  min / max     np.minimum / np.maximum (NaN wins);
-  count         added; any / all: or / and;
-  first         the first window with a survivor, its index offset by the window's start;
+                are in;
   fold          refused (each window applies the seed; a fold over more than one binding
                 needs the cpu / opencl / cuda backend).
 
@@ -29,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from querycompute._codegen import launch as L
-from querycompute._codegen.combine import combine_raw, concatenate, decided
+from querycompute._codegen.combine import all_decided, combine_raw, concatenate
 
 from ...errors import QueryError
 
@@ -87,7 +83,7 @@ def run(prepared, loop, aggs, inputs, params, n: int, length: int) -> tuple:
         tokens += ts
         if ks.shape == "reduce":
             total = combine_raw(ops, total, raw, lo)
-            if all(decided(op, r) for op, r in zip(ops, total)):
+            if all_decided(ops, total):
                 break
         else:
             parts.append(tuple(raw[k] for k in range(len(ks.outputs))))

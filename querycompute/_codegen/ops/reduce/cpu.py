@@ -36,9 +36,8 @@ State per op (agg k):
 from __future__ import annotations
 
 from ... import dtypes as D
-from ...order_keys import minmax_key_text
+from ...order_keys import minmax_key, minmax_key_text
 from ...dialects.numba_py_expr import ExprPrinter, const_text, register_type
-from ...dialects.numba_py_runtime import order_key
 from ...program import Agg, Pass
 from ...sum_order import BLOCK, LANES
 
@@ -145,7 +144,7 @@ class ReducePrinter:
             return [(f"s{k}", "np.int64", "np.int64(0)")]
         if agg.op in ("min", "max") and D.is_float(d):     # order keys, see element_returns
             kt, _ = _key_type(d)
-            key = order_key(float("inf") if agg.op == "min" else float("-inf"), d)
+            key = minmax_key(float("inf") if agg.op == "min" else float("-inf"), d)
             return [(f"s{k}", kt, f"{kt}({key})"), (f"nan{k}", "np.bool_", "False")]
         if agg.op in ("min", "max"):
             return [(f"s{k}", T, _type_max(d) if agg.op == "min" else _type_min(d))]
