@@ -44,6 +44,7 @@ The spellings, all here:
                                     text the cpu backend's kernel modules start with
     numba_call(raw, dtype, desc)    the text of a call of it with dtype's constants
     minmax_key_text(b, width)       the signed min/max key (and its inverse) as numba text
+    minmax_key_llvm(b, bits, width) the same as LLVM IR (llvmlite), for the llvm dialect
     minmax_key(value, dtype)        the same key of a Python float, for printing constants
 """
 from __future__ import annotations
@@ -215,6 +216,13 @@ def minmax_key_text(b: str, width: int) -> str:
     """numba text of the float min/max key of the float bits `b` (a signed integer of the
     float's `width`); applied to a key it gives the bits back."""
     return f"{b} ^ (({b} >> {width - 1}) & {(1 << (width - 1)) - 1})"
+
+
+def minmax_key_llvm(b, bits, width: int):
+    """The same key (and inverse) of the float bits `bits` (an llvmlite integer value of the
+    float's `width`) as LLVM IR built by the llvmlite IRBuilder `b` (the llvm dialect's float
+    min / max: dialects/llvm_ir.py)."""
+    return b.xor(bits, b.and_(b.ashr(bits, bits.type(width - 1)), bits.type((1 << (width - 1)) - 1)))
 
 
 def minmax_key(value: float, dtype: str) -> int:

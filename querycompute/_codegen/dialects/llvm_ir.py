@@ -40,7 +40,7 @@ from functools import lru_cache
 
 from .. import dtypes as D
 from .. import expr as E
-from ..order_keys import minmax_key
+from ..order_keys import minmax_key, minmax_key_llvm
 from ..program import Filter, Let, Pass, Reduce, ToArray
 from ..sum_order import BLOCK, CHUNK, LANES
 
@@ -478,7 +478,7 @@ class _Reduce:
             elif agg.op in ("min", "max") and D.is_float(d):
                 key = b.load(tot[k, 0])
                 w = D.bits(d)
-                bits = b.xor(key, b.and_(b.ashr(key, key.type(w - 1)), key.type((1 << (w - 1)) - 1)))
+                bits = minmax_key_llvm(b, key, w)
                 r = b.select(b.load(tot[k, 1]), self.const(d, float("nan")), b.bitcast(bits, _t(d)))
             else:
                 r = b.load(tot[k, 0])
@@ -537,7 +537,7 @@ class _Reduce:
                 ok = b.and_(keep, b.fcmp_ordered("==", v, v))
                 w = D.bits(d)
                 bits = b.bitcast(b.select(ok, v, ident), _ir().IntType(w))
-                key = b.xor(bits, b.and_(b.ashr(bits, bits.type(w - 1)), bits.type((1 << (w - 1)) - 1)))
+                key = minmax_key_llvm(b, bits, w)
                 out.append([key, b.and_(keep, b.fcmp_unordered("uno", v, v))])
             else:
                 out.append(vs)
@@ -854,7 +854,7 @@ class _Expr:
             ok = b.and_(b.fcmp_ordered(">=" if width == 64 else ">", dx, dx.type(lo)),
                         b.fcmp_ordered("<", dx, dx.type(hi)))
             v = b.fptosi(b.select(ok, dx, zero), ir.IntType(width))
-            return b.select(ok, v, ir.IntType(width)(-(1 << (width - 1))))
+            return b.select(ok, v, ir.IntType(width)(D.int_limits(f"int{width}")[0]))
 
         t = _t(dst)
         if dst == "uint64":
