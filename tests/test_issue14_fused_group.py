@@ -110,7 +110,7 @@ def t():
 
 def test_item1_fused_q1_equals_two_step_reference_and_python(t):
     got = q1_like(t, 90, "cpu")
-    assert any("_fused_" in k for k in kernels()), kernels()
+    assert any("_fchunks_" in k for k in kernels()), kernels()
     assert not any("_write_" in k for k in kernels())       # no key / input columns stored
     assert_bits(got, two_step(q1_like, t, 90))
     ref = q1_like(t, 90, "numpy")
@@ -154,7 +154,7 @@ def test_item1_nan_keys_and_more_than_4096_groups_fall_back():
     pool = np.array([np.nan, -np.nan, 0.0, -0.0, 1.5, -2.0, np.inf])
     k = pool[rng.integers(0, len(pool), N)]
     got = float_keyed(k, v, "cpu")
-    assert any("_fused_" in name for name in kernels())
+    assert any("_fchunks_" in name for name in kernels())
     assert_bits(got, two_step(float_keyed, k, v))
     ref = float_keyed(k, v, "numpy")
     np.testing.assert_array_equal(got["key"], ref["key"])              # NaN last, one group
@@ -168,7 +168,7 @@ def test_item1_nan_keys_and_more_than_4096_groups_fall_back():
     many = rng.integers(0, 20000, N).astype(np.float64)
     got = float_keyed(many, v, "cpu")
     names = kernels()
-    assert any("_fused_" in name for name in names) and any("_seg_" in name for name in names), names
+    assert any("_fchunks_" in name for name in names) and any("_seg_" in name for name in names), names
     ref = float_keyed(many, v, "numpy")
     assert len(got["key"]) == len(np.unique(many))
     assert_close(got, ref, {"s": v.sum()})

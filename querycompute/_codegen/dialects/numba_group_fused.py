@@ -22,9 +22,15 @@ with a filter) counts the survivors per block of FBLOCK source rows; after a pre
 post chunk q starts in the block holding rank q * CHUNK and walks at most FBLOCK rows
 (computing only the filter) to its first survivor. Without a filter, rank = source row.
 
-Entry points (module of `render`):
-    <name>_fblocks_serial / _parallel(n, inputs..., params...) -> survivors before each block
-    <name>_fused_serial / _parallel(n, total, boff, limit, inputs..., params..., gparams...)
+Entry points (module of `render`), the first two over a range of chunks without the GIL
+(the cpu backend's morsel scheduler hands ranges to the cores: no prange, one entry point
+per step):
+    <name>_fblocks(c0, c1, n, boff, inputs..., params...): survivors of each block of chunks
+        [c0, c1) into boff[b + 1] (the caller prefix-sums boff)
+    <name>_fchunks(q0, q1, total, boff, limit, words, first, cnt, nloc, a<k>..., inputs...,
+        params..., gparams...): post chunks [q0, q1) into row q of the caller's tables
+        (`partials(spec)` gives the a<k>'s dtypes and widths)
+    <name>_fmerge(words, first, cnt, nloc, limit, a<k>..., gparams...)
         -> (ok, first source row per sorted group, counts, (partials per accumulating agg))
     <name>_at_serial(rows, outs..., inputs..., params...): the element's outputs at `rows`
         (the groups' first rows: their keys and `first` values)
@@ -95,24 +101,20 @@ class _Fused:
             return f"_f16_decode({e})"
         return e
 
-    def fblocks(self, flavour: str) -> str:
-        rng = "prange" if flavour == "parallel" else "range"
+    def fblocks(self) -> str:
         return "\n".join([
-            jit_decorator(self.cache, parallel=flavour == "parallel"),
-            f"def {self.name}_fblocks_{flavour}({self.mp.a('n')}):",
-            '    """boff[b] = survivors in source rows before block b (FBLOCK rows each)."""',
+            jit_decorator(self.cache, nogil=True),
+            f"def {self.name}_fblocks({self.mp.a('c0, c1, n, boff')}):",
+            '    """boff[b + 1] = survivors in source rows of block b (FBLOCK rows each), for the',
+            '    blocks of chunks [c0, c1) (the caller prefix-sums them)."""',
             "    nb = (n + FBLOCK - 1) // FBLOCK",
-            "    boff = np.zeros(nb + 1, np.int64)",
             "    per = CHUNK // FBLOCK",
-            f"    for c in {rng}((nb + per - 1) // per):",
+            "    for c in range(c0, c1):",
             "        for b in range(c * per, min(nb, c * per + per)):",
             "            cnt = np.int64(0)",
             "            for i in range(b * FBLOCK, min(n, b * FBLOCK + FBLOCK)):",
             f"                cnt += np.int64({self.keep_call})",
-            "            boff[b + 1] = cnt",
-            "    for b in range(nb):",
-            "        boff[b + 1] += boff[b]",
-            "    return boff"])
+            "            boff[b + 1] = cnt"])
 
     def chunk(self) -> str:
         """Post chunk q: its private table (module doc)."""
@@ -181,29 +183,31 @@ class _Fused:
         L += [ind + "r += 1", "        i += 1", "    return m"]
         return f"{jit_decorator(self.cache)}\n" + "\n".join(L)
 
-    def fused(self, flavour: str) -> str:
+    def fchunks(self) -> str:
+        """Post chunks [q0, q1) into their rows of the caller's tables (morsels)."""
         gp, n = self.gp, self.name
-        ks = gp.ks
-        rng = "prange" if flavour == "parallel" else "range"
-        L = [jit_decorator(self.cache, parallel=flavour == "parallel"),
-             f"def {n}_fused_{flavour}(n, total, boff, limit, {self.args.lstrip(', ')}):",
-             '    """(ok, first row per sorted group, counts, partials merged): module doc."""',
-             "    nq = (total + CHUNK - 1) // CHUNK",
-             "    words = np.empty((nq, limit), np.uint64)",
-             "    first = np.empty((nq, limit), np.int64)",
-             "    cnt = np.empty((nq, CNT_WAYS * limit), np.int64)",
-             "    nloc = np.empty(nq, np.int64)"]
-        L += [f"    a{k} = np.empty((nq, limit * {gp.ways(k)}), {gp.array_type(k)})" for k in ks]
-        rows = "".join(f", a{k}[q]" for k in ks)
-        L += [f"    for q in {rng}(nq):",
-              f"        nloc[q] = {n}_fchunk(q, total, boff, limit, words[q], first[q], cnt[q]{rows}, "
-              f"{self.args.lstrip(', ')})",
-              "    ok, remap, gfirst, gcnt = _merge_ids(words, first, cnt, nloc, limit)",
-              "    if not ok:",
-              "        nloc[:] = 0                   # nothing to merge: empty partials"]
-        L.append(f"    return ok, gfirst, gcnt, {n}_merge(nloc, remap, gfirst.shape[0]"
-                 f"{''.join(f', a{k}' for k in ks)}{gp.params})")
-        return "\n".join(L)
+        rows = "".join(f", a{k}[q]" for k in gp.ks)
+        accs = "".join(f", a{k}" for k in gp.ks)
+        return "\n".join([
+            jit_decorator(self.cache, nogil=True),
+            f"def {n}_fchunks(q0, q1, total, boff, limit, words, first, cnt, nloc{accs}, {self.args.lstrip(', ')}):",
+            '    """nloc[q] = post chunk q\'s local groups (or -1), its table in row q of words, first,',
+            '    cnt and the partials a<k>, for q in [q0, q1)."""',
+            "    for q in range(q0, q1):",
+            f"        nloc[q] = {n}_fchunk(q, total, boff, limit, words[q], first[q], cnt[q]{rows}, "
+            f"{self.args.lstrip(', ')})"])
+
+    def fmerge(self) -> str:
+        gp, n = self.gp, self.name
+        accs = "".join(f", a{k}" for k in gp.ks)
+        return "\n".join([
+            jit_decorator(self.cache),
+            f"def {n}_fmerge(words, first, cnt, nloc, limit{accs}{gp.params}):",
+            '    """(ok, first row per sorted group, counts, partials merged): module doc."""',
+            "    ok, remap, gfirst, gcnt = _merge_ids(words, first, cnt, nloc, limit)",
+            "    if not ok:",
+            "        nloc[:] = 0                   # nothing to merge: empty partials",
+            f"    return ok, gfirst, gcnt, {n}_merge(nloc, remap, gfirst.shape[0]{accs}{gp.params})"])
 
     def at(self) -> str:
         outs = [f"out{k}" for k in range(len(self.elems))]
@@ -217,10 +221,10 @@ class _Fused:
             + [f"        {o}[t] = {e}" for o, e in zip(outs, self.elems)])
 
     def render(self) -> str:
-        funcs = [self.element, self.keep_fn] + self.gp.combines + [self.gp.merge(), self.chunk(), self.fused("serial"),
-                                                     self.fused("parallel"), self.at()]
+        funcs = [self.element, self.keep_fn] + self.gp.combines + [self.gp.merge(), self.chunk(), self.fchunks(),
+                                                     self.fmerge(), self.at()]
         if self.mp.prog.has_filter:
-            funcs += [self.fblocks("serial"), self.fblocks("parallel")]
+            funcs.append(self.fblocks())
         helpers = [helper_source(kind, ft, self.cache)
                    for kind, ft in sorted(self.mp.helpers | self.gp.helpers, key=str)]
         header = (f"\n\n# ---- fused group_by {self.name!r} over pass {self.mp.p.name!r} (generated: "
@@ -228,6 +232,17 @@ class _Fused:
                   f"FBLOCK = {FBLOCK}\nWAYS = {WAYS}")
         assert CHUNK % FBLOCK == 0
         return "\n\n\n".join([header] + helpers + funcs) + "\n"
+
+
+def partials(spec: GroupSpec) -> list:
+    """(NumPy dtype, ways) of each accumulating aggregate's partials (`a<k>`: `ways` values per
+    local group), in the order the entry points take them."""
+    gp = _Printer(spec, False)
+    out = []
+    for k in gp.ks:
+        d = gp.agg(k).dtype
+        out.append(("bool" if d == "bool" else "float32" if d == "float16" else d, gp.ways(k)))
+    return out
 
 
 def render(p: Pass, spec: GroupSpec, keys: int, values: tuple, cache: bool = False) -> str:

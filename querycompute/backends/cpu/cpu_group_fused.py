@@ -18,10 +18,11 @@ from __future__ import annotations
 import numpy as np
 
 from querycompute._codegen.dialects import numba_group, numba_group_fused
-from querycompute._codegen.dialects.numba_py import storage_dtype
+from querycompute._codegen.dialects.numba_py import CHUNK, storage_dtype
 from querycompute._codegen.dialects.numba_py_runtime import PRELUDE
 
 from .cpu import param_args
+from ..base import KernelRun
 from .cpu_group import GROUP_TABLE_MAX, USES_KERNELS, kernels
 from .numba_loader import load
 from ...artifacts import ArtifactCache
@@ -55,16 +56,25 @@ class CpuFusedGroup:
         ps, gps = param_args(prog.params, params), param_args(spec.params, gparams)
         st = self.stages
         mod = self._module(p, spec, keys, tuple(values))
-        label = ""
+        name, limit = spec.name, self.limit
         if prog.has_filter:
-            boff = st._run(mod, f"{spec.name}_fblocks", n, rows, label, n, *ins, *ps)
+            boff = np.zeros(-(-n // numba_group_fused.FBLOCK) + 1, np.int64)
+            st._morsels(mod, f"{name}_fblocks", -(-n // CHUNK), rows, "", n, boff, *ins, *ps)
+            np.cumsum(boff, out=boff)
             total = int(boff[-1])
         else:
             boff, total = np.zeros(1, np.int64), n
         if total == 0:
             return None                    # the two-step path's empty result
-        ok, first, counts, accs = st._run(mod, f"{spec.name}_fused", total, rows, label, n, total, boff,
-                                          self.limit, *ins, *ps, *gps)
+        nq = -(-total // CHUNK)
+        words, first = np.empty((nq, limit), np.uint64), np.empty((nq, limit), np.int64)
+        cnt, nloc = np.empty((nq, kernels().ns["CNT_WAYS"] * limit), np.int64), np.empty(nq, np.int64)
+        parts = [np.empty((nq, limit * ways), d) for d, ways in numba_group_fused.partials(spec)]
+        st._morsels(mod, f"{name}_fchunks", nq, rows, "", total, boff, limit, words, first, cnt, nloc,
+                    *parts, *ins, *ps, *gps)
+        (ok, first, counts, accs), cache, compile_ms, ms = mod.call(
+            f"{name}_fmerge", words, first, cnt, nloc, limit, *parts, *gps)
+        rows.append(KernelRun(f"{name}_fmerge", "numba", (1,), (CHUNK,), cache, compile_ms, ms))
         if not ok:
             return None
         outs = [np.empty(len(first), storage_dtype(d)) for d in prog.output_dtypes]

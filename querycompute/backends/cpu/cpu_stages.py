@@ -101,6 +101,14 @@ class CpuStages(StageRuntime):
         rows.append(KernelRun(prefix + fn, "numba", grid, (CHUNK,), cache, compile_ms, ms))
         return out
 
+    def _morsels(self, mod, fn: str, nch: int, rows: list, prefix: str, *args):
+        """Entry point `fn`(c0, c1, *args) of `mod` over chunks [0, nch) through the morsel
+        scheduler (cpu._run_morsels: one call here for a small nch); its trace row is named
+        prefix + fn + _inline / _morsels."""
+        _, cache, compile_ms, ms = mod.call(fn, runner=lambda entry: _cpu._run_morsels(entry, nch, args))
+        kind = "inline" if _cpu._in_morsels(nch) == 1 else "morsels"
+        rows.append(KernelRun(f"{prefix}{fn}_{kind}", "numba", (max(1, nch),), (CHUNK,), cache, compile_ms, ms))
+
     # ---- sort ---------------------------------------------------------------------------
     def _radix(self, x, desc: bool, idx, rows, label):
         """(sorted raw bits of key x, payload): idx None starts the permutation, else it

@@ -142,13 +142,15 @@ class NumbaModule:
         self.origin, self.compile_ms = "memory", 0.0
         return report
 
-    def call(self, fn: str, *args):
+    def call(self, fn: str, *args, runner=None):
         """(result of entry point `fn`, cache origin, compile ms, run ms). A call that made
         numba compile or load code reports it (numba's compiler time inside the call counts
-        as compile time, the rest as run time) and seals the new files into the cache entry."""
+        as compile time, the rest as run time) and seals the new files into the cache entry.
+        `runner(entry point)`: how to call it instead of with `args` (the morsel scheduler:
+        its first morsel runs on this thread, so a compile lands here and is booked)."""
         t0 = time.perf_counter()
         try:
-            result = self.ns[fn](*args)
+            result = self.ns[fn](*args) if runner is None else runner(self.ns[fn])
         except Exception as exc:
             if type(exc).__module__.startswith("numba"):      # typing/lowering: show source
                 raise CompileError("numba", f"{type(exc).__name__}: {exc}", self.source,
