@@ -31,13 +31,13 @@ from querycompute.backends.gpu.gpu_stages import GpuStages
 from querycompute.errors import UnsupportedTypeError
 
 ROOT = os.path.dirname(os.path.abspath(qc.__file__))
-NAMES = frozenset(registry.NAMES) | frozenset(DIALECTS) | {"wgsl", numba_py.NAME}
+NAMES = frozenset(registry.NAMES) | frozenset(DIALECTS) | {"wgsl", numba_py.NAME, "llvm"}
 
 
 # ---- every backend and every dialect declares its capabilities -----------------------------
 DECLARED = {
     "numpy": BackendCaps("reference", in_order_fold=True, lookup_tables=True),
-    "cpu": BackendCaps("host", in_order_fold=True, lookup_tables=True),
+    "cpu": BackendCaps("host", in_order_fold=True, lookup_tables=True, fast_loads=True),
     "cuda": BackendCaps("gpu", device_columns=True, streams=True),
     "opencl": BackendCaps("gpu", device_columns=True, streams=True),
     "webgpu": BackendCaps("gpu", wide_columns=False),

@@ -219,3 +219,25 @@ def test_switch_off_and_first_call_without_numba(tmp_path):
     off = subprocess.run([sys.executable, str(script)], env={**env, "QUERYCOMPUTE_CPU_LLVM": "0"},
                          capture_output=True, text=True, check=True).stdout.split()
     assert off[1] == "numba" and off[0] == out[0][0]
+
+
+def test_tiered_first_call_loads_a_disk_hit_before_answering(tmp_path):
+    """Issue 28 item 3: with tiers on, a pass whose object file is in the disk cache is
+    loaded before the first call answers (the kernel answers it, not the numpy tier)."""
+    script = tmp_path / "t.py"
+    script.write_text(textwrap.dedent('''
+        import numpy as np, querycompute as qc
+        x = np.arange(100000, dtype=np.float32)
+        q = qc.query(x).on("cpu").select(lambda v: v * 3).where(lambda v: v > 10)
+        r = q.sum()
+        t = qc.last_trace()
+        first = (t.tier, [(k.dialect, k.cache) for k in t.kernels])
+        assert q.compile("sum").wait(timeout=120)
+        print(float(r), first)
+    '''))
+    env = {**__import__("os").environ, "QUERYCOMPUTE_CACHE_DIR": str(tmp_path / "c"),
+           "QUERYCOMPUTE_TIERED": "1"}
+    runs = [subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True,
+                           check=True).stdout.strip() for _ in range(2)]
+    assert runs[0].split()[0] == runs[1].split()[0]
+    assert "('kernel', [('llvm', 'disk')])" in runs[1], runs

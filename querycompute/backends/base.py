@@ -119,6 +119,9 @@ class BackendCaps:
     # it reads table parameters (expr.Lookup: a string function's value per distinct string,
     # frontend/strings.py); False: the GPU dialects, which refuse such a plan (HostOnlyError)
     lookup_tables: bool = False
+    # `loads_fast` may say yes: a pass in its disk cache loads in a few ms (the cpu backend's
+    # llvm route), so tiered execution loads it before answering (run/engine.py)
+    fast_loads: bool = False
 
 
 class Backend:
@@ -154,6 +157,12 @@ class Backend:
     def prepare(self, p: Pass) -> Prepared:
         """Compile (or fetch from the kernel cache) everything the pass needs."""
         raise NotImplementedError
+
+    def loads_fast(self, p: Pass) -> bool:
+        """Whether `prepare(p)` would only load the pass from the disk cache, in a few ms:
+        then tiered execution loads it before answering instead of starting on the numpy
+        tier (DESIGN.md 5f). Must itself be cheap and import no compiler."""
+        return False
 
 
 def now_ms() -> float:

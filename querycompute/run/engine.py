@@ -338,6 +338,9 @@ def _compiled(name, source, cols, q, term, infos, tiered) -> tuple:
         differs = tiers.differs(lowered, name) if tiered else None
         if differs:                       # the numpy tier would answer with other bits
             logger.info("tier: %s waits for the %s kernel: %s", text, name, differs)
+        elif tiered and _loads_fast(name, lowered):    # a disk-cache hit: loaded before answering
+            logger.info("tier: %s loads the %s kernel from the disk cache", text, name)
+            tiered = False
         if tiered and not differs:
             split = tiers.splittable(lowered)
             pending = tiers.Pending(lambda: _prepare(registry.require(name), lowered, text),
@@ -352,6 +355,18 @@ def _compiled(name, source, cols, q, term, infos, tiered) -> tuple:
             compiled = Compiled(name, lowered, _prepare(registry.require(name), lowered, text))
         _memo.put(sig, compiled)
     return compiled, compiled.origin, compiled.compile_ms
+
+
+def _loads_fast(name: str, lowered: Lowered) -> bool:
+    """A one-pass plan whose kernel the backend would load from the disk cache in a few ms
+    (asked of a backend declaring `fast_loads`, with its compiler's modules imported first:
+    the import lock's rule, registry.load_compiler)."""
+    backend = registry.get(name)
+    if (not backend.caps.fast_loads or getattr(lowered, "row_plan", None) is not None
+            or getattr(lowered, "staged", False)):
+        return False
+    registry.load_compiler(name)
+    return backend.loads_fast(lowered.pass_)
 
 
 def _prepare(backend, lowered: Lowered, text: str):

@@ -14,6 +14,10 @@ float sum, whose tree it does not reproduce; a float fold; a plan of stages or l
 that touches floats), the first call compiles first, said in the log and by
 `differs`' reason (docs/guide.md).
 
+A disk-cache hit the backend loads in a few ms (Backend.loads_fast: the cpu backend's llvm
+route) is loaded before the first call answers, which the kernel then answers
+(engine._loads_fast).
+
 A long first call switches tiers between morsels (HyPer's adaptive execution): a plan whose
 partial results join exactly (`splittable`: no float sum, no float min / max, no fold) runs
 MORSEL elements at a time on the numpy tier, the compile started at once, and the rest of

@@ -452,12 +452,7 @@ class _Reduce:
         b.call(chunk, [lo, hi, c] + P + rest)
         done()
         # the first nfin chunks' partials, combined in chunk order (float sums: a tree)
-        tot = {}
-        for k in range(len(self.aggs)):
-            for j, (d, init) in enumerate(self.states(k)):
-                slot = b.alloca(_t(d))
-                b.store(self.const(d, init), slot)
-                tot[k, j] = slot
+        tot = self._state_slots(b)
         pk = self._partial_index()
         if any(k not in self.float_sums for k in range(len(self.aggs))):
             c, done = mod.loop(b, fn, mod.c64(0), nfin, name="f")
@@ -487,6 +482,15 @@ class _Reduce:
                 r = b.zext(r, i64)
             b.store(r, b.bitcast(slot, r.type.as_pointer()))
         b.ret_void()
+
+    def _state_slots(self, b) -> dict:
+        """(agg k, state j) -> a stack slot holding that state, set to its initial value."""
+        slots = {}
+        for k in range(len(self.aggs)):
+            for j, (d, init) in enumerate(self.states(k)):
+                slots[k, j] = b.alloca(_t(d))
+                b.store(self.const(d, init), slots[k, j])
+        return slots
 
     def _partial_index(self) -> dict:
         out, j = {}, 0
@@ -559,12 +563,7 @@ class _Reduce:
         _noalias(P + xs)
         b = ir.IRBuilder(fn.append_basic_block("entry"))
         params_v = mod.param_values(b, ps)
-        st = {}
-        for k in range(len(self.aggs)):
-            for j, (d, init) in enumerate(self.states(k)):
-                slot = b.alloca(_t(d))
-                b.store(self.const(d, init), slot)
-                st[k, j] = slot
+        st = self._state_slots(b)
         bufs = {}
         for k in self.float_sums:
             t = _t(self.aggs[k].dtype)

@@ -448,7 +448,7 @@ class CpuBackend(Backend):
     dialect = "numba"
     # numba-compiled chunks on the host's cores; column operations of its own (cpu_stages.py);
     # a fold not provably associative runs in element order, chunk after chunk
-    caps = BackendCaps(device="host", in_order_fold=True, lookup_tables=True)
+    caps = BackendCaps(device="host", in_order_fold=True, lookup_tables=True, fast_loads=True)
 
     def __init__(self):
         self._available: tuple[bool, str] | None = None
@@ -478,6 +478,11 @@ class CpuBackend(Backend):
         chunks = max(1, -(-n // numba_py.CHUNK))
         kind = "inline" if _in_morsels(chunks) == 1 else "morsels"
         return [{"name": f"{p.name}_{kind}", "grid": (chunks,), "block": (numba_py.CHUNK,)}]
+
+    def loads_fast(self, p: Pass) -> bool:
+        """A pass on the llvm route whose object file is in the disk cache (llvm_loader.cached):
+        loaded in a few ms, so the first call is the kernel's."""
+        return route(p) == "llvm" and llvm_loader.cached(p)
 
     def prepare(self, p: Pass) -> Prepared:
         from .cpu_columns import wrap      # X.sum(axis=0) of scalarized rows: one row pass

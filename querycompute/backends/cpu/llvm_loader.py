@@ -206,6 +206,22 @@ _loading = KeyedLocks()
 after_fork.register(_loading.after_fork)
 
 
+def _key(text: str):
+    compiler, device = identity()
+    return disk_cache.make_key(backend="cpu", compiler=compiler, device=device,
+                               options=("O3", "llvm_ir"), source=text)
+
+
+def cached(p: Pass) -> bool:
+    """Whether pass p's object file is in memory or in the disk cache (its IR printed and
+    keyed, the entry's completion marker looked up: a few ms, no compile)."""
+    try:
+        text = source(p)
+    except Exception:
+        return False
+    return _modules.get(text) is not None or disk_cache.stamp(_key(text)) is not None
+
+
 def load(p: Pass) -> tuple[dict, object, str, float]:
     """(namespace, cache key, origin, ms) of pass p on the llvm route: memory, the disk
     cache's object file, or compiled now (and stored)."""
@@ -221,9 +237,7 @@ def load(p: Pass) -> tuple[dict, object, str, float]:
         if hit is not None:
             return namespace(p, hit[0]), hit[1], "memory", 0.0
         t0 = time.perf_counter()
-        compiler, device = identity()
-        key = disk_cache.make_key(backend="cpu", compiler=compiler, device=device,
-                                  options=("O3", "llvm_ir"), source=text)
+        key = _key(text)
 
         def compile_fn():
             dump_source(p.name, "llvm", text)
