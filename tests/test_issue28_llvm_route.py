@@ -187,6 +187,14 @@ def test_what_the_dialect_does_not_print_takes_numba():
     same(got, qc.query(h).on("numpy").sum())
 
 
+def test_explain_names_the_compiler():
+    x = np.arange(10, dtype=np.float32)
+    q = qc.query(x).on("cpu").select(lambda v: v * 2)
+    assert "(LLVM IR via llvmlite)" in q.explain(terminal="sum")
+    assert "(numba: the llvm dialect does not print function exp)" in \
+        q.select(lambda v: np.exp(v)).explain(terminal="sum")
+
+
 def test_unsupported_names_the_reason():
     from querycompute._codegen import expr as E
     from querycompute._codegen.program import ElementProgram, InputSpec, Pass, Reduce, ToArray, Agg

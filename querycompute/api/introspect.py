@@ -150,7 +150,8 @@ def explain(q, backend: str | None, terminal: Any) -> str:
     out.append(f"kernels ({name}):")
     try:
         for k in registry.get(name).launch_shape(p, n):
-            out.append(f"  {k['name']}: grid={k['grid']} block={k['block']}")
+            via = f" ({k['compiler']})" if "compiler" in k else ""
+            out.append(f"  {k['name']}: grid={k['grid']} block={k['block']}{via}")
     except ImportError as exc:
         out.append(f"  (launch shapes unavailable: {exc})")
     kernel_lines, read, columns = _kernel_traffic(p, name, n)

@@ -477,7 +477,13 @@ class CpuBackend(Backend):
     def launch_shape(self, p: Pass, n: int) -> list[dict]:
         chunks = max(1, -(-n // numba_py.CHUNK))
         kind = "inline" if _in_morsels(chunks) == 1 else "morsels"
-        return [{"name": f"{p.name}_{kind}", "grid": (chunks,), "block": (numba_py.CHUNK,)}]
+        if route(p) == "llvm":
+            compiler = "LLVM IR via llvmlite"
+        else:
+            why = llvm_ir.unsupported(p)
+            compiler = f"numba: the llvm dialect does not print {why}" if why else "numba"
+        return [{"name": f"{p.name}_{kind}", "grid": (chunks,), "block": (numba_py.CHUNK,),
+                 "compiler": compiler}]
 
     def loads_fast(self, p: Pass) -> bool:
         """A pass on the llvm route whose object file is in the disk cache (llvm_loader.cached):
