@@ -108,6 +108,8 @@ def _reduce_cases():
         ("mean", lambda q: q.mean()),
         ("any", lambda q: q.any(lambda v: v > 2)), ("all", lambda q: q.all(lambda v: v < 1e308)),
         ("agg", lambda q: tuple(q.agg(s=qc.sum, lo=qc.min, hi=qc.max, n=qc.count).values())),
+        ("first", lambda q: q.first(default=None)),
+        ("first_tuple", lambda q: q.where(lambda v: v > 1).select(lambda v: (v, v > 2)).first(default=None)),
     ]
 
 
@@ -143,6 +145,8 @@ def test_reductions_match_numpy_bits(case, dtype, n):
     if isinstance(want, tuple):
         for g, w in zip(got, want):
             same(g, w)
+    elif want is None:
+        assert got is None
     else:
         same(got, want)
 

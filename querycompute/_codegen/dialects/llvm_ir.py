@@ -28,8 +28,8 @@ Where evaluates both sides, so an integer division guards its divisor instead of
 as in the numba dialect, so LLVM vectorises the loops.
 
 Supported (everything else is refused by `unsupported` with the reason): plain passes
-(no index column, scan or shaped element arrays), stage op map, or reduce with sum, count,
-min, max, any, all; dtypes bool, int8-64, uint8-64, float32, float64 (float16 is numba's);
+(no index column, scan or shaped element arrays), stage ops map and compact (without a
+window), or reduce with sum, count, min, max, any, all, first; dtypes bool, int8-64, uint8-64, float32, float64 (float16 is numba's);
 every expr node except Lookup, pow, float // and %, fmod, hypot, atan2 and the math
 functions other than sqrt, floor, ceil, trunc, rint and the float predicates (libm's ulps
 are numba's business).
@@ -45,7 +45,7 @@ from ..program import Filter, Let, Pass, Reduce, ToArray
 from ..sum_order import BLOCK, CHUNK, LANES
 
 NAME = "llvm"
-AGGS = ("sum", "count", "min", "max", "any", "all")
+AGGS = ("sum", "count", "min", "max", "any", "all", "first")
 _BINARY = ("add", "sub", "mul", "truediv", "floordiv", "mod", "bitand", "bitor", "bitxor",
            "lshift", "rshift", "min", "max", "and", "or", "copysign")
 _CALLS = ("sqrt", "floor", "ceil", "trunc", "rint", "isnan", "isinf", "isfinite")
@@ -108,17 +108,23 @@ def _node_unsupported(e: E.Expr) -> str | None:
 
 def result_dtypes(p: Pass) -> tuple[str, ...]:
     """The dtypes of a reduce entry's result slots, in order: one value per aggregate (a
-    count is int64, any / all bool)."""
-    return tuple(a.dtype for a in p.terminal.aggs)
+    count is int64, any / all bool), a `first` its index (int64, -1: none) and its values
+    (ops.reduce.cpu_result_width, as cpu.agg_converters reads them)."""
+    out = []
+    for a in p.terminal.aggs:
+        out += ["int64"] + [v.dtype for v in a.values] if a.op == "first" else [a.dtype]
+    return tuple(out)
 
 
 def partial_dtypes(p: Pass) -> tuple[str, ...]:
     """The dtypes of a reduce entry's per-chunk partial arrays P_<state>, in order: each
-    aggregate's value state, then a float min / max's NaN flag (bool)."""
+    aggregate's value state, then a float min / max's NaN flag (bool), a `first`'s values."""
     out = []
     for a in p.terminal.aggs:
         if a.op in ("min", "max") and D.is_float(a.dtype):
             out += ["int64" if a.dtype == "float64" else "int32", "bool"]
+        elif a.op == "first":
+            out += ["int64"] + [v.dtype for v in a.values]
         else:
             out.append("int64" if a.op == "count" else a.dtype)
     return tuple(out)
@@ -426,6 +432,8 @@ class _Reduce:
         if agg.op in ("min", "max"):
             lo, hi = D.int_limits(d) if D.is_int(d) else (0, 1)
             return [(d, hi if agg.op == "min" else lo)]
+        if agg.op == "first":               # the index (-1: none yet), then its values
+            return [("int64", -1)] + [(v.dtype, 0) for v in agg.values]
         return [("bool", 1 if agg.op == "all" else 0)]
 
     def const(self, dtype: str, value):
@@ -461,12 +469,17 @@ class _Reduce:
                     continue
                 vals = [self._load_part(b, P[pk[k, j]], c, d) for j, (d, _) in enumerate(self.states(k))]
                 cur = [b.load(tot[k, j]) for j in range(len(vals))]
-                for j, v in enumerate(self._merge(b, agg, cur, vals, keep=None)):
+                for j, v in enumerate(self._merge(b, agg, cur, vals, None, None)):
                     b.store(v, tot[k, j])
             done()
         slots = b.bitcast(R, i64.as_pointer())
+        at = 0                                            # the next result slot
         for k, agg in enumerate(self.aggs):
             d = agg.dtype
+            if agg.op == "first":
+                for j, (dj, _) in enumerate(self.states(k)):
+                    at = self._result(b, slots, at, b.load(tot[k, j]), dj)
+                continue
             if k in self.float_sums:
                 s = b.call(self.pairwise[d], [P[pk[k, 0]], nfin, self.const(d, -0.0)])
                 r = b.fadd(s, self.const(d, 0.0))          # a sum of -0.0s is +0.0
@@ -477,11 +490,15 @@ class _Reduce:
                 r = b.select(b.load(tot[k, 1]), self.const(d, float("nan")), b.bitcast(bits, _t(d)))
             else:
                 r = b.load(tot[k, 0])
-            slot = b.gep(slots, [mod.c64(k)])
-            if d == "bool":
-                r = b.zext(r, i64)
-            b.store(r, b.bitcast(slot, r.type.as_pointer()))
+            at = self._result(b, slots, at, r, d)
         b.ret_void()
+
+    def _result(self, b, slots, at: int, r, d: str) -> int:
+        """Store result value `r` (of dtype d) in 8-byte slot `at`; the next slot."""
+        if d == "bool":
+            r = b.zext(r, self.mod.i64)
+        b.store(r, b.bitcast(b.gep(slots, [self.mod.c64(at)]), r.type.as_pointer()))
+        return at + 1
 
     def _state_slots(self, b) -> dict:
         """(agg k, state j) -> a stack slot holding that state, set to its initial value."""
@@ -504,10 +521,18 @@ class _Reduce:
         v = b.load(b.gep(ptr, [c], inbounds=True))
         return b.icmp_unsigned("!=", v, v.type(0)) if d == "bool" else v
 
-    def _merge(self, b, agg, cur, vals, keep):
-        """agg's state `cur` after taking `vals` (an element's, when `keep` is its keep
+    def _merge(self, b, agg, cur, vals, keep, i):
+        """agg's state `cur` after taking `vals` (element i's, when `keep` is its keep
         flag; another chunk's partial state when keep is None)."""
         d, s = agg.dtype, cur[0]
+        if agg.op == "first":               # the smallest kept index and its values
+            none = b.icmp_signed("<", s, s.type(0))
+            if keep is None:
+                take = b.and_(none, b.icmp_signed(">=", vals[0], s.type(0)))
+                new = vals
+            else:
+                take, new = b.and_(keep, none), [i] + list(vals)
+            return [b.select(take, x, c) for x, c in zip(new, cur)]
         if agg.op == "count":
             return [b.add(s, b.zext(keep, s.type) if keep is not None else vals[0])]
         if agg.op == "sum":                               # integers: wraps like NumPy
@@ -581,7 +606,7 @@ class _Reduce:
                     b.store(v, b.gep(bufs[k][0], [b.sub(i, V_base)], inbounds=True))
                     continue
                 cur = [b.load(st[k, j]) for j in range(len(self.states(k)))]
-                for j, v in enumerate(self._merge(b, agg, cur, per[k], keep)):
+                for j, v in enumerate(self._merge(b, agg, cur, per[k], keep, i)):
                     b.store(v, st[k, j])
 
         if not self.float_sums:
