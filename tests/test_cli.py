@@ -25,7 +25,7 @@ def test_backends_json():
 
 
 @pytest.mark.parametrize("backend,marker", [("cuda", "__global__"), ("opencl", "__kernel"),
-                                            ("metal", "kernel void"), ("cpu", "def ")])
+                                            ("metal", "kernel void"), ("cpu", "define void")])
 def test_source_for_each_dialect(capsys, backend, marker):
     assert main(["source", "select(lambda v: v*2).where(lambda v: v > 1000).sum()",
                  "--dtype", "float32", "--backend", backend]) == 0

@@ -206,7 +206,9 @@ def test_unsupported_names_the_reason():
     prog = ElementProgram((InputSpec("x", "float64"),), (), (), (E.Call("exp", x, "float64"),))
     assert llvm_ir.unsupported(Pass(prog, ToArray(), "p")) == "function exp"
     prog = ElementProgram((InputSpec("x", "float64"),), (), (), (x,))
-    assert llvm_ir.unsupported(Pass(prog, Reduce((Agg("first", (x,), "int64"),)), "p")) == "aggregate first"
+    fold = Agg("fold", (x,), "float64", combine=E.Binary("add", E.Var("acc", "float64"), E.Var("item", "float64"),
+                                                         "float64"), seed=E.Const(0.0, "float64"))
+    assert llvm_ir.unsupported(Pass(prog, Reduce((fold,)), "p")) == "aggregate fold"
     assert llvm_ir.unsupported(Pass(prog, ToArray(), "p")) is None
     assert cpu_backend.route(Pass(prog, ToArray(), "p")) == "llvm"
 

@@ -40,6 +40,7 @@ from functools import lru_cache
 
 from .. import dtypes as D
 from .. import expr as E
+from .. import pretty
 from ..order_keys import minmax_key, minmax_key_llvm
 from ..program import Filter, Let, Pass, Reduce, ToArray
 from ..sum_order import BLOCK, CHUNK, LANES
@@ -144,7 +145,24 @@ def render(p: Pass, layout: tuple = (24, 32, 40, 16)) -> str:
     why = unsupported(p)
     if why:
         raise ValueError(f"pass {p.name}: the llvm dialect does not print {why}")
-    return str(_Module(p, layout).build())
+    return _header(p) + str(_Module(p, layout).build())
+
+
+def _header(p: Pass) -> str:
+    """The module's first lines: what it computes, as comments (the program as explain()
+    prints it), so the IR reads like the other dialects' sources."""
+    prog = p.program
+    ins = ", ".join(f"{s.name}: {s.dtype}" for s in prog.inputs) or "none (index only)"
+    params = ", ".join(f"{s.name}: {s.dtype}" for s in prog.params) or "none"
+    if isinstance(p.terminal, Reduce):
+        what = [f"aggregate {pretty.agg_text(a)}" for a in p.terminal.aggs]
+    else:
+        outs = ", ".join(f"{pretty.fmt(e)}:{e.dtype}" for e in prog.outputs)
+        what = [f"store in order{' (compacted)' if prog.has_filter else ''}: {outs}"]
+    lines = [f"querycompute cpu kernels for pass {p.name!r} (dialect llvm, generated: "
+             f"querycompute/_codegen/dialects/llvm_ir.py)", f"inputs: {ins}", f"params: {params}",
+             *pretty.program_lines(prog), *what]
+    return "".join(f"; {line}\n" for line in lines)
 
 
 def _t(dtype: str):
