@@ -101,6 +101,21 @@ def test_division_and_shifts_by_every_divisor(dtype):
         same(got, qc.query(a=a, b=b).on("numpy").select(f).to_array())
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_float_floor_division_remainder_and_fmod_by_every_divisor(dtype):
+    """np.floor_divide / np.remainder / np.fmod of every pair of special values (NaN, +-inf,
+    +-0.0, subnormals, huge quotients): from `frem`, exactly NumPy's bits."""
+    with np.errstate(all="ignore"):
+        x = np.array([0.0, -0.0, 1.5, -2.5, 3.0, -7.0, np.nan, np.inf, -np.inf, 1e300, -1e-300,
+                      5e-324, 0.1, 7.0, 2.0 ** 60, 1e-30], dtype)
+    a, b = np.repeat(x, len(x)), np.tile(x, len(x))
+    for f in (lambda r: r.a % r.b, lambda r: r.a // r.b, lambda r: np.fmod(r.a, r.b)):
+        with np.errstate(all="ignore"):
+            got = qc.query(a=a, b=b).on("cpu").select(f).to_array()
+            assert dialect() == {"llvm"}
+            same(got, qc.query(a=a, b=b).on("numpy").select(f).to_array())
+
+
 def _reduce_cases():
     return [
         ("sum", lambda q: q.sum()), ("count", lambda q: q.count()),

@@ -30,9 +30,9 @@ as in the numba dialect, so LLVM vectorises the loops.
 Supported (everything else is refused by `unsupported` with the reason): plain passes
 (no index column, scan or shaped element arrays), stage ops map and compact (without a
 window), or reduce with sum, count, min, max, any, all, first; dtypes bool, int8-64, uint8-64, float32, float64 (float16 is numba's);
-every expr node except Lookup, pow, float // and %, fmod, hypot, atan2 and the math
-functions other than sqrt, floor, ceil, trunc, rint and the float predicates (libm's ulps
-are numba's business).
+every expr node except Lookup, pow, hypot, atan2 and the math functions other than sqrt,
+floor, ceil, trunc, rint and the float predicates (libm's ulps are numba's business); float
+// and % and fmod are exact (from `frem`, C's fmod), so they are here.
 """
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ from ..sum_order import BLOCK, CHUNK, LANES
 NAME = "llvm"
 AGGS = ("sum", "count", "min", "max", "any", "all", "first")
 _BINARY = ("add", "sub", "mul", "truediv", "floordiv", "mod", "bitand", "bitor", "bitxor",
-           "lshift", "rshift", "min", "max", "and", "or", "copysign")
+           "lshift", "rshift", "min", "max", "and", "or", "copysign", "fmod")
 _CALLS = ("sqrt", "floor", "ceil", "trunc", "rint", "isnan", "isinf", "isfinite")
 _TYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
           "float32", "float64")
@@ -98,8 +98,6 @@ def _node_unsupported(e: E.Expr) -> str | None:
     if isinstance(e, E.Binary):
         if e.op not in _BINARY:
             return f"operator {e.op}"
-        if e.op in ("floordiv", "mod") and D.is_float(e.dtype):
-            return f"float {e.op}"
     if isinstance(e, E.Call) and e.fn not in _CALLS:
         return f"function {e.fn}"
     if isinstance(e, E.Cast) and e.x.dtype not in _TYPES:
@@ -410,15 +408,34 @@ class _Module:
         stored at index i of every output."""
         outs = list(self.prog.output_dtypes)
         fn, b, (c0, c1, n), arrays, params = self.entry("chunks", 3, outs)
-        o, xs = arrays[:len(outs)], arrays[len(outs):]
         lo = b.mul(c0, self.c64(CHUNK))
         hi = self.minimum(b, n, b.mul(c1, self.c64(CHUNK)))
-        i, done = self.loop(b, fn, lo, hi)
-        load = self.input_loader(b, xs)
-        _, vals = self.element(b, i, lambda k: load(k, i), params, self.prog.outputs)
-        self.store_outputs(b, o, vals, i)
+        body, bb, (lo_, hi_), ptrs, ps = self.internal("map", 2, outs + [s.dtype for s in self.prog.inputs], params)
+        o, xs = ptrs[:len(outs)], ptrs[len(outs):]
+        i, done = self.loop(bb, body, lo_, hi_)
+        load = self.input_loader(bb, xs)
+        _, vals = self.element(bb, i, lambda k: load(k, i), ps, self.prog.outputs)
+        self.store_outputs(bb, o, vals, i)
         done()
+        bb.ret_void()
+        b.call(body, [lo, hi] + arrays + list(params.values()))
         b.ret_void()
+
+    def internal(self, suffix: str, scalars: int, pointers: list, params: dict):
+        """(function, builder, integers, pointers, params by name) of an internal function
+        <name>_<suffix>(i64 x scalars, pointers to `pointers` dtypes, the param values
+        `params` holds): its pointers are `noalias` (the arrays never overlap), which an
+        entry point's pointers, read from objects, cannot say; LLVM inlines it and keeps that."""
+        ir = _ir()
+        names = list(params)
+        types = [self.i64] * scalars + [_mem(d).as_pointer() for d in pointers] + [v.type for v in params.values()]
+        fn = ir.Function(self.m, ir.FunctionType(ir.VoidType(), types), f"{self.p.name}_{suffix}")
+        fn.linkage = "internal"
+        args = list(fn.args)
+        ptrs = args[scalars:scalars + len(pointers)]
+        _noalias(ptrs)
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        return fn, b, args[:scalars], ptrs, dict(zip(names, args[scalars + len(pointers):]))
 
 
 def _noalias(args) -> None:
@@ -800,6 +817,10 @@ class _Expr:
             else:
                 pick = b.icmp_unsigned(sym, a, c)
             return b.select(pick, a, c)
+        if op == "fmod":
+            return self._fmod(a, c, d)
+        if op in ("floordiv", "mod") and f:
+            return self._float_divide(op, a, c, d)
         if op in ("floordiv", "mod"):
             return self._divide(op, a, c, d)
         if op in ("lshift", "rshift"):
@@ -831,6 +852,57 @@ class _Expr:
             return b.select(is0, zero, b.select(ism1, b.sub(zero, a), q))
         r = b.select(adjust, b.add(r, safe), r)
         return b.select(b.or_(is0, ism1), zero, r)
+
+    def _fmod(self, a, c, d):
+        """C's fmod (exact). float32: computed in float64 without the libm call whenever
+        |a / b| < 2**28 (numba_py_helpers' _fmod_float32 says why that is exact), else `frem`
+        (the libm call), so the common case stays a few instructions."""
+        b = self.b
+        if d != "float32":
+            return b.frem(a, c)
+        ir = _ir()
+        f64 = ir.DoubleType()
+        x, y = b.fpext(a, f64), b.fpext(c, f64)
+        q = b.fdiv(x, y)
+        fabs = self.mod.intrinsic("fabs", "float64")
+        fast = b.and_(b.fcmp_ordered("<", b.call(fabs, [q]), f64(268435456.0)),
+                      b.fcmp_ordered("<", b.call(fabs, [y]), f64(float("inf"))))
+        with b.if_else(fast) as (then, otherwise):
+            with then:
+                t = b.call(self.mod.intrinsic("trunc", "float64"), [q])
+                r = b.call(self.mod.intrinsic("copysign", "float64", 2), [b.fsub(x, b.fmul(t, y)), x])
+                quick, quick_at = b.fptrunc(r, a.type), b.block
+            with otherwise:             # an opaque libm call: an `frem` here LLVM would
+                fmodf = self.mod.m.globals.get("fmodf") or ir.Function(   # hoist into the loop
+                    self.mod.m, ir.FunctionType(a.type, [a.type, a.type]), "fmodf")
+                slow, slow_at = b.call(fmodf, [a, c]), b.block
+        out = b.phi(a.type)
+        out.add_incoming(quick, quick_at)
+        out.add_incoming(slow, slow_at)
+        return out
+
+    def _float_divide(self, op, a, c, d):
+        """Float // and % as np.floor_divide / np.remainder (numba_py_helpers' ffloordiv /
+        fremainder, transcribed from NumPy's npy_divmod, in the operands' type): from C's
+        fmod, which `frem` is exactly (fmod is exact: every implementation agrees)."""
+        b = self.b
+        zero, one = a.type(0.0), a.type(1.0)
+        mod = self._fmod(a, c, d)
+        b_neg = b.fcmp_ordered("<", c, zero)
+        fix = b.and_(b.fcmp_unordered("!=", mod, zero), b.xor(b_neg, b.fcmp_ordered("<", mod, zero)))
+        copysign = self.mod.intrinsic("copysign", d, 2)
+        if op == "mod":                 # b == 0: fmod's NaN; a zero takes b's sign
+            fixed = b.select(fix, b.fadd(mod, c), mod)
+            nonzero = b.fcmp_unordered("!=", mod, zero)
+            out = b.select(nonzero, fixed, b.call(copysign, [zero, c]))
+            return b.select(b.fcmp_ordered("==", c, zero), mod, out)
+        quot = b.fdiv(a, c)
+        div = b.fdiv(b.fsub(a, mod), c)
+        div = b.select(fix, b.fsub(div, one), div)
+        fl = b.call(self.mod.intrinsic("floor", d), [div])
+        fl = b.select(b.fcmp_ordered(">", b.fsub(div, fl), a.type(0.5)), b.fadd(fl, one), fl)
+        out = b.select(b.fcmp_unordered("!=", div, zero), fl, b.call(copysign, [zero, quot]))
+        return b.select(b.fcmp_ordered("==", c, zero), quot, out)
 
     def _shift(self, op, a, c, d):
         """NumPy's shifts: a count outside [0, width) gives 0, or -1 for >> of a negative."""
