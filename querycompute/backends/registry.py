@@ -93,6 +93,22 @@ _COMPILER = {
 _NOT_COMPILE = ("dask", "cli", "__main__")
 
 
+# what loading a backend's cached kernel needs (BackendCaps.fast_loads: the cpu llvm route's
+# object file), imported by `load_for_disk_hit` instead of the whole walk a compile needs
+_DISK_HIT = {"cpu": ("llvmlite.ir", "llvmlite.binding", "querycompute.backends.cpu.cpu_columns")}
+
+
+def load_for_disk_hit(name: str) -> None:
+    """Import, under IMPORT_LOCK, the modules that loading backend `name`'s kernel from the
+    disk cache needs (`_DISK_HIT`; ~50 ms where load_compiler's walk of the package is ~170):
+    the import lock's rule for a load that answers a first call (run/engine.py)."""
+    if name in _loaded:
+        return
+    with IMPORT_LOCK:
+        for mod in _DISK_HIT.get(name, ()):
+            importlib.import_module(mod)
+
+
 def load_compiler(name: str) -> None:
     """Import, under IMPORT_LOCK, every module a compile for backend
     `name` may import: the compiler (numba, pyopencl, wgpu, cupy: one that is missing is left

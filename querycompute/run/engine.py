@@ -338,7 +338,8 @@ def _compiled(name, source, cols, q, term, infos, tiered) -> tuple:
         differs = tiers.differs(lowered, name) if tiered else None
         if differs:                       # the numpy tier would answer with other bits
             logger.info("tier: %s waits for the %s kernel: %s", text, name, differs)
-        elif tiered and _loads_fast(name, lowered):    # a disk-cache hit: loaded before answering
+        disk_hit = not differs and tiered and _loads_fast(name, lowered)
+        if disk_hit:                      # loaded before answering, nothing compiled
             logger.info("tier: %s loads the %s kernel from the disk cache", text, name)
             tiered = False
         if tiered and not differs:
@@ -351,7 +352,8 @@ def _compiled(name, source, cols, q, term, infos, tiered) -> tuple:
             compiled = Compiled(name, lowered, _prepare(registry.get("numpy"), lowered, text), pending, split)
             logger.info("tier: numpy answers %s while the %s kernel compiles", text, name)
         else:
-            registry.load_compiler(name)
+            if not disk_hit:              # (a disk hit imported what it needs: _loads_fast)
+                registry.load_compiler(name)
             compiled = Compiled(name, lowered, _prepare(registry.require(name), lowered, text))
         _memo.put(sig, compiled)
     return compiled, compiled.origin, compiled.compile_ms
@@ -359,13 +361,13 @@ def _compiled(name, source, cols, q, term, infos, tiered) -> tuple:
 
 def _loads_fast(name: str, lowered: Lowered) -> bool:
     """A one-pass plan whose kernel the backend would load from the disk cache in a few ms
-    (asked of a backend declaring `fast_loads`, with its compiler's modules imported first:
-    the import lock's rule, registry.load_compiler)."""
+    (asked of a backend declaring `fast_loads`, with what the load needs imported first:
+    the import lock's rule, registry.load_for_disk_hit)."""
     backend = registry.get(name)
     if (not backend.caps.fast_loads or getattr(lowered, "row_plan", None) is not None
             or getattr(lowered, "staged", False)):
         return False
-    registry.load_compiler(name)
+    registry.load_for_disk_hit(name)
     return backend.loads_fast(lowered.pass_)
 
 
