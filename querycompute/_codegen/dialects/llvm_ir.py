@@ -41,11 +41,15 @@ from functools import lru_cache
 from .. import dtypes as D
 from .. import expr as E
 from .. import pretty
+from ..capabilities import DialectCaps
 from ..order_keys import minmax_key, minmax_key_llvm
 from ..program import Filter, Let, Pass, Reduce, ToArray
 from ..sum_order import BLOCK, CHUNK, LANES
 
-NAME = "llvm"
+NAME = "llvm"                         # the cpu backend's other dialect (its `route`)
+# every NumPy type this printer takes as a value; chunks handed to the cores as the numba
+# dialect's are (no blocks, shuffles or atomics in the generated code)
+CAPS = DialectCaps("LLVM IR (llvmlite)")
 AGGS = ("sum", "count", "min", "max", "any", "all", "first")
 _BINARY = ("add", "sub", "mul", "truediv", "floordiv", "mod", "bitand", "bitor", "bitxor",
            "lshift", "rshift", "min", "max", "and", "or", "copysign", "fmod")
