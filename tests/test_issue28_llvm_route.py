@@ -270,3 +270,27 @@ def test_tiered_first_call_loads_a_disk_hit_before_answering(tmp_path):
                            check=True).stdout.strip() for _ in range(2)]
     assert runs[0].split()[0] == runs[1].split()[0]
     assert "('kernel', [('llvm', 'disk')])" in runs[1], runs
+
+
+def test_threads_compile_different_passes_at_once():
+    """llvmlite's parses share LLVM's global context: llvm_loader's lock keeps eight threads
+    compiling eight passes at once correct."""
+    import threading
+    x = np.arange(100_000, dtype=np.float64)
+    results, errors = {}, []
+
+    def work(k):
+        try:
+            q = qc.query(x).on("cpu").select(f"lambda v: v * {k} + 0.5").where(lambda v: v > 10)
+            results[k] = q.compile("sum", tiered=False)()
+        except Exception as exc:          # noqa: BLE001 - reported below
+            errors.append(exc)
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(3, 11)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    for k, got in results.items():
+        same(got, qc.query(x).on("numpy").select(f"lambda v: v * {k} + 0.5").where(lambda v: v > 10).sum())
+    assert len(results) == 8

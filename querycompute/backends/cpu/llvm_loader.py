@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ctypes
 import struct
+import threading
 import time
 from functools import lru_cache
 
@@ -66,9 +67,21 @@ def identity() -> tuple[str, str]:
     return compiler, device
 
 
+# llvmlite parses every module into LLVM's one global context, which is not thread-safe: a
+# compile or a load holds this lock (as numba's compiler holds its own), and a fork waits for
+# it, so no child starts with LLVM mid-compile
+_LLVM_LOCK = threading.RLock()
+after_fork.hold(_LLVM_LOCK, rank=1)
+
+
 def compile_object(text: str) -> bytes:
     """The IR module `text`, verified, optimised at O3 (loop and SLP vectorisation on; no
     fast-math flag exists in the IR, so no add is regrouped) and emitted as an object file."""
+    with _LLVM_LOCK:
+        return _compile(text)
+
+
+def _compile(text: str) -> bytes:
     llvm = _llvm()
     mod = llvm.parse_assembly(text)
     mod.verify()
@@ -86,12 +99,14 @@ class LlvmModule:
 
     def __init__(self, obj: bytes):
         llvm = _llvm()
-        self.engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), _machine())
-        self.engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
-        self.engine.finalize_object()
+        with _LLVM_LOCK:
+            self.engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), _machine())
+            self.engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
+            self.engine.finalize_object()
 
     def address(self, name: str) -> int:
-        addr = self.engine.get_function_address(name)
+        with _LLVM_LOCK:
+            addr = self.engine.get_function_address(name)
         if not addr:
             raise CompileError("llvm", f"entry point {name} is missing from the object file", "", ())
         return addr
