@@ -294,3 +294,25 @@ def test_threads_compile_different_passes_at_once():
     for k, got in results.items():
         same(got, qc.query(x).on("numpy").select(f"lambda v: v * {k} + 0.5").where(lambda v: v > 10).sum())
     assert len(results) == 8
+
+
+@pytest.mark.parametrize("n", [0, 1, 1000, 140_000])
+def test_passes_after_a_join_read_through_its_index_columns(n):
+    """An IndexedPass (the pass after a join reads in_k[li[i]] / in_k[ri[i]]; a left join's
+    rows without a match read the fill value, NaN / 0 / False, and load nothing) takes the
+    llvm route; the other side may be empty."""
+    rng = np.random.default_rng(n)
+    a = qc.query(k=rng.integers(0, 500, n).astype(np.int64), v=rng.standard_normal(n))
+    for m in (0, 250):
+        b = qc.query(k=np.arange(0, 2 * m, 2, dtype=np.int64), w=rng.standard_normal(m).astype(np.float32),
+                     f=np.arange(m) % 3 == 0)
+        out = {}
+        for be in ("cpu", "numpy"):
+            j = a.on(be).join(b, lambda r: r.k, lambda s: s.k, lambda r, s: {"x": r.v * s.w, "f": s.f})
+            lj = a.on(be).left_join(b, lambda r: r.k, lambda s: s.k, lambda r, s: {"x": r.v + s.w, "f": s.f})
+            out[be] = (j.where(lambda t: t.f).sum(lambda t: t.x), lj.select(lambda t: t.x).to_array(),
+                       lj.count(lambda t: t.f), lj.where(lambda t: t.x == t.x).select(lambda t: t.f).to_array())
+            if be == "cpu" and n:
+                assert "llvm" in dialect()
+        for g, w in zip(out["cpu"], out["numpy"]):
+            same(g, w)

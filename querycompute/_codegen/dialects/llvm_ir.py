@@ -27,8 +27,9 @@ The element is computed without branches (every Let and every filter for every e
 Where evaluates both sides, so an integer division guards its divisor instead of trapping),
 as in the numba dialect, so LLVM vectorises the loops.
 
-Supported (everything else is refused by `unsupported` with the reason): plain passes
-(no index column, scan or shaped element arrays), stage ops map and compact (without a
+Supported (everything else is refused by `unsupported` with the reason): plain passes and
+passes after a join, read through its index columns (no scan fused in, no shaped element
+arrays), stage ops map and compact (without a
 window), or reduce with sum, count, min, max, any, all, first; dtypes bool, int8-64, uint8-64, float32, float64 (float16 is numba's);
 every expr node except Lookup, pow, hypot, atan2 and the math functions other than sqrt,
 floor, ceil, trunc, rint and the float predicates (libm's ulps are numba's business); float
@@ -45,6 +46,7 @@ from ..capabilities import DialectCaps
 from ..order_keys import minmax_key, minmax_key_llvm
 from ..program import Filter, Let, Pass, Reduce, ToArray
 from ..sum_order import BLOCK, CHUNK, LANES
+from .numba_indexed import IndexedPass
 
 NAME = "llvm"                         # the cpu backend's other dialect (its `route`)
 # every NumPy type this printer takes as a value; chunks handed to the cores as the numba
@@ -61,7 +63,7 @@ _TYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32"
 # ---- what this printer takes ---------------------------------------------------------------
 def unsupported(p: Pass) -> str | None:
     """Why pass `p` cannot be printed as LLVM IR (then the numba dialect prints it), or None."""
-    if type(p) is not Pass:
+    if type(p) not in (Pass, IndexedPass):
         return f"{type(p).__name__} (a pass read through an index column or fused after a scan)"
     prog = p.program
     if p.stage_op not in ("map", "compact", "reduce"):
@@ -246,12 +248,39 @@ class _Module:
         return keep, [ex.value(v) for v in values]
 
     def input_loader(self, b, ins):
-        """input number -> (element index -> its value in register type)."""
+        """input number -> (element index -> its value in register type). A pass after a
+        join (numba_indexed.IndexedPass) reads input k through its index column via[k]:
+        in_k[idx[i]], and where `filled[k]` (a left join's other side) an index of -1 reads
+        the fill value (NaN, 0, False: reference/joins.fill_value) - a branch, as in the
+        numba dialect, so a row without a match never loads (the column may be empty)."""
+        via, filled = getattr(self.p, "via", ()), getattr(self.p, "filled", ())
+
+        def raw(k: int, i):
+            if via and via[k] >= 0:
+                at = b.load(b.gep(ins[via[k]], [i], inbounds=True))
+                if filled[k]:
+                    return self._filled(b, ins[k], at, self.prog.inputs[k].dtype)
+                i = at
+            return b.load(b.gep(ins[k], [i], inbounds=True))
+
         def load(k: int, i):
-            spec = self.prog.inputs[k]
-            v = b.load(b.gep(ins[k], [i], inbounds=True))
-            return b.icmp_unsigned("!=", v, v.type(0)) if spec.dtype == "bool" else v
+            v = raw(k, i)
+            return b.icmp_unsigned("!=", v, v.type(0)) if self.prog.inputs[k].dtype == "bool" else v
         return load
+
+    def _filled(self, b, ptr, at, dtype: str):
+        """ptr[at], or dtype's fill value where at < 0 (memory type)."""
+        t = _mem(dtype)
+        fill = t(float("nan")) if D.is_float(dtype) else t(0)
+        with b.if_else(b.icmp_signed(">=", at, at.type(0))) as (then, otherwise):
+            with then:
+                got, got_at = b.load(b.gep(ptr, [at], inbounds=True)), b.block
+            with otherwise:
+                none_at = b.block
+        out = b.phi(t)
+        out.add_incoming(got, got_at)
+        out.add_incoming(fill, none_at)
+        return out
 
     def param_values(self, b, args):
         out = {}
