@@ -64,7 +64,7 @@ _TYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32"
 def unsupported(p: Pass) -> str | None:
     """Why pass `p` cannot be printed as LLVM IR (then the numba dialect prints it), or None."""
     if type(p) not in (Pass, IndexedPass):
-        return f"{type(p).__name__} (a pass read through an index column or fused after a scan)"
+        return f"{type(p).__name__} (a pass fused after a scan)"
     prog = p.program
     if p.stage_op not in ("map", "compact", "reduce"):
         return f"stage op {p.stage_op}"
