@@ -44,7 +44,7 @@ from .. import expr as E
 from .. import pretty
 from ..capabilities import DialectCaps
 from ..order_keys import minmax_key, minmax_key_llvm
-from ..program import Filter, Let, Pass, Reduce, ToArray
+from ..program import Filter, Let, Pass, Reduce
 from ..sum_order import BLOCK, CHUNK, LANES
 from .numba_indexed import IndexedPass
 
@@ -214,7 +214,6 @@ class _Module:
         """A counted loop [start, stop) by `step` (i64, signed compare); returns (i, done):
         the builder is positioned in the body with the induction value i; call done()
         at the body's end, which positions the builder after the loop."""
-        ir = _ir()
         pre = b.block
         cond, body, end = (fn.append_basic_block(f"{name}.{s}") for s in ("cond", "body", "end"))
         b.branch(cond)
@@ -229,7 +228,6 @@ class _Module:
             i.add_incoming(nxt, b.block)
             b.branch(cond)
             b.position_at_end(end)
-        del ir
         return i, done
 
     def minimum(self, b, x, y):
@@ -323,11 +321,9 @@ class _Module:
         return ints, out, ptrs, vals
 
     def arg_types(self):
-        ir = _ir()
-        ins = [_mem(s.dtype).as_pointer() for s in self.prog.inputs]
-        params = [_mem(s.dtype) for s in self.prog.params]
-        del ir
-        return ins, params
+        """The chunk function's pointer types of the inputs and memory types of the params."""
+        return ([_mem(s.dtype).as_pointer() for s in self.prog.inputs],
+                [_mem(s.dtype) for s in self.prog.params])
 
     def build(self):
         if self.reduce:
