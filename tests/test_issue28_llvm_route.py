@@ -6,6 +6,7 @@ Every supported node and aggregate runs on the llvm route and gives the numpy ba
 adversarial inputs: NaN, +-inf, -0.0, integer extremes, zero and -1 divisors, shift counts
 out of range, float -> int conversions out of range. Passes the dialect does not print take
 the numba route, and the trace says which dialect ran."""
+import re
 import subprocess
 import sys
 import textwrap
@@ -316,3 +317,21 @@ def test_passes_after_a_join_read_through_its_index_columns(n):
                 assert "llvm" in dialect()
         for g, w in zip(out["cpu"], out["numpy"]):
             same(g, w)
+
+
+def test_every_stack_slot_is_in_its_functions_entry_block():
+    """An alloca inside a loop would grow the stack every iteration (a compaction's 64-row
+    words at n = 1e9 would overflow it): every one sits in its function's entry block."""
+    x = np.arange(10, dtype=np.float32)
+    q = qc.query(x).on("cpu").where(lambda v: v > 3)
+    for text in (q.source("cpu", terminal="to_array"), q.source("cpu", terminal="sum"),
+                 q.select(lambda v: (v, v * 2)).source("cpu", terminal="to_array")):
+        blocks = 0
+        for fn in text.split("\ndefine ")[1:]:
+            lines = fn[fn.index("{"):fn.index("\n}")].splitlines()[1:]
+            labels = [k for k, line in enumerate(lines) if re.fullmatch(r'"?[\w.]+"?:', line.strip())]
+            assert labels[0] == 0                     # the entry block's label
+            blocks += len(labels)
+            later = lines[labels[1]:] if len(labels) > 1 else []
+            assert not any("alloca" in line for line in later), fn[:80]
+        assert blocks > 10                            # loops: many blocks were looked at

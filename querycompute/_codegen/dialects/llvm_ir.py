@@ -230,6 +230,14 @@ class _Module:
             b.position_at_end(end)
         return i, done
 
+    @staticmethod
+    def local(b, t, count: int = 1):
+        """A stack slot of type t (count of them) at the start of the function's entry block,
+        wherever `b` is: an alloca inside a loop would grow the stack every iteration (and
+        mem2reg promotes only the entry block's)."""
+        with b.goto_entry_block():         # (before its terminator, if it has one)
+            return b.alloca(t, count) if count > 1 else b.alloca(t)
+
     def minimum(self, b, x, y):
         return b.select(b.icmp_signed("<", x, y), x, y)
 
@@ -364,10 +372,10 @@ class _Module:
         ch, ch_done = self.loop(b, fn, c0, c1, name="c")
         lo = b.mul(ch, c(CHUNK))
         hi = self.minimum(b, n, b.add(lo, c(CHUNK)))
-        cnt = b.alloca(i64)
+        cnt = self.local(b, i64)
         b.store(c(0), cnt)
         w0, w_done = self.loop(b, fn, lo, hi, 64, "w")
-        word = b.alloca(i64)
+        word = self.local(b, i64)
         b.store(c(0), word)
         i, done = self.loop(b, fn, w0, self.minimum(b, hi, b.add(w0, c(64))))
         keep, _ = self.element(b, i, lambda k: self.input_loader(b, xs)(k, i), params, [])
@@ -390,7 +398,7 @@ class _Module:
         fn, b, (c0, c1, n), (offsets, *rest), params = self.entry("write", 3, ["int64"] + outs)
         o, xs = rest[:len(outs)], rest[len(outs):]
         ch, ch_done = self.loop(b, fn, c0, c1, name="c")
-        pos = b.alloca(i64)
+        pos = self.local(b, i64)
         b.store(b.load(b.gep(offsets, [ch], inbounds=True)), pos)
         end = b.load(b.gep(offsets, [b.add(ch, c(1))], inbounds=True))
         lo = b.mul(ch, c(CHUNK))
@@ -408,11 +416,11 @@ class _Module:
         o, xs = rest[:len(outs)], rest[len(outs):]
         cttz = ir.Function(self.m, ir.FunctionType(i64, [i64, ir.IntType(1)]), "llvm.cttz.i64")
         ch, ch_done = self.loop(b, fn, c0, c1, name="c")
-        pos = b.alloca(i64)
+        pos = self.local(b, i64)
         b.store(b.load(b.gep(offsets, [ch], inbounds=True)), pos)
         lo = b.mul(ch, c(CHUNK))
         w0, w_done = self.loop(b, fn, lo, self.minimum(b, n, b.add(lo, c(CHUNK))), 64, "w")
-        word = b.alloca(i64)
+        word = self.local(b, i64)
         b.store(b.load(b.gep(bits, [b.ashr(w0, c(6))], inbounds=True)), word)
         cond, body, after = (fn.append_basic_block(f"bit.{x}") for x in ("cond", "body", "end"))
         b.branch(cond)
@@ -569,7 +577,7 @@ class _Reduce:
         slots = {}
         for k in range(len(self.aggs)):
             for j, (d, init) in enumerate(self.states(k)):
-                slots[k, j] = b.alloca(_t(d))
+                slots[k, j] = self.mod.local(b, _t(d))
                 b.store(self.const(d, init), slots[k, j])
         return slots
 
@@ -656,7 +664,7 @@ class _Reduce:
         bufs = {}
         for k in self.float_sums:
             t = _t(self.aggs[k].dtype)
-            bufs[k] = (b.alloca(t, BLOCK), b.alloca(t, LANES), b.alloca(t, CHUNK // BLOCK))
+            bufs[k] = (mod.local(b, t, BLOCK), mod.local(b, t, LANES), mod.local(b, t, CHUNK // BLOCK))
         load = mod.input_loader(b, xs)
         values = [v for agg in self.aggs for v in agg.values]
 
@@ -678,7 +686,7 @@ class _Reduce:
             body(i)
             done()
         else:
-            nb = b.alloca(i64)
+            nb = mod.local(b, i64)
             b.store(mod.c64(0), nb)
             blk, blk_done = mod.loop(b, fn, lo, hi, BLOCK, "blk")
             be = mod.minimum(b, hi, b.add(blk, mod.c64(BLOCK)))
