@@ -30,6 +30,7 @@ from ...errors import CompileError
 from ...locks import KeyedLocks
 from ... import after_fork
 
+
 @lru_cache(maxsize=1)
 def available() -> bool:
     """Whether llvmlite (numba's, always installed with it) has the new pass manager this
