@@ -122,17 +122,29 @@ def result_dtypes(p: Pass) -> tuple[str, ...]:
 
 
 def partial_dtypes(p: Pass) -> tuple[str, ...]:
-    """The dtypes of a reduce entry's per-chunk partial arrays P_<state>, in order: each
-    aggregate's value state, then a float min / max's NaN flag (bool), a `first`'s values."""
-    out = []
-    for a in p.terminal.aggs:
-        if a.op in ("min", "max") and D.is_float(a.dtype):
-            out += ["int64" if a.dtype == "float64" else "int32", "bool"]
-        elif a.op == "first":
-            out += ["int64"] + [v.dtype for v in a.values]
-        else:
-            out.append("int64" if a.op == "count" else a.dtype)
-    return tuple(out)
+    """The dtypes of a reduce entry's per-chunk partial arrays P_<state>, in order: every
+    aggregate's states (`_states`)."""
+    return tuple(d for a in p.terminal.aggs for d, _ in _states(a))
+
+
+def _states(agg) -> list:
+    """(dtype, initial value) of an aggregate's state variables, in order: its value state,
+    then a float min / max's NaN flag (bool), a `first`'s values."""
+    d = agg.dtype
+    if agg.op == "sum":
+        return [(d, -0.0 if D.is_float(d) else 0)]
+    if agg.op == "count":
+        return [("int64", 0)]
+    if agg.op in ("min", "max") and D.is_float(d):
+        kd = "int64" if d == "float64" else "int32"
+        return [(kd, minmax_key(float("inf") if agg.op == "min" else float("-inf"), d)),
+                ("bool", 0)]
+    if agg.op in ("min", "max"):
+        lo, hi = D.int_limits(d) if D.is_int(d) else (0, 1)
+        return [(d, hi if agg.op == "min" else lo)]
+    if agg.op == "first":                   # the index (-1: none yet), then its values
+        return [("int64", -1)] + [(v.dtype, 0) for v in agg.values]
+    return [("bool", 1 if agg.op == "all" else 0)]
 
 
 # ---- printing --------------------------------------------------------------------------------
@@ -491,22 +503,8 @@ class _Reduce:
         self.pdtypes = partial_dtypes(mod.p)
 
     def states(self, k: int):
-        """(dtype, initial value) of agg k's state variables (as partial_dtypes orders them)."""
-        agg, d = self.aggs[k], self.aggs[k].dtype
-        if agg.op == "sum":
-            return [(d, -0.0 if D.is_float(d) else 0)]
-        if agg.op == "count":
-            return [("int64", 0)]
-        if agg.op in ("min", "max") and D.is_float(d):
-            kd = "int64" if d == "float64" else "int32"
-            return [(kd, minmax_key(float("inf") if agg.op == "min" else float("-inf"), d)),
-                    ("bool", 0)]
-        if agg.op in ("min", "max"):
-            lo, hi = D.int_limits(d) if D.is_int(d) else (0, 1)
-            return [(d, hi if agg.op == "min" else lo)]
-        if agg.op == "first":               # the index (-1: none yet), then its values
-            return [("int64", -1)] + [(v.dtype, 0) for v in agg.values]
-        return [("bool", 1 if agg.op == "all" else 0)]
+        """(dtype, initial value) of agg k's state variables (`_states`)."""
+        return _states(self.aggs[k])
 
     def const(self, dtype: str, value):
         return _t(dtype)(value)

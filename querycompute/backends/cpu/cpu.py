@@ -79,10 +79,12 @@ class Launch:
     the raw result (outputs in storage dtypes). The method is chosen once here, so a warm
     call goes straight to numba."""
 
-    def __init__(self, p: Pass, ns: dict, dialect: str = "numba"):
+    def __init__(self, p: Pass, ns: dict):
         name = p.name
         self.pass_name = name
-        self.dialect = dialect
+        self.dialect = ns.get("DIALECT", numba_py.NAME)        # the llvm route's module says so
+        # inputs made contiguous first: a numba float sum (its lane order), every llvm step
+        self.contiguous = ns.get(f"{name}_CONTIGUOUS", False)
         self.storage = tuple(np.dtype(numba_py.storage_dtype(d)) for d in p.program.output_dtypes)
         # a shaped result (ToArray.element = k): the outputs are the columns of one (n, k)
         # array, so the result needs no stacking copy (shaped.stack). numba compiles the
@@ -92,7 +94,6 @@ class Launch:
             self.entry = ns[f"{name}_chunks"]
             self.partials = ns[f"{name}_PARTIALS"]          # per-chunk partials' dtypes
             self.one_chunk = ns[f"{name}_ONE_CHUNK"]        # an in-order fold: one chunk of n
-            self.contiguous = ns[f"{name}_CONTIGUOUS"]      # a float sum: contiguous inputs
             self.call, self.dispatchers = self._reduce, (self.entry,)
         elif p.program.has_filter:
             self.count, self.write = ns[f"{name}_count"], ns[f"{name}_write"]
@@ -102,11 +103,9 @@ class Launch:
             self.call = self._compact
             self.dispatchers = tuple(d for d in (self.count, self.write, self.sparse) if d is not None)
             self.window = p.window_params       # (lo, hi) positions in params, or None
-            self.contiguous = ns.get(f"{name}_CONTIGUOUS", False)    # the llvm route's
         else:
             self.entry = ns[f"{name}_chunks"]
             self.call, self.dispatchers = self._dense, (self.entry,)
-            self.contiguous = ns.get(f"{name}_CONTIGUOUS", False)    # the llvm route's
         # numba's per-dispatcher signature tables: they only grow, and only when a call
         # compiled or loaded a new specialisation, so their total size tells a warm call
         # (nothing new) from one that must report a compile or a load, at ~50 ns.
@@ -340,7 +339,7 @@ class CpuPrepared(Prepared):
         self.origin = origin
         self.compile_ms = compile_ms
         self._key = key
-        self._launch = Launch(p, ns, route(p))
+        self._launch = Launch(p, ns)
         prog = p.program
         self._f16_inputs = tuple(k for k, s in enumerate(prog.inputs) if s.dtype == "float16")
         self._whole = numba_py.whole_arrays(p)      # arrays of shaped elements read whole

@@ -189,15 +189,15 @@ def namespace(p: Pass, module: LlvmModule) -> dict:
         return {f"{name}_chunks": LlvmEntry(module, f"{name}_chunks", 4, len(parts) + ins, params,
                                             llvm_ir.result_dtypes(p)),
                 f"{name}_PARTIALS": tuple(np.dtype(d).type for d in parts),
-                f"{name}_ONE_CHUNK": False, f"{name}_CONTIGUOUS": True}
+                f"{name}_ONE_CHUNK": False, f"{name}_CONTIGUOUS": True, "DIALECT": llvm_ir.NAME}
     outs = len(prog.outputs)
     if p.stage_op == "compact":
         return {f"{name}_count": LlvmEntry(module, f"{name}_count", 4, 2 + ins, params),
                 f"{name}_write": LlvmEntry(module, f"{name}_write", 3, 1 + outs + ins, params),
                 f"{name}_write_sparse": LlvmEntry(module, f"{name}_write_sparse", 3, 2 + outs + ins, params),
-                f"{name}_CONTIGUOUS": True}
+                f"{name}_CONTIGUOUS": True, "DIALECT": llvm_ir.NAME}
     return {f"{name}_chunks": LlvmEntry(module, f"{name}_chunks", 3, outs + ins, params),
-            f"{name}_CONTIGUOUS": True}
+            f"{name}_CONTIGUOUS": True, "DIALECT": llvm_ir.NAME}
 
 
 def _use(obj: bytes):
@@ -209,7 +209,12 @@ def _use(obj: bytes):
 
 
 def source(p: Pass) -> str:
-    return llvm_ir.render(p, _layout())
+    """Pass p's IR text, printed once per pass (a disk-cache lookup and the load that
+    follows it ask twice)."""
+    return _sources.get_or_make(p, lambda: llvm_ir.render(p, _layout()))
+
+
+_sources = ArtifactCache("cpu: llvm IR texts", 256)      # Pass -> its IR text
 
 
 @lru_cache(maxsize=1)
