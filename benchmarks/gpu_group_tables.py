@@ -1,6 +1,6 @@
 """Issue 14 item 2: the GPU group_by's two paths on the OpenCL device (pocl here):
-GpuStages.group_by with the low-cardinality tables tried first (ops/group_table.py) and with
-the sort path alone (ops/group.py), medians in ms. Nothing is installed.
+GpuStages.group_by with the low-cardinality tables tried first (ops/group/table_gpu.py) and with
+the sort path alone (ops/group/gpu.py), medians in ms. Nothing is installed.
 
     python benchmarks/gpu_group_tables.py --n 1e6 --repeat 3
 """

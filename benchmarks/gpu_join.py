@@ -1,5 +1,5 @@
-"""Issue 14 item 3: the device hash join (GpuStages.join, ops/join_gpu.py) on the OpenCL
-device (pocl here) against the numpy reference (reference/joins.join_reference), medians of wall
+"""Issue 14 item 3: the device hash join (GpuStages.join, ops/join/gpu.py) on the OpenCL
+device (pocl here) against the numpy reference (ops/join/reference.join_reference), medians of wall
 and CPU ms. The keys are on the device before timing (as after a pass); the pairs are checked
 against the reference first. Nothing is installed.
 
@@ -14,7 +14,7 @@ import time
 import numpy as np
 
 from querycompute.backends.gpu.gpu_stages import opencl_stages
-from querycompute.backends.reference.joins import join_reference
+from querycompute._codegen.ops.join.reference import join_reference
 
 
 def medians(f, repeat: int) -> tuple[float, float]:

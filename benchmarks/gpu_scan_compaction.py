@@ -19,7 +19,7 @@ import numpy as np
 
 os.environ.setdefault("QUERYCOMPUTE_TIERED", "0")      # time kernels, never the numpy tier
 import querycompute as qc  # noqa: E402
-from querycompute._codegen.ops import compact_gpu  # noqa: E402
+from querycompute._codegen.ops.compact import gpu as compact_gpu
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gpu_bandwidth import median_ms  # noqa: E402

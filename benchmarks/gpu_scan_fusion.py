@@ -1,4 +1,4 @@
-"""A where after a scan, fused into the scan's last pass (_codegen/ops/scan_fused.py) against
+"""A where after a scan, fused into the scan's last pass (ops/scan/fused_gpu.py) against
 the same staged plan with the scan and the pass as two stages (`scan_fused_passes = False`):
 `scan(lambda a, v: a + v, 0).where(lambda v: v > 1000)` then count / to_array, int64 and
 float32. Both plans' results are compared (identical bits) before timing; medians of

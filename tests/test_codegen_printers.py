@@ -90,7 +90,7 @@ def test_kernel_names_come_from_the_pass_name_and_role():
 def test_compaction_never_uses_atomics(monkeypatch):
     """No atomic append; CUDA's single pass (on request: compact_gpu.ALGORITHM) takes its
     tile from an atomic ticket (issue 18)."""
-    from querycompute._codegen.ops import compact_gpu
+    from querycompute._codegen.ops.compact import gpu as compact_gpu
     for d in ("opencl", "metal", "cuda"):
         assert "atomic" not in render(G.shape_passes("float32")[1], d).source.lower()
     monkeypatch.setitem(compact_gpu.ALGORITHM, "cuda", "lookback")
@@ -135,7 +135,7 @@ def test_compaction_plan_scans_one_count_per_block(monkeypatch):
     """CUDA's look-back (on request): init + one pass over the tiles; reduce-then-scan (every
     dialect's): count, the scan operator's multi-block scan of the tile counts
     (ceil(tiles / T) blocks), scatter."""
-    from querycompute._codegen.ops import compact_gpu
+    from querycompute._codegen.ops.compact import gpu as compact_gpu
     with monkeypatch.context() as m:
         m.setitem(compact_gpu.ALGORITHM, "cuda", "lookback")
         ks = render(G.shape_passes("float32")[1], "cuda")

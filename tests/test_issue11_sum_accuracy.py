@@ -148,7 +148,7 @@ def test_item8_harness_sum_of_negative_zeros_is_positive_zero(dialect, dtype):
 def test_item3_numpy_backend_reduces_a_range_in_bounded_memory():
     import tracemalloc
 
-    from querycompute.backends.reference import numpy_reduce
+    from querycompute._codegen.ops.reduce import reference as numpy_reduce
     n = 8 * numpy_reduce.WINDOW + 3                 # 8 bytes an index: 67 MB if materialised
 
     def make(length):
@@ -172,7 +172,7 @@ def test_item3_numpy_backend_reduces_a_range_in_bounded_memory():
 def test_item3_numpy_windows_combine_like_one_pass(monkeypatch, dtype):
     """Windows of 1,000 elements give what one window gives: every aggregate's partial states
     combine in window order (sum, count, min/max with NaN, any/all, first, mean, fold)."""
-    from querycompute.backends.reference import numpy_reduce
+    from querycompute._codegen.ops.reduce import reference as numpy_reduce
     rng = np.random.default_rng(5)
     x = (rng.integers(-50, 50, 10_007)).astype(dtype)
     if dtype == "float32":

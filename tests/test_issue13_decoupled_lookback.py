@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from querycompute._codegen import expr as E
-from querycompute._codegen.ops import scan
+from querycompute._codegen.ops.scan import gpu as scan
 from querycompute._codegen.stage_specs import ScanSpec
 from harness import plans, runner
 from test_issue13_gpu_scan import spec_of

@@ -1,11 +1,11 @@
-"""Issue 13 item 2 (and 4): the GPU scan kernels of querycompute/_codegen/ops/scan.py.
+"""Issue 13 item 2 (and 4): the GPU scan kernels of querycompute/_codegen/ops/scan/gpu.py.
 
 OpenCL (reduce-then-scan) runs on pocl; CUDA C (single-pass decoupled look-back) and MSL
 (reduce-then-scan) run through the CPU harness, which launches blocks one after another in
 ticket order, so the look-back finds every earlier tile published (it is exercised, never
 spins); the look-back group is shrunk to 2 and 3 tiles so small inputs cross several groups,
 and one input crosses the real 32-tile group. Every result is compared with the numpy
-reference `stage_runtime.scan_reference`; data keep float sums exact (small integers), so
+reference `ops/scan/reference.scan_reference`; data keep float sums exact (small integers), so
 results must be equal whatever the grouping, except in the one test of arbitrary floats
 (close to the reference, and the same bits run to run). Every dtype compiles with NVRTC
 (sm_80, sm_90) and passes the Metal compile check.
@@ -22,12 +22,12 @@ from hypothesis import strategies as st
 from querycompute._codegen import dtypes as D
 from querycompute._codegen import expr as E
 from querycompute._codegen.errors import UnsupportedType
-from querycompute._codegen.ops import scan
+from querycompute._codegen.ops.scan import gpu as scan
 from querycompute._codegen.program import ParamSpec
 from querycompute._codegen.stage_specs import ScanSpec
 from querycompute.backends.gpu.gpu_launch import LaunchLoop
 from querycompute.backends.gpu.gpu_scan import run_scan
-from querycompute.backends.stage_runtime import scan_reference
+from querycompute._codegen.ops.scan.reference import scan_reference
 
 ALL = ("bool",) + D.INTEGERS + D.FLOATS
 

@@ -1,6 +1,6 @@
 """Issue 13 item 1 ("a where after a scan in its last pass") on the GPU dialects: `scan ->
 where/select -> count / sum / first / agg / to_array` runs the pass inside the scan's last
-pass (_codegen/ops/scan_fused.py): the scanned column is never stored. On OpenCL (pocl) and,
+pass (ops/scan/fused_gpu.py): the scanned column is never stored. On OpenCL (pocl) and,
 through the CPU harness, CUDA C (single-pass look-back) and MSL (reduce-then-scan), results
 equal plain Python (exact data) and the unfused plan's bits (arbitrary floats: the GPU
 scan's own output, filtered), for n = 0, 1, the tile edges and more than three tiles, with
@@ -16,7 +16,7 @@ from compile_checks import ARCHS, metal_compiles, ptx_of
 
 import querycompute as qc
 from querycompute.plan import stage_kinds as S
-from querycompute._codegen.ops import scan_fused
+from querycompute._codegen.ops.scan import fused_gpu as scan_fused
 from querycompute.backends.gpu.device_columns import TRANSFERS
 
 OPENCL = qc.backends()["opencl"]["available"]

@@ -1,5 +1,5 @@
-"""Issue 13 items 2 and 4: the GPU sort, top-k, distinct and gather kernels (ops/sort.py,
-ops/topk.py) run by GpuStages (backends/gpu_stages.py): OpenCL on pocl, CUDA C and MSL through
+"""Issue 13 items 2 and 4: the GPU sort, top-k, distinct and gather kernels (ops/sort/gpu.py,
+ops/sort/topk_gpu.py) run by GpuStages (backends/gpu_stages.py): OpenCL on pocl, CUDA C and MSL through
 the CPU harness, all against the numpy reference NumpyStages; every kernel compiles with NVRTC
 (sm_80, sm_90) and passes the Metal compile check."""
 from __future__ import annotations
@@ -12,10 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from querycompute._codegen import launch as L
-from querycompute._codegen.ops import gather as gather_op
-from querycompute._codegen.ops import sort as sort_op
-from querycompute._codegen.ops import topk as topk_op
-from querycompute._codegen.ops.sort_ir import TILE
+from querycompute._codegen.ops.sort import gather_gpu as gather_op
+from querycompute._codegen.ops.sort import gpu as sort_op
+from querycompute._codegen.ops.sort import topk_gpu as topk_op
+from querycompute._codegen.ops.sort.ir import TILE
 from querycompute._codegen.stage_specs import SortSpec
 from querycompute.backends.gpu.gpu_stages import GpuStages
 from querycompute.backends.stage_runtime import NumpyStages
@@ -202,7 +202,7 @@ def test_item2_plan_small_one_block_large_radix_passes():
 
 
 def test_item2_opencl_scan_through_gpu_stages(gpu):
-    """GpuStages.scan runs the scan kernels of ops/scan.py (the gpuscan helper's) the same way."""
+    """GpuStages.scan runs the scan kernels of ops/scan/gpu.py (the gpuscan helper's) the same way."""
     from querycompute._codegen import expr as E
     from querycompute._codegen.stage_specs import ScanSpec
     acc, item = E.Var("acc", "int64"), E.Var("item", "int64")

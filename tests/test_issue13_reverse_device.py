@@ -1,5 +1,5 @@
 """Issue 13 item 1 ("data between stages stays on the device"): reverse() runs the reverse
-kernel (ops/gather.py) on the GPU dialects, so on opencl a staged plan with a reverse in the
+kernel (ops/sort/gather_gpu.py) on the GPU dialects, so on opencl a staged plan with a reverse in the
 middle still crosses to the host only at its ends; a plan whose first stage is a column
 operation (order_by, distinct, scan, reverse) copies its source to the device once
 (GpuStages.to_device). The reverse kernel itself runs for CUDA C and MSL through the CPU
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import querycompute as qc
-from querycompute._codegen.ops import gather as gather_op
+from querycompute._codegen.ops.sort import gather_gpu as gather_op
 from querycompute.backends.gpu.device_columns import TRANSFERS
 from harness import plans, runner
 

@@ -1,6 +1,6 @@
 """Issue 13 item 1 ("a where after a scan in its last pass"): on the cpu backend
 `scan -> where -> count / sum / to_array / first` runs the scan's chunk carries and then ONE
-fused pass whose element reads the running value (dialects/numba_scan_fused.py): the
+fused pass whose element reads the running value (ops/scan/fused_cpu.py): the
 scanned column is never stored. Results equal NumPy and the unfused plan (numpy backend)
 for n = 0, 1, one chunk and more than three chunks (the parallel kernels); explain() shows
 the scan and the pass as one stage."""
@@ -61,6 +61,6 @@ def test_item1_explain_shows_scan_and_pass_as_one_stage():
     assert "scanned column is never stored" in text
     two = q.explain(backend="numpy", terminal="count")
     assert "staged plan: 2 stages on numpy" in two
-    if qc.backends()["opencl"]["available"]:          # GPU dialects: fused too (ops/scan_fused.py)
+    if qc.backends()["opencl"]["available"]:          # GPU dialects: fused too (ops/scan/fused_gpu.py)
         gpu = q.explain(backend="opencl", terminal="count")
         assert "staged plan: 1 stage on opencl" in gpu and "scanned column is never stored" in gpu

@@ -1,5 +1,5 @@
 """Issue 14 item 2: the cpu backend's group_by (backends/cpu_group.py, numba) against the
-reference stage_runtime.group_reference on every key type (NaN keys one group and last,
+reference ops/group/reference.group_reference on every key type (NaN keys one group and last,
 -0.0 == 0.0, the group key the key of the group's first row, bit for bit), key tuples
 (packed into one word and wider than 64 bits), empty input, one group, every row its own
 group, n not a multiple of the chunk and n over three chunks; every aggregate (sum, min,
@@ -24,7 +24,7 @@ from querycompute._codegen.program import ParamSpec
 from querycompute._codegen.stage_specs import GroupAgg, GroupSpec
 from querycompute.backends.cpu import cpu as _cpu
 from querycompute.backends.cpu.cpu_stages import CpuStages
-from querycompute.backends.stage_runtime import group_reference
+from querycompute._codegen.ops.group.reference import group_reference
 
 CPU = CpuStages()
 BIG = 3 * CHUNK + 123                      # the parallel kernels, a ragged last chunk

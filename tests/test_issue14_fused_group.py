@@ -4,7 +4,7 @@ with per-chunk private tables, checked
 
 - against the two-step path it replaces (the pass's columns, then cpu_group's tables or sort):
   bit for bit, floats included (the fused module folds in the same order);
-- against the numpy backend (stage_runtime.group_reference) and a plain-Python oracle:
+- against the numpy backend (ops/group/reference.group_reference) and a plain-Python oracle:
   keys, counts, min/max/first exactly, float sums within 4 * rows * eps * sum|x|;
 - run to run and across numba thread counts: bit for bit;
 - on NaN keys (one group, last), -0.0 == 0.0, more than 4096 groups (the fused attempt

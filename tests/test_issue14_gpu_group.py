@@ -1,6 +1,6 @@
-"""Issue 14 items 2 and 6: the GPU group_by kernels (querycompute/_codegen/ops/group.py) run
+"""Issue 14 items 2 and 6: the GPU group_by kernels (querycompute/_codegen/ops/group/gpu.py) run
 by GpuStages.group_by: OpenCL on pocl, CUDA C and MSL through the CPU harness, every result
-against the numpy oracle `stage_runtime.group_reference`; every kernel compiles with NVRTC
+against the numpy oracle `ops/group/reference.group_reference`; every kernel compiles with NVRTC
 (sm_80, sm_90) and passes the Metal compile check.
 
 Comparisons: group keys, counts, first, min/max, any/all, integer sums and folds exactly
@@ -21,12 +21,12 @@ from compile_checks import ARCHS, metal_compiles, ptx_of
 
 from querycompute._codegen import expr as E
 from querycompute._codegen import launch as L
-from querycompute._codegen.ops import group as group_op
-from querycompute._codegen.ops.sort_ir import TILE
+from querycompute._codegen.ops.group import gpu as group_op
+from querycompute._codegen.ops.sort.ir import TILE
 from querycompute._codegen.program import ParamSpec
 from querycompute._codegen.stage_specs import GroupAgg, GroupSpec
 from querycompute.backends.gpu.gpu_stages import GpuStages
-from querycompute.backends.stage_runtime import group_reference
+from querycompute._codegen.ops.group.reference import group_reference
 
 BIG = 3 * TILE + 17                  # several tiles, not a multiple of one
 KEY_DTYPES = ["bool", "int8", "uint16", "int32", "int64", "uint64", "float16", "float32", "float64"]
@@ -257,7 +257,7 @@ def test_item2_plan_sort_then_three_group_kernels():
     names = [l.name for l in L.plan(ks, TILE, True)]
     assert names == ["qc_gp_small", "qc_gp_group_partials", "qc_gp_group_scan", "qc_gp_group_downsweep"]
     large = L.plan(ks, BIG, True)
-    # the sort: one counting launch, then a scan + scatter per pass (ops/sort.py's folded counts)
+    # the sort: one counting launch, then a scan + scatter per pass (ops/sort/gpu.py's folded counts)
     assert len(large) == 1 + 4 * 2 + 3 and large[-1].grid == -(-BIG // TILE) and large[-2].grid == 1
     per = dict(group_op.bytes_per_element(spec))
     # partials: index 4 + key 4 + float64 and float32 values 12 + head flag 1

@@ -1,8 +1,8 @@
-"""Issue 14 item 2: the GPU low-cardinality group_by (querycompute/_codegen/ops/group_table.py,
+"""Issue 14 item 2: the GPU low-cardinality group_by (querycompute/_codegen/ops/group/table_gpu.py,
 backends/gpu_group_table.py): per-chunk private hash tables merged in chunk order, tried by
 GpuStages.group_by before the sort path, which runs when the tables overflow (> 4096 groups).
 OpenCL on pocl, CUDA C and MSL through the CPU harness, every result against the numpy
-oracle `stage_runtime.group_reference` (the comparisons of test_issue14_gpu_group.check:
+oracle `ops/group/reference.group_reference` (the comparisons of test_issue14_gpu_group.check:
 keys bit for bit, counts and non-sum aggregates exactly, float sums within the rounding
 bound of any order); the float sums are the same bits run to run and on two grid sizes.
 One spec with every aggregate (sum, count, min, max, first, any, all, two folds with a
@@ -16,7 +16,7 @@ from compile_checks import ARCHS, metal_compiles, ptx_of
 from test_issue14_gpu_group import EVERY_AGGS, FOLD_PARAMS, check, keys_of, no_float64, values_of
 
 from querycompute._codegen import order_keys
-from querycompute._codegen.ops import group_table as table_op
+from querycompute._codegen.ops.group import table_gpu as table_op
 from querycompute._codegen.stage_specs import GroupSpec
 from querycompute.backends.gpu.gpu_group_table import run as run_tables
 from querycompute.backends.gpu.gpu_stages import GpuStages

@@ -1,6 +1,6 @@
 """Issue 14 item 3 on the GPU dialects: the device hash join (querycompute/_codegen/ops/
-join_gpu.py, run by backends/gpu_join.py through GpuStages.join): its index pairs equal
-reference/joins.join_reference's (LINQ's order) on OpenCL (pocl) and for CUDA C and MSL through the
+ops/join/gpu.py, run by backends/gpu_join.py through GpuStages.join): its index pairs equal
+ops/join/reference.join_reference's (LINQ's order) on OpenCL (pocl) and for CUDA C and MSL through the
 CPU harness; a join -> where -> group_by query on opencl equals the numpy backend's with no
 host round trip between stages (device_columns.TRANSFERS); explain() lists the join's
 kernels; every join kernel compiles with NVRTC (sm_80, sm_90) and passes the Metal check.
@@ -18,10 +18,10 @@ from hypothesis import strategies as st
 from compile_checks import ARCHS, metal_compiles, ptx_of
 
 import querycompute as qc
-from querycompute._codegen.ops import join_gpu as J
-from querycompute._codegen.ops.sort_ir import TILE
+from querycompute._codegen.ops.join import gpu as J
+from querycompute._codegen.ops.sort.ir import TILE
 from querycompute.backends.gpu.gpu_stages import GpuStages
-from querycompute.backends.reference.joins import join_reference
+from querycompute._codegen.ops.join.reference import join_reference
 
 BIG = 3 * TILE + 17
 
@@ -154,7 +154,7 @@ def test_item2_join_where_sum_and_to_array_on_opencl_read_back_only_the_result()
 
 
 def test_item3_opencl_gather_filled_gives_left_joins_fill_values(gpu):
-    from querycompute.backends.reference.joins import gather_filled
+    from querycompute._codegen.ops.join.reference import gather_filled
     rng = np.random.default_rng(5)
     cols = [rng.random(50).astype(np.float32), rng.random(50) < 0.5, rng.integers(-9, 9, 50),
             rng.random(50).astype(np.float16)]
@@ -227,9 +227,9 @@ def test_item3_harness_pairs_equal_the_reference(dialect):
 # ---- compile checks: NVRTC (sm_80, sm_90) and Metal -------------------------------------------------
 def every_set(dialect: str) -> list:
     from querycompute.backends.gpu.gpu_join import OFFSETS, by_left_sort, build_sort
-    from querycompute._codegen.ops import gather as gather_op
-    from querycompute._codegen.ops import scan as scan_op
-    from querycompute._codegen.ops import sort as sort_op
+    from querycompute._codegen.ops.sort import gather_gpu as gather_op
+    from querycompute._codegen.ops.scan import gpu as scan_op
+    from querycompute._codegen.ops.sort import gpu as sort_op
     out = [J.render_hash(("uint8", "int16", "float32"), ("int16", "int16", "float32"), dialect, "qc_join_hash_t"),
            J.render_hash(("uint8", "int16"), ("int16", "int16"), dialect, "qc_join_hash_t32"),
            J.render_gather_filled(("float32", "bool", "int64"), dialect)]

@@ -1,5 +1,5 @@
 """Issue 14 item 3 (the cpu backend's hash join, backends/cpu_join.py): the (left, right) row
-pairs are reference/joins.join_reference's exactly (LINQ's order: left order, then right order
+pairs are ops/join/reference.join_reference's exactly (LINQ's order: left order, then right order
 among a left row's matches; left_join's unmatched rows once with -1), whichever side is
 built on (the smaller), serial or parallel probe, with the reference's equality (common
 NumPy type, NaN == NaN, -0.0 == 0.0): duplicates on both sides, no matches, empty sides,
@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 import querycompute as qc
 from querycompute.backends.cpu.cpu_stages import CpuStages
-from querycompute.backends.reference.joins import join_reference
+from querycompute._codegen.ops.join.reference import join_reference
 
 CPU = CpuStages()
 POOL = np.array([np.nan, -np.nan, 0.0, -0.0, 1.0, -2.5, np.inf, 7.0])

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 import querycompute as qc
 from querycompute.run import engine
 from querycompute.backends.cpu.cpu_stages import CpuStages
-from querycompute.backends.reference.joins import join_reference
+from querycompute._codegen.ops.join.reference import join_reference
 
 pytestmark = pytest.mark.skipif(not qc.backends()["cpu"]["available"], reason="needs numba")
 SETTINGS = dict(deadline=None, max_examples=25,

@@ -2,7 +2,7 @@
 whose probes mostly miss): the compaction's sparse writer (under 1 survivor in
 compact.SPARSE; the filter's bit words of 64 elements, then the set bits' values) and the
 hash join's inner probe (bloom bit words, false positives cleared before the write pass)
-give NumPy's and reference/joins.join_reference's results exactly: survivors at chunk and word
+give NumPy's and ops/join/reference.join_reference's results exactly: survivors at chunk and word
 edges, n not a multiple of 64, duplicate keys on both sides, bloom false positives."""
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 import querycompute as qc
 from querycompute._codegen.ops.compact import SPARSE
 from querycompute.backends.cpu.cpu_stages import CpuStages
-from querycompute.backends.reference.joins import join_reference
+from querycompute._codegen.ops.join.reference import join_reference
 
 N = 3 * 65536 + 77          # 4 chunks, the last one short, not a multiple of 64
 

@@ -1,4 +1,4 @@
-"""Issue 16 item 4: GPU kernels for long rows (_codegen/ops/rows_gpu.py, backends/gpu_rows.py):
+"""Issue 16 item 4: GPU kernels for long rows (ops/rows/gpu.py, backends/gpu_rows.py):
 one work-group per row with a block tree (row reductions, the logsumexp row-step chain) and
 tiled column reductions (X.<op>(axis=0)), on OpenCL (pocl), through the CPU harness for CUDA
 C and MSL, and the NVRTC / Metal compile checks. Compared with NumPy's own axis functions."""

@@ -1,5 +1,5 @@
 """Issue 16 item 4 on webgpu: long rows run as WGSL kernels printed from the same kernel IR as
-the OpenCL / CUDA / Metal ones (_codegen/ops/rows_gpu.py, backends/gpu_rows.py on
+the OpenCL / CUDA / Metal ones (ops/rows/gpu.py, backends/gpu_rows.py on
 webgpu_stages.WebGPUStages): one work-group per row with a block tree (row sums, the
 logsumexp row-step chain) and the tiled column reductions X.<op>(axis=0). Compared with
 NumPy's own axis functions; a 64-bit value (NumPy's int64 sum of int32 rows) is refused with

@@ -40,7 +40,7 @@ def _check(ks, module, schedules=("free",)):
 def test_item2_cuda_single_pass_lookback_matches_numpy(monkeypatch):
     """The look-back lowering, kept for CUDA on request (compact_gpu.ALGORITHM: CUDA runs
     reduce-then-scan, measured faster on an H100)."""
-    from querycompute._codegen.ops import compact_gpu
+    from querycompute._codegen.ops.compact import gpu as compact_gpu
     monkeypatch.setitem(compact_gpu.ALGORITHM, "cuda", "lookback")
     ks, module = _harness("cuda")
     roles = [(k.role, k.variant) for k in ks.kernels]

@@ -21,9 +21,9 @@ from querycompute._codegen.capabilities import DialectCaps
 from querycompute._codegen.dialects import numba_py
 from querycompute._codegen.dialects.by_name import DIALECTS, caps
 from querycompute._codegen.dialects.c_family import CFamily
-from querycompute._codegen.ops import join_gpu as J
-from querycompute._codegen.ops import scan as scan_op
-from querycompute._codegen.ops import sort as sort_op
+from querycompute._codegen.ops.join import gpu as J
+from querycompute._codegen.ops.scan import gpu as scan_op
+from querycompute._codegen.ops.sort import gpu as sort_op
 from querycompute._codegen.stage_specs import SortSpec
 from querycompute.backends import registry
 from querycompute.backends.base import BackendCaps

@@ -11,9 +11,13 @@ transform, the host-side combine of partial results and the numba loader each ha
 3. One numba loader (backends/cpu/numba_loader.py) with the disk cache: the long-row kernels
    (rows_numba.py) and the column reduction (rows_columns.py) load from the cache in a new
    process instead of compiling again.
+4. Every algorithm's folder (_codegen/ops/<op>/) holds its comment block, GPU lowering, CPU
+   lowering and reference; no kernel text is left in backends/, and the numpy reference
+   runtime calls the ops' references.
 """
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import re
@@ -25,6 +29,10 @@ import pytest
 
 import querycompute as qc
 from querycompute._codegen import order_keys
+from querycompute._codegen.ops.group import reference as group_ref
+from querycompute._codegen.ops.join import reference as join_ref
+from querycompute._codegen.ops.scan import reference as scan_ref
+from querycompute.backends.stage_runtime import NumpyStages
 from querycompute.backends.cpu.cpu_stages import CpuStages
 
 ROOT = os.path.dirname(os.path.abspath(qc.__file__))
@@ -224,7 +232,7 @@ def test_numpy_reference_windows(monkeypatch):
     """The numpy backend's windows: a float sum in the cpu kernel's fixed order whatever the
     window (_codegen/sum_order.py, issue 28 item 3), the other reductions exact."""
     from querycompute._codegen import sum_order
-    from querycompute.backends.reference import numpy_reduce
+    from querycompute._codegen.ops.reduce import reference as numpy_reduce
     monkeypatch.setattr(numpy_reduce, "WINDOW", 1000)
     x = _floats(150_500)
     got = qc.query(x).on("numpy").sum()
@@ -314,3 +322,44 @@ def test_every_numba_module_goes_through_the_loader():
         if f.endswith(".py") and not f.endswith("_kernels.py") and f != "numba_loader.py":
             found = other.search(open(os.path.join(cpu, f), encoding="utf-8").read())
             assert found is None, f"{f}: {found.group(0)}"
+
+
+# ---- 4. each algorithm's home: _codegen/ops/<op>/ (DESIGN.md section 2) ----------------------
+# op folder -> its parts, each a file of the folder (a reference living elsewhere is named with
+# its reason in the folder's __init__ table: sort's is the key transform's home, order_keys.py)
+_HOMES = {
+    "compact": ("__init__.py", "gpu.py"),
+    "reduce": ("__init__.py", "gpu.py", "cpu.py", "reference.py"),
+    "sort": ("__init__.py", "gpu.py", "topk_gpu.py", "gather_gpu.py", "cpu_kernels.py"),
+    "scan": ("__init__.py", "gpu.py", "fused_gpu.py", "cpu.py", "fused_cpu.py", "reference.py"),
+    "group": ("__init__.py", "gpu.py", "table_gpu.py", "cpu.py", "fused_cpu.py", "cpu_kernels.py",
+              "reference.py"),
+    "join": ("__init__.py", "gpu.py", "cpu_kernels.py", "reference.py"),
+    "rows": ("__init__.py", "gpu.py", "cpu_kernels.py"),
+}
+
+
+def test_each_algorithm_has_one_folder_with_its_lowerings_and_reference():
+    ops = os.path.join(ROOT, "_codegen", "ops")
+    for op, parts in _HOMES.items():
+        for part in parts:
+            assert os.path.isfile(os.path.join(ops, op, part)), f"_codegen/ops/{op}/{part}"
+        doc = open(os.path.join(ops, op, "__init__.py")).read()
+        assert doc.lstrip().startswith('"""') and len(doc) > 400, f"ops/{op}: its algorithm comment"
+        for part in parts[1:]:        # the home's comment block names every part
+            assert part in doc or part == "__init__.py", f"ops/{op}/__init__.py does not name {part}"
+
+
+def test_no_algorithm_is_written_outside_its_home():
+    """No fixed numba kernel text in backends/ and no numba printer of an op in dialects/: the
+    cpu lowerings live with the GPU ones (the backends load and run them)."""
+    stray = [os.path.relpath(os.path.join(d, f), ROOT)
+             for d, _, files in os.walk(os.path.join(ROOT, "backends")) for f in files
+             if f.endswith("_kernels.py")]
+    stray += [f"_codegen/dialects/{f}" for f in os.listdir(os.path.join(ROOT, "_codegen", "dialects"))
+              if re.match(r"numba_(scan|group|join|sort)", f)]
+    assert not stray, stray
+    src = inspect.getsource(NumpyStages)
+    for ref in (group_ref.group_reference, join_ref.join_reference, join_ref.semi_reference,
+                scan_ref.scan_reference, order_keys.stable_order, order_keys.first_occurrence):
+        assert ref.__name__ + "(" in src, f"NumpyStages does not call {ref.__name__}"

@@ -207,7 +207,7 @@ def test_trace_and_explain_name_what_ran():
                                                          lambda o: (o.a, o.b))
         assert wide.select(lambda r: r.a).to_list() == [0.5, 0.5]
         assert [r.dialect for r in qc.last_trace().kernels if "semi_join" in r.name] == ["numpy"]
-        assert "numpy reference (reference/joins.semi_reference" in wide.explain()
+        assert "numpy reference (ops/join/reference.semi_reference" in wide.explain()
     if AVAILABLE["opencl"]["available"]:
         q = qc.query(x).on("opencl").intersect_by(other, lambda v: v, lambda o: o)
         assert q.to_list() == [1, 4]
@@ -292,7 +292,7 @@ def _semi_cases(rng):
 
 
 def _check_semi(stages, dialect: str) -> None:
-    from querycompute.backends.reference.joins import semi_reference
+    from querycompute._codegen.ops.join.reference import semi_reference
     rng = np.random.default_rng(29)
     for left, right in _semi_cases(rng):
         rows: list = []

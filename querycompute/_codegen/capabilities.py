@@ -9,19 +9,19 @@ algorithm choice follows. How a dialect *spells* something (a barrier, a shuffle
 add) is its printer's table, not a capability.
 
     field             read by                           what it decides
-    int64             gpu.render, ops/scan_fused.py,    the pass check (a 64-bit value is
-                      ops/rows_gpu.py, ops/reduce/,     refused with its type named), NumPy's
-                      ops/join_gpu.py, GpuStages        wide sums of narrow values in two
+    int64             gpu.render, ops/scan/fused_gpu.py,    the pass check (a 64-bit value is
+                      ops/rows/gpu.py, ops/reduce/,     refused with its type named), NumPy's
+                      ops/join/gpu.py, GpuStages        wide sums of narrow values in two
                                                         32-bit words, the device join, the
                                                         group tables, the numpy reference for
                                                         column operations on 64-bit columns
-    float64           gpu.render, ops/scan_fused.py     captured float64 values cast on the host
-    forward_progress  ops/scan.py (compact_gpu.py,      single-pass look-back scans (a block
-                      scan_fused.py through it)         waits for earlier blocks' values)
-    shuffles          ops/reduce/gpu.py, scan_fused.py  sub-group shuffles in block trees
-    buffer_atomics    ops/sort.py                       the sort adds the next pass's counts by
+    float64           gpu.render, ops/scan/fused_gpu.py     captured float64 values cast on the host
+    forward_progress  ops/scan/gpu.py (ops/compact/gpu.py,      single-pass look-back scans (a block
+                      ops/scan/fused_gpu.py through it)         waits for earlier blocks' values)
+    shuffles          ops/reduce/gpu.py, ops/scan/fused_gpu.py  sub-group shuffles in block trees
+    buffer_atomics    ops/sort/gpu.py                       the sort adds the next pass's counts by
                                                         an atomic add on a plain int32 buffer
-    language          ops/join_gpu.py, ops/rows_gpu.py  how a refusal names the language
+    language          ops/join/gpu.py, ops/rows/gpu.py  how a refusal names the language
 """
 from __future__ import annotations
 

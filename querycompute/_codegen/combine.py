@@ -31,7 +31,7 @@ addition is not associative); each caller keeps one fixed order:
     run/windows.py                      early-exit windows left to right (any / all / first:
                                         exact whatever the order)
     backends/webgpu/webgpu_windows.py   binding windows left to right
-    backends/reference/numpy_reduce.py  windows left to right; a sum's window sums are added
+    ops/reduce/reference.py  windows left to right; a sum's window sums are added
                                         as NumPy sums an array of them (`add_all`)
 Why in _codegen, below every layer: backends combine windows of their own (webgpu's
 binding windows, the numpy reference's), and a backend must not import run/; run/partials.py

@@ -30,9 +30,9 @@ OCCUPANCY = {"elementwise": 8, "reduce": 8, "compact": 8}
 def render(p: Pass, dialect: str) -> KernelSet:
     """Every kernel of pass `p` in `dialect` ("cuda", "opencl" or "metal"), with its launch
     rules. Raises codegen.errors.UnsupportedType when the dialect can't hold a dtype. A pass
-    fused into a scan's last pass (ops/scan_fused.py) renders there."""
-    if getattr(p, "scan", None) is not None:      # a ScanFusedGpuPass (ops/scan_fused.py)
-        from .ops import scan_fused
+    fused into a scan's last pass (ops/scan/fused_gpu.py) renders there."""
+    if getattr(p, "scan", None) is not None:      # a ScanFusedGpuPass (ops/scan/fused_gpu.py)
+        from .ops.scan import fused_gpu as scan_fused
         return scan_fused.render(p, dialect)
     pr = printer(dialect)
     if not (pr.CAPS.float64 and pr.CAPS.int64):

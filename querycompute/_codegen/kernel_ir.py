@@ -222,7 +222,7 @@ class Fence:
     """Device-wide memory fence: this thread's global-memory writes before it are seen by
     other blocks before its writes after it, and its reads after it are not done before
     those before it (CUDA __threadfence). With volatile accesses, the publish / consume
-    protocol between blocks (ops/scan.py's look-back)."""
+    protocol between blocks (ops/scan/gpu.py's look-back)."""
 
 
 @dataclass(frozen=True)

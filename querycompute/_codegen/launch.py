@@ -36,18 +36,18 @@ Kernel shapes (`KernelSet.shape`):
   "reduce"       Reduce. Every output is one element (a result slot, see `ResultSlot`);
                  `ops.reduce.decode` turns the slot values into the raw results of
                  querycompute/backends/base.py.
-  "scan"         An inclusive scan of one column (ops/scan.py; not a Pass: a column operation
+  "scan"         An inclusive scan of one column (ops/scan/gpu.py; not a Pass: a column operation
                  between passes). Input 0 and output 0 have n elements; its kernels' main
                  grid is the "tiles" rule whatever kernel comes first (a "one" init kernel
                  may), and "blocks" buffers / "value" args count those tiles.
-  "sort", "distinct", "topk", "gather"  Column operations of ops/sort.py and ops/topk.py:
+  "sort", "distinct", "topk", "gather"  Column operations of ops/sort/gpu.py and ops/sort/topk_gpu.py:
                  inputs are key (or gathered) columns bound as their unsigned bits type;
                  output 0 is the permutation (n entries; "topk": one tile, the first k
                  valid, k = param 0), distinct's n flags, or the gathered columns. Their
                  launches follow `KernelSet.schedule` (`Step`), one kernel launched
                  several times with other "value" args; buffer sizes may be "tile",
                  "tiles*R" (R per tile) or a fixed count.
-  "group"        group_by (ops/group.py): key columns (as their bits type) and value columns in;
+  "group"        group_by (ops/group/gpu.py): key columns (as their bits type) and value columns in;
                  outputs sized n, and after the last launch scratch "total" holds the number
                  of groups G: the results are the first G elements of every output. Launches
                  follow `KernelSet.schedule` (the sort's steps, then the group kernels).
@@ -163,7 +163,7 @@ class KernelSet:
 
 @dataclass(frozen=True)
 class Step:
-    """One launch of a multi-pass shape (ops/sort.py, ops/topk.py), which launches some
+    """One launch of a multi-pass shape (ops/sort/gpu.py, ops/sort/topk_gpu.py), which launches some
     kernels several times with other "value" args (a radix digit's shift, a ping-pong
     parity): `plan` follows `KernelSet.schedule` in order instead of `kernels`. `when`:
     "any", "small" (only when n fits one tile, block * elems_per_thread) or "large"."""
@@ -199,9 +199,9 @@ def grid_size(ks: KernelSet, n: int, rule: str = "") -> int:
         return 1
     if rule.startswith("tiles/"):               # tiles of tiles: e.g. a scan of the tile counts
         return math.ceil(tiles / int(rule[len("tiles/"):]))
-    if rule == "n":                             # one block per element (ops/rows_gpu.py: a row)
+    if rule == "n":                             # one block per element (ops/rows/gpu.py: a row)
         return n
-    if rule.startswith("tiles*"):               # R blocks per tile (ops/rows_gpu.py: row chunks)
+    if rule.startswith("tiles*"):               # R blocks per tile (ops/rows/gpu.py: row chunks)
         return int(rule[len("tiles*"):]) * tiles
     raise ValueError(f"unknown grid rule {rule!r}")
 
@@ -219,7 +219,7 @@ def _size(spec: BufferSpec, ks: KernelSet, n: int) -> int:
         return ks.block * ks.elems_per_thread
     if spec.size.startswith("tiles*"):          # a count per (row, tile), e.g. radix digits
         return int(spec.size[len("tiles*"):]) * grid_size(ks, n, "tiles")
-    if spec.size.startswith("n*"):              # R per element (ops/rows_gpu.py: chunk partials)
+    if spec.size.startswith("n*"):              # R per element (ops/rows/gpu.py: chunk partials)
         return int(spec.size[len("n*"):]) * n
     if spec.size.isdigit():                     # a fixed count
         return int(spec.size)

@@ -3,7 +3,7 @@
 A plan with pipeline breakers (DESIGN.md section 5b: order_by, distinct, scan, ...) runs as
 fused passes (program.Pass) with column operations between them. Each operation is
 described here once; every backend's stage runtime (querycompute/backends/stage_runtime.py
-and its implementations) and every kernel lowering (ops/sort.py, ops/scan.py) follows these
+and its implementations) and every kernel lowering (ops/sort/gpu.py, ops/scan/gpu.py) follows these
 definitions, and the numpy reference in stage_runtime.py is the oracle.
 
     SortSpec   stable sort permutation of rows of key columns (order_keys.py defines the

@@ -18,7 +18,7 @@ kernel holds them in float32 and rounds each result).
 
 The cpu kernel prints this order explicitly (ops/reduce/cpu.py: a lane array per float sum
 added row by row, no `reassoc`, so LLVM may not regroup it); the numpy tier (and the numpy
-backend, backends/reference/numpy_reduce.py) computes it with `chunk_totals` and `total`,
+backend, ops/reduce/reference.py) computes it with `chunk_totals` and `total`,
 whole-array NumPy operations: so a float sum's bits never depend on which tier answered
 (docs/guide.md, "Tiered execution").
 """

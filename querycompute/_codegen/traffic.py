@@ -66,7 +66,7 @@ def launch_traffic(ks: KernelSet, n: int, input_dtypes, params=()) -> list[Launc
     for launch in plan(ks, n, True):
         spec = launch.kernel
         names = {a.name: a for a in spec.args}
-        # a scratch argument's C name may differ from its buffer's (ops/compact_gpu.py's scan)
+        # a scratch argument's C name may differ from its buffer's (ops/compact/gpu.py's scan)
         buf = {a.name: a.scratch if a.kind == "scratch" else a.name for a in spec.args}
         read = sum(sizes.get(buf.get(b, b), 0) for b in spec.reads)
         written = sum(sizes.get(buf.get(b, b), 0) for b in spec.writes)

@@ -112,7 +112,7 @@ def explain(q, staged: S.StagedLowered, term, infos, backend: str, n: int, runti
             text = text.replace("; both sides gathered", "; handed to the pass below as index pairs")
         out.append(f"  stage {k}: {text}")
         if i - 1 in fused and fused[i - 1] is not None:       # a GPU dialect's fused kernels
-            from querycompute._codegen.ops import scan_fused
+            from querycompute._codegen.ops.scan import fused_gpu as scan_fused
             fp = fused[i - 1]
             rows = scan_fused.bytes_per_element(fp, backend)
             out.append(f"    fused with the next pass: {scan_fused.describe(fp, backend)}")

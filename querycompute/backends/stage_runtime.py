@@ -17,12 +17,12 @@ from typing import Sequence
 import numpy as np
 
 from querycompute._codegen import order_keys
-from querycompute._codegen.combine import segments
+from querycompute._codegen.ops.group.reference import group_reference
+from querycompute._codegen.ops.join.reference import join_reference, semi_reference
+from querycompute._codegen.ops.scan.reference import scan_reference
 from querycompute._codegen.stage_specs import GroupSpec, ScanSpec, SortSpec
 
 from .base import KernelRun, now_ms
-from .reference.joins import join_reference, semi_reference
-from .reference.numpy_reduce import fold_in_order
 
 
 class StageRuntime:
@@ -67,14 +67,14 @@ class StageRuntime:
     def join(self, left_keys: Sequence[np.ndarray], right_keys: Sequence[np.ndarray], outer: bool,
              rows: list) -> tuple:
         """(left indexes, right indexes), int64, of the matching row pairs in LINQ's order
-        (reference/joins.join_reference defines it; `outer`: unmatched left rows with -1). A runtime
+        (ops/join/reference.join_reference defines it; `outer`: unmatched left rows with -1). A runtime
         without its own runs the numpy reference (its trace row says so)."""
         return NumpyStages.join(self, left_keys, right_keys, outer, rows)
 
     def semi_join(self, left_keys: Sequence[np.ndarray], right_keys: Sequence[np.ndarray],
                   rows: list) -> np.ndarray:
         """bool flags, one per left row: its key occurs among the right keys (the join's key
-        equality; reference/joins.semi_reference defines it). A runtime without its own runs the
+        equality; ops/join/reference.semi_reference defines it). A runtime without its own runs the
         numpy reference (its trace row says so)."""
         return NumpyStages.semi_join(self, left_keys, right_keys, rows)
 
@@ -143,100 +143,3 @@ class NumpyStages(StageRuntime):
         out = group_reference(spec, keys, values, params)
         _row(rows, f"{spec.name}_sorted_segments", t0)
         return out
-
-
-def scan_reference(spec: ScanSpec, values: np.ndarray, params: Sequence) -> np.ndarray:
-    """Inclusive scan by recursive doubling (step d combines element i - d into i: a fixed
-    grouping that keeps element order), then the seed combined in front of every prefix.
-    An `in_order` scan (combine not known associative) is the running fold itself, the
-    seed first, one element at a time."""
-    from .reference.numpy_ref import _Eval
-    n = len(values)
-    dtype = np.dtype(spec.dtype)
-    ev = _Eval((), params, [p.name for p in spec.params], n)
-    if spec.in_order:
-        out = np.empty(n, dtype=dtype)
-        acc = dtype.type(spec.seed.value)
-        for i, item in enumerate(np.asarray(values, dtype=dtype)):
-            out[i] = acc = fold_in_order(ev, spec.combine, spec.dtype, acc, (item,))
-        return out
-
-    def combine(acc, item):
-        ev.vars["acc"], ev.vars["item"] = acc, item
-        with np.errstate(all="ignore"):
-            out = np.asarray(ev(spec.combine)).astype(dtype, copy=False)
-        return np.broadcast_to(out, (len(item),))
-
-    x = np.array(values, dtype=dtype, copy=True)
-    d = 1
-    while d < n:
-        x[d:] = combine(x[:-d].copy(), x[d:].copy())
-        d *= 2
-    if n:
-        x = np.ascontiguousarray(combine(np.full(n, spec.seed.value, dtype=dtype), x))
-    return x
-
-
-def group_reference(spec: GroupSpec, keys, values, params) -> tuple:
-    """group_by by a stable sort of the keys: segments of equal bits, each aggregated over
-    its rows in source order (np.add.reduceat / np.minimum.reduceat ...; a fold by a
-    pairwise tree that keeps element order)."""
-    keys = [np.asarray(k) for k in keys]
-    n = len(keys[0])
-    order = order_keys.stable_order(keys, (False,) * len(keys))
-    starts = np.flatnonzero(order_keys.run_starts(keys, order))
-    counts = np.diff(np.append(starts, n)).astype(np.int64)
-    group_keys = [k[order[starts]] for k in keys]
-    out = []
-    for agg, v in zip(spec.aggs, values):
-        if agg.op == "count":
-            out.append(counts.copy())
-            continue
-        s = np.asarray(v)[order]
-        if not len(starts):
-            out.append(np.zeros(0, dtype=agg.dtype))
-        elif agg.op == "first":
-            out.append(s[starts])
-        elif agg.op == "fold":
-            out.append(_fold_segments(spec, agg, s, starts, n, params))
-        else:
-            with np.errstate(all="ignore"):
-                if agg.op == "sum" and s.dtype != np.dtype(agg.dtype):
-                    out.append(_wide_sums(s, starts, agg.dtype))
-                else:      # the host combine's rule for runs (sum, min, max, any, all)
-                    out.append(segments(agg.op, s, starts).astype(agg.dtype, copy=False))
-    return group_keys, out, counts
-
-
-def _wide_sums(s: np.ndarray, starts: np.ndarray, dtype: str) -> np.ndarray:
-    """Segment sums of narrow values `s` (bool, integers of at most 32 bits: a webgpu pass
-    stores them in their own type, group_narrow.py) in the aggregate's wide `dtype`: int64 /
-    uint64 exactly with NumPy's wrap-around; float64 (a mean) from the exact int64 sum,
-    rounded once."""
-    acc = np.uint64 if dtype == "uint64" else np.int64
-    return np.add.reduceat(s, starts, dtype=acc).astype(dtype, copy=False)
-
-
-def _fold_segments(spec, agg, s, starts, n, params) -> np.ndarray:
-    from .reference.numpy_ref import _Eval
-    ev = _Eval((), params, [p.name for p in spec.params], 1)
-    res = np.empty(len(starts), dtype=agg.dtype)
-    ends = np.append(starts[1:], n)
-    for g, (a, b) in enumerate(zip(starts, ends)):
-        x = s[a:b]
-        if agg.in_order:         # not known associative: LINQ's fold, the seed first
-            res[g] = fold_in_order(ev, agg.combine, agg.dtype, np.dtype(agg.dtype).type(agg.seed.value), x)
-            continue
-        while len(x) > 1:        # pairs (0, 1), (2, 3), ...: element order kept
-            even = len(x) - len(x) % 2
-            ev.vars["acc"], ev.vars["item"] = x[0:even:2], x[1:even:2]
-            ev.n = even // 2
-            with np.errstate(all="ignore"):
-                pair = np.broadcast_to(np.asarray(ev(agg.combine), dtype=agg.dtype), (even // 2,))
-            x = np.concatenate([pair, x[even:]])
-        ev.vars["acc"] = np.array([agg.seed.value], dtype=agg.dtype)
-        ev.vars["item"] = x[:1]
-        ev.n = 1
-        with np.errstate(all="ignore"):
-            res[g] = np.asarray(ev(agg.combine), dtype=agg.dtype).reshape(-1)[0]
-    return res

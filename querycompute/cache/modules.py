@@ -27,14 +27,6 @@ from .keys import CacheKey, sha256_hex
 NUMBA_DIR = "__pycache__"
 
 
-def same_bytes(path: Path, data: bytes) -> bool:
-    """Whether `path` is a regular file holding exactly `data` (never blocks on a FIFO)."""
-    try:
-        return read_entry_file(path, len(data)) == data
-    except (OSError, DamagedEntry):
-        return False
-
-
 def _remove_files(directory: Path, keep: set) -> None:
     """Delete what `directory` holds besides the regular files named in `keep` (best
     effort): files, and directories, links or FIFOs squatting on a file's name, which numba

@@ -29,12 +29,20 @@ from .entry_format import (BINARY_FILE, FILE_MAX_BYTES, META_FILE, META_MAX_BYTE
                            decode_meta, encode_meta, pack_binary, read_entry_file,
                            source_file_name, unpack_binary, write_atomic)
 from .keys import FORMAT_VERSION, CacheKey, make_key, sha256_hex
-from .modules import ModuleEntries, same_bytes
+from .modules import ModuleEntries
 
 # Errors that mean "this directory will not take writes", as opposed to a one-off race.
 _UNWRITABLE = {errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.ENOTDIR,
                getattr(errno, "EDQUOT", errno.ENOSPC)}
 
+
+
+def same_bytes(path: Path, data: bytes) -> bool:
+    """Whether `path` is a regular file holding exactly `data` (never blocks on a FIFO)."""
+    try:
+        return read_entry_file(path, len(data)) == data
+    except (OSError, DamagedEntry):
+        return False
 
 class CacheWarning(UserWarning):
     """The disk cache found a damaged entry or could not write; results stay correct."""

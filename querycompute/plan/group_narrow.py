@@ -8,7 +8,7 @@ webgpu backend: `Backend.narrow_group_sums`), `narrow_group_values` rewrites the
 output that only feeds a group stage's wide sum (`GroupAgg("sum", int64 | uint64 |
 float64)`) and is `Cast(x, wide)` with x narrow (program.narrow_cast) stores x itself.
 The GroupSpec is unchanged: the group stage receives values narrower than the aggregate's
-dtype and must widen them as it sums (stage_runtime.group_reference sums them in int64 /
+dtype and must widen them as it sums (ops/group/reference.group_reference sums them in int64 /
 uint64, exactly, with NumPy's wrap-around; a float64 mean divides that exact sum).
 
 Which stage runtime runs that group stage is the backend's business: on webgpu the numpy

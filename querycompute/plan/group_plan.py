@@ -52,12 +52,14 @@ class GroupStage(Stage):
         return runtime.describe_group_by(self.spec) or []
 
     def gpu_kernels(self, dialect: str, element_dtypes) -> list:
-        from querycompute._codegen.ops import group, group_table
+        from querycompute._codegen.ops.group import gpu as group
+        from querycompute._codegen.ops.group import table_gpu as group_table
         return [("group_by, <= 4096 groups (tried first)", group_table.render_group_table(self.spec, dialect)),
                 ("group_by", group.render_group(self.spec, dialect))]
 
     def gpu_traffic(self, dialect: str, element_dtypes) -> list:
-        from querycompute._codegen.ops import group, group_table
+        from querycompute._codegen.ops.group import gpu as group
+        from querycompute._codegen.ops.group import table_gpu as group_table
         return traffic_lines(group.describe(self.spec), group.bytes_per_element(self.spec, dialect=dialect),
                              after=group_table.explain_lines(self.spec))
 

@@ -47,7 +47,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..backends.gpu import device_columns as DC
-from ..backends.reference.joins import gather_filled
+from .._codegen.ops.join.reference import gather_filled
 from ..errors import QueryError
 from ..graph import graph as G
 from .column_use import reads
@@ -269,7 +269,7 @@ class SemiJoinStage(KeyedByOther):
 
     def host_lines(self, runtime, element_dtypes) -> list:
         return runtime.describe_join([element_dtypes[k] for k in self.keys], self.key_dtypes, True) or \
-            [f"{runtime.name}: the numpy reference (reference/joins.semi_reference: a sort of the "
+            [f"{runtime.name}: the numpy reference (ops/join/reference.semi_reference: a sort of the "
              f"other side's key ids, binary searches), a flag per row"]
 
 

@@ -13,7 +13,7 @@ Two plans, both on the one input X read in place (any strides):
   chunk, column block), each adding its rows into a vector of partials read row by row
   (contiguous), the partials combined in chunk order -- no transpose copy.
 GPU backends with a stage runtime (opencl, cuda, webgpu) run the GPU kernels of
-backends/gpu_rows.py (_codegen/ops/rows_gpu.py: one work-group per row with a tree, column
+backends/gpu_rows.py (ops/rows/gpu.py: one work-group per row with a tree, column
 sums tiled so loads stay coalesced); a backend without long-row kernels refuses with
 BackendUnavailableError. Other terminals after a row select (sum, min, ...) reduce its m
 results with NumPy. Which plan runs follows the backend's declared capabilities
@@ -103,7 +103,7 @@ class RowPlan:
         if device == "host":
             from ..backends.cpu.rows_numba import NumbaRows
             return NumbaRows(self)
-        if device == "gpu" and b.caps.stage_runtime:    # backends/gpu_rows.py, _codegen/ops/rows_gpu.py
+        if device == "gpu" and b.caps.stage_runtime:    # backends/gpu_rows.py, ops/rows/gpu.py
             from ..backends.gpu.gpu_rows import prepare
             return prepare(self, stage_runtime(backend))
         raise BackendUnavailableError(

@@ -140,13 +140,17 @@ class SortStage(Stage):
         return current if current is None else current[:self.element]
 
     def gpu_kernels(self, dialect: str, element_dtypes) -> list:
-        from querycompute._codegen.ops import gather, sort, topk
+        from querycompute._codegen.ops.sort import gather_gpu as gather
+        from querycompute._codegen.ops.sort import gpu as sort
+        from querycompute._codegen.ops.sort import topk_gpu as topk
         sets = [("top-k", topk.render_topk(self.spec, dialect))] if self.window is not None \
             else [("sort", sort.render_sort(self.spec, dialect))]
         return sets + [("gather", gather.render_gather(bits_dtypes(element_dtypes), dialect))]
 
     def gpu_traffic(self, dialect: str, element_dtypes) -> list:
-        from querycompute._codegen.ops import gather, sort, topk
+        from querycompute._codegen.ops.sort import gather_gpu as gather
+        from querycompute._codegen.ops.sort import gpu as sort
+        from querycompute._codegen.ops.sort import topk_gpu as topk
         if self.window is not None:
             rows = topk.bytes_per_element(self.spec)
             head = "top-k: radix select of the k-th key, order-preserving compaction, one-block sort of k"
@@ -186,11 +190,11 @@ class DistinctStage(Stage):
         return current if current is None else current[:self.element]
 
     def gpu_kernels(self, dialect: str, element_dtypes) -> list:
-        from querycompute._codegen.ops import sort
+        from querycompute._codegen.ops.sort import gpu as sort
         return [("first-occurrence flags", sort.render_sort(self.spec, dialect, distinct=True))]
 
     def gpu_traffic(self, dialect: str, element_dtypes) -> list:
-        from querycompute._codegen.ops import sort
+        from querycompute._codegen.ops.sort import gpu as sort
         return traffic_lines("stable LSD radix sort of the keys (8-bit digits), then flags where a key changes",
                              sort.bytes_per_element(self.spec, distinct=True, dialect=dialect))
 
@@ -213,16 +217,16 @@ class ScanStage(Stage):
         return (self.spec.dtype,)
 
     def gpu_kernels(self, dialect: str, element_dtypes) -> list:
-        from querycompute._codegen.ops import scan
+        from querycompute._codegen.ops.scan import gpu as scan
         return [("scan", scan.render(self.spec, dialect))]
 
     def gpu_rows(self, dialect: str) -> list:
         """(kernel, bytes per element) of the scan's GPU passes."""
-        from querycompute._codegen.ops import scan
+        from querycompute._codegen.ops.scan import gpu as scan
         return scan.bytes_per_element(self.spec, dialect)
 
     def gpu_traffic(self, dialect: str, element_dtypes) -> list:
-        from querycompute._codegen.ops import scan
+        from querycompute._codegen.ops.scan import gpu as scan
         return traffic_lines(scan.describe(self.spec, dialect), self.gpu_rows(dialect))
 
     def host_lines(self, runtime, element_dtypes) -> list:
@@ -239,11 +243,11 @@ class ReverseStage(Stage):
         return ex.runtime.reverse(state, call.rows), keep, None
 
     def gpu_kernels(self, dialect: str, element_dtypes) -> list:
-        from querycompute._codegen.ops import gather
+        from querycompute._codegen.ops.sort import gather_gpu as gather
         return [("reverse", gather.render_reverse(bits_dtypes(element_dtypes), dialect))]
 
     def gpu_traffic(self, dialect: str, element_dtypes) -> list:
-        from querycompute._codegen.ops import gather
+        from querycompute._codegen.ops.sort import gather_gpu as gather
         return traffic_lines("reverse on the device: out[i] = col[n - 1 - i], coalesced reads and writes",
                              [("qc_reverse", gather.reverse_bytes_per_element(bits_dtypes(element_dtypes)))])
 
@@ -326,19 +330,19 @@ def element_of(cols: Columns, first: int = 0):
 
 def scan_fusable(stages: tuple, i: int) -> bool:
     """Whether stage i, a scan, can run inside the pass after it (a runtime with
-    `scan_carries` then runs one fused pass: dialects/numba_scan_fused.py): that pass is a
+    `scan_carries` then runs one fused pass: ops/scan/fused_cpu.py): that pass is a
     reduce or a filtering compaction of the scanned column alone, without a take/skip
     window, distinct flags, a positional terminal or an early exit (those slice columns)."""
-    from querycompute._codegen.dialects.numba_scan_fused import fusable
+    from querycompute._codegen.ops.scan.fused_cpu import fusable
     lowered = plain_pass_after(stages, i, ScanStage)
     return lowered is not None and fusable(lowered.pass_)
 
 
 def gpu_scan_fused(stages: tuple, i: int) -> tuple:
     """(the pass after scan stage i fused into the scan's last pass on a GPU dialect, "") or
-    (None, why not): _codegen/ops/scan_fused.py. (None, "") where stage i is no scan or
+    (None, why not): ops/scan/fused_gpu.py. (None, "") where stage i is no scan or
     the pass after it slices columns (plain_pass_after)."""
-    from querycompute._codegen.ops.scan_fused import fuse, why_not
+    from querycompute._codegen.ops.scan.fused_gpu import fuse, why_not
     lowered = plain_pass_after(stages, i, ScanStage, early_ok=True)   # the kernels read it all anyway
     if lowered is None:
         return None, ""

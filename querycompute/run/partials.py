@@ -28,6 +28,9 @@ from dataclasses import replace
 import numpy as np
 
 from .._codegen import combine as C
+from .._codegen import expr as E
+from .._codegen.numpy_eval import Eval
+from .._codegen.ops.reduce.reference import _Fold
 from ..graph import terminals as T
 from ..errors import FoldOrderError, MultipleElementsError, QueryError
 from ..plan.plan import fold_message, lower_query, param_values
@@ -94,16 +97,13 @@ class FoldRule:
         return q                        # the chain's elements are the folded values
 
     def _ev(self, inputs, n):
-        from ..backends.reference.numpy_ref import _Eval
-        return _Eval(inputs, self.params, self.names, n)
+        return Eval(inputs, self.params, self.names, n)
 
     def _state(self, agg=None):
-        from ..backends.reference.numpy_reduce import _Fold
         return _Fold(agg or self.agg)
 
     def partial(self, x):
         """The chunk's survivors folded without the seed: None when there are none."""
-        from .._codegen import expr as E
         if not isinstance(x, np.ndarray):
             raise QueryError("aggregate() over tuple or record elements is not distributed over "
                              "Dask chunks; select one value first")

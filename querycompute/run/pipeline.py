@@ -58,15 +58,15 @@ class StagedPrepared(Prepared):
                 origins.append(getattr(prepared, "origin", "compiled"))
                 self.compile_ms += getattr(prepared, "compile_ms", 0.0)
         # a scan and the pass after it as one pass, where the runtime computes the scan's
-        # carries (cpu: dialects/numba_scan_fused.py) or runs the pass in the scan's last
-        # pass (GPU dialects, `scan_fused_passes`: _codegen/ops/scan_fused.py): scan stage
+        # carries (cpu: ops/scan/fused_cpu.py) or runs the pass in the scan's last
+        # pass (GPU dialects, `scan_fused_passes`: ops/scan/fused_gpu.py): scan stage
         # index -> compiled pass
         self.scan_fused = {}
         self.scan_fused_gpu = getattr(runtime, "scan_carries", None) is None
         for i, fp in S.fused_scans(staged.stages, runtime).items():
             nxt = staged.stages[i + 1].lowered
             if fp is None:
-                from querycompute._codegen.dialects.numba_scan_fused import fuse
+                from querycompute._codegen.ops.scan.fused_cpu import fuse
                 fp = fuse(nxt.pass_, staged.stages[i].spec)
             prepared = prepare(replace(nxt, pass_=fp))
             self.scan_fused[i] = prepared

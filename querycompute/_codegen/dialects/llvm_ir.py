@@ -269,7 +269,7 @@ class _Module:
         """input number -> (element index -> its value in register type). A pass after a
         join (numba_indexed.IndexedPass) reads input k through its index column via[k]:
         in_k[idx[i]], and where `filled[k]` (a left join's other side) an index of -1 reads
-        the fill value (NaN, 0, False: reference/joins.fill_value) - a branch, as in the
+        the fill value (NaN, 0, False: ops/join/reference.fill_value) - a branch, as in the
         numba dialect, so a row without a match never loads (the column may be empty)."""
         via, filled = getattr(self.p, "via", ()), getattr(self.p, "filled", ())
 

@@ -13,11 +13,11 @@ column input k is read through. Its element function loads input k of element i 
     in_ck[in_ri[i]]                                   (the other side, inner join)
     (in_ck[in_ri[i]] if in_ri[i] >= 0 else FILL)      (the other side, left_join)
 
-where FILL is reference/joins.fill_value's value in the input's storage type (NaN, 0, False;
+where FILL is ops/join/reference.fill_value's value in the input's storage type (NaN, 0, False;
 float16's NaN as its bits). These are exactly the values the gather would have stored, so
 the pass's result equals the two-stage plan's bit for bit; only loads the pass uses are
 printed, so a column the pass never reads is never touched. Every other part of the module
-(the stage op's loops, a fused group_by's tables: numba_group_fused.py) is unchanged: they
+(the stage op's loops, a fused group_by's tables: ops/group/fused_cpu.py) is unchanged: they
 all read inputs through the element function, over n = m elements.
 """
 from __future__ import annotations
@@ -52,7 +52,7 @@ def index(p: Pass, n_left: int, n_right: int, outer: bool) -> IndexedPass:
 
 
 def _fill_text(dtype: str) -> str:
-    """reference/joins.fill_value in the input's storage type (float16 travels as uint16 bits)."""
+    """ops/join/reference.fill_value in the input's storage type (float16 travels as uint16 bits)."""
     if dtype == "float16":
         return f"np.uint16({int(np.array(np.nan, np.float16).view(np.uint16))})"
     if dtype == "bool":

@@ -342,7 +342,9 @@ class CpuPrepared(Prepared):
         self._launch = Launch(p, ns)
         prog = p.program
         self._f16_inputs = tuple(k for k, s in enumerate(prog.inputs) if s.dtype == "float16")
-        self._whole = numba_py.whole_arrays(p)      # arrays of shaped elements read whole
+        # arrays of shaped elements read whole: the numba dialect's choice (the llvm route
+        # takes columns)
+        self._whole = numba_py.whole_arrays(p) if self._launch.dialect == numba_py.NAME else ()
         # the scalar type each param must arrive as (float16 params travel as float32)
         self._param_types = tuple(np.ndarray if s.table else np.dtype(_param_type(s.dtype)).type
                                   for s in prog.params)

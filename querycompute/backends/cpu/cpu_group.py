@@ -18,7 +18,7 @@ its first row per run), `first` gathers the values there, `count` is exact.
 
 Float results do not depend on the path, the thread count or serial vs parallel: both entry
 points fold a group's rows per SOURCE chunk of CHUNK rows in source order and the chunk
-partials in chunk order (dialects/numba_group.py). Compared with the reference
+partials in chunk order (ops/group/cpu.py). Compared with the reference
 (np.add.reduceat over the sorted rows) a float sum differs only by rounding: within
 (rows in the group) * eps * sum of |values| (tests use a tolerance of that order).
 """
@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from querycompute._codegen.dialects import numba_group
+from querycompute._codegen.ops.group import cpu as numba_group
 from querycompute._codegen.dialects.numba_py import CHUNK, storage_dtype
 from querycompute._codegen.stage_specs import SortSpec
 
@@ -38,8 +38,8 @@ GROUP_TABLE_MAX = 4096              # the low-cardinality path's limit (local id
 
 
 def kernels_source() -> str:
-    """The stage kernels' text with cpu_group_kernels.py's appended (it uses order_bits)."""
-    return stage_kernels_source("cpu_group_kernels.py")
+    """The stage kernels' text with ops/group/cpu_kernels.py's appended (it uses order_bits)."""
+    return stage_kernels_source("group/cpu_kernels.py")
 
 
 def kernels():

@@ -1,6 +1,6 @@
 """The cpu backend's fused low-cardinality group_by (CpuStages.fused_group): the fused pass
 before a group_by and the group_by's aggregates in ONE pass over the pass's inputs, with
-per-chunk private tables (dialects/numba_group_fused.py has the algorithm and the order).
+per-chunk private tables (ops/group/fused_cpu.py has the algorithm and the order).
 
     pipeline.StagedPrepared: a PassStage followed by a GroupStage asks the runtime first;
     None means "not here" (keys wider than 64 bits, a windowed pass, more than
@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from querycompute._codegen.dialects import numba_group, numba_group_fused
+from querycompute._codegen.ops.group import cpu as numba_group
+from querycompute._codegen.ops.group import fused_cpu as numba_group_fused
 from querycompute._codegen.dialects.numba_py import CHUNK, storage_dtype
 from querycompute._codegen.dialects.numba_py_runtime import PRELUDE
 
@@ -81,7 +82,7 @@ class CpuFusedGroup:
         mod.call(f"{spec.name}_at_serial", first, *outs, *ins, *ps)
         kernels().sync()                   # the generic kernels it made numba specialise
         outs = [o.view(d) if d == "float16" else o for o, d in zip(outs, prog.output_dtypes)]
-        from querycompute._codegen.dialects.numba_group import accumulating
+        from querycompute._codegen.ops.group.cpu import accumulating
         acc = dict(zip(accumulating(spec), accs))
         cols = []
         for k, a in enumerate(spec.aggs):

@@ -1,4 +1,4 @@
-"""The cpu backend's join (CpuStages.join): a numba hash join giving reference/joins.join_reference's
+"""The cpu backend's join (CpuStages.join): a numba hash join giving ops/join/reference.join_reference's
 pairs exactly (LINQ's order: left order, then right order among a left row's matches; an
 outer join's unmatched left rows once, with -1).
 
@@ -32,8 +32,8 @@ SEMI_SHRINK = 4
 
 
 def kernels_source() -> str:
-    """The stage kernels' text with cpu_join_kernels.py's appended (it uses order_bits)."""
-    return stage_kernels_source("cpu_join_kernels.py")
+    """The stage kernels' text with ops/join/cpu_kernels.py's appended (it uses order_bits)."""
+    return stage_kernels_source("join/cpu_kernels.py")
 
 
 def key_types(left_dtypes, right_dtypes) -> list:

@@ -5,7 +5,7 @@ scan groups its combines differently, deterministically for a given n).
     sort             LSD radix sort per key column, the LAST key first (each pass is stable,
                      so earlier keys decide and ties keep index order); a later key column
                      is gathered into the current order first. Payload: the int64
-                     permutation. (cpu_stage_kernels.py explains the passes.)
+                     permutation. (ops/sort/cpu_kernels.py explains the passes.)
     sort with k      top-k: per-chunk heaps of the k smallest (bits, index) -> candidates
                      (at most chunks x k), sorted by the full sort above in index order, so
                      ties go by index. Several keys are packed into one uint64 word first;
@@ -14,7 +14,7 @@ scan groups its combines differently, deterministically for a given n).
                      n takes the full sort.
     sort_values      the radix sort of the key's raw bits alone (no permutation).
     gather           parallel over chunks of the permutation, on the columns' raw bits.
-    scan             a generated module per ScanSpec (dialects/numba_scan.py).
+    scan             a generated module per ScanSpec (ops/scan/cpu.py).
     scan_carries     the scan's first phase alone, for a pass fused after the scan.
     first_occurrence hash partitions + per-partition hash sets on the keys' order bits
                      (one uint64 word, or two: whole key columns packed into each; wider
@@ -33,7 +33,7 @@ from __future__ import annotations
 import numpy as np
 
 from querycompute._codegen import order_keys
-from querycompute._codegen.dialects import numba_scan
+from querycompute._codegen.ops.scan import cpu as numba_scan
 from querycompute._codegen.dialects.numba_py import CHUNK, storage_dtype
 
 from . import cpu as _cpu
@@ -85,7 +85,7 @@ class CpuStages(StageRuntime):
 
     # ---- plumbing -----------------------------------------------------------------------
     def _kernels(self):
-        """The fixed kernels' module (cpu_stage_kernels.py), loaded once."""
+        """The fixed kernels' module (ops/sort/cpu_kernels.py), loaded once."""
         mod = self._mod
         if mod is None:
             mod = self._mod = load("qc_stage_kernels", stage_kernels_source())
@@ -217,7 +217,7 @@ class CpuStages(StageRuntime):
     def scan_carries(self, spec, values, params, rows):
         """The scan's first phase alone: C[c], the fold of everything before chunk c (seed
         first), in the scan's register type; the pass fused after the scan runs the second
-        phase in its own loop (dialects/numba_scan_fused.py, pipeline.StagedPrepared)."""
+        phase in its own loop (ops/scan/fused_cpu.py, pipeline.StagedPrepared)."""
         x = np.ascontiguousarray(values, dtype=np.dtype(spec.dtype))
         ps = param_args(spec.params, params)
         store = np.dtype(storage_dtype(spec.dtype))
@@ -245,7 +245,7 @@ class CpuStages(StageRuntime):
         return self._join.member(left_keys, right_keys, rows)
 
     def describe_group_by(self, spec):
-        from querycompute._codegen.dialects.numba_group_fused import fits
+        from querycompute._codegen.ops.group.fused_cpu import fits
         fused = ("with <= 4096 groups it runs INSIDE the pass above (per-chunk tables; the key "
                  "and input columns are never stored), else " if fits(spec.key_dtypes) else "")
         return [f"cpu: {fused}per-chunk group-id tables (<= 4096 groups) or a radix sort, "
@@ -257,15 +257,15 @@ class CpuStages(StageRuntime):
         if semi:
             if why:
                 return [f"cpu: the join's hash table when the keys pack into one 64-bit word, else the "
-                        f"numpy reference (reference/joins.semi_reference; the trace names which ran): {why}"]
+                        f"numpy reference (ops/join/reference.semi_reference; the trace names which ran): {why}"]
             return ["cpu: the other side's keys built into the join's hash table (join_build), a flag "
                     "per row from a parallel probe (join_member: bloom test, then the table); no pairs, "
                     "nothing gathered"]
         if why and "value ranges" in why:
             return [f"cpu: hash join on the keys packed by their value ranges, or the numpy "
-                    f"reference (reference/joins.join_reference) when those do not fit: {why}"]
+                    f"reference (ops/join/reference.join_reference) when those do not fit: {why}"]
         if why:
-            return [f"numpy reference (reference/joins.join_reference: a stable sort of the other side's "
+            return [f"numpy reference (ops/join/reference.join_reference: a stable sort of the other side's "
                     f"keys, binary searches), not the cpu hash join: {why}"]
         return ["cpu: hash join: the smaller side built, the other probed in parallel chunks "
                 "(a bloom array in front of the table), pairs in LINQ's order"]

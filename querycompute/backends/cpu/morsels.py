@@ -32,10 +32,10 @@ from __future__ import annotations
 import itertools
 import os
 import queue
+import sys
 import threading
 
 from ... import after_fork
-from . import numba_loader
 
 MAX_STEP = 4                  # chunks per morsel at most (4 x 65536 elements)
 MORSELS_PER_THREAD = 4        # at least this many morsels per thread where n allows
@@ -103,10 +103,27 @@ _stats = {"pooled": 0}
 _start_lock = threading.Lock()
 
 
+def numba_threads() -> int:
+    """numba's thread count (NUMBA_NUM_THREADS, else the cores this process may use): what
+    the morsel pool sizes itself by (morsels.py). Read from numba's config once numba is
+    imported; before (a process whose passes all took the llvm route) by numba's own rule,
+    without importing it."""
+    numba = sys.modules.get("numba")
+    if numba is not None and hasattr(numba, "config"):
+        return int(numba.config.NUMBA_NUM_THREADS or 1)
+    raw = os.environ.get("NUMBA_NUM_THREADS", "").strip()
+    if raw.isdigit() and int(raw) > 0:
+        return int(raw)
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:             # no sched_getaffinity (macOS, Windows)
+        return max(1, os.cpu_count() or 1)
+
+
 def default_workers() -> int:
     """Pool threads besides the caller: numba's thread count (NUMBA_NUM_THREADS, else the
     cores this process may use) less one."""
-    return max(0, numba_loader.numba_threads() - 1)
+    return max(0, numba_threads() - 1)
 
 
 def pool_threads() -> int:

@@ -19,13 +19,11 @@ reports that (numba's compiler time as compile time: jit_ms_since, below) and se
 A `NumbaModule` says where its code came from once ("compiled", "disk"), then "memory":
 `take_load_report` for callers that launch its functions themselves (cpu.py's Launch), or
 the first `call`. The fixed kernel files of this folder (cpu_*_kernels.py,
-rows_columns_kernels.py) are texts too, never imported: `kernel_files` and
+ops/rows/cpu_kernels.py) are texts too, never imported: `kernel_files` and
 `stage_kernels_source` assemble them.
 """
 from __future__ import annotations
 
-import os
-import sys
 import threading
 import time
 from collections import deque
@@ -33,7 +31,8 @@ from functools import lru_cache
 from pathlib import Path
 
 from querycompute._codegen import order_keys
-from querycompute._codegen.dialects import numba_py, numba_scan_fused
+from querycompute._codegen.dialects import numba_py
+from querycompute._codegen.ops.scan import fused_cpu as numba_scan_fused
 from querycompute._codegen.dialects.numba_py_runtime import PRELUDE
 from querycompute._codegen.program import Pass
 
@@ -57,27 +56,10 @@ from ..registry import load_compiler
 
 def module_source(p: Pass) -> str:
     """The exact text the cpu backend writes, imports and numba compiles for pass p (a
-    pass fused after a scan brings the scan's functions: dialects/numba_scan_fused.py)."""
+    pass fused after a scan brings the scan's functions: ops/scan/fused_cpu.py)."""
     if getattr(p, "scan", None) is not None:
         return numba_scan_fused.render(p, cache=True)
     return PRELUDE + numba_py.render(p, cache=True)
-
-
-def numba_threads() -> int:
-    """numba's thread count (NUMBA_NUM_THREADS, else the cores this process may use): what
-    the morsel pool sizes itself by (morsels.py). Read from numba's config once numba is
-    imported; before (a process whose passes all took the llvm route) by numba's own rule,
-    without importing it."""
-    numba = sys.modules.get("numba")
-    if numba is not None and hasattr(numba, "config"):
-        return int(numba.config.NUMBA_NUM_THREADS or 1)
-    raw = os.environ.get("NUMBA_NUM_THREADS", "").strip()
-    if raw.isdigit() and int(raw) > 0:
-        return int(raw)
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:             # no sched_getaffinity (macOS, Windows)
-        return max(1, os.cpu_count() or 1)
 
 
 @lru_cache(maxsize=1)
@@ -104,7 +86,6 @@ def cache_key(source: str):
                                options=numba_options(), source=source)
 
 
-_HERE = Path(__file__).parent
 _modules = ArtifactCache("cpu: numba modules")  # text -> its loaded module (artifacts.py)
 _loading = KeyedLocks()                       # one thread imports a text: another would see
 after_fork.register(_loading.after_fork)      # it half executed
@@ -227,17 +208,22 @@ def _imported(source: str, load, prepare=None):
         raise CompileError("numba", f"{type(exc).__name__}: {exc}", source, numba_options()) from exc
 
 
+# the algorithms' homes (_codegen/ops/<op>/): their fixed numba kernel files live there
+_OPS = Path(order_keys.__file__).parent / "ops"
+
+
 def kernel_files(*names: str) -> str:
-    """The texts of this folder's fixed kernel files `names`, each under a header line."""
-    return "\n\n".join(f"# ---- {n} " + "-" * (88 - len(n)) + "\n" + (_HERE / n).read_text()
+    """The texts of the fixed kernel files `names` (paths under _codegen/ops/, as
+    "sort/cpu_kernels.py"), each under a header line."""
+    return "\n\n".join(f"# ---- {n} " + "-" * (88 - len(n)) + "\n" + (_OPS / n).read_text()
                        for n in names)
 
 
 def stage_kernels_source(*more: str) -> str:
     """The stage kernels' module text: order_keys' numba spelling of the order bits
-    (order_keys.NUMBA_SOURCE), cpu_stage_kernels.py, then the kernel files named in `more`
-    (cpu_group_kernels.py, cpu_join_kernels.py)."""
-    return order_keys.NUMBA_SOURCE + "\n\n" + kernel_files("cpu_stage_kernels.py", *more)
+    (order_keys.NUMBA_SOURCE), ops/sort/cpu_kernels.py (sort, top-k, gather, distinct), then
+    the kernel files named in `more` (group/cpu_kernels.py, join/cpu_kernels.py)."""
+    return order_keys.NUMBA_SOURCE + "\n\n" + kernel_files("sort/cpu_kernels.py", *more)
 
 
 # ---- numba's compiler time ------------------------------------------------------------------

@@ -24,7 +24,7 @@ over the k results). min / max compare-and-select per lane, with a NaN flag per 
 NaN anywhere makes that column NaN, as np.min / np.max); a tie between -0.0 and +0.0 keeps
 the first one seen (NumPy does not say which).
 
-The kernels are the fixed text rows_columns_kernels.py (compiled once per dtype), loaded
+The kernels are the fixed text ops/rows/cpu_kernels.py (compiled once per dtype), loaded
 through the cpu backend's one numba loader and its disk cache (numba_loader.py);
 `reduce_columns` picks the tiles, calls one, and returns the per-op vectors and where their
 code came from.
@@ -73,7 +73,7 @@ def sum_acc(dtype: str) -> str:
 
 def kernel_source() -> str:
     """The kernels' module text, as loaded, run and shown by `q.source("cpu")` and explain."""
-    return f"SUM_BLOCK = {SUM_BLOCK}\n\n" + kernel_files("rows_columns_kernels.py")
+    return f"SUM_BLOCK = {SUM_BLOCK}\n\n" + kernel_files("rows/cpu_kernels.py")
 
 
 @lru_cache(maxsize=1)

@@ -8,7 +8,7 @@ leaves its outputs on the device
 group_by read and return device columns; only the plan's final result (the terminal pass's
 output or reduction, a group_by's groups) is copied to the host. The host is crossed in the
 middle only where no device kernel exists for an operation: a join (its probe is the host
-reference). A reverse runs the reverse kernel (ops/gather.py). A take / skip / skip_while window starting past 0 is a
+reference). A reverse runs the reverse kernel (ops/sort/gather_gpu.py). A take / skip / skip_while window starting past 0 is a
 device-to-device copy on OpenCL (a CuPy view on CUDA), never a host one; a counted
 compaction reads its one-element survivor count (the next stage's length).
 

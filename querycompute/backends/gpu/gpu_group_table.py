@@ -1,4 +1,4 @@
-"""The GPU low-cardinality group_by (_codegen/ops/group_table.py) run for GpuStages.group_by:
+"""The GPU low-cardinality group_by (ops/group/table_gpu.py) run for GpuStages.group_by:
 per-chunk private hash tables merged in chunk order on the device, then on the host (at most
 SLOTS = 8192 slots come back): the used slots, sorted by key (order_keys.stable_order, NaN
 last), so groups come out in the order of the sort path.
@@ -16,7 +16,7 @@ from typing import Sequence
 import numpy as np
 
 from querycompute._codegen import order_keys
-from querycompute._codegen.ops import group_table as table_op
+from querycompute._codegen.ops.group import table_gpu as table_op
 from querycompute._codegen.stage_specs import GroupSpec
 
 __all__ = ["run"]

@@ -1,6 +1,6 @@
-"""GpuStages.join and gather_filled: the hash join of _codegen/ops/join_gpu.py on the device
+"""GpuStages.join and gather_filled: the hash join of ops/join/gpu.py on the device
 (opencl, cuda; CUDA C and MSL through the CPU harness), returning the index pairs of
-reference/joins.join_reference exactly (LINQ's order: left order, then right order among a left
+ops/join/reference.join_reference exactly (LINQ's order: left order, then right order among a left
 row's matches; left_join: an unmatched left row once, with right index -1).
 
     1. both sides' keys hashed (qc_join_hash: order bits in the common type, packed into one
@@ -30,12 +30,12 @@ import math
 import numpy as np
 
 from querycompute._codegen import expr as E
-from querycompute._codegen.ops import join_gpu as J
+from querycompute._codegen.ops.join import gpu as J
 from querycompute._codegen.stage_specs import ScanSpec, SortSpec
 
 from . import device_columns as DC
 from .gpu_stages import _bits, _device, index_dtype
-from ..reference.joins import gather_filled as host_gather
+from ..._codegen.ops.join.reference import gather_filled as host_gather
 from ..stage_runtime import NumpyStages
 
 _ACC, _ITEM = E.Var("acc", "int64"), E.Var("item", "int64")
@@ -150,7 +150,7 @@ def member(stages, left_keys, right_keys, rows: list):
 
 def gather_filled(stages, cols, idx, rows: list, idx_dtype: str | None = None) -> list:
     """[col[idx] with idx -1 giving the dtype's fill value (NaN / 0 / False)] on the device
-    (reference/joins.gather_filled's kernel: ops/join_gpu.render_gather_filled);
+    (ops/join/reference.gather_filled's kernel: ops/join_gpu.render_gather_filled);
     `idx_dtype`: idx's dtype where it is not that of the columns' length (the count kernel's int64 lo)."""
     if not cols:
         return []
@@ -185,7 +185,7 @@ def explain_lines(this_dtypes, key_dtypes, dialect: str, semi: bool = False) -> 
                  "False where none); no pairs"]
                 + [f"  {step}: {b} B" for step, b in rows
                    if not any(w in step for w in ("offsets", "pairs", "by_left"))])
-    lines = ["join: device hash join (ops/join_gpu.py): inner joins build on the smaller side "
+    lines = ["join: device hash join (ops/join/gpu.py): inner joins build on the smaller side "
              "(left_join on the right); built on the left, a stable radix sort of the pairs by left "
              "row restores LINQ's order"]
     lines += [f"  {step}: {b} B" for step, b in J.bytes_per_row(tuple(key_dtypes))]

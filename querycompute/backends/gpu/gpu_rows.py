@@ -1,4 +1,4 @@
-"""Long rows (rows.py) on the GPU backends: the kernel sets of _codegen/ops/rows_gpu.py run
+"""Long rows (rows.py) on the GPU backends: the kernel sets of ops/rows/gpu.py run
 through the backend's GpuStages (gpu_stages.py: its compile + disk-cache path and the shared
 launch loop; webgpu: webgpu_stages.WebGPUStages, the same kernels printed as WGSL). X goes in
 as its flat C-ordered buffer (a strided X is copied contiguous first:
@@ -11,7 +11,7 @@ import time
 import numpy as np
 
 from querycompute._codegen.dtypes import mean_dtype, sum_dtype
-from querycompute._codegen.ops import rows_gpu
+from querycompute._codegen.ops.rows import gpu as rows_gpu
 
 from ..base import KernelRun, Prepared
 from ..reference.rows import _column

@@ -1,4 +1,4 @@
-"""Running a GPU scan (querycompute/_codegen/ops/scan.py) through the shared launch loop.
+"""Running a GPU scan (querycompute/_codegen/ops/scan/gpu.py) through the shared launch loop.
 
 For GpuStages.scan (backends/gpu_stages.py), per (spec, dialect) once:
     ks = scan_op.render(spec, dialect)            # KernelSet, shape "scan"

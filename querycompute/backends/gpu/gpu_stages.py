@@ -1,7 +1,7 @@
 """GPU column operations between fused passes (stage_runtime.StageRuntime) for the opencl,
 cuda and webgpu backends (webgpu_stages.py): sort / top-k / distinct / gather kernels of
-_codegen/ops/sort.py and topk.py, the scan of _codegen/ops/scan.py and the group_by of
-_codegen/ops/group.py, run by the launch loop every GPU runtime shares (gpu_launch.LaunchLoop).
+ops/sort/gpu.py and ops/sort/topk_gpu.py, the scan of ops/scan/gpu.py and the group_by of
+ops/group/gpu.py, run by the launch loop every GPU runtime shares (gpu_launch.LaunchLoop).
 Columns are host numpy arrays or device columns (device_columns.py); results stay where the
 inputs are, so a staged plan's columns never leave the device between stages.
 
@@ -43,10 +43,10 @@ from querycompute._codegen import dtypes as D
 from querycompute._codegen import order_keys
 from querycompute._codegen.dialects import by_name
 from querycompute._codegen.launch import KernelSet
-from querycompute._codegen.ops import gather as gather_op
-from querycompute._codegen.ops import sort as sort_op
-from querycompute._codegen.ops import topk as topk_op
-from querycompute._codegen.ops.sort_ir import TILE
+from querycompute._codegen.ops.sort import gather_gpu as gather_op
+from querycompute._codegen.ops.sort import gpu as sort_op
+from querycompute._codegen.ops.sort import topk_gpu as topk_op
+from querycompute._codegen.ops.sort.ir import TILE
 from querycompute._codegen.stage_specs import GroupSpec, ScanSpec, SortSpec
 
 from . import device_columns as DC
@@ -93,7 +93,7 @@ class GpuStages(StageRuntime):
     stay on the device when the inputs are device columns (`_device`); `device_columns`
     (set by opencl_stages / cuda_stages) tells pipeline.py to leave a pass's outputs there."""
     device_columns = False
-    # a pass after a scan runs in the scan's last pass (pipeline.py, _codegen/ops/scan_fused.py)
+    # a pass after a scan runs in the scan's last pass (pipeline.py, ops/scan/fused_gpu.py)
     scan_fused_passes = True
 
     def __init__(self, dialect: str, build: Builder, upload: Callable | None = None):
@@ -152,7 +152,7 @@ class GpuStages(StageRuntime):
         return self.dialect_caps.int64 or not _wide(dtypes)
 
     def fuses_scan(self, spec: ScanSpec) -> bool:
-        """A pass after a scan runs in the scan's last pass (ops/scan_fused.py) unless the
+        """A pass after a scan runs in the scan's last pass (ops/scan/fused_gpu.py) unless the
         scan runs on the numpy reference (`holds`)."""
         return self.holds([spec.dtype] + [p.dtype for p in spec.params])
 
@@ -210,11 +210,11 @@ class GpuStages(StageRuntime):
     # device columns (a dialect without 64-bit integers: the host reference, join_gpu.without_join)
     @property
     def device_join(self) -> bool:
-        from querycompute._codegen.ops.join_gpu import without_join
+        from querycompute._codegen.ops.join.gpu import without_join
         return without_join(self.dialect) is None
 
     def join(self, left_keys, right_keys, outer: bool, rows: list) -> tuple:
-        """The device hash join of gpu_join.py (LINQ's order, reference/joins.join_reference's pairs)."""
+        """The device hash join of gpu_join.py (LINQ's order, ops/join/reference.join_reference's pairs)."""
         from .gpu_join import join
         return join(self, left_keys, right_keys, outer, rows)
 
@@ -245,9 +245,9 @@ class GpuStages(StageRuntime):
         if not self.holds([spec.dtype] + [p.dtype for p in spec.params]):
             return NumpyStages.scan(self, spec, values, params, rows)
         try:
-            from querycompute._codegen.ops import scan as scan_op
+            from querycompute._codegen.ops.scan import gpu as scan_op
             from .gpu_scan import run_scan
-        except ImportError as exc:      # the scan kernels are another module's (ops/scan.py)
+        except ImportError as exc:      # the scan kernels are another module's (ops/scan/gpu.py)
             raise NotImplementedError(f"GPU scan kernels are not available: {exc}") from None
         with self._lock:
             entry, first = self._entry(("scan", spec), lambda: scan_op.render(spec, self.dialect))
@@ -261,14 +261,14 @@ class GpuStages(StageRuntime):
 
     def group_by(self, spec: GroupSpec, keys: Sequence[np.ndarray], values: Sequence, params: Sequence,
                  rows: list) -> tuple:
-        """Sort-based group_by of _codegen/ops/group.py: one kernel set (the radix sort of the
+        """Sort-based group_by of ops/group/gpu.py: one kernel set (the radix sort of the
         keys, head flags, a segmented reduce-then-scan); only the groups come back. With
         `group_tables` the low-cardinality tables (gpu_group_table.py) run first and this
         runs only when they overflow (> 4096 groups)."""
         if not self.holds(list(spec.key_dtypes) + [a.dtype for a in spec.aggs if a.op != "count"]
                           + [p.dtype for p in spec.params]):
             return NumpyStages.group_by(self, spec, keys, values, params, rows)
-        from querycompute._codegen.ops import group as group_op
+        from querycompute._codegen.ops.group import gpu as group_op
         _check_keys(spec, keys)
         n = len(keys[0])
         vals = [DC.contiguous(v if not DC.on_device(v) or v.dtype == np.dtype(a.dtype) else DC.to_host(v),

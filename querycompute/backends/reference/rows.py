@@ -9,10 +9,10 @@ import time
 import numpy as np
 
 from querycompute._codegen.dtypes import mean_dtype, sum_dtype
+from querycompute._codegen.numpy_eval import Eval
 
 from ..base import KernelRun, Prepared
 from ...errors import EmptySequenceError
-from .numpy_ref import _Eval
 
 _NP_REDUCE = {"sum": np.sum, "prod": np.prod, "min": np.min, "max": np.max,
               "and": np.all, "or": np.any}
@@ -54,7 +54,7 @@ class NumpyRows(_Rows):
         if plan.strategy == "column-tiled":
             out = _column(plan.column_kind, X)
         else:
-            ev = _Eval([X], params, plan.params, n)
+            ev = Eval([X], params, plan.params, n)
             with np.errstate(all="ignore"):
                 for st in plan.steps:
                     vals = np.broadcast_to(np.asarray(ev(st.entry), st.dtype), X.shape)

@@ -1,7 +1,7 @@
 """The webgpu backend's column operations between fused passes (order_by, take/top-k, distinct,
 scan, group_by, gathers): gpu_stages.GpuStages with the WGSL printer and the wgpu runtime.
 
-The kernels are those of _codegen/ops/sort.py, topk.py, scan.py and group.py printed as WGSL
+The kernels are those of ops/sort/gpu.py, ops/sort/topk_gpu.py, scan.py and group.py printed as WGSL
 (the same kernel IR the CUDA / OpenCL / Metal kernels come from); each kernel set becomes a
 shader module through the disk cache (webgpu_device.cached_module) and runs under the shared
 launch loop on a WebGPURuntime, like a pass.
@@ -14,7 +14,7 @@ such an operation on the numpy reference (stage_runtime.NumpyStages) for any dia
 64-bit values, and its trace row says so (dialect "numpy"): never a silently truncated
 result, never a silent fallback. A group_by's wide sums receive their values in their own
 narrow type (the pass cannot store 64-bit columns: group_narrow.py) and the reference widens
-them as it sums (stage_runtime.group_reference).
+them as it sums (ops/group/reference.group_reference).
 """
 from __future__ import annotations
 

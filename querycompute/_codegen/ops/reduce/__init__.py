@@ -38,7 +38,12 @@ a fold pays for this shape; its grid is the plain one (launch.grid_size).
 
 CPU (cpu.py, numba). Fixed chunks of CHUNK elements (whatever the thread count) each return
 their partial state; the entry point combines the chunk partials in chunk order (float sums
-pairwise, as NumPy's are). cpu.py's doc lists each aggregate's state variables.
+pairwise, as NumPy's are). cpu.py's doc lists each aggregate's state variables. The llvm
+dialect (dialects/llvm_ir.py) prints the same states and the same order as LLVM IR.
+
+Reference (reference.py: the numpy backend's reduce and the host's fold of partials). Over
+windows of the input, left to right, each window with whole-array NumPy calls; a float sum
+in the cpu kernel's fixed order (sum_order.py), so the numpy tier's sums have its bits.
 
 Result decoding (this module): the GPU kernels write one value per `launch.ResultSlot`;
 `decode` turns them into the raw results of querycompute/backends/base.py. The numba entry

@@ -1,5 +1,5 @@
-"""Kernel IR building blocks of the GPU sort, top-k and distinct kernels (ops/sort.py,
-ops/topk.py): order bits of a key, a stable in-block sort of one tile by an 8-bit digit, the
+"""Kernel IR building blocks of the GPU sort, top-k and distinct kernels (ops/sort/gpu.py,
+ops/sort/topk_gpu.py): order bits of a key, a stable in-block sort of one tile by an 8-bit digit, the
 digit runs of a sorted tile, and a one-block exclusive scan of per-(row, tile) counts.
 
 Order bits: a key column is bound as its unsigned bits type (float32 as uint32, float16 as
@@ -23,9 +23,9 @@ each row's rank among the tile's rows of its digit (its slot minus its run's sta
 """
 from __future__ import annotations
 
-from .. import kernel_ir as K
-from ..launch import BLOCK
-from ..lower_block import LID, block_inclusive_scan
+from ... import kernel_ir as K
+from ...launch import BLOCK
+from ...lower_block import LID, block_inclusive_scan
 
 RADIX = 256                 # 8-bit digits; BLOCK == RADIX: thread d owns digit d's counters
 EPT = 4                     # rows per thread in a tile
@@ -142,9 +142,9 @@ def scan_counts_kernel(name: str, counts: str, dtype: str = I64, other: str | No
     radix digits this is each (digit, tile)'s first output position: the rows of smaller
     digits first, then those of the same digit in earlier tiles.
     With `other` (a second counts buffer; value "cpar"), the kernel scans `counts` when
-    cpar == 0, else `other`, and zeroes the one it does not scan: ops/sort.py's scatter adds
+    cpar == 0, else `other`, and zeroes the one it does not scan: ops/sort/gpu.py's scatter adds
     the next pass's counts into it with atomics (this one block runs between two scatters)."""
-    from ..launch import KernelArg
+    from ...launch import KernelArg
     length, carry, chunk = K.KVar("length", I64), K.KVar("carry", dtype), K.KVar("chunk", I64)
     j, c, incl = K.KVar("j", I64), K.KVar("c", dtype), K.KVar("incl", dtype)
     n, rows = K.KVar("n", I64), K.KVar("rows", I64)

@@ -1,6 +1,6 @@
 """GPU column operation "group_table": the low-cardinality group_by (<= MAX_GROUPS = 4096
 groups) of a GroupSpec with per-chunk private hash tables merged in a fixed order, for CUDA,
-OpenCL and Metal (one kernel IR). The sort-based path (ops/group.py) is the fallback: the
+OpenCL and Metal (one kernel IR). The sort-based path (ops/group/gpu.py) is the fallback: the
 host runtime (backends/gpu_group_table.py) runs it when this one reports an overflow.
 
 Layout. The rows are cut into CHUNKS = 64 logical chunks of `per` rows (per = ceil(n /
@@ -38,18 +38,18 @@ memory); the tables are CHUNKS * SLOTS slots, independent of n (merge reads them
 """
 from __future__ import annotations
 
-from .. import kernel_ir as K
-from .. import order_keys
-from ..dialects.by_name import printer
-from ..launch import BLOCK, BufferSpec, KernelArg, KernelSet, KernelSpec
-from ..lower_block import LID
-from ..lower_element import check_name
-from ..stage_specs import GroupSpec
-from . import group_ir as G
-from . import sort_ir as S
-from .group_ir import I32, I64
-from .group import sort_spec
-from .sort import key_arg, passes
+from ... import kernel_ir as K
+from ... import order_keys
+from ...dialects.by_name import printer
+from ...launch import BLOCK, BufferSpec, KernelArg, KernelSet, KernelSpec
+from ...lower_block import LID
+from ...lower_element import check_name
+from ...stage_specs import GroupSpec
+from . import ir as G
+from ..sort import ir as S
+from .ir import I32, I64
+from .gpu import sort_spec
+from ..sort.gpu import key_arg, passes
 
 __all__ = ["SHAPE", "render_group_table", "bytes_per_element", "describe", "MAX_GROUPS", "SLOTS", "CHUNKS", "worth_trying"]
 

@@ -33,14 +33,14 @@ for the compaction; O(k) for the rest.
 """
 from __future__ import annotations
 
-from .. import kernel_ir as K
-from .. import order_keys
-from ..launch import BufferSpec, KernelArg, KernelSet, Step
-from ..lower_block import LID, block_inclusive_scan
-from ..stage_specs import SortSpec
-from . import sort_ir as S
-from .sort import COUNTS, N, SHIFT, TILES, key_arg, kernel_set, small_kernel
-from .sort_ir import I32, I64, RADIX, TILE
+from ... import kernel_ir as K
+from ... import order_keys
+from ...launch import BufferSpec, KernelArg, KernelSet, Step
+from ...lower_block import LID, block_inclusive_scan
+from ...stage_specs import SortSpec
+from . import ir as S
+from .gpu import COUNTS, N, SHIFT, TILES, key_arg, kernel_set, small_kernel
+from .ir import I32, I64, RADIX, TILE
 
 MAX_K = TILE
 STATE = "state"
@@ -184,7 +184,7 @@ def render_topk(spec: SortSpec, dialect: str, index_dtype: str = "int32") -> Ker
     """Top-k of spec's key columns (inputs 0.., as order_keys.bits_dtype; param 0: k, at most
     MAX_K and below n; n > TILE). Output 0 (TILE entries of `index_dtype`): the first k hold
     the row indices of the k first rows of the stable sort."""
-    from .sort_ir import scan_counts_kernel
+    from .ir import scan_counts_kernel
     spec = _named(spec)
     m = len(spec.key_dtypes)
     kernels, schedule = [], []

@@ -2,7 +2,7 @@
 first / agg / to_array` computes each running value in registers, in the scan's last pass,
 and runs the pass's element and terminal on it; the scanned column is never stored.
 
-The scan is ops/scan.py's, unchanged up to its last pass (one home for the multi-block
+The scan is ops/scan/gpu.py's, unchanged up to its last pass (one home for the multi-block
 scan): OpenCL / Metal reduce-then-scan (partials, blocks, then the downsweep), CUDA the
 single-pass look-back (init, then the look-back kernel). Its downsweep (scan.py step 3)
 gives every thread `start` = carry of the tile folded with the earlier threads' folds, then
@@ -17,7 +17,7 @@ Reduce (count, first, any, all; sum, min, max of integers): each thread folds th
     reduce-then-scan:  <scan>_scan_partials, <scan>_scan_blocks, <pass>_fused_reduce,
                        <pass>_reduce_finalize
     CUDA:              <scan>_scan_init, <pass>_fused_lookback_reduce, <pass>_reduce_finalize
-ToArray with a filter (order-preserving compaction, as ops/compact_gpu.py's reduce-then-scan):
+ToArray with a filter (order-preserving compaction, as ops/compact/gpu.py's reduce-then-scan):
   the survivors of each tile are counted in the downsweep (which also keeps the tile's
   carry: `block_carry`), compact_gpu's scan of the counts (scan.py again) gives each tile's
   first rank, and a scatter kernel re-runs the tile's downsweep from the kept carry,
@@ -49,20 +49,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields, is_dataclass, replace
 
-from .. import dtypes as D
-from .. import expr as E
-from .. import kernel_ir as K
-from ..dialects.by_name import DIALECTS, printer
-from ..launch import BLOCK, BufferSpec, KernelArg, KernelSet, KernelSpec
-from ..lower_block import LID, Acc, block_inclusive_scan, block_reduce
-from ..lower_element import INDEX, check_name, element, input_args, rename
-from ..narrow_params import narrow_params
-from ..program import ParamSpec, Pass, Reduce, ToArray
-from ..stage_specs import ScanSpec
-from . import compact_gpu
-from . import scan as scan_op
-from .reduce.gpu import lower_reduce, make_acc
-from .scan_names import TILE, VALID
+from ... import dtypes as D
+from ... import expr as E
+from ... import kernel_ir as K
+from ...dialects.by_name import DIALECTS, printer
+from ...launch import BLOCK, BufferSpec, KernelArg, KernelSet, KernelSpec
+from ...lower_block import LID, Acc, block_inclusive_scan, block_reduce
+from ...lower_element import INDEX, check_name, element, input_args, rename
+from ...narrow_params import narrow_params
+from ...program import ParamSpec, Pass, Reduce, ToArray
+from ...stage_specs import ScanSpec
+from ..compact import gpu as compact_gpu
+from . import gpu as scan_op
+from ..reduce.gpu import lower_reduce, make_acc
+from .names import TILE, VALID
 
 __all__ = ["ScanFusedGpuPass", "why_not", "fuse", "render", "bytes_per_element", "describe"]
 ONE = K.i64(1)
@@ -340,7 +340,7 @@ def render(fp: ScanFusedGpuPass, dialect: str, group: int = scan_op.LOOKBACK) ->
     """Every kernel of the fused pass in `dialect` ("cuda", "opencl", "metal" or "webgpu");
     `group` (CUDA) as scan.render's. Raises codegen.errors.UnsupportedType where the dialect
     can't hold a dtype (WGSL: any 64-bit value)."""
-    from ..traffic import touched
+    from ...traffic import touched
     if dialect not in DIALECTS:
         raise ValueError(f"no fused scan pass in {dialect!r} (cuda, opencl, metal and webgpu have one)")
     check_name(fp.name, "pass")

@@ -36,11 +36,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..stage_specs import GroupAgg, GroupSpec
-from .numba_py import CHUNK
-from .numba_py_expr import ExprPrinter, const_text, register_type
-from .numba_py_helpers import helper_source, jit_decorator
-from .numba_py_runtime import PRELUDE
+from ...stage_specs import GroupAgg, GroupSpec
+from ...dialects.numba_py import CHUNK
+from ...dialects.numba_py_expr import ExprPrinter, const_text, register_type
+from ...dialects.numba_py_helpers import helper_source, jit_decorator
+from ...dialects.numba_py_runtime import PRELUDE
 
 SEG_BLOCK = 256                        # groups per parallel task of the seg entry point
 WAYS = 4                               # partials per chunk and group of a sum (a power of 2)
@@ -275,7 +275,7 @@ class _Printer:
         header = (f'"""querycompute cpu group_by {s.name!r} (dialect numba, generated).\n\n'
                   f"aggregates: {aggs}\n"
                   f"params: {', '.join(f'{p.name}: {p.dtype}' for p in s.params) or 'none'}\n"
-                  f"The order of every fold: querycompute/_codegen/dialects/numba_group.py.\n"
+                  f"The order of every fold: querycompute/_codegen/ops/group/cpu.py.\n"
                   f'Globals come from querycompute._codegen.dialects.numba_py_runtime.namespace().\n"""\n'
                   f"CHUNK = {CHUNK}\nSEG_BLOCK = {SEG_BLOCK}\nWAYS = {WAYS}")
         helper_src = [helper_source(kind, ft, self.cache) for kind, ft in sorted(self.helpers, key=str)]

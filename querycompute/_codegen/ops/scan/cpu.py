@@ -10,7 +10,7 @@ the two-pass scan over fixed chunks the cpu stage runtime calls.
                                                acc = combine(acc, x[i]); out[i] = acc
     <name>_carries_serial / _parallel(x, params...)    pass 1 and the carries: C
     <name>_step(i, x, CS, params...)        element i's running value for a pass fused
-                                            after the scan (numba_scan_fused.py)
+                                            after the scan (ops/scan/fused_cpu.py)
 Every output is combine applied in element order with the seed once at the front: the
 aggregate rules (acc holds the earlier elements; a non-commutative combine works). A combine
 not known associative (spec.in_order) has no pass 1: the carries come from one sequential
@@ -24,11 +24,11 @@ are unsigned in loads and stores, so numba emits no negative-index fix-up.
 """
 from __future__ import annotations
 
-from ..stage_specs import ScanSpec
-from .numba_py import CHUNK, storage_dtype
-from .numba_py_expr import ExprPrinter, const_text, register_type
-from .numba_py_helpers import helper_source, jit_decorator
-from .numba_py_runtime import PRELUDE
+from ...stage_specs import ScanSpec
+from ...dialects.numba_py import CHUNK, storage_dtype
+from ...dialects.numba_py_expr import ExprPrinter, const_text, register_type
+from ...dialects.numba_py_helpers import helper_source, jit_decorator
+from ...dialects.numba_py_runtime import PRELUDE
 
 
 def render(spec: ScanSpec, cache: bool = False) -> str:
@@ -119,7 +119,7 @@ def render(spec: ScanSpec, cache: bool = False) -> str:
     funcs.append(
         f"{scalar}\ndef {name}_step(i, x, CS{params}):\n"
         f'    """Element i of the scan inside a pass that visits every chunk\'s elements in order\n'
-        f"    from the chunk's start (dialects/numba_scan_fused.py). CS[2c + 1] is chunk c's carry,\n"
+        f"    from the chunk's start (ops/scan/fused_cpu.py). CS[2c + 1] is chunk c's carry,\n"
         f"    CS[2c] its running value: the first element reads the carry, the others the running\n"
         f'    value, by index arithmetic (a branch here costs numba ~20x)."""\n'
         f"    j = np.int64(i)\n"

@@ -1,4 +1,4 @@
-"""The CUDA scan's single pass with a look-back (ops/scan.py holds the tiles, steps 1-3 and
+"""The CUDA scan's single pass with a look-back (ops/scan/gpu.py holds the tiles, steps 1-3 and
 the reduce-then-scan of the other dialects; `_Lower` there inherits LookBack).
 
 CUDA: single pass with a look-back (Merrill & Garland), after a tiny init kernel:
@@ -37,13 +37,13 @@ CUDA: single pass with a look-back (Merrill & Garland), after a tiny init kernel
 """
 from __future__ import annotations
 
-from .. import dtypes as D
-from .. import expr as E
-from .. import kernel_ir as K
-from ..launch import BLOCK
-from ..lower_block import LANE, LID, WARP
-from ..stage_specs import ScanSpec
-from .scan_names import NUM_BLOCKS, SH, TILE, as_i64 as _i64
+from ... import dtypes as D
+from ... import expr as E
+from ... import kernel_ir as K
+from ...launch import BLOCK
+from ...lower_block import LANE, LID, WARP
+from ...stage_specs import ScanSpec
+from .names import NUM_BLOCKS, SH, TILE, as_i64 as _i64
 
 FLAG_AGG, FLAG_INCL = K.KConst(1, "uint32"), K.KConst(2, "uint32")
 # shuffles move 32- and 64-bit values: narrower ones travel as int32

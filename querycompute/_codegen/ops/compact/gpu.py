@@ -6,7 +6,7 @@ BLOCK * ept consecutive elements from b * tile and thread t of it `ept` consecut
 of the tile, so "tile, then thread, then element" is source order. A survivor's rank is
 (survivors of the tiles before) + (survivors of the earlier threads of its tile) + (its rank
 in its thread's run). The tile prefix (the first term) is a scan of the per-tile counts, and
-that scan is ops/scan.py's (one home for the multi-block scan). Two algorithms (ALGORITHM
+that scan is ops/scan/gpu.py's (one home for the multi-block scan). Two algorithms (ALGORITHM
 below says which each dialect runs: reduce-then-scan everywhere today):
 
 Look-back (dialects with forward progress between blocks, DialectCaps.forward_progress: CUDA;
@@ -43,14 +43,14 @@ words for the counts in both.
 """
 from __future__ import annotations
 
-from .. import expr as E
-from .. import kernel_ir as K
-from ..dialects.by_name import caps, printer
-from ..launch import BLOCK, BufferSpec, KernelArg, KernelSpec
-from ..lower_block import LID, block_inclusive_scan, block_reduce, Acc
-from ..lower_element import BASE, element, per_thread_loop, declare_base, input_args, rename, variant
-from ..stage_specs import ScanSpec
-from . import scan as scan_op
+from ... import expr as E
+from ... import kernel_ir as K
+from ...dialects.by_name import caps, printer
+from ...launch import BLOCK, BufferSpec, KernelArg, KernelSpec
+from ...lower_block import LID, block_inclusive_scan, block_reduce, Acc
+from ...lower_element import BASE, element, per_thread_loop, declare_base, input_args, rename, variant
+from ...stage_specs import ScanSpec
+from ..scan import gpu as scan_op
 
 COUNT = K.KVar("survivors", "int64")       # this thread's
 INCL = K.KVar("thread_incl", "int64")      # survivors of threads 0..t of the tile

@@ -3,7 +3,7 @@ OpenCL C and MSL. WGSL has none: the join's counts and offsets (and wide keys' h
 64-bit integers, which WGSL lacks (DialectCaps.int64 False: webgpu joins on the host reference;
 `without_join` says why).
 
-Equality is that of reference/joins.join_reference: the order bits (order_keys.py, spelled by
+Equality is that of ops/join/reference.join_reference: the order bits (order_keys.py, spelled by
 order_keys.ir_bits) of both sides' keys in their common type; all NaNs one value,
 -0.0 == 0.0. Several key columns are one word: each key's order bits in its width, the first
 key highest, packed into 64 bits (only when their widths add up to <= 64).
@@ -12,8 +12,8 @@ key highest, packed into 64 bits (only when their widths add up to <= 64).
              multiplier is a bijection: equal h <=> equal word, and h's top bits are a
              Fibonacci hash of the word. w = 32 when the keys' bits fit 32 (`hash_dtype`:
              the build side's sort then takes 4 radix passes, not 8), else 64.
-    (build)  the build side's h sorted by the radix sort (ops/sort.py, a stable LSD sort of
-             h with the row as payload) and gathered (ops/gather.py): a CSR table
+    (build)  the build side's h sorted by the radix sort (ops/sort/gpu.py, a stable LSD sort of
+             h with the row as payload) and gathered (ops/sort/gather_gpu.py): a CSR table
              whose bucket b (the top `tbits` bits of h, 2**tbits >= rows) is one contiguous
              range, holding equal words next to each other, each run in row order.
     starts   (one thread per bucket, 2**tbits + 1): starts[b] = the first sorted row whose
@@ -21,7 +21,7 @@ key highest, packed into 64 bits (only when their widths add up to <= 64).
     count    (one thread per probe row): the run of the probe's h inside its bucket (two
              binary searches, ~1 step for a bucket of ~1 row, log2(run) for a long one):
              cnt = run length (left_join: max(1, it)), lo = its first sorted row or -1.
-    (scan)   inclusive int64 scan of cnt (ops/scan.py): pair k belongs to probe row q with
+    (scan)   inclusive int64 scan of cnt (ops/scan/gpu.py): pair k belongs to probe row q with
              incl[q - 1] <= k < incl[q].
     pairs    (one thread per output pair k): q = the first row with incl[q] > k (a binary
              search), j = k - (incl[q] - cnt[q]); probe[k] = q, build[k] = perm[lo[q] + j]
@@ -45,14 +45,14 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from .. import dtypes as D
-from .. import kernel_ir as K
-from .. import order_keys
-from ..dialects.by_name import DIALECTS, caps as dialect_caps, printer
-from ..launch import BufferSpec, KernelArg, KernelSet
-from . import sort_ir as S
-from .sort import kernel_set
-from .sort_ir import I64, SLOT, TILE
+from ... import dtypes as D
+from ... import kernel_ir as K
+from ... import order_keys
+from ...dialects.by_name import DIALECTS, caps as dialect_caps, printer
+from ...launch import BufferSpec, KernelArg, KernelSet
+from ..sort import ir as S
+from ..sort.gpu import kernel_set
+from ..sort.ir import I64, SLOT, TILE
 
 __all__ = ["GOLDEN", "device_keys", "hash_dtype", "render_hash", "render_starts", "render_count", "render_pairs",
            "render_gather_filled", "render_probe", "bytes_per_row", "without_join"]
@@ -263,7 +263,7 @@ _NAN_BITS = {"uint16": 0x7E00, "uint32": 0x7FC00000, "uint64": 0x7FF800000000000
 
 
 def fill_bits(dtype: str) -> int:
-    """The raw bits of reference/joins.fill_value(dtype): NaN (NumPy's) for floats, else 0."""
+    """The raw bits of ops/join/reference.fill_value(dtype): NaN (NumPy's) for floats, else 0."""
     return _NAN_BITS[order_keys.bits_dtype(dtype)] if D.is_float(dtype) else 0
 
 
@@ -291,11 +291,11 @@ def render_gather_filled(dtypes: tuple[str, ...], dialect: str, index_dtype: str
 # ---- bytes per row (explain) ----------------------------------------------------------------------
 def bytes_per_row(key_dtypes: tuple[str, ...], index_dtype: str = "int32") -> list[tuple[str, str]]:
     """(step, bytes read + written) of the join's kernels, per row of the side (or per output
-    pair) it runs over; the build side's radix sort and gather are ops/sort.py's and
-    ops/gather.py's figures for the hash's type."""
-    from . import gather as gather_op
-    from . import sort as sort_op
-    from ..stage_specs import SortSpec
+    pair) it runs over; the build side's radix sort and gather are ops/sort/gpu.py's and
+    ops/sort/gather_gpu.py's figures for the hash's type."""
+    from ..sort import gather_gpu as gather_op
+    from ..sort import gpu as sort_op
+    from ...stage_specs import SortSpec
     idx = 4 if index_dtype == "int32" else 8
     keys = sum(order_keys.bits_width(d) // 8 for d in key_dtypes)
     hd = hash_dtype(tuple(key_dtypes))

@@ -1,6 +1,6 @@
 """numba kernels of the cpu hash join (cpu_join.py).
 
-This text is never imported by querycompute: cpu_join.py appends it to cpu_stage_kernels.py's
+This text is never imported by querycompute: cpu_join.py appends it to ops/sort/cpu_kernels.py's
 text (it uses order_bits, _GOLDEN, _table_bits and CHUNK from there, so key equality has one
 home: equal order bits, i.e. all NaNs one value and -0.0 == 0.0) and loads the whole through
 the cpu backend's disk cache.

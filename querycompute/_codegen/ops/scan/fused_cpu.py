@@ -2,7 +2,7 @@
 to_array` computes the running values inside that pass, so the scanned column is never
 written and read again.
 
-The scan (dialects/numba_scan.py) runs over fixed chunks of CHUNK elements: pass 1 folds
+The scan (ops/scan/cpu.py) runs over fixed chunks of CHUNK elements: pass 1 folds
 each chunk (T), the carries C[c] fold everything before chunk c (seed first), and pass 2
 runs `acc = combine(acc, x[i])` through each chunk from C[c]. The passes of the reduce and
 compact ops have the same chunk structure: their loops visit chunk c's elements in order,
@@ -26,13 +26,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ..ops import STAGE_OPS
-from ..program import InputSpec, ParamSpec, Pass, Reduce, ToArray
-from ..stage_specs import ScanSpec
-from . import numba_scan
-from .numba_py import _ModulePrinter
-from .numba_py_expr import register_type
-from .numba_py_helpers import helper_source
+from .. import STAGE_OPS
+from ...program import InputSpec, ParamSpec, Pass, Reduce, ToArray
+from ...stage_specs import ScanSpec
+from . import cpu as numba_scan
+from ...dialects.numba_py import _ModulePrinter
+from ...dialects.numba_py_expr import register_type
+from ...dialects.numba_py_helpers import helper_source
 
 
 @dataclass(frozen=True)

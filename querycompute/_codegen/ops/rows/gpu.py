@@ -27,14 +27,14 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from .. import dtypes as D
-from .. import expr as E
-from .. import kernel_ir as K
-from ..dialects.by_name import printer
-from ..errors import UnsupportedType
-from ..launch import BLOCK, BufferSpec, KernelArg, KernelSet, KernelSpec
-from ..lower_block import LID, Acc, block_reduce
-from ..lower_element import rename
+from ... import dtypes as D
+from ... import expr as E
+from ... import kernel_ir as K
+from ...dialects.by_name import printer
+from ...errors import UnsupportedType
+from ...launch import BLOCK, BufferSpec, KernelArg, KernelSet, KernelSpec
+from ...lower_block import LID, Acc, block_reduce
+from ...lower_element import rename
 
 CHUNKS = 32                    # most row chunks of a column reduction (its grid: tiles * CHUNKS)
 MIN_CHUNK_ROWS = 64            # a chunk of fewer rows costs more in partials than it reads

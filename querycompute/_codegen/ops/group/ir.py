@@ -1,4 +1,4 @@
-"""Kernel IR building blocks of the GPU group_by (ops/group.py): the "lanes" (running
+"""Kernel IR building blocks of the GPU group_by (ops/group/gpu.py): the "lanes" (running
 segmented folds of one aggregate each) and the ordered segmented block scan over them.
 
 A lane is one value column folded per group: an aggregate's values (sum, min, max, any, all,
@@ -24,14 +24,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from .. import dtypes as D
-from .. import expr as E
-from .. import kernel_ir as K
-from ..launch import BLOCK, KernelArg
-from ..lower_block import LID
-from ..lower_element import check_name, rename
-from ..program import ElementProgram
-from ..stage_specs import GroupAgg, GroupSpec, check_combine
+from ... import dtypes as D
+from ... import expr as E
+from ... import kernel_ir as K
+from ...launch import BLOCK, KernelArg
+from ...lower_block import LID
+from ...lower_element import check_name, rename
+from ...program import ElementProgram
+from ...stage_specs import GroupAgg, GroupSpec, check_combine
 
 I32, I64 = "int32", "int64"
 VALID = K.KVar("valid", "bool")
@@ -164,7 +164,7 @@ def value_size(dtype: str) -> int:
 
 def result_args(spec: GroupSpec, keys: list) -> tuple[dict, dict, list, KernelArg, tuple]:
     """The arguments every group kernel set shares after its key columns `keys` (one layout
-    for the sort-based path, ops/group.py, and the low-cardinality tables, ops/group_table.py):
+    for the sort-based path, ops/group/gpu.py, and the low-cardinality tables, ops/group/table_gpu.py):
     {agg: value column}, {agg: result column} (a count has neither: it is the group's row
     count), the group key outputs, the count output and the fold parameters."""
     m = len(spec.key_dtypes)

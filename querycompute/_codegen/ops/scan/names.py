@@ -1,8 +1,8 @@
-"""The kernel-IR names every scan kernel shares (ops/scan.py builds the tiles, the
-reduce-then-scan kernels and the downsweep; ops/scan_lookback.py the CUDA look-back)."""
+"""The kernel-IR names every scan kernel shares (ops/scan/gpu.py builds the tiles, the
+reduce-then-scan kernels and the downsweep; ops/scan/lookback_gpu.py the CUDA look-back)."""
 from __future__ import annotations
 
-from .. import kernel_ir as K
+from ... import kernel_ir as K
 
 N = K.KVar("n", "int64")
 TILE = K.KVar("tile", "int64")              # the tile this block scans

@@ -11,11 +11,11 @@ bound as their raw-bits dtype (order_keys.bits_dtype): a row is copied, never co
 """
 from __future__ import annotations
 
-from .. import kernel_ir as K
-from ..launch import BufferSpec, KernelArg, KernelSet, Step
-from . import sort_ir as S
-from .sort import kernel_set
-from .sort_ir import I64, SLOT, TILE
+from ... import kernel_ir as K
+from ...launch import BufferSpec, KernelArg, KernelSet, Step
+from . import ir as S
+from .gpu import kernel_set
+from .ir import I64, SLOT, TILE
 
 __all__ = ["render_gather", "render_reverse", "gather_bytes_per_element", "reverse_bytes_per_element"]
 

@@ -1,5 +1,5 @@
 """The host's joins by key: the reference every runtime's join equals (the numpy backend runs
-it; the cpu hash join, backends/cpu/cpu_join.py, and the device join, _codegen/ops/join_gpu.py,
+it; the cpu hash join, backends/cpu/cpu_join.py, and the device join, ops/join/gpu.py,
 give its pairs exactly), and left_join's fill values.
 
     key_ids         one integer per row of both sides, equal exactly where the keys are: the

@@ -4,7 +4,7 @@ aggregates straight into per-chunk private tables, so neither the key nor the in
 ever stored (TPC-H Q1: 7 float64 inputs and 2 key bytes per row never touch memory).
 
 It computes exactly what the two-step path computes (the pass's compaction into columns,
-then dialects/numba_group.py's `low` entry point over them), bit for bit: THE ORDER is the
+then ops/group/cpu.py's `low` entry point over them), bit for bit: THE ORDER is the
 same, defined on the survivors' RANKS (row r of the compacted columns), not on source rows:
 
     post chunk q = ranks [q * CHUNK, (q + 1) * CHUNK); per post chunk a private table of
@@ -35,8 +35,8 @@ per step):
     <name>_at_serial(rows, outs..., inputs..., params...): the element's outputs at `rows`
         (the groups' first rows: their keys and `first` values)
 
-The module text leans on order_keys.NUMBA_SOURCE (order_bits, the key kinds), cpu_stage_kernels.py
-and cpu_group_kernels.py (_GOLDEN, _table_bits, CNT_WAYS, _merge_ids): the cpu backend
+The module text leans on order_keys.NUMBA_SOURCE (order_bits, the key kinds), ops/sort/cpu_kernels.py
+and ops/group/cpu_kernels.py (_GOLDEN, _table_bits, CNT_WAYS, _merge_ids): the cpu backend
 prepends their text.
 Keys whose bytes add up to more than 8 do not fit one word: `fits` says no, and the caller
 keeps the two-step path.
@@ -45,13 +45,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import order_keys
-from ..program import Pass
-from ..stage_specs import GroupSpec
-from .numba_group import WAYS, _identity, _Printer
-from .numba_py import CHUNK, _ModulePrinter
-from .numba_py_helpers import helper_source, jit_decorator
-from ..ops.map import numba_element, numba_names
+from ... import order_keys
+from ...program import Pass
+from ...stage_specs import GroupSpec
+from .cpu import WAYS, _identity, _Printer
+from ...dialects.numba_py import CHUNK, _ModulePrinter
+from ...dialects.numba_py_helpers import helper_source, jit_decorator
+from ..map import numba_element, numba_names
 
 FBLOCK = 1024                       # source rows per survivor count of the first pass
 
@@ -228,7 +228,7 @@ class _Fused:
         helpers = [helper_source(kind, ft, self.cache)
                    for kind, ft in sorted(self.mp.helpers | self.gp.helpers, key=str)]
         header = (f"\n\n# ---- fused group_by {self.name!r} over pass {self.mp.p.name!r} (generated: "
-                  f"querycompute/_codegen/dialects/numba_group_fused.py) ----\n"
+                  f"querycompute/_codegen/ops/group/fused_cpu.py) ----\n"
                   f"FBLOCK = {FBLOCK}\nWAYS = {WAYS}")
         assert CHUNK % FBLOCK == 0
         return "\n\n\n".join([header] + helpers + funcs) + "\n"

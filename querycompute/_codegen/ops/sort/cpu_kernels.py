@@ -1,5 +1,5 @@
 """numba kernels of the cpu stage runtime (cpu_stages.py): radix sort, top-k, gather and
-distinct's first-occurrence flags. The scan is generated per combine (dialects/numba_scan.py).
+distinct's first-occurrence flags. The scan is generated per combine (ops/scan/cpu.py).
 
 This file is never imported by querycompute: numba_loader.stage_kernels_source puts
 order_keys.NUMBA_SOURCE (numba's `order_bits` and the key kinds UNSIGNED, SIGNED, FLOAT) before

@@ -6,9 +6,9 @@ lowerings compute it hierarchically (per chunk of the input, then per element in
 chunk) and recompute the element rather than store it, so the only intermediate data are
 one count per chunk.
 
-GPU (ops/compact_gpu.py): block b owns the tile of BLOCK * ept consecutive elements from
+GPU (ops/compact/gpu.py): block b owns the tile of BLOCK * ept consecutive elements from
 b * tile, thread t of it `ept` consecutive elements, so "tile, then thread, then element" is
-source order; the survivors of the tiles before come from ops/scan.py's multi-block scan of
+source order; the survivors of the tiles before come from ops/scan/gpu.py's multi-block scan of
 the tile counts: on CUDA a single pass with decoupled look-back (count, look back, stage in
 shared memory, coalesced writes), elsewhere reduce-then-scan (count kernel, the scan's three
 kernels over the counts, scatter kernel). No atomic appends: the output order is the source
@@ -38,12 +38,12 @@ Result decoding: the results are the first `total` elements of every output (GPU
 """
 from __future__ import annotations
 
-from ..launch import BufferSpec, KernelArg
-from ..lower_element import check_name, elems_per_thread
-from ..program import Pass
-from . import compact_gpu
-from .common import GpuKernels
-from .map import numba_element, numba_names, output_args
+from ...launch import BufferSpec, KernelArg
+from ...lower_element import check_name, elems_per_thread
+from ...program import Pass
+from . import gpu as compact_gpu
+from ..common import GpuKernels
+from ..map import numba_element, numba_names, output_args
 
 SHAPE = "compact"              # launch.KernelSet.shape of this op's kernels
 __all__ = ["SHAPE", "describe", "lower_gpu", "render_numba", "window_total"]
@@ -71,9 +71,9 @@ def _window_args(p: Pass):
     return tuple(KernelArg(f"p_{p.program.params[k].name}", "param", "int64", k) for k in at)
 
 
-# ---- GPU lowering: ops/compact_gpu.py ------------------------------------------------------
+# ---- GPU lowering: ops/compact/gpu.py ------------------------------------------------------
 def lower_gpu(p: Pass, pr) -> GpuKernels:
-    """The compaction kernels in the printer's dialect (compact_gpu.py: single-pass look-back
+    """The compaction kernels in the printer's dialect (ops/compact/gpu.py: single-pass look-back
     on CUDA, reduce-then-scan with a multi-block scan of the tile counts elsewhere)."""
     dialect = pr.name
     prog = p.program

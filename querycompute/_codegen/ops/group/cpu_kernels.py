@@ -1,9 +1,9 @@
 """numba kernels of the cpu group_by (cpu_group.py): group ids of a low-cardinality key and
 the run starts of a sorted key. The aggregates themselves are generated per GroupSpec
-(dialects/numba_group.py).
+(ops/group/cpu.py).
 
 This text is never imported by querycompute: cpu_group.py appends it to
-cpu_stage_kernels.py's text (it uses order_bits, CHUNK and _GOLDEN from there, so the key
+ops/sort/cpu_kernels.py's text (it uses order_bits, CHUNK and _GOLDEN from there, so the key
 order has one home) and loads the whole through the cpu backend's disk cache.
 
 Group ids (group_ids_parallel): each key is one exact uint64 word (its order bits, or

@@ -1,6 +1,6 @@
 """GPU column operations "sort" and "distinct": a stable LSD radix sort of SortSpec key
 columns with an index permutation as payload, and distinct's first-occurrence flags (the
-gather of columns by the permutation: ops/gather.py). Kernel IR for CUDA, OpenCL and Metal; launch.plan runs them from
+gather of columns by the permutation: ops/sort/gather_gpu.py). Kernel IR for CUDA, OpenCL and Metal; launch.plan runs them from
 `KernelSet.schedule` (launch.Step), the launch loop of every GPU runtime unchanged.
 
 Sort order: order_keys.py (NaN last both ways, -0.0 == 0.0, descending per key), computed by
@@ -51,14 +51,14 @@ of 1 B per row (256 int32 per tile of 1024 rows), like the scan: left out of the
 """
 from __future__ import annotations
 
-from .. import kernel_ir as K
-from .. import order_keys
-from ..dialects.by_name import DIALECTS, printer
-from ..launch import BLOCK, BufferSpec, KernelArg, KernelSet, KernelSpec, Step
-from ..lower_block import LID
-from ..stage_specs import SortSpec
-from . import sort_ir as S
-from .sort_ir import I32, I64, RADIX, SLOT, TILE, U32
+from ... import kernel_ir as K
+from ... import order_keys
+from ...dialects.by_name import DIALECTS, printer
+from ...launch import BLOCK, BufferSpec, KernelArg, KernelSet, KernelSpec, Step
+from ...lower_block import LID
+from ...stage_specs import SortSpec
+from . import ir as S
+from .ir import I32, I64, RADIX, SLOT, TILE, U32
 
 __all__ = ["render_sort", "bytes_per_element", "passes",
            "render_kernels"]

@@ -10,14 +10,14 @@ per non-count aggregate, and the int64 row count of every group (a count aggrega
 column, copied by the host).
 
 Steps (launch.Step schedule):
-  1. sort: ops/sort.py's stable LSD radix sort of all keys ascending, its permutation kept
+  1. sort: ops/sort/gpu.py's stable LSD radix sort of all keys ascending, its permutation kept
      on the device (scratch perm_a): groups come out in key order (NaN last), and within a
      group rows stay in source order, so the group's first sorted row is its first row.
   2. `<name>_group_partials` (one block per tile of TILE = BLOCK * EPT sorted positions;
      thread t owns the EPT consecutive positions t * EPT..): a position is a head (starts a
      group) when it is 0 or its row's key order bits differ from the previous position's
      (all NaNs one group, -0.0 == 0.0); heads[s] is stored. Each thread folds its rows'
-     values per lane (group_ir.py: one lane per folding aggregate plus the count), restarting
+     values per lane (ops/group/ir.py: one lane per folding aggregate plus the count), restarting
      at a head; a segmented block scan gives the tile's pair (did it have a head, fold of its
      rows after its last head): tile_v<lane>[tile]; tile_heads[tile] = heads in the tile.
   3. `<name>_group_scan` (one block): over the tiles in order, a BLOCK-sized chunk at a
@@ -45,18 +45,18 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from .. import kernel_ir as K
-from .. import order_keys
-from ..dialects.by_name import printer
-from ..launch import BufferSpec, KernelArg, KernelSet, Step
-from ..lower_block import LID, block_inclusive_scan
-from ..lower_element import check_name
-from ..stage_specs import GroupSpec, SortSpec
-from . import group_ir as G
-from . import sort as sort_op
-from . import sort_ir as S
-from .group_ir import I32, I64, VALID
-from .sort_ir import BLOCK, EPT, TILE
+from ... import kernel_ir as K
+from ... import order_keys
+from ...dialects.by_name import printer
+from ...launch import BufferSpec, KernelArg, KernelSet, Step
+from ...lower_block import LID, block_inclusive_scan
+from ...lower_element import check_name
+from ...stage_specs import GroupSpec, SortSpec
+from . import ir as G
+from ..sort import gpu as sort_op
+from ..sort import ir as S
+from .ir import I32, I64, VALID
+from ..sort.ir import BLOCK, EPT, TILE
 
 __all__ = ["SHAPE", "render_group", "bytes_per_element", "sort_spec"]
 

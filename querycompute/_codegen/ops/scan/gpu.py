@@ -30,7 +30,7 @@ OpenCL, Metal and WGSL: reduce-then-scan, three kernels, no block ever waits on 
                          steps 2 and a running carry from the seed: block_carry[b] = seed
                          folded with tiles 0..b-1
   <name>_scan_downsweep  (tiles) steps 1-3 with carry = block_carry[b]
-CUDA: single pass with a look-back after a tiny init kernel (ops/scan_lookback.py: the
+CUDA: single pass with a look-back after a tiny init kernel (ops/scan/lookback_gpu.py: the
 algorithm, its memory order and why it is fixed for floats and decoupled otherwise).
 
 Determinism: every grouping depends only on n (and the group size), never on timing, so a
@@ -41,17 +41,17 @@ just loaded, from cache) and writes once.
 """
 from __future__ import annotations
 
-from .. import dtypes as D
-from .. import expr as E
-from .. import kernel_ir as K
-from ..dialects.by_name import DIALECTS, printer
-from ..launch import BLOCK, BufferSpec, KernelArg, KernelSet, KernelSpec
-from ..lower_block import LID
-from ..lower_element import check_name, elems_per_thread, rename
-from ..program import ElementProgram
-from ..stage_specs import ScanSpec, check_combine
-from .scan_lookback import LookBack, exact_combine
-from .scan_names import BASE, N, NUM_BLOCKS, SH, TILE, VALID, as_i64 as _i64
+from ... import dtypes as D
+from ... import expr as E
+from ... import kernel_ir as K
+from ...dialects.by_name import DIALECTS, printer
+from ...launch import BLOCK, BufferSpec, KernelArg, KernelSet, KernelSpec
+from ...lower_block import LID
+from ...lower_element import check_name, elems_per_thread, rename
+from ...program import ElementProgram
+from ...stage_specs import ScanSpec, check_combine
+from .lookback_gpu import LookBack, exact_combine
+from .names import BASE, N, NUM_BLOCKS, SH, TILE, VALID, as_i64 as _i64
 
 SHAPE = "scan"
 LOOKBACK = 32            # CUDA look-back group: tiles, one per lane of warp 0
@@ -81,7 +81,7 @@ class _Lower(LookBack):
         check_name(spec.name, "scan")
         _check(spec)
         self.spec, self.dtype = spec, spec.dtype
-        self.bind = bind or {}      # argument -> KernelArg replacing the default (ops/compact_gpu.py)
+        self.bind = bind or {}      # argument -> KernelArg replacing the default (ops/compact/gpu.py)
         # the C names of the input and output buffers (a bound one's own, so that a kernel set
         # holding these kernels beside others never gives one name two buffers)
         self.IN = self.bind["in"].name if "in" in self.bind else IN
@@ -219,7 +219,7 @@ _SCRATCH = {"block_aggs": None, "block_carry": None, "block_incl": None, "block_
 
 def algorithm(dialect: str) -> str:
     """The multi-block scan `dialect` runs: "lookback" where its blocks have forward progress
-    (DialectCaps.forward_progress: a block may wait for an earlier one, ops/scan_lookback.py),
+    (DialectCaps.forward_progress: a block may wait for an earlier one, ops/scan/lookback_gpu.py),
     else "reduce_then_scan" (no block ever waits on another). KeyError for a name no GPU
     dialect has."""
     return "lookback" if DIALECTS[dialect].CAPS.forward_progress else "reduce_then_scan"

@@ -1,0 +1,10 @@
+"""The home of long rows (DESIGN.md section 4b): reductions along the rows of a 2-D input
+X of shape (m, k), bound as its flat C-ordered buffer.
+
+    part        file              what it holds
+    GPU         gpu.py            one work-group per row (row steps), or column tiles
+    CPU         cpu_kernels.py    numba text of the column-tiled reduction (loaded by
+                                  backends/cpu/rows_columns.py); the row-per-iteration kernels
+                                  are printed per plan by backends/cpu/rows_numba.py
+    reference   backends/reference/rows.py (whole-array NumPy reductions per row)
+"""
