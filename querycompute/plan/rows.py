@@ -123,7 +123,7 @@ class RowPlan:
         if self.strategy == "column-tiled":
             from ..backends.cpu.rows_columns import kernel_source
             return kernel_source()
-        from ..backends.cpu.rows_numba import row_source
+        from .._codegen.ops.rows.cpu import row_source
         return row_source(self)
 
     def finish(self, raw):

@@ -3,8 +3,9 @@ X of shape (m, k), bound as its flat C-ordered buffer.
 
     part        file              what it holds
     GPU         gpu.py            one work-group per row (row steps), or column tiles
-    CPU         cpu_kernels.py    numba text of the column-tiled reduction (loaded by
-                                  backends/cpu/rows_columns.py); the row-per-iteration kernels
-                                  are printed per plan by backends/cpu/rows_numba.py
+    CPU         cpu.py            a row plan printed as numba source (row per iteration: the
+                                  steps' loops over the row; run by backends/cpu/rows_numba.py)
+                cpu_kernels.py    numba text of the column-tiled reduction (loaded by
+                                  backends/cpu/rows_columns.py)
     reference   backends/reference/rows.py (whole-array NumPy reductions per row)
 """
