@@ -91,10 +91,20 @@ class HandWrittenW1:
         platforms = [p for p in cl.get_platforms() if "Portable" in p.name] or cl.get_platforms()
         if not platforms:
             raise SystemExit("no OpenCL platform: pip install 'pyopencl[pocl]'")
-        self.device = platforms[0].get_devices()[0]
-        self.ctx = cl.Context([self.device])
+        # the first device that compiles: a pocl whose LLVM predates the CPU builds nothing
+        # (querycompute/backends/opencl/opencl_device.py, probe), another pocl may be listed
+        errors = []
+        for device in (d for p in platforms for d in p.get_devices()):
+            self.device, self.ctx = device, cl.Context([device])
+            try:
+                self.program = cl.Program(self.ctx, SOURCE).build(
+                    options=["-cl-fp32-correctly-rounded-divide-sqrt"])
+                break
+            except cl.Error as exc:
+                errors.append(f"{device.name}: {str(exc).strip().splitlines()[-1]}")
+        else:
+            raise SystemExit(f"no OpenCL device compiles the kernel: {'; '.join(errors)}")
         self.queue = cl.CommandQueue(self.ctx)
-        self.program = cl.Program(self.ctx, SOURCE).build(options=["-cl-fp32-correctly-rounded-divide-sqrt"])
         self.groups = max(1, min(MAX_GROUPS, -(-n // (4 * BLOCK))))
         mf = cl.mem_flags
         self.x = cl.Buffer(self.ctx, mf.READ_ONLY, max(4, 4 * n))

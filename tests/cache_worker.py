@@ -94,8 +94,9 @@ def opencl(job, disk_cache) -> dict:
     import numpy as np
     import pyopencl as cl
     from querycompute.cache import opencl_identity
-    device = cl.get_platforms()[0].get_devices()[0]
-    ctx = cl.Context([device])
+    from querycompute.backends.opencl.opencl_device import open_device
+    dev = open_device()          # the device the library uses: one that compiles (probe)
+    device, ctx = dev.device, dev.context
     compiler, device_id = opencl_identity(device)
     options = ["-cl-std=CL1.2"]
     key = disk_cache.make_key(backend="opencl", compiler=compiler, device=device_id,
@@ -104,7 +105,7 @@ def opencl(job, disk_cache) -> dict:
     origin = "disk"
     if payload is None:
         origin = "compiled"
-        program = cl.Program(ctx, OPENCL_SOURCE).build(options=options)
+        program = cl.Program(ctx, OPENCL_SOURCE).build(options=options, devices=[device])
         payload = program.get_info(cl.program_info.BINARIES)[0]
         disk_cache.store(key, payload, source_suffix=".cl", kernel_names=["affine"])
     else:

@@ -55,8 +55,7 @@ def test_processes_racing_on_one_cold_numba_module(tmp_path):
     assert after["numba_hits"] == 1 and after["numba_misses"] == 0
 
 
-def test_processes_racing_on_one_cold_opencl_program(tmp_path):
-    pytest.importorskip("pyopencl")
+def test_processes_racing_on_one_cold_opencl_program(tmp_path, ocl):
     results = race(tmp_path, {"action": "opencl"}, 2)
     assert all(r["right"] for r in results)
     assert_one_clean_entry(tmp_path / "cache", results[0]["key"])

@@ -169,8 +169,7 @@ def test_damaged_numba_module_entry_is_recompiled_never_run_as_is(tmp_path, dama
     assert third["numba_hits"] == 1 and third["numba_misses"] == 0
 
 
-def test_damaged_opencl_program_binary_is_rebuilt_by_the_real_compiler(tmp_path):
-    pytest.importorskip("pyopencl")
+def test_damaged_opencl_program_binary_is_rebuilt_by_the_real_compiler(tmp_path, ocl):
     cache = tmp_path / "cache"
     first = run_worker(cache, {"action": "opencl"})
     assert first["origin"] == "compiled" and first["right"]

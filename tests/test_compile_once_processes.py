@@ -6,9 +6,9 @@ from test_cache_concurrency import race
 
 
 @pytest.mark.parametrize("backend", ["cpu", "opencl"])
-def test_four_processes_starting_one_cold_query_compile_it_once(tmp_path, backend):
+def test_four_processes_starting_one_cold_query_compile_it_once(tmp_path, backend, request):
     if backend == "opencl":
-        pytest.importorskip("pyopencl")
+        request.getfixturevalue("ocl")        # skips without a device that compiles
     results = race(tmp_path, {"action": "query", "backend": backend}, 4)
     assert all(r["right"] for r in results)
     assert all(r["warnings"] == [] for r in results)

@@ -55,8 +55,7 @@ def test_fork_after_a_cpu_query_with_its_thread_pool_started_and_a_lock_held(tmp
     assert _run("cpu", tmp_path) == ["True", "True", "True"]
 
 
-def test_fork_after_an_opencl_query(tmp_path):
-    pytest.importorskip("pyopencl")
+def test_fork_after_an_opencl_query(tmp_path, ocl):
     child = _run("opencl", tmp_path)
     assert child[0].startswith("unavailable: ") and "fork" in child[0] and "spawn" in child[0]
     assert child[1] == "True"             # auto picks a backend that works in the child

@@ -62,8 +62,8 @@ def test_item8_device_failure_disables_the_device_and_reruns_on_cpu(pocl, monkey
     (standing in for a GPU: its remembered choice is opencl) warns once, marks opencl broken
     for the process, reruns on cpu, and the trace says so; the next call goes to cpu quietly."""
     import warnings
-    import pyopencl as cl
-    device = cl.get_platforms()[0].get_devices()[0]
+    from querycompute.backends.opencl.opencl_device import open_device
+    device = open_device().device         # the one the opencl backend runs on
     n = 1_100_000_000
     if n * 8 <= device.max_mem_alloc_size:
         pytest.skip("this OpenCL device could allocate the output")

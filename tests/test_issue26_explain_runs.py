@@ -66,8 +66,7 @@ def test_narrow_key_join_on_cpu_says_the_cpu_runs_it():
     assert any("join_probe" in name and dialect == "numba" for name, dialect in runs), runs
 
 
-def test_wide_key_join_on_opencl_names_the_host_reference():
-    pytest.importorskip("pyopencl")
+def test_wide_key_join_on_opencl_names_the_host_reference(ocl):
     text = _wide_join("opencl").explain(terminal="sum")
     assert "device hash join" not in text and "qc_join_count" not in text, text
     (line,) = _stage_lines(text, "numpy reference on the host")

@@ -23,9 +23,9 @@ def _run(args, cache_dir) -> dict:
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_8_threads_16_chains_cold_then_warm_disk_cache(backend, tmp_path):
+def test_8_threads_16_chains_cold_then_warm_disk_cache(backend, tmp_path, request):
     if backend == "opencl":
-        pytest.importorskip("pyopencl")
+        request.getfixturevalue("ocl")        # skips without a device that compiles
     for state in ("cold", "warm"):
         result = _run(["chains", backend, 8, 2], tmp_path)
         assert result["errors"] == [], f"{state} disk cache: {result['errors']}"
@@ -34,9 +34,9 @@ def test_8_threads_16_chains_cold_then_warm_disk_cache(backend, tmp_path):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_8_threads_5000_calls_of_one_query(backend, tmp_path):
+def test_8_threads_5000_calls_of_one_query(backend, tmp_path, request):
     if backend == "opencl":
-        pytest.importorskip("pyopencl")
+        request.getfixturevalue("ocl")        # skips without a device that compiles
     result = _run(["repeat", backend, 8, 5000], tmp_path)
     assert result["errors"] == []
     assert result["checked"] == 8 * 5000

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from ...cache import CacheWarning, disk_cache, dump_source, opencl_identity
+from ...errors import CompileError
 from ...log import native_stderr, warn
 from .opencl_build import build_quietly
 
@@ -76,8 +77,9 @@ def _lists_gpu(cl) -> bool:
 
 
 def open_device() -> DeviceContext:
-    """A GPU device when one exists, else any device (pocl's CPU device on CI machines).
-    Raises RuntimeError saying why when PyOpenCL or every device is missing."""
+    """A GPU device when one exists, else any device (pocl's CPU device on CI machines); the
+    first, in that order, that builds a probe kernel (`probe`). Raises RuntimeError saying
+    why when PyOpenCL or every device is missing, or when no device can compile."""
     try:
         import pyopencl as cl
     except ImportError as exc:
@@ -95,10 +97,54 @@ def _open(cl) -> DeviceContext:
     if not devices:
         raise RuntimeError(f"OpenCL platforms {[p.name for p in platforms]} have no device; {INSTALL_HINT}")
     gpus = [d for d in devices if d.type & cl.device_type.GPU]
-    device = (gpus or devices)[0]
-    context = cl.Context([device])
-    queue = cl.CommandQueue(context, device, properties=cl.command_queue_properties.PROFILING_ENABLE)
-    return DeviceContext(cl, device, context, queue)
+    refused = []
+    for device in gpus + [d for d in devices if d not in gpus]:
+        context = cl.Context([device])
+        why = probe(cl, device, context)
+        if not why:
+            queue = cl.CommandQueue(context, device, properties=cl.command_queue_properties.PROFILING_ENABLE)
+            return DeviceContext(cl, device, context, queue)
+        refused.append(why)
+    raise RuntimeError("; ".join(refused))
+
+
+# A device can be listed and still compile nothing: the pocl of the pyopencl[pocl] wheel
+# (pocl 3.0, LLVM 14) asks its clang for target CPU 'generic' on CPUs its LLVM predates (AMD
+# Zen 5: "unknown target CPU 'generic'"), so every build fails. Each device is asked to
+# build this kernel before it is used (once per device and process: ~0.1 s on pocl with its
+# kernel cache warm, 1 s cold); one that can't is passed over, and when none can, the
+# backend is unavailable with the compiler's reason. Only opening the device probes: not
+# importing querycompute, and not `auto`, which opens no CPU device (find_gpu).
+PROBE_SOURCE = "__kernel void querycompute_probe(__global int *x) { x[get_global_id(0)] += 1; }"
+_probed: dict[int, str] = {}       # device handle -> "" (it builds) or why it can't
+
+
+def probe(cl, device, context) -> str:
+    """"" when `device` builds PROBE_SOURCE, else why not (the compiler's error line)."""
+    key = device.int_ptr
+    why = _probed.get(key)
+    if why is None:
+        try:
+            build_quietly(cl, context, device, PROBE_SOURCE, [])
+            why = ""
+        except CompileError as exc:
+            why = _cannot_compile(device, exc.log)
+        except cl.Error as exc:           # the driver refused the program itself
+            why = _cannot_compile(device, str(exc))
+        _probed[key] = why
+    return why
+
+
+def _cannot_compile(device, log: str) -> str:
+    lines = [line.strip() for line in log.splitlines() if line.strip()]
+    error = next((line.split("error:", 1)[1].strip() for line in lines if "error:" in line),
+                 lines[0] if lines else "the build failed without a log")
+    name = f"{device.platform.name.strip()} / {device.name.strip()}"
+    version = " ".join(device.platform.version.split())
+    if "unknown target CPU" in error and "pocl" in version.lower():
+        return (f"pocl cannot compile for this CPU: {error} ({name}, {version}: its LLVM does "
+                f"not know this CPU; another pocl, such as Debian's pocl-opencl-icd, may)")
+    return f"the OpenCL device {name} cannot compile a kernel: {error}"
 
 
 def build_program(ctx, device, source: str, options) -> object:
