@@ -67,7 +67,8 @@ def test_a_device_that_cannot_compile_is_unavailable_with_the_compilers_reason(f
     monkeypatch.setitem(registry._instances, "opencl", backend)
     assert qc.backends()["opencl"] == {"available": False, "reason": why}
     with pytest.raises(qc.BackendUnavailableError, match="unknown target CPU 'generic'"):
-        qc.query(np.arange(10, dtype=np.float32)).on("opencl").sum()
+        # (a lambda of its own: no earlier test of this process has this query in the memo)
+        qc.query(np.arange(10, dtype=np.float32)).on("opencl").select(lambda v: v * 3 + 7).sum()
     # once per device and process: a second backend object (opencl_stages opens its own
     # device too) does not build again
     assert OpenCLBackend().availability() == (False, why)
