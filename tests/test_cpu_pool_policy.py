@@ -1,8 +1,8 @@
 """The cpu backend starts numba's thread pool with OpenMP's passive wait policy unless the
-user chose one (backends/cpu.py start_pool; docs/configuration.md; the column operations'
-prange kernels use it, fused passes run on the morsel pool): GNU OpenMP reports the
-policy it read when it loaded (OMP_DISPLAY_ENV=true), and the variable never stays in the
-process's environment. Each case is a fresh interpreter (OpenMP reads it once per process)."""
+user chose one (backends/cpu.py start_pool; docs/configuration.md; the prange kernels of
+scan, group_by and join use it; fused passes and the sort family run on the morsel pool):
+GNU OpenMP reports the policy it read when it loaded (OMP_DISPLAY_ENV=true), and the
+variable never stays in the process's environment. Each case is a fresh interpreter (OpenMP reads it once per process)."""
 from __future__ import annotations
 
 import os
@@ -14,8 +14,8 @@ import pytest
 
 SCRIPT = textwrap.dedent("""
     import os, numpy as np, querycompute as qc
-    x = np.arange(300_000, dtype=np.float32)[::-1].copy()   # above SERIAL_MAX: the sort's prange kernels
-    ok = bool((qc.query(x).on("cpu").order_by().to_array() == np.sort(x)).all())
+    x = np.arange(300_000, dtype=np.int64)[::-1].copy()     # above SERIAL_MAX: the scan's prange kernels
+    ok = bool((qc.query(x).on("cpu").scan(lambda a, v: a + v, 0).to_array() == np.cumsum(x)).all())
     print("RESULT", ok, os.environ.get("OMP_WAIT_POLICY"))
 """)
 

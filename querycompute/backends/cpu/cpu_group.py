@@ -124,15 +124,9 @@ class CpuGroupBy:
     def _pack(self, keys, rows, label) -> np.ndarray:
         """The keys' order bits side by side in the narrowest unsigned word that holds them
         all (the first key highest: the word orders and equals as the tuple)."""
-        from .cpu_stages import _consts, _raw
         total = sum(k.dtype.itemsize for k in keys)
         w = np.zeros(len(keys[0]), f"u{next(b for b in (1, 2, 4, 8) if b >= total)}")
-        for k in keys:
-            width = 8 * k.dtype.itemsize
-            kind, sign, ones, inf = _consts(k.dtype)
-            self.stages._run(self.stages._kernels(), "pack", len(w), rows, label, w, _raw(k),
-                             width, width, kind, False, sign, ones, inf)
-        return w
+        return self.stages._pack((False,) * len(keys), keys, rows, label, w)
 
     def _sorted_runs(self, spec, keys, word, rows):
         """(stable sort permutation, run starts with n appended): step 3."""

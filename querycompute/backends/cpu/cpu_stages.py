@@ -1,6 +1,10 @@
 """The cpu backend's column operations between fused passes (StageRuntime "cpu"): numba
-kernels parallel over fixed chunks, equal to stage_runtime.NumpyStages bit for bit (a float
-scan groups its combines differently, deterministically for a given n).
+kernels over fixed chunks, equal to stage_runtime.NumpyStages bit for bit (a float scan
+groups its combines differently, deterministically for a given n). The sort family (sort,
+top-k, gather, packing, distinct: ops/sort/cpu_kernels.py) runs as steps over ranges of
+chunks through the morsel scheduler (`_morsels`), the small sequential work between steps
+(offsets) in NumPy here; scan, group_by and join still have prange kernels with serial twins
+(`_run`).
 
     sort             LSD radix sort per key column, the LAST key first (each pass is stable,
                      so earlier keys decide and ties keep index order); a later key column
@@ -25,8 +29,9 @@ scan groups its combines differently, deterministically for a given n).
     semi_join        the join's hash table of the other side, a flag per row (cpu_join.py).
     fused_group      the pass before a group_by and the aggregates in one pass, per-chunk
                      private tables (<= 4096 groups; cpu_group_fused.py), else None.
-Small inputs (n < SERIAL_MAX) run the `_serial` kernels (one chunk, no thread pool), which
-compute exactly what the parallel ones do. numba is imported on first use, never on import.
+Small inputs run as one call on the caller's thread (one morsel; prange kernels: their
+`_serial` twins for n < SERIAL_MAX), which computes exactly what the parallel run does.
+numba is imported on first use, never on import.
 """
 from __future__ import annotations
 
@@ -44,6 +49,7 @@ from .cpu_join import CpuJoin, key_types, reference_reason
 from .numba_loader import load, stage_kernels_source
 from ..stage_runtime import StageRuntime
 
+RADIX = 256
 _NO_IDX = np.empty(0, np.int64)
 _NO_WORDS = np.empty(0, np.uint64)     # distinct's second key words, for one-word keys
 _consts = order_keys.numba_consts          # (kind, sign, ones, inf): what order_bits takes
@@ -64,6 +70,12 @@ def key_words(dtypes) -> tuple | None:
         words[-1].append(j)
         room -= size
     return tuple(tuple(w) for w in words) if len(words) <= 2 else None
+
+
+def _chunks(n: int) -> int:
+    """The chunks of CHUNK rows n rows make (at least one: a step over an empty input runs
+    once and does nothing)."""
+    return max(1, -(-n // CHUNK))
 
 
 def _raw(x: np.ndarray) -> np.ndarray:
@@ -112,13 +124,41 @@ class CpuStages(StageRuntime):
     # ---- sort ---------------------------------------------------------------------------
     def _radix(self, x, desc: bool, idx, rows, label):
         """(sorted raw bits of key x, payload): idx None starts the permutation, else it
-        rides along; mode 0 (no payload) when idx is False."""
+        rides along; mode 0 (no payload) when idx is False. The LSD radix sort of
+        ops/sort/cpu_kernels.py, its steps run by morsels, the offsets between them here."""
         u = _raw(x)
+        n, nb = len(u), u.dtype.itemsize
         mode = 0 if idx is False else (1 if idx is None else 2)
         src_idx = idx if mode == 2 else _NO_IDX
-        kind, sign, ones, inf = _consts(x.dtype)
-        return self._run(self._kernels(), "radix", len(u), rows, label, u, src_idx, mode,
-                         kind, desc, sign, ones, inf)
+        consts = _consts(x.dtype)
+        kind, sign, ones, inf = consts
+        mod, nch = self._kernels(), _chunks(n)
+        hc = np.zeros((nch, nb, RADIX), np.int64)
+        self._morsels(mod, "radix_counts", nch, rows, label, n, u, hc, kind, desc, sign, ones, inf)
+        active = [b for b in range(nb) if hc[:, b].sum(axis=0).max() < n]   # digits that vary
+        if not active:
+            return u.copy(), (np.arange(n, dtype=np.int64) if mode == 1 else src_idx.copy())
+        src, sidx = u, src_idx
+        bufs = (np.empty_like(u), np.empty_like(u))
+        ibufs = (np.empty(n if mode else 0, np.int64), np.empty(n if mode else 0, np.int64))
+        for k, b in enumerate(active):
+            shift = np.uint64(8 * b)
+            if k == 0:                          # keys still in input order: step 1's counts
+                hd = np.ascontiguousarray(hc[:, b])
+            else:
+                hd = np.empty((nch, RADIX), np.int64)
+                self._morsels(mod, "radix_digit_counts", nch, rows, label, n, src, hd, shift,
+                              kind, desc, sign, ones, inf)
+            # offsets in (digit, chunk) order: the elements of smaller digits, then those of
+            # this digit in earlier chunks
+            total = hd.sum(axis=0)
+            off = (np.cumsum(total) - total)[None, :] + (np.cumsum(hd, axis=0) - hd)
+            dst, didx = bufs[k % 2], ibufs[k % 2]
+            self._morsels(mod, "radix_scatter", nch, rows, label, n, src, sidx, off, shift, dst,
+                          didx, mode, kind, desc, sign, ones, inf)
+            src, sidx = dst, didx
+            mode = 2 if mode else 0
+        return src, sidx
 
     def _full_sort(self, spec, keys, rows) -> np.ndarray:
         perm = None
@@ -143,23 +183,48 @@ class CpuStages(StageRuntime):
         else:
             u, desc = self._pack(spec.descending, keys, rows, f"{spec.name}_"), False
             kind, sign, ones, inf = _consts(np.dtype(np.uint64))
-        cand = self._run(mod, "topk", n, rows, f"{spec.name}_", u, k, kind, desc, sign, ones, inf)
+        cand = self._topk(mod, u, k, (kind, desc, sign, ones, inf), rows, f"{spec.name}_")
         if sum(c.dtype.itemsize for c in keys) > 8:
             # u holds the tuple's first 64 bits only: the top k by (word, index) fix the k-th
             # smallest word, and every row whose word is not above it is a candidate (rows
             # sharing that word are ordered by the later bits)
             bound = np.partition(u[cand], k - 1)[k - 1]
-            cand = self._run(mod, "select_le", n, rows, f"{spec.name}_", u, bound)
+            cand = self._select_le(mod, u, bound, rows, f"{spec.name}_")
         cand.sort()                                      # index order: ties by index below
         sub = [c[cand] for c in keys]
         return cand[self._full_sort(spec, sub, rows)[:k]]
 
-    def _pack(self, descending, keys, rows, label) -> np.ndarray:
-        """One uint64 word per row: the keys' order bits side by side, the first key
-        highest, so the word orders (and equals) as the key tuple; a tuple wider than 64
-        bits keeps its first 64 (which order the rows but may tie)."""
-        w = np.zeros(len(keys[0]), np.uint64)
-        room = 64
+    def _topk(self, mod, u, k, consts, rows, label) -> np.ndarray:
+        """Candidate indices (in chunk order) holding the top k of u: chunk 0's heap first
+        (its k-th key bounds the rest), then every other chunk's by morsels."""
+        n, nch = len(u), _chunks(len(u))
+        ht, hi_ = np.empty((nch, k), np.uint64), np.empty((nch, k), np.int64)
+        cnt = np.zeros(nch, np.int64)
+        ones = consts[3]
+        self._morsels(mod, "topk_chunks", 1, rows, label, 0, n, u, k, ht, hi_, cnt, ones, *consts)
+        bound = ht[0, 0] if cnt[0] == k else ones
+        if nch > 1:
+            self._morsels(mod, "topk_chunks", nch - 1, rows, label, 1, n, u, k, ht, hi_, cnt,
+                          bound, *consts)
+        return hi_[np.arange(k)[None, :] < cnt[:, None]]      # row-major: chunk order
+
+    def _select_le(self, mod, w, bound, rows, label) -> np.ndarray:
+        """Indices (ascending) of the words <= bound: per-chunk counts, then each chunk
+        writes at its offset."""
+        n, nch = len(w), _chunks(len(w))
+        cnt = np.zeros(nch + 1, np.int64)
+        self._morsels(mod, "select_le_counts", nch, rows, label, n, w, bound, cnt)
+        off = np.cumsum(cnt)
+        out = np.empty(int(off[-1]), np.int64)
+        self._morsels(mod, "select_le_write", nch, rows, label, n, w, bound, off, out)
+        return out
+
+    def _pack(self, descending, keys, rows, label, w=None) -> np.ndarray:
+        """One word per row (uint64 unless `w` is given): the keys' order bits side by side,
+        the first key highest, so the word orders (and equals) as the key tuple; a tuple
+        wider than the word keeps its first bits (which order the rows but may tie)."""
+        w = np.zeros(len(keys[0]), np.uint64) if w is None else w
+        room = 8 * w.dtype.itemsize
         for c, desc in zip(keys, descending):
             if room == 0:
                 break
@@ -167,8 +232,8 @@ class CpuStages(StageRuntime):
             take = min(width, room)
             room -= take
             kind, sign, ones, inf = _consts(c.dtype)
-            self._run(self._kernels(), "pack", len(w), rows, label, w, _raw(c), width, take,
-                      kind, bool(desc), sign, ones, inf)
+            self._morsels(self._kernels(), "pack_chunks", _chunks(len(w)), rows, label, len(w), w,
+                          _raw(c), width, take, kind, bool(desc), sign, ones, inf)
         return w
 
     def sort_values(self, spec, key, rows):
@@ -189,8 +254,8 @@ class CpuStages(StageRuntime):
                 continue
             raw_t = f"u{col.dtype.itemsize}"
             res = np.empty(len(perm), col.dtype)
-            self._run(self._kernels(), "gather", len(perm), rows, "",
-                      col.view(raw_t), perm, res.view(raw_t))
+            self._morsels(self._kernels(), "gather_chunks", _chunks(len(perm)), rows, "",
+                          col.view(raw_t), perm, res.view(raw_t))
             out.append(res)
         return out
 
@@ -306,11 +371,33 @@ class CpuStages(StageRuntime):
                         for w in words]
             u2 = rest[0] if rest else _NO_WORDS
             kind, sign, ones, inf = _consts(np.dtype(np.uint64))
-        # partitions of ~16K elements (each one's hash set stays in a core's L2); the serial
-        # kernel takes the whole input as one
-        pbits = int(min(12, max(1, round(np.log2(max(n, 1) / 16384)))))
-        return self._run(self._kernels(), "distinct", n, rows, f"{spec.name}_", u, u2, pbits,
-                         kind, sign, ones, inf)
+        return self._distinct(u, u2, (kind, sign, ones, inf), rows, f"{spec.name}_")
+
+    def _distinct(self, u, u2, consts, rows, label) -> np.ndarray:
+        """First-occurrence flags of the words u (and u2): hash partitions of ~16K rows
+        (each one's hash set stays in a core's L2; one chunk or less: one partition, no
+        scatter), a stable counting scatter into them, a hash set per partition."""
+        mod, n = self._kernels(), len(u)
+        nch = _chunks(n)
+        pbits = 0 if nch == 1 else int(min(12, max(1, round(np.log2(n / 16384)))))
+        npart, psh = 1 << pbits, 64 - pbits
+        words = np.empty(n, np.uint64)
+        hc = np.zeros((nch, npart), np.int64)
+        self._morsels(mod, "distinct_words", nch, rows, label, n, u, u2, words, hc, psh, *consts)
+        keep = np.empty(n, np.bool_)
+        if npart == 1:
+            start = np.array([0, n], np.int64)
+            self._morsels(mod, "distinct_sets", 1, rows, label, start, words, u2, _NO_IDX, keep, 0)
+            return keep
+        # offsets in (partition, chunk) order: a partition's rows in index order
+        total = hc.sum(axis=0)
+        start = np.append(np.cumsum(total) - total, n).astype(np.int64)
+        off = start[None, :-1] + (np.cumsum(hc, axis=0) - hc)
+        pw, pidx = np.empty(n, np.uint64), np.empty(n, np.int64)
+        pw2 = np.empty(n if len(u2) else 0, np.uint64)
+        self._morsels(mod, "distinct_scatter", nch, rows, label, n, words, u2, off, psh, pw, pw2, pidx)
+        self._morsels(mod, "distinct_sets", npart, rows, label, start, pw, pw2, pidx, keep, pbits)
+        return keep
 
     def _first_by_sort(self, spec, keys, rows) -> np.ndarray:
         """Key tuples that don't fit two words: run starts of the stable sort (the first row of

@@ -13,11 +13,16 @@ raw bits, so sorted values keep -0.0 and NaN payloads exactly, and no transforme
 ever written.
 
 Loads and stores index with unsigned integers: numba then emits no negative-index fix-up
-(which costs up to 2x in these loops). Chunks are CHUNK elements whatever the thread count. A chunk is the unit of every parallel
-loop (`prange` over chunks); each `*_serial` driver is the same algorithm on one chunk
-(n < SERIAL_MAX <= CHUNK), without the thread pool.
+(which costs up to 2x in these loops). Chunks are CHUNK elements whatever the thread count.
+Every entry point is ONE STEP over a range of chunks [c0, c1) (or of hash partitions), run
+without the GIL; the cpu stage runtime calls it through the morsel scheduler
+(backends/cpu/morsels.py: one call on the caller's thread for a small input, morsels handed
+out dynamically to the pool otherwise) and does the small sequential work between steps
+(prefix sums of counts) with NumPy. Each step writes only its own chunks' slots, so no
+thread count or schedule can change a result.
 
-Radix sort (radix_parallel): LSD, 8-bit digits, least significant first.
+Radix sort (radix_counts, radix_digit_counts, radix_scatter): LSD, 8-bit digits, least
+significant first.
   1. one read pass: per chunk, histograms of EVERY digit (nch x width x 256 counts); a digit
      whose global histogram has a single non-empty bucket is skipped (all keys share it).
   2. per active digit: per-chunk histograms (the first active digit reuses step 1's), then
@@ -26,18 +31,19 @@ Radix sort (radix_parallel): LSD, 8-bit digits, least significant first.
      index order to offset[c, d]++. Chunk c's elements of digit d land after those of
      earlier chunks and in their own order: each pass is stable, so the sort is.
   The payload is the int64 index permutation (mode 1: the pass's first makes it from i).
-Top-k (topk_parallel): every chunk keeps its k smallest (key, index) in a max-heap (a new
+Top-k (topk_chunks): every chunk keeps its k smallest (key, index) in a max-heap (a new
   element enters only below the heap's top, and chunk 0's k-th key bounds every other
   chunk's: with random data almost every block of keys costs one vectorised count); the
   union of the chunks' candidates holds the global top k, which cpu_stages sorts (a small
   radix sort, candidates in index order: ties go by index).
-First occurrence (distinct_parallel): each element's key is one exact uint64 word (its
-  order bits, or several keys' bits packed), or two (`u2`: a key tuple of up to 128 bits,
-  whole columns packed into two words; wider tuples take a sort in cpu_stages). Words (a
-  second word mixed into the first's hash) are hashed into P partitions; a counting scatter (as a radix pass: stable) puts each
-  partition's (word, index) pairs in index order; each partition then runs an
-  open-addressing hash set in that order, so the first insert of a word is its first
-  occurrence. The flags are exact booleans: no order or thread count can change them.
+First occurrence (distinct_words, distinct_scatter, distinct_sets): each element's key is
+  one exact uint64 word (its order bits, or several keys' bits packed), or two (`u2`: a key
+  tuple of up to 128 bits, whole columns packed into two words; wider tuples take a sort in
+  cpu_stages). Words (a second word mixed into the first's hash) are hashed into P
+  partitions; a counting scatter (as a radix pass: stable) puts each partition's (word,
+  index) pairs in index order; each partition then runs an open-addressing hash set in that
+  order, so the first insert of a word is its first occurrence (one partition: the words in
+  place, no scatter). The flags are exact booleans: no order or thread count can change them.
 """
 import numpy as np
 from numba import njit, prange
@@ -48,8 +54,9 @@ TOPK_BLOCK = 64                             # keys compared with a full heap's t
 _U0, _U1, _U8, _MASK = np.uint64(0), np.uint64(1), np.uint64(8), np.uint64(255)
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)    # Fibonacci hashing multiplier
 _MIX = np.uint64(0xC2B2AE3D27D4EB4F)       # mixes a second key word into the first's hash
-# Only the explicit prange loops run in parallel: numba would otherwise turn every array
-# expression (np.zeros, h += hc[c]) into a parallel region of its own, each a thread barrier.
+# The group_by and join kernels appended to this text still run prange loops: only the
+# explicit ones run in parallel (numba would otherwise turn every array expression (np.zeros,
+# h += hc[c]) into a parallel region of its own, each a thread barrier).
 PRANGE_ONLY = {"prange": True, "comprehension": False, "reduction": False, "inplace_binop": False,
                "setitem": False, "numpy": False, "stencil": False, "fusion": False}
 
@@ -93,103 +100,29 @@ def _scatter(u, idx, lo, hi, pos, shift, dst, didx, mode, kind, desc, sign, ones
         pos[d] = p + _U1
 
 
-@njit(cache=True)
-def _active(h, n):
-    """Which digits vary: those whose (global) histogram is not all in one bucket."""
-    nb = h.shape[0]
-    act = np.zeros(nb, np.bool_)
-    for b in range(nb):
-        act[b] = h[b].max() < n
-    return act
-
-
-@njit(cache=True)
-def _empty_like_idx(n, mode):
-    return np.empty(n if mode else 0, np.int64)
-
-
-@njit(cache=True)
-def _no_pass(u, idx, mode):
-    """The result when every digit is skipped: the keys as they are."""
-    if mode == 1:
-        return u.copy(), np.arange(u.shape[0], dtype=np.int64)
-    return u.copy(), idx.copy()
-
-
-@njit(cache=True)
-def radix_serial(u, idx, mode, kind, desc, sign, ones, inf):
-    """(sorted raw keys, their payload): the one-chunk radix sort (global histograms are
-    the chunk's, so every offset comes from step 1)."""
-    n, nb = u.shape[0], u.itemsize
-    h = np.zeros((nb, RADIX), np.int64)
-    _hist_all(u, 0, n, h, kind, desc, sign, ones, inf)
-    act = _active(h, n)
-    if not act.any():
-        return _no_pass(u, idx, mode)
-    src, sidx = u, idx
-    bufs = (np.empty_like(u), np.empty_like(u))
-    ibufs = (_empty_like_idx(n, mode), _empty_like_idx(n, mode))
-    k = 0
-    for b in range(nb):
-        if not act[b]:
-            continue
-        pos = np.empty(RADIX, np.int64)
-        run = 0
-        for d in range(RADIX):
-            pos[d] = run
-            run += h[b, d]
-        dst, didx = bufs[k % 2], ibufs[k % 2]
-        _scatter(src, sidx, 0, n, pos, np.uint64(8 * b), dst, didx, mode, kind, desc, sign, ones, inf)
-        src, sidx = dst, didx
-        mode = 2 if mode else 0
-        k += 1
-    return src, sidx
-
-
-@njit(cache=True, parallel=PRANGE_ONLY)
-def radix_parallel(u, idx, mode, kind, desc, sign, ones, inf):
-    """radix_serial over fixed chunks (module doc, steps 1-2)."""
-    n, nb = u.shape[0], u.itemsize
-    nch = (n + CHUNK - 1) // CHUNK
-    hc = np.zeros((nch, nb, RADIX), np.int64)
-    for c in prange(nch):
+@njit(cache=True, nogil=True)
+def radix_counts(c0, c1, n, u, hc, kind, desc, sign, ones, inf):
+    """Step 1: hc[c] = chunk c's histograms of every digit (hc: nch x width x 256)."""
+    for c in range(c0, c1):
         _hist_all(u, c * CHUNK, min(n, c * CHUNK + CHUNK), hc[c], kind, desc, sign, ones, inf)
-    h = np.zeros((nb, RADIX), np.int64)
-    for c in range(nch):
-        h += hc[c]
-    act = _active(h, n)
-    if not act.any():
-        return _no_pass(u, idx, mode)
-    src, sidx = u, idx
-    bufs = (np.empty_like(u), np.empty_like(u))
-    ibufs = (_empty_like_idx(n, mode), _empty_like_idx(n, mode))
-    k = 0
-    hd = np.zeros((nch, RADIX), np.int64)
-    for b in range(nb):
-        if not act[b]:
-            continue
-        shift = np.uint64(8 * b)
-        if k == 0:                          # keys still in input order: step 1's counts
-            for c in range(nch):
-                hd[c] = hc[c, b]
-        else:
-            for c in prange(nch):
-                hd[c] = 0
-                _hist(src, c * CHUNK, min(n, c * CHUNK + CHUNK), hd[c], shift, kind, desc, sign, ones, inf)
-        off = np.empty((nch, RADIX), np.int64)
-        run = 0
-        for d in range(RADIX):
-            for c in range(nch):
-                off[c, d] = run
-                run += hd[c, d]
-        dst, didx = bufs[k % 2], ibufs[k % 2]
-        for c in prange(nch):
-            _scatter(src, sidx, c * CHUNK, min(n, c * CHUNK + CHUNK), off[c], shift, dst, didx,
-                     mode, kind, desc, sign, ones, inf)
-        src, sidx = dst, didx
-        mode = 2 if mode else 0
-        k += 1
-    return src, sidx
+
+
+@njit(cache=True, nogil=True)
+def radix_digit_counts(c0, c1, n, u, hd, shift, kind, desc, sign, ones, inf):
+    """Step 2's counts of a later digit: hd[c] = chunk c's histogram of the digit at `shift`."""
+    for c in range(c0, c1):
+        hd[c, :] = 0
+        _hist(u, c * CHUNK, min(n, c * CHUNK + CHUNK), hd[c], shift, kind, desc, sign, ones, inf)
+
+
+@njit(cache=True, nogil=True)
+def radix_scatter(c0, c1, n, src, sidx, off, shift, dst, didx, mode, kind, desc, sign, ones, inf):
+    """Step 2's scatter: chunk c's elements in order to dst[off[c, digit]++] (off: the
+    caller's offsets in (digit, chunk) order); the payload from sidx (mode 2), from the
+    index (mode 1) or none (mode 0)."""
+    for c in range(c0, c1):
+        _scatter(src, sidx, c * CHUNK, min(n, c * CHUNK + CHUNK), off[c], shift, dst, didx,
+                 mode, kind, desc, sign, ones, inf)
 
 
 # ---- top-k -----------------------------------------------------------------------------------
@@ -260,47 +193,24 @@ def _topk_block(u, lo, hi, k, m, ht, hi_, bound, kind, desc, sign, ones, inf):
     return m
 
 
-@njit(cache=True)
-def topk_serial(u, k, kind, desc, sign, ones, inf):
-    """Candidate indices (unordered) holding the top k of the whole array."""
-    ht, hi_ = np.empty(k, np.uint64), np.empty(k, np.int64)
-    m = _topk_chunk(u, 0, u.shape[0], k, ht, hi_, ones, kind, desc, sign, ones, inf)
-    return hi_[:m].copy()
-
-
-@njit(cache=True, parallel=PRANGE_ONLY)
-def topk_parallel(u, k, kind, desc, sign, ones, inf):
-    """The union of every chunk's top k (indices, in chunk order). Chunk 0 runs first: the
-    largest bits in its full heap bound the global k-th smallest (k elements have bits no
-    larger), so every other chunk drops keys above that bound before any heap work."""
-    n = u.shape[0]
-    nch = (n + CHUNK - 1) // CHUNK
-    ht, hi_ = np.empty((nch, k), np.uint64), np.empty((nch, k), np.int64)
-    cnt = np.empty(nch, np.int64)
-    cnt[0] = _topk_chunk(u, 0, min(n, CHUNK), k, ht[0], hi_[0], ones, kind, desc, sign, ones, inf)
-    bound = ht[0, 0] if cnt[0] == k else ones
-    for c in prange(1, nch):
+@njit(cache=True, nogil=True)
+def topk_chunks(c0, c1, first, n, u, k, ht, hi_, cnt, bound, kind, desc, sign, ones, inf):
+    """Chunks first + [c0, c1): each chunk's k smallest (order bits, index) with bits <=
+    bound into its own heap ht[c] / hi_[c], cnt[c] of them. The caller runs chunk 0 alone
+    first: the largest bits of its full heap bound the global k-th smallest (k elements
+    have bits no larger), so every other chunk drops keys above that bound before any heap
+    work."""
+    for c in range(c0 + first, c1 + first):
         cnt[c] = _topk_chunk(u, c * CHUNK, min(n, c * CHUNK + CHUNK), k, ht[c], hi_[c], bound,
                              kind, desc, sign, ones, inf)
-    out = np.empty(cnt.sum(), np.int64)
-    j = 0
-    for c in range(nch):
-        out[j:j + cnt[c]] = hi_[c, :cnt[c]]
-        j += cnt[c]
-    return out
 
 
 # ---- gather, packing -------------------------------------------------------------------------
-@njit(cache=True)
-def gather_serial(col, perm, out):
-    for i in range(perm.shape[0]):
-        out[np.uint64(i)] = col[np.uint64(perm[np.uint64(i)])]
-
-
-@njit(cache=True, parallel=PRANGE_ONLY)
-def gather_parallel(col, perm, out):
+@njit(cache=True, nogil=True)
+def gather_chunks(c0, c1, col, perm, out):
+    """out[i] = col[perm[i]] for the rows of chunks [c0, c1) (raw bits: any 1-8 byte type)."""
     n = perm.shape[0]
-    for c in prange((n + CHUNK - 1) // CHUNK):
+    for c in range(c0, c1):
         for i in range(c * CHUNK, min(n, c * CHUNK + CHUNK)):
             out[np.uint64(i)] = col[np.uint64(perm[np.uint64(i)])]
 
@@ -316,44 +226,31 @@ def _pack(w, u, lo, hi, width, take, kind, desc, sign, ones, inf):
         w[j] = ((w[j] << sh) | t) if take < 64 else t
 
 
-@njit(cache=True)
-def pack_serial(w, u, width, take, kind, desc, sign, ones, inf):
-    _pack(w, u, 0, u.shape[0], width, take, kind, desc, sign, ones, inf)
-
-
-@njit(cache=True, parallel=PRANGE_ONLY)
-def pack_parallel(w, u, width, take, kind, desc, sign, ones, inf):
-    n = u.shape[0]
-    for c in prange((n + CHUNK - 1) // CHUNK):
+@njit(cache=True, nogil=True)
+def pack_chunks(c0, c1, n, w, u, width, take, kind, desc, sign, ones, inf):
+    for c in range(c0, c1):
         _pack(w, u, c * CHUNK, min(n, c * CHUNK + CHUNK), width, take, kind, desc, sign, ones, inf)
 
 
-@njit(cache=True)
-def select_le_serial(w, bound):
-    """Indices (ascending) of the words <= bound."""
-    return np.nonzero(w <= bound)[0].astype(np.int64)
-
-
-@njit(cache=True, parallel=PRANGE_ONLY)
-def select_le_parallel(w, bound):
-    """select_le_serial by chunks: per-chunk counts, then each chunk writes at its offset."""
-    n = w.shape[0]
-    nch = (n + CHUNK - 1) // CHUNK
-    cnt = np.zeros(nch + 1, np.int64)
-    for c in prange(nch):
+@njit(cache=True, nogil=True)
+def select_le_counts(c0, c1, n, w, bound, cnt):
+    """cnt[c + 1] = how many words of chunk c are <= bound."""
+    for c in range(c0, c1):
         m = 0
         for i in range(c * CHUNK, min(n, c * CHUNK + CHUNK)):
             m += w[np.uint64(i)] <= bound
         cnt[c + 1] = m
-    off = np.cumsum(cnt)
-    out = np.empty(off[nch], np.int64)
-    for c in prange(nch):
+
+
+@njit(cache=True, nogil=True)
+def select_le_write(c0, c1, n, w, bound, off, out):
+    """The indices of chunk c's words <= bound, ascending, from out[off[c]]."""
+    for c in range(c0, c1):
         q = off[c]
         for i in range(c * CHUNK, min(n, c * CHUNK + CHUNK)):
             if w[np.uint64(i)] <= bound:
                 out[q] = i
                 q += 1
-    return out
 
 
 # ---- first occurrence --------------------------------------------------------------------------
@@ -405,59 +302,43 @@ def _words(u, lo, hi, out, kind, sign, ones, inf):
         out[np.uint64(i)] = order_bits(u[np.uint64(i)], kind, False, sign, ones, inf)
 
 
-@njit(cache=True)
-def distinct_serial(u, u2, pbits, kind, sign, ones, inf):
-    """First-occurrence flags: one hash set over the whole input (pbits is unused); u2: the
-    second words of two-word keys (exact bits), else empty."""
-    n = u.shape[0]
-    words = np.empty(n, np.uint64)
-    _words(u, 0, n, words, kind, sign, ones, inf)
-    keep = np.empty(n, np.bool_)
-    _set_first(words, u2, np.empty(0, np.int64), 0, n, keep, 0, _table_bits(n))
-    return keep
-
-
-@njit(cache=True, parallel=PRANGE_ONLY)
-def distinct_parallel(u, u2, pbits, kind, sign, ones, inf):
-    """First-occurrence flags with 2**pbits hash partitions (module doc); u2 as for
-    distinct_serial."""
-    n = u.shape[0]
-    nch = (n + CHUNK - 1) // CHUNK
-    npart = 1 << pbits
-    psh = np.uint64(64 - pbits)
-    words = np.empty(n, np.uint64)
-    hc = np.zeros((nch, npart), np.int64)
-    for c in prange(nch):
+@njit(cache=True, nogil=True)
+def distinct_words(c0, c1, n, u, u2, words, hc, psh, kind, sign, ones, inf):
+    """Chunk c's order-bit words, and hc[c] = how many of them hash to each partition (the
+    top 64 - psh bits of the hash; psh = 64: one partition)."""
+    for c in range(c0, c1):
         lo, hi = c * CHUNK, min(n, c * CHUNK + CHUNK)
         _words(u, lo, hi, words, kind, sign, ones, inf)
         hcc = hc[c]
+        if psh == 64:
+            hcc[0] += hi - lo
+            continue
         for i in range(lo, hi):
-            hcc[_hash(words[np.uint64(i)], u2, i) >> psh] += 1
-    off = np.empty((nch, npart), np.int64)
-    start = np.empty(npart + 1, np.int64)
-    run = 0
-    for p in range(npart):
-        start[p] = run
-        for c in range(nch):
-            off[c, p] = run
-            run += hc[c, p]
-    start[npart] = run
+            hcc[_hash(words[np.uint64(i)], u2, i) >> np.uint64(psh)] += 1
+
+
+@njit(cache=True, nogil=True)
+def distinct_scatter(c0, c1, n, words, u2, off, psh, pw, pw2, pidx):
+    """Chunk c's (word, second word, index) to its partition, from off[c, p] on: a stable
+    counting scatter, so each partition holds its rows in index order."""
     two = u2.shape[0] > 0
-    pw, pidx = np.empty(n, np.uint64), np.empty(n, np.int64)
-    pw2 = np.empty(n if two else 0, np.uint64)
-    for c in prange(nch):
+    for c in range(c0, c1):
         pos = off[c]
         for i in range(c * CHUNK, min(n, c * CHUNK + CHUNK)):
             w = words[np.uint64(i)]
-            p = _hash(w, u2, i) >> psh
+            p = _hash(w, u2, i) >> np.uint64(psh)
             q = np.uint64(pos[p])
             pw[q], pidx[q] = w, i
             if two:
                 pw2[q] = u2[np.uint64(i)]
             pos[p] = q + _U1
-    keep = np.empty(n, np.bool_)
-    for p in prange(npart):
+
+
+@njit(cache=True, nogil=True)
+def distinct_sets(p0, p1, start, pw, pw2, pidx, keep, pbits):
+    """Partitions [p0, p1): each one's hash set over its rows in index order; the first
+    insert of a key is its first occurrence (keep[row])."""
+    for p in range(p0, p1):
         m = start[p + 1] - start[p]
         if m:
             _set_first(pw, pw2, pidx, start[p], start[p + 1], keep, pbits, _table_bits(m))
-    return keep
