@@ -63,7 +63,7 @@ def test_item3_selective_probe_equals_reference(build_left):
     assert len(ref[0]) > 200
     np.testing.assert_array_equal(li, ref[0])
     np.testing.assert_array_equal(ri, ref[1])
-    assert "join_probe_parallel" in [r.name for r in rows]
+    assert any(r.name.startswith("join_probe_write") for r in rows)
 
 
 def test_item3_other_side_read_in_place_equals_numpy_backend():

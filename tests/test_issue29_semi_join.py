@@ -198,7 +198,7 @@ def test_trace_and_explain_name_what_ran():
         q = qc.query(x).on("cpu").except_by(other, lambda v: v, lambda o: o)
         assert q.to_list() == [0, 2, 3, 5]
         names = [r.name for r in qc.last_trace().kernels]
-        assert "semi_join_build_serial" in names and "join_member_serial" in names
+        assert "semi_join_build" in names and "join_member_chunks_inline" in names
         text = q.explain()
         assert "except_by: the other query's key columns (run once)" in text
         assert "join_member" in text and "keep if (not " in text

@@ -66,6 +66,13 @@ def bits_dtype(dtype: str) -> str:
     return _BITS[dtypes.itemsize(dtype)]
 
 
+def raw_bits(x: np.ndarray) -> np.ndarray:
+    """The keys' raw bits as the unsigned type of their width (a view of x made contiguous):
+    what the cpu kernels sort and hash, computing order bits where they need an order."""
+    x = np.ascontiguousarray(x)
+    return x.view(bits_dtype(str(x.dtype)))
+
+
 def bits_width(dtype: str) -> int:
     """Bits of `dtype`'s order bits (8 for bool)."""
     return np.dtype(bits_dtype(str(dtype))).itemsize * 8

@@ -26,8 +26,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from querycompute._codegen.ops.group import cpu as numba_group
 from querycompute._codegen.dialects.numba_py import CHUNK, storage_dtype
+from querycompute._codegen.ops.group import cpu as numba_group
+from querycompute._codegen.order_keys import numba_consts as _consts, raw_bits as _raw
 from querycompute._codegen.stage_specs import SortSpec
 
 from .cpu import param_args
@@ -78,7 +79,6 @@ class CpuGroupBy:
         return mod
 
     def __call__(self, spec, keys, values, params, rows):
-        from .cpu_stages import _consts, _raw
         st = self.stages
         keys = [np.ascontiguousarray(k) for k in keys]
         n = len(keys[0])
@@ -130,7 +130,6 @@ class CpuGroupBy:
 
     def _sorted_runs(self, spec, keys, word, rows):
         """(stable sort permutation, run starts with n appended): step 3."""
-        from .cpu_stages import _consts, _raw
         st = self.stages
         n = len(keys[0])
         new = np.zeros(n, dtype=bool)

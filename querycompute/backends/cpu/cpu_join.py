@@ -8,13 +8,13 @@ outer join's unmatched left rows once, with -1).
        wider than that by their VALUES' ranges (`range_packed`: a min/max pass over both
        sides, each field's offset from its minimum in as many bits as its range needs), when
        those fit 64 bits together (e.g. an int64 order key and an int32 line number);
-    2. the SMALLER side is built into a hash table (cpu_join_kernels.join_build_serial), the other
-       probes it in parallel chunks (join_probe_parallel);
+    2. the SMALLER side is built into a hash table (ops/join/cpu_kernels.py: join_build), the other
+       probes it in chunks by morsels (join_probe_counts, join_probe_write);
     3. built on the right: the probe's pairs are already in LINQ's order; built on the
        left: the pairs come in right order and a counting scatter by left row
-       (join_by_left_serial) restores it.
+       (join_by_left) restores it.
 A semi-join (CpuJoin.member: intersect_by / except_by) builds the other side into the same
-table and probes this side for a flag per row (join_member_parallel), no pairs.
+table and probes this side for a flag per row (join_member_chunks), no pairs.
 Equality is that of order bits (NaN == NaN, -0.0 == 0.0). Key tuples wider than 64 bits
 together, with a float field or with value ranges too wide to pack, run the numpy reference
 (`reference_reason`, which explain() prints too), and their trace row says so (dialect "numpy").
@@ -23,6 +23,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from querycompute._codegen.order_keys import numba_consts as _consts, raw_bits as _raw
+
+from .morsels import chunks as _chunks
 from .numba_loader import load, stage_kernels_source
 from ..stage_runtime import NumpyStages
 
@@ -101,7 +104,6 @@ class CpuJoin:
         """(left words, right words, their order-bits constants): each side's key as one
         64-bit word per row (module doc, step 1); None where the numpy reference must run;
         "empty" where a side has no rows."""
-        from .cpu_stages import _consts, _raw
         st = self.stages
         common = key_types([np.asarray(a).dtype for a in left_keys], [np.asarray(b).dtype for b in right_keys])
         packed = None
@@ -141,13 +143,34 @@ class CpuJoin:
             return np.zeros(nl, dtype=bool)    # no other keys (or no rows): nothing occurs
         lu, ru, consts = got
         mod = self._kernels()
+        st = self.stages
         if len(ru) > SEMI_SHRINK * nl:
-            slots, _, bloom = self.stages._run(mod, "join_build", 1, rows, "semi_this_", lu, *consts)
-            ru = ru[self.stages._run(mod, "join_member", len(ru), rows, "semi_other_", ru, slots, bloom, *consts)]
+            slots, _, bloom = st._call(mod, "join_build", rows, "semi_this_", lu, *consts)
+            ru = ru[self._member(mod, ru, slots, bloom, consts, rows, "semi_other_")]
             if len(ru) == 0:
                 return np.zeros(nl, dtype=bool)
-        slots, _, bloom = self.stages._run(mod, "join_build", 1, rows, "semi_", ru, *consts)
-        return self.stages._run(mod, "join_member", nl, rows, "", lu, slots, bloom, *consts)
+        slots, _, bloom = st._call(mod, "join_build", rows, "semi_", ru, *consts)
+        return self._member(mod, lu, slots, bloom, consts, rows, "")
+
+    def _member(self, mod, v, slots, bloom, consts, rows, label) -> np.ndarray:
+        out = np.empty(len(v), np.bool_)
+        self.stages._morsels(mod, "join_member_chunks", _chunks(len(v)), rows, label, len(v), v,
+                             slots, bloom, out, *consts)
+        return out
+
+    def _probe(self, mod, v, table, outer, consts, rows) -> tuple:
+        """(probe rows, build rows) of every match, in probe order: pass 1 counts per chunk,
+        offsets, pass 2 writes (CHUNK is a multiple of 64: a chunk owns whole bloom words)."""
+        n, nch = len(v), _chunks(len(v))
+        st = self.stages
+        bw = np.empty(0 if outer else (n + 63) >> 6, np.uint64)
+        cnt = np.zeros(nch + 1, np.int64)
+        st._morsels(mod, "join_probe_counts", nch, rows, "", n, v, bw, *table, outer, cnt, *consts)
+        off = np.cumsum(cnt)
+        pi, bj = np.empty(int(off[-1]), np.int64), np.empty(int(off[-1]), np.int64)
+        st._morsels(mod, "join_probe_write", nch, rows, "", n, v, bw, off, *table, outer, pi, bj,
+                    *consts)
+        return pi, bj
 
     def __call__(self, left_keys, right_keys, outer: bool, rows: list) -> tuple:
         st = self.stages
@@ -163,10 +186,8 @@ class CpuJoin:
         mod = self._kernels()
         build_right = nr <= nl
         build, probe = (ru, lu) if build_right else (lu, ru)
-        # build and by_left are serial (n = 1 picks the `_serial` entry point)
-        table = st._run(mod, "join_build", 1, rows, "", build, *consts)
-        pi, bj = st._run(mod, "join_probe", len(probe), rows, "", probe, *table,
-                         outer and build_right, *consts)
+        table = st._call(mod, "join_build", rows, "", build, *consts)       # serial: one call
+        pi, bj = self._probe(mod, probe, table, outer and build_right, consts, rows)
         if build_right:
             return pi, bj
-        return st._run(mod, "join_by_left", 1, rows, "", bj, pi, nl, outer)
+        return st._call(mod, "join_by_left", rows, "", bj, pi, nl, outer)

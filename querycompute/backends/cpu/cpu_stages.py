@@ -46,6 +46,7 @@ from .cpu import param_args
 from ..base import KernelRun
 from ...artifacts import ArtifactCache
 from .cpu_join import CpuJoin, key_types, reference_reason
+from .morsels import chunks as _chunks
 from .numba_loader import load, stage_kernels_source
 from ..stage_runtime import StageRuntime
 
@@ -53,6 +54,7 @@ RADIX = 256
 _NO_IDX = np.empty(0, np.int64)
 _NO_WORDS = np.empty(0, np.uint64)     # distinct's second key words, for one-word keys
 _consts = order_keys.numba_consts          # (kind, sign, ones, inf): what order_bits takes
+_raw = order_keys.raw_bits
 
 
 def key_words(dtypes) -> tuple | None:
@@ -70,18 +72,6 @@ def key_words(dtypes) -> tuple | None:
         words[-1].append(j)
         room -= size
     return tuple(tuple(w) for w in words) if len(words) <= 2 else None
-
-
-def _chunks(n: int) -> int:
-    """The chunks of CHUNK rows n rows make (at least one: a step over an empty input runs
-    once and does nothing)."""
-    return max(1, -(-n // CHUNK))
-
-
-def _raw(x: np.ndarray) -> np.ndarray:
-    """The key's bits as the unsigned type of its width (a view of a contiguous array)."""
-    x = np.ascontiguousarray(x)
-    return x.view(order_keys.bits_dtype(str(x.dtype)))
 
 
 class CpuStages(StageRuntime):
@@ -111,6 +101,13 @@ class CpuStages(StageRuntime):
         fn = f"{base}_{'parallel' if parallel else 'serial'}"
         grid = (max(1, -(-n // CHUNK)),) if parallel else (1,)
         rows.append(KernelRun(prefix + fn, "numba", grid, (CHUNK,), cache, compile_ms, ms))
+        return out
+
+    def _call(self, mod, fn: str, rows: list, prefix: str, *args):
+        """Entry point `fn`(*args) of `mod` once on this thread (a serial step: a join's
+        build); its trace row is named prefix + fn."""
+        out, cache, compile_ms, ms = mod.call(fn, *args)
+        rows.append(KernelRun(prefix + fn, "numba", (1,), (1,), cache, compile_ms, ms))
         return out
 
     def _morsels(self, mod, fn: str, nch: int, rows: list, prefix: str, *args):

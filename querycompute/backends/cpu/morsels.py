@@ -35,6 +35,8 @@ import queue
 import sys
 import threading
 
+from querycompute._codegen.sum_order import CHUNK
+
 from ... import after_fork
 
 MAX_STEP = 4                  # chunks per morsel at most (4 x 65536 elements)
@@ -101,6 +103,12 @@ _settings = {"workers": None, "step": None}
 _state = {"pool": None, "pid": None}
 _stats = {"pooled": 0}
 _start_lock = threading.Lock()
+
+
+def chunks(n: int) -> int:
+    """The chunks of CHUNK rows that n rows make (at least one: a step over an empty input
+    runs once and does nothing)."""
+    return max(1, -(-n // CHUNK))
 
 
 def numba_threads() -> int:

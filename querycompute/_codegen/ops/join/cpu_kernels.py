@@ -7,13 +7,14 @@ the cpu backend's disk cache.
 
 Keys arrive as the raw bits of both sides' common type (or several keys' order bits packed
 into one uint64 word by the stage kernels' `pack`).
-  build (join_build_serial): an open-addressing table (twice the build side's rows, Fibonacci
+  build (join_build, one call: the build is serial): an open-addressing table (twice the build side's rows, Fibonacci
       hashing) of the distinct words; per word the first row holding it (word and row side
       by side in one 16-byte slot: a lookup touches one cache line), and `nxt` chains the
       rows of equal words in index order; a bloom array of 8 bits per slot (the hash's next
       3 bits) lets most missing probes skip the table.
-  probe (join_probe_parallel): per fixed chunk of probe rows, pass 1 counts each row's
-      matches (a row without one counts 1 in an outer join), an exclusive prefix sum gives
+  probe (join_probe_counts, join_probe_write: steps over ranges of chunks, run by the
+      morsel scheduler; the offsets between them on the host): per fixed chunk of probe
+      rows, pass 1 counts each row's matches (a row without one counts 1 in an outer join), an exclusive prefix sum gives
       every chunk its offset, pass 2 writes (probe row, build row) pairs: probe rows in
       order, each one's build rows in index order (-1: no match, outer only). An inner
       join's pass 1 puts the bloom tests of every 64 probe rows into one bit word, without
@@ -22,11 +23,11 @@ into one uint64 word by the stage kernels' `pack`).
       the matching rows. A probe that misses costs a hash and one load, once, not a
       mispredicted branch twice (Q12's 1.5M orders against 30K lines: 8% pass the bloom
       test, 2% match).
-  by_left (join_by_left_serial): pairs produced in the right side's order (the left side
+  by_left (join_by_left, one call): pairs produced in the right side's order (the left side
       was the smaller and was built on) put in the left side's order by a counting scatter,
       which keeps the right order among a left row's matches; an outer join gives each left
       row without a match one pair (row, -1).
-  member (join_member_parallel): intersect_by / except_by: per probe row (this side; the
+  member (join_member_chunks): intersect_by / except_by: per probe row (this side; the
       other side built), whether its word is in the table (bloom bit, then the table walk to
       the head row): a flag per row, in parallel chunks (except_by's pass keeps the rows
       without it).
@@ -36,7 +37,7 @@ from numba.cpython.unsafe.numbers import trailing_zeros   # numba's cttz intrins
 
 
 @njit(cache=True)
-def join_build_serial(u, kind, sign, ones, inf):
+def join_build(u, kind, sign, ones, inf):
     """(slots: per slot its word and 1 + its head row, 0 when empty; nxt row of each row's
     chain; bloom bits)."""
     m = u.shape[0]
@@ -164,39 +165,25 @@ def _probe_write(v, lo, hi, bw, pos, slots, nxt, bloom, outer, pi, bj, kind, sig
                 j = nxt[j]
 
 
-@njit(cache=True)
-def join_probe_serial(v, slots, nxt, bloom, outer, kind, sign, ones, inf):
-    """(probe rows, build rows) of every match, in probe order (module doc): one chunk."""
-    n = v.shape[0]
-    bw = np.empty(0 if outer else (n + 63) >> 6, np.uint64)
-    total = _probe_count(v, 0, n, bw, slots, nxt, bloom, outer, kind, sign, ones, inf)
-    pi, bj = np.empty(total, np.int64), np.empty(total, np.int64)
-    _probe_write(v, 0, n, bw, 0, slots, nxt, bloom, outer, pi, bj, kind, sign, ones, inf)
-    return pi, bj
-
-
-@njit(cache=True, parallel=PRANGE_ONLY)
-def join_probe_parallel(v, slots, nxt, bloom, outer, kind, sign, ones, inf):
-    """join_probe_serial with both passes parallel over the chunks (CHUNK, a multiple of 64,
-    so every chunk owns whole bloom words)."""
-    n = v.shape[0]
-    nch = (n + CHUNK - 1) // CHUNK
-    bw = np.empty(0 if outer else (n + 63) >> 6, np.uint64)
-    off = np.zeros(nch + 1, np.int64)
-    for c in prange(nch):
-        off[c + 1] = _probe_count(v, c * CHUNK, min(n, c * CHUNK + CHUNK), bw, slots, nxt, bloom,
+@njit(cache=True, nogil=True)
+def join_probe_counts(c0, c1, n, v, bw, slots, nxt, bloom, outer, cnt, kind, sign, ones, inf):
+    """Pass 1 over chunks [c0, c1) of the probe rows: cnt[c + 1] = chunk c's pairs (CHUNK is
+    a multiple of 64, so every chunk owns whole bloom words of bw)."""
+    for c in range(c0, c1):
+        cnt[c + 1] = _probe_count(v, c * CHUNK, min(n, c * CHUNK + CHUNK), bw, slots, nxt, bloom,
                                   outer, kind, sign, ones, inf)
-    for c in range(nch):
-        off[c + 1] += off[c]
-    pi, bj = np.empty(off[nch], np.int64), np.empty(off[nch], np.int64)
-    for c in prange(nch):
+
+
+@njit(cache=True, nogil=True)
+def join_probe_write(c0, c1, n, v, bw, off, slots, nxt, bloom, outer, pi, bj, kind, sign, ones, inf):
+    """Pass 2: chunk c's pairs from pi / bj[off[c]] on, probe rows in order."""
+    for c in range(c0, c1):
         _probe_write(v, c * CHUNK, min(n, c * CHUNK + CHUNK), bw, off[c], slots, nxt, bloom,
                      outer, pi, bj, kind, sign, ones, inf)
-    return pi, bj
 
 
 @njit(cache=True)
-def join_by_left_serial(li, ri, nl, outer):
+def join_by_left(li, ri, nl, outer):
     """The pairs (li, ri), in right order, in left order instead (module doc)."""
     cnt = np.zeros(nl, np.int64)
     for t in range(li.shape[0]):
@@ -227,20 +214,8 @@ def _member(v, lo, hi, slots, bloom, out, kind, sign, ones, inf):
         out[i] = hit
 
 
-@njit(cache=True)
-def join_member_serial(v, slots, bloom, kind, sign, ones, inf):
-    """The semi-join's keep flags (module doc): one chunk."""
-    out = np.empty(v.shape[0], np.bool_)
-    _member(v, 0, v.shape[0], slots, bloom, out, kind, sign, ones, inf)
-    return out
-
-
-@njit(cache=True, parallel=PRANGE_ONLY)
-def join_member_parallel(v, slots, bloom, kind, sign, ones, inf):
-    """join_member_serial over the chunks in parallel."""
-    n = v.shape[0]
-    out = np.empty(n, np.bool_)
-    nch = (n + CHUNK - 1) // CHUNK
-    for c in prange(nch):
+@njit(cache=True, nogil=True)
+def join_member_chunks(c0, c1, n, v, slots, bloom, out, kind, sign, ones, inf):
+    """The semi-join's keep flags of chunks [c0, c1) (module doc)."""
+    for c in range(c0, c1):
         _member(v, c * CHUNK, min(n, c * CHUNK + CHUNK), slots, bloom, out, kind, sign, ones, inf)
-    return out
