@@ -6,7 +6,7 @@ storage conversions, prelude). Everything semantic is here, once: element expres
 printed so that they compute exactly what NumPy 2 computes (codegen/expr.py), using helper
 functions emitted into the prelude only when a kernel needs them (c_helpers.py writes them).
 Kernel IR statements, index arithmetic and whole kernels are printed by the KernelPrinter
-mixin (c_kernel_print.py); operator precedence lives in c_syntax.py.
+mixin (kernel_print.py, shared with WGSL); operator precedence lives in c_syntax.py.
 One printer instance prints one KernelSet (it remembers which helpers were used).
 """
 from __future__ import annotations
@@ -20,7 +20,7 @@ from ..errors import UnsupportedType
 from . import c_helpers
 from . import c_syntax as S
 from .c_syntax import Code
-from .c_kernel_print import KernelPrinter
+from .kernel_print import KernelPrinter
 from .c_vector import VectorLoads
 
 _ARCH_NAMES = {"arcsin": "asin", "arccos": "acos", "arctan": "atan",
@@ -50,6 +50,8 @@ class CFamily(KernelPrinter, VectorLoads):
     OPTIONS_WHY = ""                    # what the options are for, said once in the header
     UNSUPPORTED: dict[str, str] = {}    # dtype -> why this dialect can't hold it
     FUNC = "static inline"              # qualifiers of prelude helper functions
+    MATH: dict[str, str] = _ARCH_NAMES  # NumPy's math function name -> the language's
+    HELPER_MATH: tuple[str, ...] = ()   # math functions the language lacks: prelude helpers
     UNROLL = "#pragma unroll"
     # Reductions fold each thread's run of consecutive elements on its own before adding it to
     # the thread's accumulators (ops/reduce/gpu.py): for dialects that often run on CPU devices,
@@ -154,20 +156,23 @@ class CFamily(KernelPrinter, VectorLoads):
         if isinstance(e, E.Const):
             return self.lit(e.value, e.dtype)
         if isinstance(e, E.Var):
-            return Code(e.name)
+            return Code(self.ident(e.name))
         if isinstance(e, E.Unary):
             return self.unary(e)
         if isinstance(e, E.Binary):
             return self.binary(e)
         if isinstance(e, E.Compare):
-            return S.binary(self.code(e.a), _C_CMP[e.op], self.code(e.b))
+            return self.compare(e)
         if isinstance(e, E.Call):
             return self.call(e)
         if isinstance(e, E.Where):
-            return S.select(self.code(e.cond), self.code(e.a), self.code(e.b))
+            return self.ternary(self.code(e.cond), self.code(e.a), self.code(e.b))
         if isinstance(e, E.Cast):
             return self.cast(self.code(e.x), e.x.dtype, e.dtype)
         raise TypeError(f"{type(e).__name__} must be rewritten to a kernel local before printing")
+
+    def compare(self, e: E.Compare) -> Code:
+        return S.binary(self.code(e.a), _C_CMP[e.op], self.code(e.b))
 
     def narrow(self, dtype: str) -> bool:
         """C promotes bool and types narrower than int to int in arithmetic: their results
@@ -218,14 +223,21 @@ class CFamily(KernelPrinter, VectorLoads):
         return Code(self.round_f16(x.text)) if dtype == "float16" else x
 
     def math(self, fn: str, dtype: str) -> str:
-        """Name of a float math function for `dtype` (overridden where names carry a suffix)."""
-        return _ARCH_NAMES.get(fn, fn)
+        """Name of a float math function for `dtype` (overridden where names carry a suffix):
+        a prelude helper where the language lacks it (HELPER_MATH), else MATH's name."""
+        if fn in self.HELPER_MATH:
+            return self.need(f"qc_{fn}")
+        return self.MATH.get(fn, fn)
 
     def call(self, e: E.Call) -> Code:
         x = self.code(e.x)
         if e.fn in E.FLOAT_PREDICATES:
-            return S.unary("(bool)", S.call(e.fn, x))     # OpenCL's isnan returns int
+            return self.predicate(e.fn, x)
         return self.f16(S.call(self.math(e.fn, e.dtype), x), e.dtype)
+
+    def predicate(self, fn: str, x: Code) -> Code:
+        """isnan / isinf / isfinite of x, as a bool."""
+        return S.unary("(bool)", S.call(fn, x))     # OpenCL's isnan returns int
 
     def cast(self, x: Code, src: str, dst: str) -> Code:
         if src == dst:
