@@ -17,6 +17,7 @@ from .. import kernel_ir as K
 from ..capabilities import DialectCaps
 from ..launch import BLOCK
 from ..errors import UnsupportedType
+from ..program import narrow_value
 from . import c_helpers
 from . import c_syntax as S
 from .c_syntax import Code
@@ -27,6 +28,10 @@ _ARCH_NAMES = {"arcsin": "asin", "arccos": "acos", "arctan": "atan",
                "arcsinh": "asinh", "arccosh": "acosh", "arctanh": "atanh"}
 _C_BINOPS = {"add": "+", "sub": "-", "mul": "*", "truediv": "/",
              "bitand": "&", "bitor": "|", "bitxor": "^", "and": "&&", "or": "||"}
+NO_64 = "{language} has no 64-bit types: use float32 / int32 values (e.g. .select(np.float32))"
+_RANGE_64 = ("qc.range produces int64 indexes (its start and step are int64) and {language} has no 64-bit "
+             "types: run it on another backend (.on('cpu')), or query an int32 array instead, "
+             "qc.query(np.arange(start, stop, step, dtype=np.int32))")
 _C_CMP = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
 
 
@@ -77,8 +82,33 @@ class CFamily(KernelPrinter, VectorLoads):
             raise UnsupportedType(dtype, self.name, self.UNSUPPORTED[dtype])
 
     def check_pass(self, p) -> None:
-        """Refuse a pass whose values the dialect can't hold beyond what `check` says of
-        each dtype: a dialect without 64-bit values (CAPS.int64 False: wgsl.py) overrides it."""
+        """Refuse a pass whose values the dialect can't hold beyond what `check` says of each
+        dtype. Without 64-bit values (CAPS.int64 False: WGSL) int64 / uint64 are printed 32-bit
+        as index and count types, so no element value may need a 64-bit type (inputs,
+        parameters other than a compaction window's, locals, outputs, accumulators)."""
+        if self.CAPS.int64:
+            return
+        prog, language = p.program, self.CAPS.language
+        window = set(p.window_params or ())
+        if any(s.origin == "range" and D.bits(s.dtype) == 64 for s in prog.params):
+            raise UnsupportedType("int64", self.name, _RANGE_64.format(language=language))
+        where = [(s.dtype, f"input {s.name!r}") for s in prog.inputs]
+        where += [(s.dtype, f"captured value {s.name!r}") for k, s in enumerate(prog.params) if k not in window]
+        exprs = [s.expr if hasattr(s, "expr") else s.cond for s in prog.body] + list(prog.outputs)
+        for a in getattr(p.terminal, "aggs", ()):
+            narrow = narrow_value(a)
+            if narrow is not None:          # NumPy's int64 / uint64 / float64 sum of narrow values:
+                exprs.append(narrow)        # two uint32 words (ops/reduce/two_words.py)
+                continue
+            exprs += list(a.values) + ([a.combine] if a.combine is not None else [])
+            if a.op in ("sum", "min", "max", "fold"):
+                src = a.values[0].dtype if a.values else a.dtype
+                where.append((a.dtype, f"the {a.op} (NumPy accumulates {src} in {a.dtype})"))
+        for e in exprs:
+            where += [(n.dtype, "a value the lambdas compute") for n in E.walk(e) if not isinstance(n, E.Index)]
+        for dtype, what in where:
+            if D.bits(dtype) == 64:
+                raise UnsupportedType(dtype, self.name, f"{what} is {dtype}; {NO_64.format(language=language)}")
 
     def t(self, dtype: str) -> str:
         """Register type of a value of `dtype`."""

@@ -59,11 +59,9 @@ from .. import expr as E
 from .. import kernel_ir as K
 from ..capabilities import DialectCaps
 from ..launch import BLOCK
-from ..errors import UnsupportedType
-from ..program import narrow_value
 from . import c_syntax as S
 from . import wgsl_helpers
-from .c_family import CFamily
+from .c_family import NO_64, CFamily
 from .c_syntax import Code
 
 SCALAR_KINDS = ("stride", "param", "n", "value")
@@ -125,10 +123,6 @@ def scalar_member_type(p, a) -> str:
 _BINOPS = {"add": "+", "sub": "-", "mul": "*", "truediv": "/",
            "bitand": "&", "bitor": "|", "bitxor": "^", "and": "&&", "or": "||"}
 _CMP = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
-_NO_64 = "WGSL has no 64-bit types: use float32 / int32 values (e.g. .select(np.float32))"
-_RANGE_64 = ("qc.range produces int64 indexes (its start and step are int64) and WGSL has no 64-bit "
-             "types: run it on another backend (.on('cpu')), or query an int32 array instead, "
-             "qc.query(np.arange(start, stop, step, dtype=np.int32))")
 
 
 class Wgsl(CFamily):
@@ -142,7 +136,7 @@ class Wgsl(CFamily):
              "float16": "f32", "float32": "f32"}
     PACKED = {"bool": 8, "int8": 8, "uint8": 8, "int16": 16, "uint16": 16, "float16": 16}  # bits in a u32 word
     STORAGE = {dtype: "u32" for dtype in PACKED}
-    UNSUPPORTED = {"float64": _NO_64}
+    UNSUPPORTED = {"float64": NO_64.format(language="WGSL")}
     INT_SUFFIX = {"i32": "i", "u32": "u"}
     SCALAR_ARG_TYPES = {"bool": "u32", "float16": "f32"}   # scalar arguments (launch.SCALAR_HOST_TYPE)
     BARRIER = "workgroupBarrier()"
@@ -169,34 +163,6 @@ class Wgsl(CFamily):
 
     def type_cast(self, x: Code, dtype: str) -> Code:
         return S.call(self.t(dtype), x)
-
-    # ---- types and the pass check ----------------------------------------------------------
-    def check_pass(self, p) -> None:
-        """Refuse a pass whose element values need a 64-bit type (inputs, parameters other
-        than a compaction window's, locals, outputs, accumulators): in the kernels a 64-bit
-        type can then only be an index or a count, which i32 holds."""
-        prog = p.program
-        window = set(p.window_params or ())
-        if any(s.origin == "range" and D.bits(s.dtype) == 64 for s in prog.params):
-            raise UnsupportedType("int64", self.name, _RANGE_64)
-        where = [(s.dtype, f"input {s.name!r}") for s in prog.inputs]
-        where += [(s.dtype, f"captured value {s.name!r}") for k, s in enumerate(prog.params) if k not in window]
-        exprs = [s.expr if hasattr(s, "expr") else s.cond for s in prog.body] + list(prog.outputs)
-        aggs = getattr(p.terminal, "aggs", ())
-        for a in aggs:
-            narrow = narrow_value(a)
-            if narrow is not None:          # NumPy's int64 / uint64 / float64 sum of narrow values:
-                exprs.append(narrow)        # two uint32 words (ops/reduce/two_words.py)
-                continue
-            exprs += list(a.values) + ([a.combine] if a.combine is not None else [])
-            if a.op in ("sum", "min", "max", "fold"):
-                src = a.values[0].dtype if a.values else a.dtype
-                where.append((a.dtype, f"the {a.op} (NumPy accumulates {src} in {a.dtype})"))
-        for e in exprs:
-            where += [(n.dtype, "a value the lambdas compute") for n in E.walk(e) if not isinstance(n, E.Index)]
-        for dtype, what in where:
-            if D.bits(dtype) == 64:
-                raise UnsupportedType(dtype, self.name, f"{what} is {dtype}; {_NO_64}")
 
     # ---- helpers ---------------------------------------------------------------------------
     def need(self, name: str) -> str:
