@@ -62,6 +62,9 @@ class CFamily(KernelPrinter, VectorLoads):
     # the thread's accumulators (ops/reduce/gpu.py): for dialects that often run on CPU devices,
     # where one chain of combines through all of a thread's elements is the bottleneck.
     FOLD_RUNS_APART = False
+    # C's signed overflow is undefined: integer arithmetic goes through the unsigned type and
+    # back; True where the language's own integer arithmetic wraps (WGSL's i32 / u32)
+    INT_WRAPS = False
     # Publishing values between blocks (kernel_ir Fence, AtomicAdd, volatile KLoad / Store):
     # only dialects whose kernels do it spell them ("" = not available).
     FENCE = ""                          # device-wide memory fence
@@ -204,6 +207,11 @@ class CFamily(KernelPrinter, VectorLoads):
     def compare(self, e: E.Compare) -> Code:
         return S.binary(self.code(e.a), _C_CMP[e.op], self.code(e.b))
 
+    def wrap(self, x: Code, dtype: str) -> Code:
+        """A result of `dtype` brought back into its type: C computes bool and narrow types in
+        int, so the result is cast back (WGSL wraps narrow integers with a helper)."""
+        return S.unary(f"({self.t(dtype)})", x) if self.narrow(dtype) else x
+
     def narrow(self, dtype: str) -> bool:
         """C promotes bool and types narrower than int to int in arithmetic: their results
         need a cast back (and their overflow would happen in signed int)."""
@@ -214,17 +222,22 @@ class CFamily(KernelPrinter, VectorLoads):
         if e.op == "not" or (e.op == "invert" and d == "bool"):
             return S.unary("!", x)
         if e.op == "invert":
-            inv = S.unary("~", x)
-            return S.unary(f"({self.t(d)})", inv) if self.narrow(d) else inv
+            return self.wrap(S.unary("~", x), d)
         if e.op == "neg":
             if D.is_float(d):
                 return S.unary("-", x)
+            if self.INT_WRAPS:                  # -MIN == MIN; an unsigned x is 0 - x
+                return self.wrap(S.binary(self.lit(0, d), "-", x) if D.is_unsigned(d) else S.unary("-", x), d)
             # negate in unsigned arithmetic, where -MIN wraps instead of being undefined
             return S.unary(f"({self.t(d)})", S.unary("-", S.unary(f"({self.wide_unsigned(d)})", x)))
         if e.op == "abs":
             if D.is_float(d):
                 return S.call(self.math("fabs", d), x)
-            return x if D.is_unsigned(d) or d == "bool" else S.call(self.need("qc_abs_" + d), x)
+            if D.is_unsigned(d) or d == "bool":
+                return x
+            if self.INT_WRAPS:                  # abs(MIN) == MIN, as in NumPy
+                return self.wrap(S.call("abs", x), d)
+            return S.call(self.need("qc_abs_" + d), x)
         raise ValueError(f"unknown unary op {e.op!r}")
 
     def binary(self, e: E.Binary) -> Code:
@@ -238,8 +251,7 @@ class CFamily(KernelPrinter, VectorLoads):
         if D.is_float(d):
             return self.f16(S.binary(a, _C_BINOPS[o], b), d)
         if d == "bool" or o in ("bitand", "bitor", "bitxor"):
-            plain = S.binary(a, _C_BINOPS[o], b)
-            return S.unary(f"({self.t(d)})", plain) if self.narrow(d) else plain
+            return self.wrap(S.binary(a, _C_BINOPS[o], b), d)
         w = self.wide_unsigned(d)
         if self.t(d) == w:                  # unsigned int / 64-bit: C already wraps
             return S.binary(a, _C_BINOPS[o], b)

@@ -151,6 +151,7 @@ class Wgsl(CFamily):
     DECLARE = "var {name}: {type} = {value}"
     LOCAL_ARRAY = "var {name}: array<{type}, {count}>"
     BRACELESS_IF = False
+    INT_WRAPS = True         # i32 / u32 arithmetic wraps; narrow types through `wrap`
     RESERVED = RESERVED
     MATH = {"arcsin": "asin", "arccos": "acos", "arctan": "atan", "arcsinh": "asinh",
             "arccosh": "acosh", "arctanh": "atanh", "rint": "round", "fabs": "abs"}
@@ -171,7 +172,7 @@ class Wgsl(CFamily):
         return name
 
     def wrap(self, x: Code, dtype: str) -> Code:
-        """A value of a narrow integer type brought back into its range."""
+        """A value of a narrow integer type brought back into its range (bool needs nothing)."""
         if dtype in ("int8", "int16", "uint8", "uint16"):
             return S.call(self.need(f"qc_wrap_{dtype}"), x)
         return x
@@ -208,26 +209,11 @@ class Wgsl(CFamily):
         return S.binary(a, _CMP[e.op], b)
 
     def unary(self, e: E.Unary) -> Code:
-        x, d = self.code(e.x), e.dtype
-        if e.op == "not" or (e.op == "invert" and d == "bool"):
-            return S.unary("!", x)
-        if e.op == "invert":
-            return self.wrap(S.unary("~", x), d)
-        if e.op == "neg":
-            if D.is_float(d):
-                return S.unary("-", x)
-            if D.is_unsigned(d):
-                return self.wrap(S.binary(Code("0u"), "-", x), d)
-            return self.wrap(S.unary("-", x), d)       # i32 wraps: -MIN == MIN
-        if e.op == "abs":
-            if d == "bool" or D.is_unsigned(d):
-                return x
-            if D.is_float(d):
-                # the sign bit cleared: drivers drop abs() of values they prove >= 0 (lavapipe:
-                # abs(sqrt(-0.0)) is -0.0 there), an integer mask they keep
-                return Code(f"bitcast<f32>(bitcast<u32>({x.text}) & 0x7FFFFFFFu)")
-            return self.wrap(S.call("abs", x), d)      # abs(MIN) == MIN in WGSL as in NumPy
-        raise ValueError(f"unknown unary op {e.op!r}")
+        if e.op == "abs" and D.is_float(e.dtype):
+            # the sign bit cleared: drivers drop abs() of values they prove >= 0 (lavapipe:
+            # abs(sqrt(-0.0)) is -0.0 there), an integer mask they keep
+            return Code(f"bitcast<f32>(bitcast<u32>({self.code(e.x).text}) & 0x7FFFFFFFu)")
+        return super().unary(e)
 
     def binary(self, e: E.Binary) -> Code:
         a, b, d, o = self.code(e.a), self.code(e.b), e.dtype, e.op
