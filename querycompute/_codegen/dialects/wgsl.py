@@ -137,7 +137,7 @@ class Wgsl(CFamily):
     PACKED = {"bool": 8, "int8": 8, "uint8": 8, "int16": 16, "uint16": 16, "float16": 16}  # bits in a u32 word
     STORAGE = {dtype: "u32" for dtype in PACKED}
     UNSUPPORTED = {"float64": NO_64.format(language="WGSL")}
-    INT_SUFFIX = {"i32": "i", "u32": "u"}
+    INT_SUFFIX = {d: "u" if t == "u32" else "i" for d, t in TYPES.items() if t in ("i32", "u32")}
     SCALAR_ARG_TYPES = {"bool": "u32", "float16": "f32"}   # scalar arguments (launch.SCALAR_HOST_TYPE)
     BARRIER = "workgroupBarrier()"
     SHUFFLE_DOWN = ""        # subgroups are optional in WebGPU: shared-memory trees everywhere
@@ -178,24 +178,19 @@ class Wgsl(CFamily):
         return x
 
     # ---- literals --------------------------------------------------------------------------
-    def float_literal(self, v: float, dtype: str) -> Code:
-        if v != v or v in (float("inf"), float("-inf")):
-            # not a constant expression: WGSL refuses a non-finite constant at compile time
-            bits = {"nan": 0x7FC00000, "inf": 0x7F800000, "-inf": 0xFF800000}[repr(v)]
-            return S.call(self.need("qc_f32_bits"), Code(f"0x{bits:08X}u"))
-        text = repr(float(v))
-        if "e" not in text and "." not in text:
-            text += ".0"
-        return S.literal(text + "f")
+    def bitcast(self, to: str, value: str) -> str:
+        """A float from its bits through qc_f32_bits (C's float_literal spells NaN and inf so):
+        `bitcast<f32>` of a constant is a constant expression, and WGSL refuses a non-finite one."""
+        return f"{self.need('qc_f32_bits')}({value})" if to == "float32" else f"bitcast<u32>({value})"
 
     def int_literal(self, v: int, dtype: str) -> Code:
-        reg = self.TYPES[dtype]
-        if reg == "u32":
-            return S.literal(f"{min(v, 2 ** 32 - 1)}u")
-        v = max(min(v, 2 ** 31 - 1), -2 ** 31)    # int64 indexes: INT64_MAX ("none") -> INT32_MAX
+        if self.TYPES[dtype] == "u32":
+            v = min(v, 2 ** 32 - 1)
+        else:
+            v = max(min(v, 2 ** 31 - 1), -2 ** 31)   # int64 indexes: INT64_MAX ("none") -> INT32_MAX
         if v == -2 ** 31:
             return Code("i32(-2147483648)")      # 2147483648i would not parse
-        return S.literal(f"{v}i")
+        return S.literal(f"{v}{self.INT_SUFFIX[dtype]}")
 
     # ---- element expressions ---------------------------------------------------------------
     def compare(self, e: E.Compare) -> Code:
