@@ -241,7 +241,11 @@ class CFamily(KernelPrinter, VectorLoads):
         raise ValueError(f"unknown unary op {e.op!r}")
 
     def binary(self, e: E.Binary) -> Code:
-        a, b, d, o = self.code(e.a), self.code(e.b), e.dtype, e.op
+        return self.binop(e, self.code(e.a), self.code(e.b))
+
+    def binop(self, e: E.Binary, a: Code, b: Code) -> Code:
+        """`e` from its operands, already printed (a dialect spells its own cases first)."""
+        d, o = e.dtype, e.op
         if o in ("and", "or"):
             return S.binary(a, _C_BINOPS[o], b)
         if o in ("min", "max", "floordiv", "mod", "lshift", "rshift") or (o == "pow" and not D.is_float(d)):
@@ -253,8 +257,8 @@ class CFamily(KernelPrinter, VectorLoads):
         if d == "bool" or o in ("bitand", "bitor", "bitxor"):
             return self.wrap(S.binary(a, _C_BINOPS[o], b), d)
         w = self.wide_unsigned(d)
-        if self.t(d) == w:                  # unsigned int / 64-bit: C already wraps
-            return S.binary(a, _C_BINOPS[o], b)
+        if self.INT_WRAPS or self.t(d) == w:    # WGSL's integers; C's unsigned int / 64-bit
+            return self.wrap(S.binary(a, _C_BINOPS[o], b), d)
         # signed or narrow: compute in the unsigned type (wraps, never undefined), cast back
         wrapped = S.binary(S.unary(f"({w})", a), _C_BINOPS[o], S.unary(f"({w})", b))
         return S.unary(f"({self.t(d)})", wrapped)

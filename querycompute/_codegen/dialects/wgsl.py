@@ -120,8 +120,9 @@ def scalar_member_type(p, a) -> str:
     return p.scalar_type(a.dtype)
 
 
-_BINOPS = {"add": "+", "sub": "-", "mul": "*", "truediv": "/",
-           "bitand": "&", "bitor": "|", "bitxor": "^", "and": "&&", "or": "||"}
+_BINOPS = {"add": "+", "sub": "-", "mul": "*", "truediv": "/"}
+_BOOL_OPS = {"and": "&&", "min": "&", "bitand": "&", "mul": "&",
+             "or": "||", "max": "|", "bitor": "|", "add": "|", "bitxor": "!=", "sub": "!="}
 _CMP = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
 
 
@@ -210,42 +211,33 @@ class Wgsl(CFamily):
             return Code(f"bitcast<f32>(bitcast<u32>({self.code(e.x).text}) & 0x7FFFFFFFu)")
         return super().unary(e)
 
-    def binary(self, e: E.Binary) -> Code:
-        a, b, d, o = self.code(e.a), self.code(e.b), e.dtype, e.op
-        if d == "bool":
-            if o in ("min", "and", "bitand", "mul"):
-                return S.binary(a, "&&" if o == "and" else "&", b)
-            if o in ("max", "or", "bitor", "add"):
-                return S.binary(a, "||" if o == "or" else "|", b)
-            if o in ("bitxor", "sub"):
-                return S.binary(a, "!=", b)
-        if o in ("floordiv", "mod", "lshift", "rshift") or (o == "pow" and not D.is_float(d)) \
-                or (o in ("min", "max") and D.is_float(d)):
+    def binop(self, e: E.Binary, a: Code, b: Code) -> Code:
+        d, o = e.dtype, e.op
+        if d == "bool" and o in _BOOL_OPS:            # NumPy's bool arithmetic, never via integers
+            return S.binary(a, _BOOL_OPS[o], b)
+        if o in ("min", "max") and not D.is_float(d):
+            return S.call(o, a, b)                     # exact on integers
+        if o in ("floordiv", "mod", "lshift", "rshift", "min", "max") or (o == "pow" and not D.is_float(d)):
             out = S.call(self.need(f"qc_{o}_{d}"), a, b)
             # a float16 // or % is computed in f32 (NumPy's half loops do too): round it
             # to half precision like every other float16 operation, before it is stored
             return self.f16(out, d) if D.is_float(d) else self.wrap(out, d)
-        if o in ("min", "max"):
-            return S.call(o, a, b)                     # exact on integers
-        if o in ("pow", "hypot", "atan2", "copysign", "fmod"):
-            return self.f16(S.call(self.math(o, d), a, b), d)
         if D.is_float(d) and o in ("mul", "add", "sub", "truediv"):
             folded = self._unfoldable(e, a, b, d)
             if folded is not None:
                 return folded
-        if D.is_float(d) and o == "sub" and a.text == b.text:
-            # x - x: drivers that treat WGSL arithmetic as inexact fold it to 0 (lavapipe's NIR
-            # does, depending on the shader around it), but IEEE gives NaN for NaN and inf
-            bad = f"{self.need('qc_isnan')}({a.text}) || {self.need('qc_isinf')}({a.text})"
-            nan = f"{self.need('qc_f32_bits')}(0x7FC00000u)"
-            return self.f16(Code(f"select(0.0f, {nan}, {bad})"), d)
-        if D.is_float(d):
+            if o == "sub" and a.text == b.text:
+                # x - x: drivers that treat WGSL arithmetic as inexact fold it to 0 (lavapipe's NIR
+                # does, depending on the shader around it), but IEEE gives NaN for NaN and inf
+                bad = f"{self.need('qc_isnan')}({a.text}) || {self.need('qc_isinf')}({a.text})"
+                nan = f"{self.need('qc_f32_bits')}(0x7FC00000u)"
+                return self.f16(Code(f"select(0.0f, {nan}, {bad})"), d)
             # float32 results through qc_exact, which no compiler sees through: lavapipe's NIR
             # treats WGSL arithmetic as inexact and rewrote (a - b) + b to a, b + 3 + 3 to b + 6
             # (float16 results are rounded by a helper already)
             out = S.binary(a, _BINOPS[o], b)
             return self.f16(S.call(self.need("qc_exact"), out) if d == "float32" else out, d)
-        return self.wrap(S.binary(a, _BINOPS[o], b), d)   # i32 / u32 arithmetic wraps in WGSL
+        return super().binop(e, a, b)     # math functions; integers wrap (INT_WRAPS)
 
     def _unfoldable(self, e: E.Binary, a: Code, b: Code, d: str):
         """x * 0, 0 * x, x + 0, 0 + x and x - (-0) spelled so that a driver treating WGSL float
