@@ -1,12 +1,14 @@
-"""The printer shared by every C-like dialect (CUDA C, OpenCL C, Metal).
+"""The printer shared by every GPU dialect: the C family (CUDA C, OpenCL C, Metal) and WGSL.
 
 A dialect subclass fills the *table* (class attributes: type names, thread ids, barrier,
-qualifiers, literal suffixes, math names) and overrides a few methods (kernel signature,
-storage conversions, prelude). Everything semantic is here, once: element expressions are
-printed so that they compute exactly what NumPy 2 computes (codegen/expr.py), using helper
-functions emitted into the prelude only when a kernel needs them (c_helpers.py writes them).
-Kernel IR statements, index arithmetic and whole kernels are printed by the KernelPrinter
-mixin (kernel_print.py, shared with WGSL); operator precedence lives in c_syntax.py.
+qualifiers, literal suffixes, math names, the language's rules: IMPLICIT_CONVERSIONS,
+INT_WRAPS, ...) and overrides a few methods (kernel signature, storage conversions, prelude;
+WGSL also the element semantics where it or its drivers differ from NumPy). Everything
+semantic is here, once: element expressions are printed so that they compute exactly what
+NumPy 2 computes (codegen/expr.py), using helper functions emitted into the prelude only when
+a kernel needs them (c_helpers.py writes them; wgsl_helpers.py WGSL's). Kernel IR statements,
+index arithmetic and whole kernels are printed by the KernelPrinter mixin (kernel_print.py);
+operator precedence lives in c_syntax.py (WGSL's is the same for what the printers emit).
 One printer instance prints one KernelSet (it remembers which helpers were used).
 """
 from __future__ import annotations
