@@ -8,7 +8,8 @@ semantic is here, once: element expressions are printed so that they compute exa
 NumPy 2 computes (codegen/expr.py), using helper functions emitted into the prelude only when
 a kernel needs them (c_helpers.py writes them; wgsl_helpers.py WGSL's). Kernel IR statements,
 index arithmetic and whole kernels are printed by the KernelPrinter mixin (kernel_print.py);
-operator precedence lives in c_syntax.py (WGSL's is the same for what the printers emit).
+operator precedence lives in c_syntax.py (the parentheses it adds for clarity around bitwise
+and shift operators are ones WGSL requires).
 One printer instance prints one KernelSet (it remembers which helpers were used).
 """
 from __future__ import annotations
