@@ -79,6 +79,7 @@ class KernelPrinter:
     DECLARE = "{type} {name} = {value}"                 # a local with its initialiser
     LOCAL_ARRAY = "{type} {name}[{count}]"              # a thread-local array
     BRACELESS_IF = True                                 # `if (c) s;` for one simple statement
+    FLOAT_INCREMENT = True                              # `x++` of a float (WGSL: integers only)
     RESERVED: frozenset[str] = frozenset()              # names the language reserves: get a "_"
 
     def ident(self, name: str) -> str:
@@ -170,7 +171,7 @@ class KernelPrinter:
         """`var = value` as `var++` / `var op= x` when value is `var op x`."""
         name = self.ident(var.name)
         if isinstance(value, K.KOp) and value.a == var and value.op in ("+", "-", "*", ">>", "<<"):
-            if value.op == "+" and _is_one(value.b):
+            if value.op == "+" and _is_one(value.b) and (self.FLOAT_INCREMENT or not D.is_float(var.dtype)):
                 return f"{name}++"
             return f"{name} {value.op}= {self._operands(value.op, value.a, value.b)[1].text}"
         if isinstance(value, K.Elem) and isinstance(value.expr, E.Binary):

@@ -152,6 +152,7 @@ class Wgsl(CFamily):
     DECLARE = "var {name}: {type} = {value}"
     LOCAL_ARRAY = "var {name}: array<{type}, {count}>"
     BRACELESS_IF = False
+    FLOAT_INCREMENT = False
     INT_WRAPS = True         # i32 / u32 arithmetic wraps; narrow types through `wrap`
     RESERVED = RESERVED
     MATH = {"arcsin": "asin", "arccos": "acos", "arctan": "atan", "arcsinh": "asinh",
