@@ -60,6 +60,7 @@ class CFamily(KernelPrinter, VectorLoads):
     FUNC = "static inline"              # qualifiers of prelude helper functions
     MATH: dict[str, str] = _ARCH_NAMES  # NumPy's math function name -> the language's
     HELPER_MATH: tuple[str, ...] = ()   # math functions the language lacks: prelude helpers
+    CAST_HELPER = "qc_cast_{src}_{dst}"  # the helper converting a float to an integer as NumPy
     UNROLL = "#pragma unroll"
     # Reductions fold each thread's run of consecutive elements on its own before adding it to
     # the thread's accumulators (ops/reduce/gpu.py): for dialects that often run on CPU devices,
@@ -208,7 +209,11 @@ class CFamily(KernelPrinter, VectorLoads):
         raise TypeError(f"{type(e).__name__} must be rewritten to a kernel local before printing")
 
     def compare(self, e: E.Compare) -> Code:
-        return S.binary(self.code(e.a), _C_CMP[e.op], self.code(e.b))
+        return self.cmp(e.op, self.code(e.a), self.code(e.b), e.a.dtype)
+
+    def cmp(self, op: str, a: Code, b: Code, dtype: str) -> Code:
+        """`a op b` of two values of `dtype` (op: lt, le, gt, ge, eq, ne)."""
+        return S.binary(a, _C_CMP[op], b)
 
     def wrap(self, x: Code, dtype: str) -> Code:
         """A result of `dtype` brought back into its type: C computes bool and narrow types in
@@ -292,16 +297,27 @@ class CFamily(KernelPrinter, VectorLoads):
         if src == dst:
             return x
         if dst == "bool":
-            return S.binary(x, "!=", self.lit(0, src))
+            return self.cmp("ne", x, self.lit(0, src), src)
         if src == "bool":
-            return S.unary(f"({self.t(dst)})", x)
+            return self.explicit(x, src, dst)
         if D.is_float(src) and D.is_int(dst):
-            return S.call(self.need(f"qc_cast_{src}_{dst}"), x)
+            return S.call(self.need(self.CAST_HELPER.format(src=src, dst=dst)), x)
         if dst == "float16":
             if src == "float64":
                 return S.call(self.need("qc_round_f64_f16"), x)
-            return Code(self.round_f16(S.unary("(float)", x).text))
-        return S.unary(f"({self.t(dst)})", x)
+            return Code(self.round_f16(self.explicit(x, src, "float32").text))
+        moved = self.explicit(x, src, dst)
+        if D.bits(dst) < 32 and self.t(dst) in (self.t("int32"), self.t("uint32")) and (
+                D.bits(src) > D.bits(dst) or D.is_signed(src) != D.is_signed(dst)):
+            return self.wrap(moved, dst)        # a narrow type in a 32-bit register (WGSL)
+        return moved
+
+    def explicit(self, x: Code, src: str, dst: str) -> Code:
+        """An explicit conversion: C prints every cast kernel IR asks for; a language without
+        implicit conversions (WGSL) prints one where the register types differ."""
+        if not self.IMPLICIT_CONVERSIONS and self.t(src) == self.t(dst):
+            return x
+        return self.type_cast(x, dst)
 
     # ---- kernel signatures, from the dialect's table ------------------------------------------
     # KERNEL_HEAD: what precedes the argument list ({name}, {block}, {min_blocks}: ", m" when

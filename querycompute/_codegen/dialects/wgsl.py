@@ -123,7 +123,6 @@ def scalar_member_type(p, a) -> str:
 _BINOPS = {"add": "+", "sub": "-", "mul": "*", "truediv": "/"}
 _BOOL_OPS = {"and": "&&", "min": "&", "bitand": "&", "mul": "&",
              "or": "||", "max": "|", "bitor": "|", "add": "|", "bitxor": "!=", "sub": "!="}
-_CMP = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
 
 
 class Wgsl(CFamily):
@@ -157,6 +156,7 @@ class Wgsl(CFamily):
     RESERVED = RESERVED
     MATH = {"arcsin": "asin", "arccos": "acos", "arctan": "atan", "arcsinh": "asinh",
             "arccosh": "acosh", "arctanh": "atanh", "rint": "round", "fabs": "abs"}
+    CAST_HELPER = "qc_cast_{dst}"     # float16 and float32 are both f32 here
     HELPER_MATH = ("expm1", "log1p", "hypot", "atan2", "copysign", "log10", "pow", "tanh", "fmod", "exp2", "cbrt",
                    "sin", "cos", "tan", "exp", "log", "sinh", "cosh", "log2", "arcsinh", "arccosh",
                    "arctanh", "arctan", "arcsin", "arccos")      # wgsl_helpers defines them
@@ -195,15 +195,14 @@ class Wgsl(CFamily):
         return S.literal(f"{v}{self.INT_SUFFIX[dtype]}")
 
     # ---- element expressions ---------------------------------------------------------------
-    def compare(self, e: E.Compare) -> Code:
-        a, b = self.code(e.a), self.code(e.b)
-        if e.a.dtype == "bool" and e.op not in ("eq", "ne"):
+    def cmp(self, op: str, a: Code, b: Code, dtype: str) -> Code:
+        if dtype == "bool" and op not in ("eq", "ne"):   # WGSL orders no bools: as u32
             a, b = S.call("u32", a), S.call("u32", b)
-        if e.op == "ne" and D.is_float(e.a.dtype):
-            # naga emits `!=` as an ordered compare (false when either side is NaN);
-            # IEEE and NumPy say NaN != x is true: the negated ordered `==` is.
+        if op == "ne" and D.is_float(dtype):
+            # naga emits `!=` as an ordered compare (false when either side is NaN); IEEE
+            # and NumPy say NaN != x is true (a cast to bool too): the negated ordered `==` is.
             return S.unary("!", S.binary(a, "==", b))
-        return S.binary(a, _CMP[e.op], b)
+        return super().cmp(op, a, b, dtype)
 
     def unary(self, e: E.Unary) -> Code:
         if e.op == "abs" and D.is_float(e.dtype):
@@ -284,28 +283,6 @@ class Wgsl(CFamily):
 
     def predicate(self, fn: str, x: Code) -> Code:
         return S.call(self.need(f"qc_{fn}"), x)        # on the bits: see the module docstring
-
-    def cast(self, x: Code, src: str, dst: str) -> Code:
-        if src == dst:
-            return x
-        if dst == "bool":                          # NaN is truthy: see code() on `!=`
-            if D.is_float(src):
-                return S.unary("!", S.binary(x, "==", self.lit(0, src)))
-            return S.binary(x, "!=", self.lit(0, src))
-        if src == "bool":
-            return Code(self.round_f16(f"f32({x.text})")) if dst == "float16" else S.call(self.t(dst), x)
-        if D.is_float(src) and D.is_int(dst):
-            return S.call(self.need(f"qc_cast_{dst}"), x)
-        if dst == "float16":
-            return Code(self.round_f16(S.call("f32", x).text if src != "float32" else x.text))
-        if D.is_float(dst):
-            return S.call("f32", x) if src != "float16" else x
-        # integer -> integer: i32 <-> u32 keep the bits in WGSL; narrow targets wrap
-        reg_src, reg_dst = self.t(src), self.t(dst)
-        moved = x if reg_src == reg_dst else S.call(reg_dst, x)
-        if D.bits(dst) < 32 and (D.bits(src) > D.bits(dst) or D.is_signed(src) != D.is_signed(dst)):
-            return self.wrap(moved, dst)
-        return moved
 
     # ---- packed storage: bool / 8-bit / 16-bit / float16 elements in u32 words ----------------
     def _word(self, buf: str, index: str, dtype: str) -> str:
