@@ -20,7 +20,7 @@ def test_every_gpu_dialect_is_printed_by_the_one_walk(dialect):
     cls = DIALECTS[dialect]
     for name in WALK:
         assert getattr(cls, name) is getattr(KernelPrinter, name), f"{dialect} overrides {name}"
-    for name in ("code", "binary", "call", "cast", "compare", "explicit", "lit", "float_literal", "ex"):
+    for name in ("code", "binary", "call", "cast", "compare", "explicit", "lit", "float_literal", "ex", "need"):
         assert getattr(cls, name) is getattr(CFamily, name), f"{dialect} overrides {name}"
 
 

@@ -61,6 +61,7 @@ class CFamily(KernelPrinter, VectorLoads):
     MATH: dict[str, str] = _ARCH_NAMES  # NumPy's math function name -> the language's
     HELPER_MATH: tuple[str, ...] = ()   # math functions the language lacks: prelude helpers
     CAST_HELPER = "qc_cast_{src}_{dst}"  # the helper converting a float to an integer as NumPy
+    HELPERS = c_helpers                 # the module whose define(printer, name) writes a helper
     UNROLL = "#pragma unroll"
     # Reductions fold each thread's run of consecutive elements on its own before adding it to
     # the thread's accumulators (ops/reduce/gpu.py): for dialects that often run on CPU devices,
@@ -140,7 +141,7 @@ class CFamily(KernelPrinter, VectorLoads):
     def need(self, name: str) -> str:
         """Ensure helper `name` is in the prelude; return its name for the call site."""
         if name not in self.helpers:
-            body = c_helpers.define(self, name)       # may `need` other helpers first
+            body = self.HELPERS.define(self, name)    # may `need` other helpers first
             self.helpers[name] = body
         return name
 

@@ -157,6 +157,7 @@ class Wgsl(CFamily):
     MATH = {"arcsin": "asin", "arccos": "acos", "arctan": "atan", "arcsinh": "asinh",
             "arccosh": "acosh", "arctanh": "atanh", "rint": "round", "fabs": "abs"}
     CAST_HELPER = "qc_cast_{dst}"     # float16 and float32 are both f32 here
+    HELPERS = wgsl_helpers
     HELPER_MATH = ("expm1", "log1p", "hypot", "atan2", "copysign", "log10", "pow", "tanh", "fmod", "exp2", "cbrt",
                    "sin", "cos", "tan", "exp", "log", "sinh", "cosh", "log2", "arcsinh", "arccosh",
                    "arctanh", "arctan", "arcsin", "arccos")      # wgsl_helpers defines them
@@ -166,12 +167,6 @@ class Wgsl(CFamily):
 
     def type_cast(self, x: Code, dtype: str) -> Code:
         return S.call(self.t(dtype), x)
-
-    # ---- helpers ---------------------------------------------------------------------------
-    def need(self, name: str) -> str:
-        if name not in self.helpers:
-            self.helpers[name] = wgsl_helpers.define(self, name)
-        return name
 
     def wrap(self, x: Code, dtype: str) -> Code:
         """A value of a narrow integer type brought back into its range (bool needs nothing)."""
