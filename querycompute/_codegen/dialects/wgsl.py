@@ -14,7 +14,7 @@ Types. WGSL has no 64-bit types and no 8/16-bit integers:
     host's bytes as they are) and read / written a byte or half at a time; writes go through
     atomicAnd / atomicOr on the word, so two invocations writing neighbouring elements of one
     word never lose each other's write (a compaction scatters to arbitrary positions);
-  * int64 / uint64 appear in kernel IR only as indexes and counts (the pass check below makes
+  * int64 / uint64 appear in kernel IR only as indexes and counts (CFamily.check_pass makes
     sure of it): they are i32 / u32 here, which holds any n a storage binding can (< 2^31).
     NumPy's 64-bit sums of bool / narrow integers (int64, uint64; float64 for their means)
     are kept exactly in two u32 words (CAPS.int64 False: ops/reduce/two_words.py). An element

@@ -112,7 +112,7 @@ let b = bitcast<u32>(x) & 0x7FFFFFFFu;
 if (b < 0x800000u) { return 9 - i32(countLeadingZeros(b)); }
 return i32(b >> 23u);""", "the exponent that goes with qc_mant24"),
     "qc_exact": _fn("qc_exact(x: f32) -> f32", "return bitcast<f32>(bitcast<u32>(x) | qc_zero);",
-                    "x itself, its bits or-ed with qc_zero: 0, but unknown to the compiler (wgsl_kernel_print),\n"
+                    "x itself, its bits or-ed with qc_zero: 0, but unknown to the compiler (wgsl.py),\n"
                     "so a driver that treats WGSL arithmetic as inexact cannot rewrite the operation that\n"
                     "made x together with the one that uses it (lavapipe computed (a - b) + b as a and\n"
                     "b + 3.0 + 3.0 as b + 6.0)"),
