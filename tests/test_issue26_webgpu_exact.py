@@ -1,7 +1,7 @@
 """Issue 26 item 5: webgpu bit-exact on the classes a vector table found off (lavapipe).
 
   * a ternary whose branches are comparisons printed `select(false, x < 3.0f, x > 1.0f)`,
-    which naga reads as a template list: compilation failed (wgsl_kernel_print.select);
+    which naga reads as a template list: compilation failed (wgsl.select);
   * lavapipe re-associated literal constants of user arithmetic (`b + 3 + 3` as `b + 6`,
     `3 - (b + 3)` as `-b`): literals now go through `qc_k` (wgsl_helpers);
   * `0.0 // y` for y < 0 gave +0.0 (the helper took the sign from a folded `0.0 / y`);

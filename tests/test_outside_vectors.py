@@ -370,7 +370,7 @@ def test_webgpu_captured_zero_steering_a_loop():
     """lavapipe specialised the shader on a uniform that steers a loop (here pow's and fmod's:
     Mesa's inlined uniforms), then folded x * 0.0 to 0 (NIR treats WGSL floats as inexact):
     a captured 0.0 times inf / NaN gave 0. Scalars now travel in a read-only storage buffer
-    (wgsl_kernel_print), whose values no compiler sees."""
+    (wgsl.py), whose values no compiler sees."""
     x = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -2.5], np.float32)
     got = qc.query(x).select(lambda v: (v * K_ZERO, v ** K_ZERO)).on("webgpu").to_array()
     with np.errstate(all="ignore"):

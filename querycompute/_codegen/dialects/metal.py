@@ -16,7 +16,7 @@ from .. import kernel_ir as K
 from ..capabilities import DialectCaps
 from . import c_syntax as S
 from .c_family import CFamily
-from .c_kernel_print import thread_kinds
+from .kernel_print import thread_kinds
 
 
 class Metal(CFamily):
@@ -52,7 +52,7 @@ class Metal(CFamily):
     OPTIONS_WHY = ("no fast math, no FMA contraction: MTLCompileOptions.mathMode = .safe, "
                    "mathFloatingPointFunctions = .precise")
     UNROLL = ""
-    MISSING_MATH = ("expm1", "log1p", "hypot", "cbrt")   # not in the Metal standard library: prelude helpers
+    HELPER_MATH = ("expm1", "log1p", "hypot", "cbrt")   # not in the Metal standard library
     # the launch plan's block size (launch.BLOCK) as the pipeline's limit: the compiler may
     # then use more registers per thread than for the default 1024
     KERNEL_HEAD = "[[max_total_threads_per_threadgroup({block})]]\nkernel void {name}"
@@ -72,11 +72,6 @@ class Metal(CFamily):
 
     def half_to_bits(self, value):
         return f"as_type<ushort>((half){value})"
-
-    def math(self, fn, dtype):
-        if fn in self.MISSING_MATH:
-            return self.need(f"qc_{fn}")
-        return super().math(fn, dtype)
 
     def store(self, buf, index, value, dtype):
         if dtype == "float16" and buf not in self._shared:

@@ -12,7 +12,7 @@ How a launch maps onto WebGPU:
     strides up to MAX_GATHER_STEP, else made contiguous first). 64-bit index / count buffers
     hold i32 on the device (the WGSL dialect has no 64-bit type): `read` widens them, and
     INT32_MAX, the "no index" of `first`, becomes INT64_MAX again;
-  * arguments: buffers are bound by the binding numbers of dialects.wgsl_kernel_print
+  * arguments: buffers are bound by the binding numbers of dialects.wgsl
     (`binding_layout`); scalars, with the logical grid size, go in the kernel's scalar
     buffer (read-only storage, not uniform: lavapipe specialises shaders on uniform values
     and then folds float arithmetic with them inexactly), rewritten only when they change;
@@ -33,8 +33,7 @@ import time
 import numpy as np
 
 from querycompute._codegen import launch as L
-from querycompute._codegen.dialects.wgsl import Wgsl
-from querycompute._codegen.dialects.wgsl_kernel_print import SCALAR_KINDS, binding_layout, scalar_member_type
+from querycompute._codegen.dialects.wgsl import SCALAR_KINDS, Wgsl, binding_layout, scalar_member_type
 from querycompute._codegen.program import Pass
 
 from ... import config
