@@ -144,7 +144,11 @@ def test_functions_passed_as_they_are():
     x = np.array([-8.0, -0.0, 0.0, 27.0, np.nan], np.float32)
     y = np.array([1.0, np.nan, -1.0, np.nan, 2.0], np.float32)
     for b in ("numpy", "cpu"):
-        assert np.array_equal(qc.query(x).select(np.cbrt).on(b).to_array(), np.cbrt(x), equal_nan=True)
+        # a math function may differ by its libm's documented ulp (DESIGN.md section 4): NumPy's
+        # own float32 cbrt(27) is 2.9999998 where it takes its SIMD path (AVX-512), 3.0 elsewhere
+        got = qc.query(x).select(np.cbrt).on(b).to_array()
+        np.testing.assert_array_max_ulp(got, np.cbrt(x), maxulp=1)
+        assert np.array_equal(np.signbit(got), np.signbit(np.cbrt(x)))
         assert np.array_equal(qc.query(x, y).select(np.fmax).on(b).to_array(), np.fmax(x, y), equal_nan=True)
         assert np.array_equal(qc.query(x).where(np.signbit).on(b).to_array(), x[np.signbit(x)])
 
