@@ -5,19 +5,20 @@ there are few groups, a stable radix sort otherwise; the aggregates in a generat
        bits packed side by side (the stage kernels' `pack`, when they fit 64 bits) in the
        narrowest unsigned type that holds them (Q1's two uint8 flags: a uint16).
     2. low cardinality (<= GROUP_TABLE_MAX = 4096 groups; TPC-H's Q1 has 4, Q12 2):
-       cpu_group_kernels.group_ids gives each row a chunk-local group id and each chunk's
-       local groups their sorted position (exact integers), counts and first rows; the
-       generated `low` entry point folds every aggregate into per-chunk private tables and
-       merges them chunk by chunk. Any chunk or the whole input with more groups gives up
+       ops/group/cpu_kernels.py gives each row a chunk-local group id (group_local_ids, by
+       morsels) and each chunk's local groups their sorted position (group_merge_ids, once:
+       exact integers), counts and first rows; the generated `low_chunks` step folds every
+       aggregate into per-chunk private tables (by morsels) and `merge` merges them chunk
+       by chunk. Any chunk or the whole input with more groups gives up
        (after at most one pass) and takes step 3.
     3. any cardinality (or key tuples wider than 64 bits): the stage runtime's stable radix
        sort of the keys (each group's rows stay in source order), run starts where a key's
-       order bits change, and the generated `seg` entry point over the groups.
+       order bits change (breaks_chunks), and the generated `seg_blocks` step over blocks
+       of groups (by morsels).
 The group keys are the keys of each group's first row (step 2's first rows, or the sort's:
 its first row per run), `first` gathers the values there, `count` is exact.
 
-Float results do not depend on the path, the thread count or serial vs parallel: both entry
-points fold a group's rows per SOURCE chunk of CHUNK rows in source order and the chunk
+Float results do not depend on the path, the thread count or the morsels: both paths fold a group's rows per SOURCE chunk of CHUNK rows in source order and the chunk
 partials in chunk order (ops/group/cpu.py). Compared with the reference
 (np.add.reduceat over the sorted rows) a float sum differs only by rounding: within
 (rows in the group) * eps * sum of |values| (tests use a tolerance of that order).
@@ -32,6 +33,7 @@ from querycompute._codegen.order_keys import numba_consts as _consts, raw_bits a
 from querycompute._codegen.stage_specs import SortSpec
 
 from .cpu import param_args
+from .morsels import chunks as _chunks
 from .numba_loader import load, stage_kernels_source
 from ...artifacts import ArtifactCache
 
@@ -96,9 +98,7 @@ class CpuGroupBy:
             word = self._pack(keys, rows, f"{spec.name}_")
         ids = None
         if word is not None and 0 < self.limit <= 65536 and not numba_group.in_order(spec):
-            ok, lid, nloc, remap, first, counts = st._run(
-                self._kernels(), "group_ids", n, rows, f"{spec.name}_", _raw(word), self.limit,
-                *_consts(word.dtype))
+            ok, lid, nloc, remap, first, counts = self._group_ids(word, n, rows, f"{spec.name}_")
             ids = (lid, nloc, remap) if ok else None
         if ids is None:
             perm, starts = self._sorted_runs(spec, keys, word, rows)
@@ -106,10 +106,16 @@ class CpuGroupBy:
         accs = ()
         if ks:
             mod = self._agg_module(spec)
-            if ids is not None:
-                accs = st._run(mod, f"{spec.name}_low", n, rows, "", *ids, len(first), *vals, *ps)
-            else:
-                accs = st._run(mod, f"{spec.name}_seg", n, rows, "", perm, starts, *vals, *ps)
+            name = spec.name
+            if ids is not None:           # per-chunk partials by morsels, merged in chunk order
+                lid, nloc, remap = ids
+                parts = st._call(mod, f"{name}_low_alloc", rows, "", len(nloc), remap.shape[1])
+                st._morsels(mod, f"{name}_low_chunks", len(nloc), rows, "", lid, nloc, *parts, *vals, *ps)
+                accs = st._call(mod, f"{name}_merge", rows, "", nloc, remap, len(first), *parts, *ps)
+            else:                         # blocks of SEG_BLOCK groups by morsels
+                accs = st._call(mod, f"{name}_seg_alloc", rows, "", len(starts) - 1)
+                blocks = -(-(len(starts) - 1) // mod.ns["SEG_BLOCK"])
+                st._morsels(mod, f"{name}_seg_blocks", blocks, rows, "", perm, starts, *accs, *vals, *ps)
         group_keys = st.gather(keys, first, rows)
         out, acc = [], dict(zip(ks, accs))
         for k, a in enumerate(spec.aggs):
@@ -120,6 +126,22 @@ class CpuGroupBy:
             else:
                 out.append(acc[k].astype(a.dtype, copy=False))
         return group_keys, out, counts
+
+    def _group_ids(self, word, n, rows, label) -> tuple:
+        """(ok, local ids, local groups per chunk, remap, first row, count per group): the
+        chunks' local tables by morsels, then their merge (ops/group/cpu_kernels.py)."""
+        mod, nch, limit = self._kernels(), _chunks(n), self.limit
+        lid = np.empty(n, np.uint16)
+        words = np.empty((nch, limit), np.uint64)
+        first = np.empty((nch, limit), np.int64)
+        cnt = np.empty((nch, mod.ns["CNT_WAYS"] * limit), np.int64)
+        nloc = np.empty(nch, np.int64)
+        st = self.stages
+        st._morsels(mod, "group_local_ids", nch, rows, label, n, _raw(word), limit, lid, words,
+                    first, cnt, nloc, *_consts(word.dtype))
+        ok, remap, gfirst, gcnt = st._call(mod, "group_merge_ids", rows, label, words, first,
+                                           cnt, nloc, limit)
+        return ok, lid, nloc, remap, gfirst, gcnt
 
     def _pack(self, keys, rows, label) -> np.ndarray:
         """The keys' order bits side by side in the narrowest unsigned word that holds them
@@ -136,14 +158,16 @@ class CpuGroupBy:
         new[0] = True
         if word is not None:           # one word: sort it, breaks on the sorted words
             sorted_u, perm = st._radix(word, False, None, rows, f"{spec.name}_")
-            st._run(self._kernels(), "breaks", n, rows, f"{spec.name}_", sorted_u, new,
-                    *_consts(word.dtype))
+            self._breaks(sorted_u, new, _consts(word.dtype), rows, f"{spec.name}_")
         else:
             sspec = SortSpec(spec.key_dtypes, (False,) * len(keys), spec.name)
             perm = st._full_sort(sspec, keys, rows)
             for k in keys:
                 s = st.gather([k], perm, rows)[0]
-                st._run(self._kernels(), "breaks", n, rows, f"{spec.name}_", _raw(s), new,
-                        *_consts(s.dtype))
+                self._breaks(_raw(s), new, _consts(s.dtype), rows, f"{spec.name}_")
         starts = np.append(np.flatnonzero(new), n).astype(np.int64)
         return perm, starts
+
+    def _breaks(self, u, new, consts, rows, label) -> None:
+        self.stages._morsels(self._kernels(), "breaks_chunks", _chunks(len(u)), rows, label,
+                             len(u), u, new, *consts)

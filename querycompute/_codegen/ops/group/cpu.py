@@ -14,14 +14,20 @@ folded r = 0..WAYS-1: four independent chains of adds instead of one through a s
 memory cell (a sum is commutative; min/max keep one chain so that the earlier of equal
 values wins, folds one so that element order is kept).
 
-    <name>_low_serial / _parallel(lid, nloc, remap, G, values..., params...)
-        low cardinality: per chunk (in parallel) a private table of partials indexed by the
-        chunk-local group id lid[i]; then, serially, chunks in order, the partials folded
-        into the G results at remap[c, j] (their sorted group).
-    <name>_seg_serial / _parallel(perm, starts, values..., params...)
-        any cardinality: perm lists the rows group by group (a stable sort of the keys: each
-        group's rows in source order), starts[g]..starts[g + 1] group g's; groups in
-        parallel blocks, each group's rows one after another with the chunk rule above.
+    low cardinality (the chunk-local group id lid[i] of every row from the runtime):
+    <name>_low_alloc(nch, L) -> the partials' arrays, one per aggregate (nch x L slots)
+    <name>_low_chunks(c0, c1, lid, nloc, partials..., values..., params...)
+        chunks [c0, c1): each chunk's private table of partials indexed by lid
+    <name>_merge(nloc, remap, G, partials..., params...) -> the G results
+        chunks in order, their partials folded into remap[c, j] (their sorted group)
+    any cardinality (perm lists the rows group by group: a stable sort of the keys, each
+    group's rows in source order; starts[g]..starts[g + 1] are group g's):
+    <name>_seg_alloc(G) -> the results' arrays
+    <name>_seg_blocks(b0, b1, perm, starts, results..., values..., params...)
+        blocks [b0, b1) of SEG_BLOCK groups, each group's rows one after another with the
+        chunk rule above
+The steps over ranges (chunks, blocks) run without the GIL, by the cpu backend's morsel
+scheduler (backends/cpu/cpu_group.py); each writes only its own chunks' or groups' slots.
 
 sum, min and max of float16 accumulate in float32 (as NumPy's half reductions do); results
 come back in the register type (float32 for float16) and the runtime casts them. min/max
@@ -30,7 +36,8 @@ first are not computed here (the runtime has them from the group ids).
 
 A fold not known associative (GroupAgg.in_order) has no partials: only the seg entry point
 serves it (the runtime skips the low one, `in_order`), folding each group's rows one after
-another from the seed, in source order (groups still in parallel: they are independent).
+another from the seed, in source order (groups still in parallel blocks: they are
+independent).
 """
 from __future__ import annotations
 
@@ -170,7 +177,7 @@ class _Printer:
             lines += self.fold_into(k, f"r{k}[g]", f"s{k}[g]", f"x{k}", "                ")
         lines += self.seed_lines("r{k}[g]", "    for g in range(G):", "        ")
         lines.append(f"    return ({''.join(f'r{k}, ' for k in ks)})")
-        return f"{jit_decorator(self.cache)}\n" + "\n".join(lines)
+        return f"{jit_decorator(self.cache, nogil=True)}\n" + "\n".join(lines)
 
     def seed_lines(self, acc: str, loop: str, ind: str) -> list:
         folds = [k for k in self.ks if self.agg(k).op == "fold" and not self.agg(k).in_order]
@@ -182,20 +189,23 @@ class _Printer:
             out.append(f"{ind}{a} = {self.name}_combine{k}({self.seed(k)}, {a}{self.params})")
         return out
 
-    def low(self, flavour: str) -> str:
+    def low(self) -> list:
+        """The low-cardinality steps: the partials' allocation and the chunks' pass."""
         n, ks = self.name, self.ks
-        rng = "prange" if flavour == "parallel" else "range"
-        lines = [f"def {n}_low_{flavour}(lid, nloc, remap, G{self.vals}{self.params}):",
-                 '    """Low cardinality: per-chunk partials, merged in chunk order (module doc)."""',
-                 "    n = lid.shape[0]", "    nch = (n + CHUNK - 1) // CHUNK", "    L = remap.shape[1]"]
-        lines += [f"    a{k} = np.empty((nch, L * {self.ways(k)}), {self.array_type(k)})" for k in ks]
+        alloc = [f"def {n}_low_alloc(nch, L):",
+                 '    """The partials of every chunk and local group (module doc)."""']
+        alloc += [f"    a{k} = np.empty((nch, L * {self.ways(k)}), {self.array_type(k)})" for k in ks]
+        alloc.append(f"    return ({''.join(f'a{k}, ' for k in ks)})")
+        accs = "".join(f", a{k}" for k in ks)
         rows = "".join(f", a{k}[c]" for k in ks)
-        lines += [f"    for c in {rng}(nch):",
+        chunks = [f"def {n}_low_chunks(c0, c1, lid, nloc{accs}{self.vals}{self.params}):",
+                  '    """Chunks [c0, c1): their partials per local group (module doc)."""',
+                  "    n = lid.shape[0]",
+                  "    for c in range(c0, c1):",
                   f"        {n}_chunk(lid, c * CHUNK, min(n, c * CHUNK + CHUNK), nloc[c]{rows}"
-                  f"{self.vals}{self.params})",
-                  f"    return {n}_merge(nloc, remap, G{''.join(f', a{k}' for k in ks)}{self.params})"]
-        deco = jit_decorator(self.cache, parallel=flavour == "parallel")
-        return f"{deco}\n" + "\n".join(lines)
+                  f"{self.vals}{self.params})"]
+        deco = jit_decorator(self.cache, nogil=True)
+        return [f"{deco}\n" + "\n".join(alloc), f"{deco}\n" + "\n".join(chunks)]
 
     def segment(self) -> str:
         """One group of the seg entry point: its rows perm[s:e] with the chunk rule; a sum's
@@ -250,26 +260,25 @@ class _Printer:
                     out.append(f"{ind}sp{k} = False")
         return out
 
-    def seg(self, flavour: str) -> str:
+    def seg(self) -> list:
+        """The any-cardinality steps: the results' allocation and the groups' pass."""
         n, ks = self.name, self.ks
-        rng = "prange" if flavour == "parallel" else "range"
         res = "".join(f", r{k}" for k in ks)
         scratch = "".join(f", w{k}" for k in ks if self.ways(k) > 1)
-        lines = [f"def {n}_seg_{flavour}(perm, starts{self.vals}{self.params}):",
-                 '    """Any cardinality: each group over its sorted rows (module doc)."""',
-                 "    G = starts.shape[0] - 1"]
-        lines += [f"    r{k} = np.empty(G, {self.array_type(k)})" for k in ks]
-        lines += [f"    for b in {rng}((G + SEG_BLOCK - 1) // SEG_BLOCK):"]
-        lines += [f"        w{k} = np.empty(WAYS, {self.array_type(k)})" for k in ks if self.ways(k) > 1]
-        lines += ["        for g in range(b * SEG_BLOCK, min(G, b * SEG_BLOCK + SEG_BLOCK)):",
-                  f"            {n}_segment(perm, starts[g], starts[g + 1], g{res}{scratch}{self.vals}{self.params})",
-                  f"    return ({''.join(f'r{k}, ' for k in ks)})"]
-        deco = jit_decorator(self.cache, parallel=flavour == "parallel")
-        return f"{deco}\n" + "\n".join(lines)
+        alloc = [f"def {n}_seg_alloc(G):", '    """The results of G groups."""']
+        alloc += [f"    r{k} = np.empty(G, {self.array_type(k)})" for k in ks]
+        alloc.append(f"    return ({''.join(f'r{k}, ' for k in ks)})")
+        blocks = [f"def {n}_seg_blocks(b0, b1, perm, starts{res}{self.vals}{self.params}):",
+                  '    """Blocks [b0, b1) of SEG_BLOCK groups, each over its sorted rows (module doc)."""',
+                  "    G = starts.shape[0] - 1"]
+        blocks += [f"    w{k} = np.empty(WAYS, {self.array_type(k)})" for k in ks if self.ways(k) > 1]
+        blocks += ["    for g in range(b0 * SEG_BLOCK, min(G, b1 * SEG_BLOCK)):",
+                   f"        {n}_segment(perm, starts[g], starts[g + 1], g{res}{scratch}{self.vals}{self.params})"]
+        deco = jit_decorator(self.cache, nogil=True)
+        return [f"{deco}\n" + "\n".join(alloc), f"{deco}\n" + "\n".join(blocks)]
 
     def render(self) -> str:
-        funcs = self.combines + [self.chunk(), self.merge(), self.low("serial"), self.low("parallel"),
-                                 self.segment(), self.seg("serial"), self.seg("parallel")]
+        funcs = self.combines + [self.chunk(), self.merge(), *self.low(), self.segment(), *self.seg()]
         s = self.spec
         aggs = ", ".join(f"{k}: {a.op} {a.dtype}" for k, a in enumerate(s.aggs))
         header = (f'"""querycompute cpu group_by {s.name!r} (dialect numba, generated).\n\n'

@@ -6,11 +6,11 @@ This text is never imported by querycompute: cpu_group.py appends it to
 ops/sort/cpu_kernels.py's text (it uses order_bits, CHUNK and _GOLDEN from there, so the key
 order has one home) and loads the whole through the cpu backend's disk cache.
 
-Group ids (group_ids_parallel): each key is one exact uint64 word (its order bits, or
-  several keys' bits packed by the stage kernels' `pack`). Chunks are CHUNK rows whatever
-  the thread count.
-  1. per chunk (in parallel): an open-addressing table of at most `limit` words gives each
-     row a LOCAL id (the chunk's groups numbered in order of first appearance, uint16) and
+Group ids (group_local_ids by morsels, then group_merge_ids once): each key is one exact
+  uint64 word (its order bits, or several keys' bits packed by the stage kernels' `pack`).
+  Chunks are CHUNK rows whatever the thread count.
+  1. per chunk (chunks in parallel): an open-addressing table of at most `limit` words gives
+     each row a LOCAL id (the chunk's groups numbered in order of first appearance, uint16) and
      records per local group its word, first row and row count; a chunk with more than
      `limit` distinct words gives up (-1).
   2. serial merge, chunks in order and each chunk's groups in local order: a global table
@@ -20,7 +20,7 @@ Group ids (group_ids_parallel): each key is one exact uint64 word (its order bit
   3. the groups sorted by word (= ascending key order, NaN last) and `remap[c, j]` = the
      sorted position of chunk c's local group j.
   Everything is an exact integer: no order or thread count can change the result.
-Run starts (breaks_parallel): new[i] |= order bits of u[i] != those of u[i-1], over keys
+Run starts (breaks_chunks): new[i] |= order bits of u[i] != those of u[i-1], over keys
   already in sorted order (one key column at a time).
 """
 CNT_WAYS = 4                               # counters per group (a power of 2)
@@ -106,37 +106,18 @@ def _merge_ids(words, first, cnt, nloc, limit):
     return True, remap, gfirst[order], gcnt[order]
 
 
-@njit(cache=True)
-def group_ids_serial(u, limit, kind, sign, ones, inf):
-    """(ok, local ids, local groups per chunk, remap, first row, count): the module doc's
-    steps, chunk after chunk."""
-    n = u.shape[0]
-    nch = (n + CHUNK - 1) // CHUNK
-    lid = np.empty(n, np.uint16)
-    words = np.empty((nch, limit), np.uint64)
-    first, cnt = np.empty((nch, limit), np.int64), np.empty((nch, CNT_WAYS * limit), np.int64)
-    nloc = np.empty(nch, np.int64)
-    for c in range(nch):
+@njit(cache=True, nogil=True)
+def group_local_ids(c0, c1, n, u, limit, lid, words, first, cnt, nloc, kind, sign, ones, inf):
+    """Step 1 for chunks [c0, c1): nloc[c] = chunk c's local groups (-1 past `limit`)."""
+    for c in range(c0, c1):
         nloc[c] = _local_ids(u, c * CHUNK, min(n, c * CHUNK + CHUNK), limit, lid, words[c],
                              first[c], cnt[c], kind, sign, ones, inf)
-    ok, remap, gfirst, gcnt = _merge_ids(words, first, cnt, nloc, limit)
-    return ok, lid, nloc, remap, gfirst, gcnt
 
 
-@njit(cache=True, parallel=PRANGE_ONLY)
-def group_ids_parallel(u, limit, kind, sign, ones, inf):
-    """group_ids_serial with the chunks of step 1 in parallel."""
-    n = u.shape[0]
-    nch = (n + CHUNK - 1) // CHUNK
-    lid = np.empty(n, np.uint16)
-    words = np.empty((nch, limit), np.uint64)
-    first, cnt = np.empty((nch, limit), np.int64), np.empty((nch, CNT_WAYS * limit), np.int64)
-    nloc = np.empty(nch, np.int64)
-    for c in prange(nch):
-        nloc[c] = _local_ids(u, c * CHUNK, min(n, c * CHUNK + CHUNK), limit, lid, words[c],
-                             first[c], cnt[c], kind, sign, ones, inf)
-    ok, remap, gfirst, gcnt = _merge_ids(words, first, cnt, nloc, limit)
-    return ok, lid, nloc, remap, gfirst, gcnt
+@njit(cache=True, nogil=True)
+def group_merge_ids(words, first, cnt, nloc, limit):
+    """Steps 2-3 (one call): (ok, remap, first row and count per sorted group)."""
+    return _merge_ids(words, first, cnt, nloc, limit)
 
 
 @njit(cache=True)
@@ -147,14 +128,9 @@ def _breaks(u, lo, hi, new, kind, sign, ones, inf):
         new[j] |= a != order_bits(u[j], kind, False, sign, ones, inf)
 
 
-@njit(cache=True)
-def breaks_serial(u, new, kind, sign, ones, inf):
-    """new[i] |= sorted key u changes at i (order bits: NaNs equal, -0.0 == 0.0)."""
-    _breaks(u, 0, u.shape[0], new, kind, sign, ones, inf)
-
-
-@njit(cache=True, parallel=PRANGE_ONLY)
-def breaks_parallel(u, new, kind, sign, ones, inf):
-    n = u.shape[0]
-    for c in prange((n + CHUNK - 1) // CHUNK):
+@njit(cache=True, nogil=True)
+def breaks_chunks(c0, c1, n, u, new, kind, sign, ones, inf):
+    """new[i] |= sorted key u changes at i (order bits: NaNs equal, -0.0 == 0.0), for the
+    rows of chunks [c0, c1)."""
+    for c in range(c0, c1):
         _breaks(u, c * CHUNK, min(n, c * CHUNK + CHUNK), new, kind, sign, ones, inf)
