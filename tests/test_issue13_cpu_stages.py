@@ -14,6 +14,7 @@ from querycompute._codegen import expr as E
 from querycompute._codegen.dialects.numba_py import CHUNK
 from querycompute._codegen.program import ParamSpec
 from querycompute._codegen.stage_specs import ScanSpec, SortSpec
+from querycompute.backends.cpu import cpu as _cpu
 from querycompute.backends.cpu.cpu_stages import CpuStages
 from querycompute.backends.stage_runtime import NumpyStages
 
@@ -154,15 +155,16 @@ def test_item2_scan_sum_equals_reference(dtype, n):
         assert rows and rows[-1].dialect == "numba"
 
 
-def test_item2_scan_float_sum_is_deterministic_and_close():
+def test_item2_scan_float_sum_is_deterministic_and_close(monkeypatch):
     x = np.random.default_rng(1).random(BIG).astype(np.float32)
     spec = sum_spec("float32")
     a, b = CPU.scan(spec, x, (), []), CPU.scan(spec, x.copy(), (), [])
     assert np.array_equal(a.view(np.uint32), b.view(np.uint32))
     np.testing.assert_allclose(a, np.cumsum(x, dtype=np.float64), rtol=1e-4)
-    # the serial flavour (what a forked child runs at any n) groups the combines the same way
-    serial = np.empty_like(x)
-    CPU._scans.get(spec).ns[f"{spec.name}_serial"](x, serial)
+    # one thread (what a forked child runs at any n) groups the combines the same way
+    monkeypatch.setitem(_cpu._parallel, "allowed", False)
+    serial = CPU.scan(spec, x, (), rows := [])
+    assert rows and all(r.name.endswith("_inline") for r in rows if "chunks" in r.name or "totals" in r.name)
     assert np.array_equal(a.view(np.uint32), serial.view(np.uint32))
 
 

@@ -1,10 +1,11 @@
 """The cpu backend's column operations between fused passes (StageRuntime "cpu"): numba
 kernels over fixed chunks, equal to stage_runtime.NumpyStages bit for bit (a float scan
-groups its combines differently, deterministically for a given n). The sort family (sort,
-top-k, gather, packing, distinct: ops/sort/cpu_kernels.py) runs as steps over ranges of
-chunks through the morsel scheduler (`_morsels`), the small sequential work between steps
-(offsets) in NumPy here; scan, group_by and join still have prange kernels with serial twins
-(`_run`).
+groups its combines differently, deterministically for a given n). Every operation runs
+as steps over ranges of chunks through the morsel scheduler (`_morsels`: one call on this
+thread for a small input), the small sequential work between steps (offsets, carries, a
+join's build, a group table's merge) as one call (`_call`) or in NumPy here; the kernels are
+the ops' CPU lowerings (ops/sort/cpu_kernels.py, ops/scan/cpu.py, ops/group/,
+ops/join/cpu_kernels.py). No prange, no serial twin.
 
     sort             LSD radix sort per key column, the LAST key first (each pass is stable,
                      so earlier keys decide and ties keep index order); a later key column
@@ -18,7 +19,8 @@ chunks through the morsel scheduler (`_morsels`), the small sequential work betw
                      n takes the full sort.
     sort_values      the radix sort of the key's raw bits alone (no permutation).
     gather           parallel over chunks of the permutation, on the columns' raw bits.
-    scan             a generated module per ScanSpec (ops/scan/cpu.py).
+    scan             a generated module per ScanSpec (ops/scan/cpu.py): chunk totals by
+                     morsels, the carries, each chunk from its carry by morsels.
     scan_carries     the scan's first phase alone, for a pass fused after the scan.
     first_occurrence hash partitions + per-partition hash sets on the keys' order bits
                      (one uint64 word, or two: whole key columns packed into each; wider
@@ -29,9 +31,8 @@ chunks through the morsel scheduler (`_morsels`), the small sequential work betw
     semi_join        the join's hash table of the other side, a flag per row (cpu_join.py).
     fused_group      the pass before a group_by and the aggregates in one pass, per-chunk
                      private tables (<= 4096 groups; cpu_group_fused.py), else None.
-Small inputs run as one call on the caller's thread (one morsel; prange kernels: their
-`_serial` twins for n < SERIAL_MAX), which computes exactly what the parallel run does.
-numba is imported on first use, never on import.
+A small input runs as one call on the caller's thread, which computes exactly what the
+morsels do. numba is imported on first use, never on import.
 """
 from __future__ import annotations
 
@@ -39,6 +40,7 @@ import numpy as np
 
 from querycompute._codegen import order_keys
 from querycompute._codegen.ops.scan import cpu as numba_scan
+from querycompute._codegen.ops.scan import fused_cpu as numba_scan_fused
 from querycompute._codegen.dialects.numba_py import CHUNK, storage_dtype
 
 from . import cpu as _cpu
@@ -92,16 +94,6 @@ class CpuStages(StageRuntime):
         if mod is None:
             mod = self._mod = load("qc_stage_kernels", stage_kernels_source())
         return mod
-
-    def _run(self, mod, base: str, n: int, rows: list, prefix: str, *args):
-        """Entry point `base`_serial or `base`_parallel (as the cpu backend picks) -> result;
-        its trace row is named prefix + the entry point."""
-        parallel, (out, cache, compile_ms, ms) = _cpu.launch(
-            n >= _cpu.SERIAL_MAX, lambda par: mod.call(f"{base}_{'parallel' if par else 'serial'}", *args))
-        fn = f"{base}_{'parallel' if parallel else 'serial'}"
-        grid = (max(1, -(-n // CHUNK)),) if parallel else (1,)
-        rows.append(KernelRun(prefix + fn, "numba", grid, (CHUNK,), cache, compile_ms, ms))
-        return out
 
     def _call(self, mod, fn: str, rows: list, prefix: str, *args):
         """Entry point `fn`(*args) of `mod` once on this thread (a serial step: a join's
@@ -169,7 +161,7 @@ class CpuStages(StageRuntime):
         n = len(keys[0])
         if k is not None and k <= 0 or n == 0:
             return np.zeros(0, np.int64)
-        nch = max(1, -(-n // CHUNK))
+        nch = _chunks(n)
         if k is None or 4 * k * nch > n:                 # k near n: a heap per chunk loses
             perm = self._full_sort(spec, keys, rows)
             return perm if k is None else perm[:k]
@@ -267,8 +259,20 @@ class CpuStages(StageRuntime):
         store = np.dtype(storage_dtype(spec.dtype))
         out = np.empty(n, store)
         ps = param_args(spec.params, params)
-        self._run(mod, spec.name, n, rows, "", x.view(store), out, *ps)
+        xs = x.view(store)
+        carries = self._carries(mod, spec, xs, ps, rows)
+        self._morsels(mod, f"{spec.name}_chunks", _chunks(n), rows, "", xs, out, carries, *ps)
         return out.view(dtype)
+
+    def _carries(self, mod, spec, xs, ps, rows) -> np.ndarray:
+        """C[c], the fold of everything before chunk c (seed first): the chunk totals by
+        morsels (pass 1; none for a combine not known associative), then the carries in one
+        call (ops/scan/cpu.py)."""
+        nch = _chunks(len(xs))
+        totals = np.empty(0 if spec.in_order else nch - 1, np.dtype(numba_scan_fused.carry_dtype(spec)))
+        if len(totals):
+            self._morsels(mod, f"{spec.name}_totals", nch - 1, rows, "", xs, totals, *ps)
+        return self._call(mod, f"{spec.name}_carries", rows, "", xs, totals, *ps)
 
     def _scan_module(self, spec):
         mod = self._scans.get(spec)
@@ -283,8 +287,7 @@ class CpuStages(StageRuntime):
         x = np.ascontiguousarray(values, dtype=np.dtype(spec.dtype))
         ps = param_args(spec.params, params)
         store = np.dtype(storage_dtype(spec.dtype))
-        return self._run(self._scan_module(spec), f"{spec.name}_carries", len(x), rows, "",
-                         x.view(store), *ps)
+        return self._carries(self._scan_module(spec), spec, x.view(store), ps, rows)
 
     # ---- group_by -----------------------------------------------------------------------
     def group_by(self, spec, keys, values, params, rows):

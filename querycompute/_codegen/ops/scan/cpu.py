@@ -3,22 +3,24 @@ the two-pass scan over fixed chunks the cpu stage runtime calls.
 
     <name>_combine(acc, item, params...)   the user's combine (fastmath off, as every
                                             expression the numba dialect prints)
-    <name>_serial / <name>_parallel(x, out, params...)
-        pass 1  (chunks 0..nch-2, in parallel) T[c] = the left fold of chunk c's elements
-        carries (serial, nch steps)            C[0] = seed, C[c+1] = combine(C[c], T[c])
-        pass 2  (every chunk, in parallel)     acc = C[c]; for each element in order:
-                                               acc = combine(acc, x[i]); out[i] = acc
-    <name>_carries_serial / _parallel(x, params...)    pass 1 and the carries: C
+    <name>_totals(c0, c1, x, T, params...)  pass 1 over chunks [c0, c1) of 0..nch-2:
+                                            T[c] = the left fold of chunk c's elements
+    <name>_carries(x, T, params...)         (one call) C[0] = seed, C[c+1] = combine(C[c], T[c])
+    <name>_chunks(c0, c1, x, out, C, params...)
+                                            pass 2 over chunks [c0, c1): acc = C[c]; for
+                                            each element in order: acc = combine(acc, x[i]);
+                                            out[i] = acc
     <name>_step(i, x, CS, params...)        element i's running value for a pass fused
                                             after the scan (ops/scan/fused_cpu.py)
+The passes over ranges of chunks run without the GIL, by the cpu backend's morsel scheduler
+(backends/cpu/cpu_stages.py), each writing its own chunks' slots only.
 Every output is combine applied in element order with the seed once at the front: the
 aggregate rules (acc holds the earlier elements; a non-commutative combine works). A combine
 not known associative (spec.in_order) has no pass 1: the carries come from one sequential
 fold of the elements, seed first (C[c + 1] = the fold of chunk c's elements from C[c]), so
-pass 2 computes exactly LINQ's running fold. Chunks
-are CHUNK elements whatever the thread count, so the grouping, and a float result's bits,
-depend only on n; the serial flavour runs the same chunks one after another (for n < CHUNK:
-one chunk, no pass 1), so it groups the same way.
+pass 2 computes exactly LINQ's running fold. Chunks are CHUNK elements whatever the thread
+count, so the grouping, and a float result's bits, depend only on n (n <= CHUNK: one chunk,
+no pass 1).
 float16 arrays travel as their uint16 bits and are decoded / encoded per element. Indices
 are unsigned in loads and stores, so numba emits no negative-index fix-up.
 """
@@ -50,8 +52,7 @@ def render(spec: ScanSpec, cache: bool = False) -> str:
         load, store = "x[np.uint64(i)]", "acc"
     seed = const_text(spec.seed.value, d)
     rtype = "np.bool_" if d == "bool" else register_type(d)
-    scalar, serial = jit_decorator(cache), jit_decorator(cache)
-    parallel = jit_decorator(cache, parallel=True)
+    scalar, steps = jit_decorator(cache), jit_decorator(cache, nogil=True)
     body = "".join(f"    {line}\n" for line in ep.lines)
     ret = result if d == "bool" else f"{rtype}({result})"     # one type for every carry
     funcs = [
@@ -77,45 +78,40 @@ def render(spec: ScanSpec, cache: bool = False) -> str:
             f"    for i in range(lo, hi):\n"
             f"        acc = {name}_combine(acc, {load}{params})\n"
             f"    return acc")
-    for flavour, deco, rng in (("serial", serial, "range"), ("parallel", parallel, "prange")):
-        if spec.in_order:
-            funcs.append(
-                f"{serial}\ndef {name}_carries_{flavour}(x{params}):\n"
-                f'    """C[c]: the fold of everything before chunk c, seed first, in element order\n'
-                f'    (one sequential pass: the combine is not known associative)."""\n'
-                f"    n = x.shape[0]\n"
-                f"    nch = (n + CHUNK - 1) // CHUNK\n"
-                f"    C = np.empty(nch, {rtype})\n"
-                f"    acc = {seed}\n"
-                f"    for c in range(nch):\n"
-                f"        C[c] = acc\n"
-                f"        if c < nch - 1:\n"
-                f"            acc = {name}_from(x, c * CHUNK, c * CHUNK + CHUNK, acc{params})\n"
-                f"    return C")
-        else:
-            funcs.append(
-                f"{deco}\ndef {name}_carries_{flavour}(x{params}):\n"
-                f'    """C[c]: the fold of everything before chunk c, seed first (pass 1, carries)."""\n'
-                f"    n = x.shape[0]\n"
-                f"    nch = (n + CHUNK - 1) // CHUNK\n"
-                f"    T = np.empty(max(nch - 1, 0), {rtype})\n"
-                f"    for c in {rng}(nch - 1):\n"
-                f"        T[c] = {name}_total(x, c * CHUNK, c * CHUNK + CHUNK{params})\n"
-                f"    C = np.empty(nch, {rtype})\n"
-                f"    acc = {seed}\n"
-                f"    for c in range(nch):\n"
-                f"        C[c] = acc\n"
-                f"        if c < nch - 1:\n"
-                f"            acc = {name}_combine(acc, T[c]{params})\n"
-                f"    return C")
-        funcs.append(
-            f"{deco}\ndef {name}_{flavour}(x, out{params}):\n"
-            f'    """Inclusive scan of x into out (module doc: pass 1, carries, pass 2)."""\n'
-            f"    n = x.shape[0]\n"
-            f"    nch = (n + CHUNK - 1) // CHUNK\n"
-            f"    C = {name}_carries_{flavour}(x{params})\n"
-            f"    for c in {rng}(nch):\n"
-            f"        {name}_chunk(x, out, c * CHUNK, min(n, c * CHUNK + CHUNK), C[c]{params})")
+    if spec.in_order:
+        carries = (
+            f"    acc = {seed}\n"
+            f"    for c in range(nch):\n"
+            f"        C[c] = acc\n"
+            f"        if c < nch - 1:\n"
+            f"            acc = {name}_from(x, c * CHUNK, c * CHUNK + CHUNK, acc{params})\n")
+        why = "in element order (one sequential pass: the combine is not known associative)"
+    else:
+        carries = (
+            f"    acc = {seed}\n"
+            f"    for c in range(nch):\n"
+            f"        C[c] = acc\n"
+            f"        if c < nch - 1:\n"
+            f"            acc = {name}_combine(acc, T[c]{params})\n")
+        why = "from the chunk totals T"
+    funcs += [
+        f"{steps}\ndef {name}_totals(c0, c1, x, T{params}):\n"
+        f'    """Pass 1 over chunks [c0, c1) (all but the last): T[c] = chunk c\'s left fold."""\n'
+        f"    for c in range(c0, c1):\n"
+        f"        T[c] = {name}_total(x, c * CHUNK, c * CHUNK + CHUNK{params})",
+        f"{steps}\ndef {name}_carries(x, T{params}):\n"
+        f'    """C[c]: the fold of everything before chunk c, seed first, {why}."""\n'
+        f"    n = x.shape[0]\n"
+        f"    nch = (n + CHUNK - 1) // CHUNK\n"
+        f"    C = np.empty(nch, {rtype})\n"
+        f"{carries}"
+        f"    return C",
+        f"{steps}\ndef {name}_chunks(c0, c1, x, out, C{params}):\n"
+        f'    """Pass 2 over chunks [c0, c1): each chunk\'s running values from its carry C[c]."""\n'
+        f"    n = x.shape[0]\n"
+        f"    for c in range(c0, c1):\n"
+        f"        {name}_chunk(x, out, c * CHUNK, min(n, c * CHUNK + CHUNK), C[c]{params})",
+    ]
     funcs.append(
         f"{scalar}\ndef {name}_step(i, x, CS{params}):\n"
         f'    """Element i of the scan inside a pass that visits every chunk\'s elements in order\n'

@@ -51,7 +51,7 @@ def fusable(p: Pass) -> bool:
     return one_input and isinstance(t, ToArray) and t.window is None and p.program.has_filter
 
 
-def _carry_dtype(spec: ScanSpec) -> str:
+def carry_dtype(spec: ScanSpec) -> str:
     """The dtype of the carries' arrays: the scan's register type (float16 in float32)."""
     t = register_type(spec.dtype)
     return "bool" if t == "bool" else t.replace("np.", "")
@@ -63,7 +63,7 @@ def fuse(p: Pass, spec: ScanSpec) -> ScanFusedPass:
         raise ValueError(f"pass {p.name} cannot run inside scan {spec.name}: it must be a reduce or a "
                          f"compaction without a window over the one scanned column")
     prog = p.program
-    cd = _carry_dtype(spec)
+    cd = carry_dtype(spec)
     inputs = prog.inputs + (InputSpec("scan_CS", cd),)
     params = prog.params + tuple(ParamSpec(f"scan_{q.name}", q.dtype) for q in spec.params)
     return ScanFusedPass(replace(prog, inputs=inputs, params=params), p.terminal,
