@@ -38,7 +38,7 @@ from .cpu_elements import bind
 
 # numba's fallback "workqueue" threading layer aborts when two Python threads launch
 # parallel kernels at once; serialising parallel launches costs ~0.1 us and is always safe.
-# (The column operations' prange kernels only: a fused pass runs through morsels.py.)
+# (Long rows' prange kernels only: fused passes and column operations run through morsels.py.)
 _PARALLEL_LOCK = threading.Lock()
 # "allowed": whether kernels may use more than the calling thread (a Dask worker's tasks
 # run on one thread each: dask/run.py). "omp": whether numba's OpenMP pool may run in this

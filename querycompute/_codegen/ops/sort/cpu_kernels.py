@@ -46,7 +46,7 @@ First occurrence (distinct_words, distinct_scatter, distinct_sets): each element
   place, no scatter). The flags are exact booleans: no order or thread count can change them.
 """
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
 CHUNK = 1 << 16
 RADIX = 256
@@ -54,11 +54,6 @@ TOPK_BLOCK = 64                             # keys compared with a full heap's t
 _U0, _U1, _U8, _MASK = np.uint64(0), np.uint64(1), np.uint64(8), np.uint64(255)
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)    # Fibonacci hashing multiplier
 _MIX = np.uint64(0xC2B2AE3D27D4EB4F)       # mixes a second key word into the first's hash
-# The group_by and join kernels appended to this text still run prange loops: only the
-# explicit ones run in parallel (numba would otherwise turn every array expression (np.zeros,
-# h += hc[c]) into a parallel region of its own, each a thread barrier).
-PRANGE_ONLY = {"prange": True, "comprehension": False, "reduction": False, "inplace_binop": False,
-               "setitem": False, "numpy": False, "stencil": False, "fusion": False}
 
 
 @njit(cache=True)
