@@ -1,6 +1,6 @@
 """The cpu backend starts numba's thread pool with OpenMP's passive wait policy unless the
-user chose one (backends/cpu.py start_pool; docs/configuration.md; the prange kernels of
-scan, group_by and join use it; fused passes and the sort family run on the morsel pool):
+user chose one (backends/cpu.py start_pool; docs/configuration.md; the long-row kernels'
+prange loops use it; fused passes and column operations run on the morsel pool):
 GNU OpenMP reports the policy it read when it loaded (OMP_DISPLAY_ENV=true), and the
 variable never stays in the process's environment. Each case is a fresh interpreter (OpenMP reads it once per process)."""
 from __future__ import annotations
@@ -14,8 +14,9 @@ import pytest
 
 SCRIPT = textwrap.dedent("""
     import os, numpy as np, querycompute as qc
-    x = np.arange(300_000, dtype=np.int64)[::-1].copy()     # above SERIAL_MAX: the scan's prange kernels
-    ok = bool((qc.query(x).on("cpu").scan(lambda a, v: a + v, 0).to_array() == np.cumsum(x)).all())
+    X = np.linspace(-1, 1, 4 * 300_000, dtype=np.float32).reshape(4, -1)   # long rows, 1.2M
+    got = qc.query(X).on("cpu").select(lambda r: np.exp(r).sum()).to_array()  # values: prange
+    ok = bool(np.allclose(got, np.exp(X.astype(np.float64)).sum(axis=1), rtol=1e-5))
     print("RESULT", ok, os.environ.get("OMP_WAIT_POLICY"))
 """)
 
