@@ -10,6 +10,8 @@ sm_90) and passes the Metal compile check, and the transfer counter shows nothin
 read back."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from compile_checks import ARCHS, metal_compiles, ptx_of
@@ -188,7 +190,7 @@ def _harness_run(q, terminal: str, dialect: str, fused: bool = True):
     from querycompute.plan.plan import param_values
     staged, term, cols, infos = q.lowered(terminal)
     stages = GpuStages(dialect, lambda ks: (harness.HarnessRuntime(ks, harness.module_for([ks])), "compiled", 0.0))
-    stages.scan_fused_passes = fused
+    stages.caps = replace(stages.caps, scan_fused_passes=fused)
     prepared = pipeline.StagedPrepared(staged, lambda lowered: HarnessPass(lowered, dialect), stages)
     assert (len(prepared.scan_fused) == 1) == fused
     raw, _ = prepared.run_quick(cols, param_values(staged, infos, q._source), q._source.length(cols))

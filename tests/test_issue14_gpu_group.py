@@ -12,6 +12,7 @@ sums are the same bits on every run.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -114,7 +115,7 @@ def gpu():
         stages = opencl_stages()
     except RuntimeError as exc:
         pytest.skip(f"no OpenCL device: {exc}")
-    stages.group_tables = False          # the sort path (the tables: test_issue14_gpu_group_table.py)
+    stages.caps = replace(stages.caps, group_tables=False)   # the sort path (the tables: test_issue14_gpu_group_table.py)
     return stages
 
 
@@ -216,7 +217,7 @@ def test_item2_harness_group_by(dialect):
     spec = HSPEC[dialect]
     module = harness.module_for([group_op.render_group(spec, dialect)])
     stages = GpuStages(dialect, lambda ks: (harness.HarnessRuntime(ks, module), "compiled", 0.0))
-    stages.group_tables = False
+    stages.caps = replace(stages.caps, group_tables=False)
     rng = np.random.default_rng(6)
     for n in (1, BIG):
         keys = [keys_of(rng, "float32", n, 4), keys_of(rng, "int16", n, 2)]

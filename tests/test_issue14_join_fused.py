@@ -5,6 +5,7 @@ gathers) and plain Python over join_reference's pairs."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -40,7 +41,7 @@ def gathered(monkeypatch, run):
     gathered columns (the plans in memory are dropped before and after)."""
     engine._memo.clear()
     with monkeypatch.context() as m:
-        m.setattr(CpuStages, "indexed_passes", False)
+        m.setattr(CpuStages, "caps", replace(CpuStages.caps, indexed_passes=False))
         got = run()
         assert join_gathered()
     engine._memo.clear()

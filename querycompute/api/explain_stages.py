@@ -42,11 +42,14 @@ def _pass_lines(lowered, backend: str, n: int) -> list[str]:
     return out
 
 
-GPU_DIALECTS = ("cuda", "opencl", "metal", "webgpu")
+def on_gpu(backend: str) -> bool:
+    """Whether `backend` runs a GPU dialect's kernels (BackendCaps.device): explain() shows
+    those kernels and their traffic; a host runtime describes its column operations itself."""
+    return registry.get(backend).caps.device == "gpu"
 
 
 def _column_lines(stage, runtime, backend: str, element_dtypes) -> list[str]:
-    if backend in GPU_DIALECTS:
+    if on_gpu(backend):
         return [f"    {line}" for line in stage.gpu_traffic(backend, element_dtypes)]
     lines = stage.host_lines(runtime, element_dtypes)
     return [f"    {line}" for line in lines]
@@ -88,7 +91,7 @@ def explain(q, staged: S.StagedLowered, term, infos, backend: str, n: int, runti
     fused = S.fused_scans(staged.stages, runtime)      # scan i runs with pass i + 1
     n_stages = len(staged.stages) - len(fused)
     from ..plan.join_plan import fusable as join_fusable
-    indexed = getattr(runtime, "indexed_passes", False)
+    indexed = runtime.caps.indexed_passes           # a join's next pass reads through the pairs
     n_stages -= sum(join_fusable(staged.stages, i) for i in range(len(staged.stages))) if indexed else 0
     out.append(f"staged plan: {n_stages} stage{'s' * (n_stages != 1)} on {backend} "
                f"(selects/wheres fused into the pass at each side of a breaker)")
@@ -129,14 +132,15 @@ def explain(q, staged: S.StagedLowered, term, infos, backend: str, n: int, runti
             out += _pass_lines(lowered, backend, n)
         else:
             out += _column_lines(stage, runtime, backend, element_dtypes[i - 1] or q_dtypes(q))
-            why = S.gpu_scan_fused(staged.stages, i - 1)[1] if backend in GPU_DIALECTS else ""
-            if backend == "webgpu" and S.plain_pass_after(staged.stages, i - 1, S.ScanStage) is not None \
-                    and not why:
-                why = "a 64-bit scan runs on the numpy reference on webgpu"
+            gpu = on_gpu(backend)
+            why = S.gpu_scan_fused(staged.stages, i - 1)[1] if gpu else ""
+            if gpu and not why and S.plain_pass_after(staged.stages, i - 1, S.ScanStage) is not None \
+                    and not runtime.fuses_scan(stage.spec):   # the runtime's kernels don't hold its
+                why = f"a 64-bit scan runs on the numpy reference on {backend}"   # values (WGSL)
             if why:
                 out.append(f"    (on {backend} the scan and the pass after it are two stages: the "
                            f"scanned column is written, then read by the next pass; not fused: {why})")
-    if getattr(runtime, "device_columns", False):
+    if runtime.caps.device_columns:
         out.append("between stages the columns stay on the device (device columns); only the "
                    "terminal's result is read back (a join's pairs and gathers stay there too; webgpu's join runs on the host)")
     else:
@@ -150,8 +154,9 @@ def source(staged: S.StagedLowered, backend: str, runtime) -> str:
     parts = []
     be = registry.get(backend)
     element_dtypes = _element_dtypes(staged)
-    comment = "#" if backend in ("numpy", "cpu") else "//"
-    fused = S.fused_scans(staged.stages, runtime) if backend in GPU_DIALECTS else {}
+    gpu = on_gpu(backend)
+    comment = "//" if gpu else "#"                  # the C-family dialects; Python / numba
+    fused = S.fused_scans(staged.stages, runtime) if gpu else {}
     for i, (stage, text) in enumerate(zip(staged.stages, staged.texts), 1):
         lowered = getattr(stage, "lowered", None)
         header = f"{comment} ---- stage {i}: {text}"
@@ -167,11 +172,9 @@ def source(staged: S.StagedLowered, backend: str, runtime) -> str:
                 parts.append(f"{header}\n{be.source(p)}")
             continue
         body = ""
-        if backend in GPU_DIALECTS:
+        if gpu:                            # (a host runtime's column operations: no kernel text)
             with codegen_errors(backend):  # a dtype the dialect lacks: UnsupportedTypeError
                 body = "\n".join(f"{comment} {what}\n{ks.source}" for what, ks in
                                  stage.gpu_kernels(backend, element_dtypes[i - 1] or ()))
-        elif getattr(runtime, "source", None) is not None and getattr(stage, "spec", None) is not None:
-            body = runtime.source(stage.spec)
         parts.append(f"{header}\n{body or comment + ' (no generated kernel: a host-side column operation)'}")
     return "\n\n".join(parts)

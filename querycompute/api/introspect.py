@@ -12,7 +12,6 @@ import numpy as np
 
 from querycompute._codegen import elements, gpu, pretty
 from querycompute._codegen.dialects.numba_py import CHUNK, whole_arrays
-from querycompute._codegen.gpu import DIALECTS as GPU_DIALECTS
 from querycompute._codegen.program import Reduce
 
 from ..graph import terminals as T
@@ -25,7 +24,7 @@ from ..frontend.exact import origin
 from ..frontend.strings import is_string_param, origin as string_origin
 from ..plan.plan import lower_query
 from .query_terminals import positional
-from .explain_stages import origin_note
+from .explain_stages import on_gpu, origin_note
 from ..sources.shaped import columns as shaped_columns
 
 
@@ -71,14 +70,15 @@ def source(q, backend: str, terminal: Any) -> str:
 _OP_TEXT = {"map": "elementwise: every element computed and stored",
             "compact": "order-preserving compaction: flags, scan, scatter",
             "reduce": "two-stage reduction: one partial per block, then a finalize kernel"}
-# what the host backends run instead of the GPU kernels above (dialects/numba_py.py; numpy_ref.py)
+# what the host backends run instead of the GPU kernels above, by where their kernels run
+# (BackendCaps.device): "host" the cpu's (dialects/numba_py.py), "reference" numpy_ref.py's
 _HOST_OP_TEXT = {
-    "cpu": {"map": f"elementwise: every element computed and stored, chunks of {CHUNK} elements in parallel",
+    "host": {"map": f"elementwise: every element computed and stored, chunks of {CHUNK} elements in parallel",
             "compact": "order-preserving compaction: a count pass (keep flags, a count per chunk), "
                        "then a write pass of the survivors at their chunk's offset",
             "reduce": f"per-chunk partial accumulators (chunks of {CHUNK} elements in parallel), "
                       f"combined in chunk order"},
-    "numpy": {"map": "elementwise: whole-array NumPy operations",
+    "reference": {"map": "elementwise: whole-array NumPy operations",
               "compact": "a keep mask over the whole array, then the kept elements in order",
               "reduce": "whole-array NumPy reductions"}}
 
@@ -93,7 +93,7 @@ def _params_text(params, bindings) -> str:
 
 
 def _op_text(op: str, backend: str) -> str:
-    return _HOST_OP_TEXT.get(backend, _OP_TEXT)[op]
+    return _HOST_OP_TEXT.get(registry.get(backend).caps.device, _OP_TEXT)[op]
 
 
 def _element_bytes(dtypes) -> int:
@@ -156,7 +156,7 @@ def explain(q, backend: str | None, terminal: Any) -> str:
         out.append(f"  (launch shapes unavailable: {exc})")
     kernel_lines, read, columns = _kernel_traffic(p, name, n)
     out += _traffic(lowered, term, read, columns, name)
-    if name in GPU_DIALECTS:           # the host backends don't run these kernels
+    if on_gpu(name):                   # the host backends don't run these kernels
         out += kernel_lines
     return "\n".join(out)
 
@@ -170,10 +170,12 @@ def _kernel_traffic(p, backend: str, n: int) -> tuple[list[str], int, int]:
     CUDA kernels', and explain() prints no kernel lines for them."""
     from querycompute._codegen import gpu
     from querycompute._codegen.traffic import launch_traffic
-    if backend not in gpu.DIALECTS and any(s.table for s in p.program.params):
+    be = registry.get(backend)
+    on_device = be.caps.device == "gpu"
+    if not on_device and any(s.table for s in p.program.params):
         per = sum(np.dtype(s.dtype).itemsize for s in p.program.inputs)   # (no GPU kernel reads
         return [], per, per                     # a string function's table: nothing to count)
-    dialect = backend if backend in gpu.DIALECTS else "cuda"
+    dialect = be.dialect if on_device else "cuda"
     with codegen_errors(dialect):
         ks = gpu.render(p, dialect)
     params = [0] * len(p.program.params)
@@ -209,7 +211,8 @@ def _traffic(lowered, term: Terminal, read: int, columns: int, backend: str) -> 
             current = out
     unfused += current + written
     return [f"memory traffic per element: fused reads {read} B, writes {written} B"
-            + ({"cpu": " (plus one partial per chunk)", "numpy": ""}.get(backend, " (plus one partial per block)")
+            + ({"host": " (plus one partial per chunk)", "reference": ""}.get(registry.get(backend).caps.device,
+                                                                            " (plus one partial per block)")
                if reduce else " (at most: only survivors are written)"),
             f"  one kernel per operator instead would move about {unfused} B per element "
             f"({unfused / max(read + written, 1):.1f}x the fused pass)"]
@@ -228,7 +231,8 @@ def shaped_text(source, backend: str = "", p=None) -> str:
             parts.append(f"{a.dtype}{list(s)} ({nbytes} B/element, {math.prod(s)} scalar "
                          f"columns, {layout})")
     text = "shaped elements: " + "; ".join(parts)
-    if p is not None and backend == "cpu":
+    device = registry.get(backend).caps.device if backend else ""
+    if p is not None and device == "host":
         if whole_arrays(p):            # a map / compaction (backends/cpu_elements.py)
             out = (", the result written in place as one (m, k) array"
                    if getattr(p.terminal, "element", 0) else "")
@@ -236,11 +240,12 @@ def shaped_text(source, backend: str = "", p=None) -> str:
                            "registers, each array read whole as one (n, m) array (a view; a "
                            "copy where the components are not evenly spaced: F-ordered or "
                            f"transposed matrices){out}")
-    if p is None or backend not in gpu.DIALECTS:
+    if p is None or device != "gpu":
         return text + (" -- strategy: scalarized, one element per thread in registers, each "
                        "component read as a strided column")
-    ks = gpu.render(p, backend)
-    wide = gpu.printer(backend).VECTOR_LOADS
+    dialect = registry.get(backend).dialect
+    ks = gpu.render(p, dialect)
+    wide = gpu.printer(dialect).VECTOR_LOADS
     cols = shaped_columns(source)
     arrays = elements.arrays(p.program)
     comps = {a.first + j for a in arrays for j in range(a.m)}

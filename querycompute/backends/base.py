@@ -122,6 +122,10 @@ class BackendCaps:
     # `loads_fast` may say yes: a pass in its disk cache loads in a few ms (the cpu backend's
     # llvm route), so tiered execution loads it before answering (run/engine.py)
     fast_loads: bool = False
+    # its kernels' float sums have the numpy tier's bits (the cpu's fixed sum order has a
+    # NumPy twin: _codegen/sum_order.py; numpy is that tier), so the numpy tier answers a
+    # float sum at once; else the first call waits for the kernel (run/tiers.differs)
+    tier_sums: bool = False
 
 
 class Backend:

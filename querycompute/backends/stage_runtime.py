@@ -9,9 +9,16 @@ membership flags. Each backend has one
 Columns are 1-D host numpy arrays of one length n (the next stage's input). Every method
 appends one `KernelRun` per kernel (or numpy step) it ran to `rows`, for qc.last_trace().
 The operations are defined in querycompute/_codegen/stage_specs.py and order_keys.py.
+
+What a runtime has beyond these operations (device columns, a device join, the fusions the
+executor may use) it declares in one `StageCaps` (below), its class attribute `caps` (GpuStages:
+per instance, from its dialect's DialectCaps and its device); the executor (run/pipeline.py),
+the stage kinds (plan/) and explain() read those fields and call the methods the base class
+defines for them, never a runtime's name or getattr with a default (DESIGN.md section 2).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
@@ -25,9 +32,42 @@ from querycompute._codegen.stage_specs import GroupSpec, ScanSpec, SortSpec
 from .base import KernelRun, now_ms
 
 
+@dataclass(frozen=True)
+class StageCaps:
+    """What one StageRuntime has (module doc), declared once: `StageRuntime.caps`. The base
+    class's defaults are the numpy reference's: host arrays, no fusion across a breaker."""
+    # a staged plan's columns stay on the device between stages: a pass that feeds a next
+    # stage leaves its outputs there and the column operations read and return device
+    # columns (backends/gpu/device_columns.py; run/pipeline.py, to_device first when a column
+    # operation is the first stage); the backend's BackendCaps.device_columns says the same.
+    # opencl, cuda
+    device_columns: bool = False
+    # a join's pairs and gathers run on the device (gpu/gpu_join.py: gather / gather_filled):
+    # the join stage hands it the columns where they are (plan/join_plan.py); else the join
+    # runs on host arrays and gathers the other side on the host. GPU dialects with 64-bit
+    # integers (_codegen/ops/join/gpu.without_join)
+    device_join: bool = False
+    # a join's next pass reads both sides' columns through the index pairs, nothing gathered
+    # (dialects/numba_indexed.py; plan/join_plan.fusable): the executor compiles that pass and
+    # explain() prints the two stages as one. cpu
+    indexed_passes: bool = False
+    # a scan fuses into the pass after it through `scan_carries` (the scan's first phase;
+    # then one pass, _codegen/ops/scan/fused_cpu.py; plan/stage_kinds.fused_scans). cpu
+    scan_carries: bool = False
+    # a pass after a scan runs in the scan's last pass (ops/scan/fused_gpu.py) where
+    # `fuses_scan(spec)` says so, and at run time where `scan_fusion_fits(n)`. GPU runtimes
+    scan_fused_passes: bool = False
+    # a pass followed by a group_by runs as one pass (`fused_group`; cpu_group_fused.py). cpu
+    fused_group: bool = False
+    # group_by tries the low-cardinality tables first (gpu/gpu_group_table.py; they count in
+    # int64): GPU dialects with 64-bit values
+    group_tables: bool = False
+
+
 class StageRuntime:
     """One backend's column operations (see the module docstring)."""
     name = "?"
+    caps = StageCaps()          # what it has (StageCaps); every runtime class declares its own
 
     def sort(self, spec: SortSpec, keys: Sequence[np.ndarray], k: int | None, rows: list) -> np.ndarray:
         """int64 stable sort permutation of the rows of `keys`; with k, its first min(k, n)
@@ -78,6 +118,32 @@ class StageRuntime:
         numpy reference (its trace row says so)."""
         return NumpyStages.semi_join(self, left_keys, right_keys, rows)
 
+    # ---- what the executor asks where `caps` says the runtime has it ------------------------
+    def holds(self, dtypes) -> bool:
+        """Whether its kernels hold values of `dtypes` (GpuStages: a dialect without 64-bit
+        values runs operations on 64-bit columns on the numpy reference)."""
+        return True
+
+    def fuses_scan(self, spec: ScanSpec) -> bool:
+        """With `caps.scan_fused_passes`: whether the pass after this scan runs in the scan's
+        last pass (not where the scan itself runs on the numpy reference: `holds`)."""
+        return self.holds([spec.dtype] + [p.dtype for p in spec.params])
+
+    def scan_fusion_fits(self, n: int) -> bool:
+        """With `caps.scan_fused_passes`: whether a fused scan pass of n elements runs as one
+        pass here (WebGPUStages: within one storage binding); else the two stages run."""
+        return True
+
+    def scan_carries(self, spec: ScanSpec, values: np.ndarray, params: Sequence, rows: list) -> np.ndarray:
+        """With `caps.scan_carries`: the carry into each chunk of the scan (its first phase),
+        for the pass fused after it (_codegen/ops/scan/fused_cpu.py)."""
+        raise NotImplementedError(f"{type(self).__name__} declares no scan_carries (StageCaps)")
+
+    def fused_group(self, p, spec: GroupSpec, keys, values, inputs, params, gparams, n: int, rows: list):
+        """With `caps.fused_group`: pass `p` and the group_by after it as one pass, its raw
+        result, or None where it does not apply (the two stages run then)."""
+        return None
+
     # explain()'s lines for an operator on this runtime, naming what really runs it; None:
     # the stage kind's own description (Stage.host_lines asks these)
     def describe_group_by(self, spec: GroupSpec) -> list | None:
@@ -101,6 +167,7 @@ class NumpyStages(StageRuntime):
     """The reference: order_keys' bits and np.lexsort; a scan as a fixed tree of whole-array
     steps evaluating the combine expression with the numpy backend's interpreter."""
     name = "numpy"
+    caps = StageCaps()          # host arrays; no fusion across a breaker
 
     def sort(self, spec, keys, k, rows):
         t0 = now_ms()

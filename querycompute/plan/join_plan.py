@@ -11,7 +11,7 @@
     stage 3: fused pass (the probe side's continuation): result(a, b), then whatever follows
              (where, select, terminal, group_by)
 
-On a runtime with `indexed_passes` (cpu) stages 2 and 3 are one: nothing is gathered, the
+On a runtime with `caps.indexed_passes` (cpu) stages 2 and 3 are one: nothing is gathered, the
 pass reads this side's columns at li[k] and the other side's at ri[k] (the pairs as index
 columns: dialects/numba_indexed.py), and a group_by after it runs inside that pass too
 (cpu_group_fused.py). `fusable` says where; other runtimes gather (same results).
@@ -87,7 +87,7 @@ class JoinStage(KeyedByOther):
     def run(self, ex, call, i: int, state: list, keep):
         """The join at run time (stage_kinds' protocol): the other side, the pairs, the gathers."""
         rt = ex.runtime
-        if not getattr(rt, "device_join", False):   # GpuStages: a device join (gpu_join.py)
+        if not rt.caps.device_join:          # GpuStages: a device join (gpu_join.py)
             state = [DC.to_host(c) for c in state]  # others: the join runs on the host
         return run_join(self, state, call, ex.backend, rt), keep, None
 
@@ -292,7 +292,7 @@ def plan_semi_join(planner, ops: list, at: int) -> None:
 
 def fusable(stages: tuple, i: int) -> bool:
     """Whether stage i, a join, can hand its index pairs to the pass after it, which then
-    reads both sides' columns through them (a runtime with `indexed_passes` compiles that
+    reads both sides' columns through them (a runtime with `caps.indexed_passes` compiles that
     pass as dialects/numba_indexed.IndexedPass; nothing is gathered): that pass has no
     take/skip window, positional terminal or early exit (those slice their inputs)."""
     return plain_pass_after(stages, i, JoinStage) is not None
@@ -309,7 +309,7 @@ def run_join(stage: JoinStage, state: list, call, backend: str, rt) -> list:
     rows = call.rows
     left, right, li, ri = join_pairs(stage, state, call, backend, rt)
     left = rt.gather(left, li, rows)
-    if getattr(rt, "device_join", False):        # GpuStages: the gathers stay on the device
+    if rt.caps.device_join:                  # GpuStages: the gathers stay on the device
         right = rt.gather_filled(right, ri, rows) if stage.outer else list(rt.gather(right, ri, rows))
     else:
         right = [gather_filled(np.asarray(c), ri) for c in right]

@@ -351,15 +351,14 @@ def gpu_scan_fused(stages: tuple, i: int) -> tuple:
 
 
 def fused_scans(stages: tuple, runtime) -> dict:
-    """Scan stage index -> the pass after it as `runtime` fuses it: the cpu's (a runtime
-    with `scan_carries`: None, numba_scan_fused builds it) or a GPU's (`scan_fused_passes`:
-    the ScanFusedGpuPass)."""
-    if getattr(runtime, "scan_carries", None) is not None:
+    """Scan stage index -> the pass after it as `runtime` fuses it (its StageCaps): the cpu's
+    (`scan_carries`: None, ops/scan/fused_cpu builds it) or a GPU's (`scan_fused_passes`: the
+    ScanFusedGpuPass, where `runtime.fuses_scan`: webgpu's 64-bit scans run on the reference)."""
+    if runtime.caps.scan_carries:
         return {i: None for i in range(len(stages)) if scan_fusable(stages, i)}
-    if getattr(runtime, "scan_fused_passes", False):
-        here = getattr(runtime, "fuses_scan", lambda spec: True)     # webgpu: not its 64-bit scans
+    if runtime.caps.scan_fused_passes:
         return {i: fp for i in range(len(stages)) for fp in [gpu_scan_fused(stages, i)[0]]
-                if fp is not None and here(stages[i].spec)}
+                if fp is not None and runtime.fuses_scan(stages[i].spec)}
     return {}
 
 

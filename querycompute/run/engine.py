@@ -192,7 +192,7 @@ def _run_full(q, term: Terminal, fns, t0: float, tiered, keep_hot: bool):
     name = q._backend
     if name == "auto":
         name = _backend_for(q, cols, n)
-    if name in streaming.DEVICE_BACKENDS and streaming.wanted(q, term, name, cols, n):
+    if streaming.wanted(q, term, name, cols, n):  # a backend that streams (BackendCaps.streams)
         try:                                      # larger than QUERYCOMPUTE_DEVICE_MEMORY
             return streaming.run(q, term, fns, name, cols, n, t0, _clock)
         except Exception as exc:
@@ -253,7 +253,7 @@ def _remember(q, term: Terminal, name: str, source, cols: tuple, fns, fast: Fast
 
 def _failed(q, term: Terminal, fns, name: str, n: int, exc: Exception, t0: float):
     """A run raised. Errors of the query itself, and failures of a backend the user pinned
-    (or of cpu / numpy), propagate; a GPU backend `auto` chose is marked broken (warned once)
+    (or of one whose kernels run off the GPU, BackendCaps.device: cpu / numpy), propagate; a GPU backend `auto` chose is marked broken (warned once)
     and the query reruns on cpu, which the trace says. BackendUnavailableError is a QueryError
     that `auto` falls back from (e.g. a GPU newer/older than NVRTC can compile for); so is a
     FoldOrderError (a fold only the cpu runs in element order), without marking the GPU broken."""
@@ -261,7 +261,7 @@ def _failed(q, term: Terminal, fns, name: str, n: int, exc: Exception, t0: float
     host_only = isinstance(exc, HostOnlyError)
     own_error = isinstance(exc, QueryError) and not isinstance(
         exc, (BackendUnavailableError, FoldOrderError, HostOnlyError))
-    if q._backend != "auto" or name in ("cpu", "numpy") or own_error:
+    if q._backend != "auto" or registry.get(name).caps.device != "gpu" or own_error:
         raise exc
     if in_order:
         why = f"{name} folds in parallel only and the fold is not provably associative; ran on cpu in element order"
@@ -327,7 +327,7 @@ def _compiled(name, source, cols, q, term, infos, tiered) -> tuple:
         config.check_all()                # bad environment values: warned here, once
         if tiered is None:
             tiered = tiers.enabled_by_default()
-        tiered = tiered and name != "numpy"
+        tiered = tiered and registry.get(name).caps.device != "reference"   # (numpy: no tier ahead)
         # tiered: the compiler is imported when the background compile starts, not here
         registry.check(name) if tiered else registry.require(name)
         lowered = lower(source, source.dtypes(cols), q.nodes(), term, infos)

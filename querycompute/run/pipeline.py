@@ -10,7 +10,7 @@ backend's passes and NumpyStages.
 
 Between stages the state is the list of columns (the element's leaves, then any key
 columns), all of one length, and a distinct's keep flags for the next pass to filter on.
-On a runtime with `device_columns` (opencl, cuda) those are device columns: a pass that
+On a runtime with `caps.device_columns` (opencl, cuda; StageCaps) those are device columns: a pass that
 feeds a next stage leaves its outputs on the device and the runtime's column operations
 read and return device columns (backends/device_columns.py); only the terminal's result
 comes back to the host (reverse and a join's probe go through the host).
@@ -47,7 +47,7 @@ class StagedPrepared(Prepared):
         # a column operation as the first stage (its kernels read the source; runtimes with
         # device columns copy it over once first: GpuStages.to_device)
         self.column_op_first = staged.stages[0].column_op
-        self.device = getattr(runtime, "device_columns", False)
+        self.device = runtime.caps.device_columns
         self.passes = {}
         origins, self.compile_ms = [], 0.0
         for i, stage in enumerate(staged.stages):
@@ -58,11 +58,11 @@ class StagedPrepared(Prepared):
                 origins.append(getattr(prepared, "origin", "compiled"))
                 self.compile_ms += getattr(prepared, "compile_ms", 0.0)
         # a scan and the pass after it as one pass, where the runtime computes the scan's
-        # carries (cpu: ops/scan/fused_cpu.py) or runs the pass in the scan's last
-        # pass (GPU dialects, `scan_fused_passes`: ops/scan/fused_gpu.py): scan stage
-        # index -> compiled pass
+        # carries (cpu, `caps.scan_carries`: ops/scan/fused_cpu.py) or runs the pass in the
+        # scan's last pass (GPU dialects, `caps.scan_fused_passes`: ops/scan/fused_gpu.py):
+        # scan stage index -> compiled pass
         self.scan_fused = {}
-        self.scan_fused_gpu = getattr(runtime, "scan_carries", None) is None
+        self.scan_fused_gpu = not runtime.caps.scan_carries
         for i, fp in S.fused_scans(staged.stages, runtime).items():
             nxt = staged.stages[i + 1].lowered
             if fp is None:
@@ -73,10 +73,10 @@ class StagedPrepared(Prepared):
             origins.append(getattr(prepared, "origin", "compiled"))
             self.compile_ms += getattr(prepared, "compile_ms", 0.0)
         # a join and the pass after it as one pass reading both sides through the pairs,
-        # where the runtime compiles indexed passes (cpu: dialects/numba_indexed.py): join
-        # stage index -> compiled pass
+        # where the runtime compiles indexed passes (cpu, `caps.indexed_passes`:
+        # dialects/numba_indexed.py): join stage index -> compiled pass
         self.join_fused = {}
-        if getattr(runtime, "indexed_passes", False):
+        if runtime.caps.indexed_passes:
             from ..plan.join_plan import fusable, indexed
             for i, stage in enumerate(staged.stages):
                 if fusable(staged.stages, i):
@@ -122,18 +122,17 @@ class StagedPrepared(Prepared):
 
     def fused_group(self, i: int, stage, state, keep, params, n: int, rows: list, pass_=None):
         """A pass followed by a group_by, as one pass where the runtime has one
-        (`fused_group`: the cpu backend's low-cardinality tables): its raw result, or None.
+        (`caps.fused_group`: the cpu backend's low-cardinality tables): its raw result, or None.
         `pass_`: the pass to run instead of the stage's own (a join's indexed pass)."""
         stages = self.staged.stages
-        fused = getattr(self.runtime, "fused_group", None)
-        if fused is None or i + 1 >= len(stages) or type(stages[i + 1]) is not GroupStage \
+        if not self.runtime.caps.fused_group or i + 1 >= len(stages) or type(stages[i + 1]) is not GroupStage \
                 or getattr(stage, "window", None) is not None:
             return None
         g = stages[i + 1]
         inputs = list(state) + ([keep] if getattr(stage, "keep_input", False) else [])
         p = params[stage.first:stage.first + len(stage.lowered.bindings)]
         gp = params[g.first:g.first + len(g.spec.params)]
-        return fused(pass_ or stage.lowered.pass_, g.spec, g.keys, g.values, inputs, p, gp, n, rows)
+        return self.runtime.fused_group(pass_ or stage.lowered.pass_, g.spec, g.keys, g.values, inputs, p, gp, n, rows)
 
     def run_quick(self, cols, params, n: int) -> tuple:
         raw, rows = self._run_stages(cols, params, n)
@@ -195,8 +194,7 @@ class StagedPrepared(Prepared):
         `scan_fusion_fits`); the two stages run then."""
         if not self.scan_fused_gpu:
             return True
-        fits = getattr(self.runtime, "scan_fusion_fits", None)
-        return n > 0 and (fits is None or fits(n))
+        return n > 0 and self.runtime.scan_fusion_fits(n)
 
     def _scan_fused(self, i: int, stage, state, params, n: int, rows: list, device: bool = False):
         """Scan i and the pass after it as one pass: the runtime's carries (the scan's

@@ -1,7 +1,7 @@
 """Inputs larger than device memory: a GPU query over host arrays, run chunk by chunk.
 
-With QUERYCOMPUTE_DEVICE_MEMORY=<bytes> (config.py), a query on a device backend (cuda,
-opencl) whose host columns need more bytes than that budget does not copy them whole: the
+With QUERYCOMPUTE_DEVICE_MEMORY=<bytes> (config.py), a query on a backend that streams
+(BackendCaps.streams: cuda, opencl) whose host columns need more bytes than that budget does not copy them whole: the
 engine hands it here, and
   1. the chunk length is the budget over twice the bytes of one element of every column
      (two chunks' buffers fit: the one being computed and the next one being copied in),
@@ -33,11 +33,11 @@ import numpy as np
 from .. import config
 from . import partials as P
 from .._codegen.combine import concatenate
+from ..backends import registry
 from ..backends.base import Trace
 from ..backends.gpu.gpu_staging import prefetching
 from ..graph.graph import NODES, Chain, Terminal
 
-DEVICE_BACKENDS = ("cuda", "opencl")
 CHUNK_ALIGN = 1 << 16           # elements: a multiple of every tile (BLOCK x 16 x runs)
 _STREAMED_TERMINALS = ("to_array", "sum", "min", "max", "mean", "count", "any", "all", "first",
                        "single", "agg", "aggregate")
@@ -56,9 +56,9 @@ def chunk_length(cols, limit: int) -> int:
 
 
 def wanted(q, term: Terminal, name: str, cols, n: int) -> bool:
-    """Whether this call streams: a device backend, a budget the host columns exceed, a
-    chain and terminal that combine over chunks."""
-    if name not in DEVICE_BACKENDS or not cols:
+    """Whether this call streams: a backend that streams (BackendCaps.streams), a budget the
+    host columns exceed, a chain and terminal that combine over chunks."""
+    if not cols or not registry.get(name).caps.streams:
         return False
     limit = budget()
     if limit is None or term.name not in _STREAMED_TERMINALS:

@@ -58,6 +58,7 @@ import collections
 import threading
 
 from .. import after_fork, config
+from ..backends import registry
 from ..errors import BackendUnavailableError
 from ..log import FallbackWarning, logger, warn
 from typing import Callable
@@ -106,7 +107,7 @@ def differs(lowered, backend: str) -> str | None:
     aggs = getattr(lowered.pass_.terminal, "aggs", ())
     for a in aggs:
         is_float = a.dtype.startswith("float")
-        if a.op == "sum" and is_float and backend != "cpu":
+        if a.op == "sum" and is_float and not registry.get(backend).caps.tier_sums:
             return f"the {backend} kernel adds a float sum in its own tree order"
         if a.op == "fold" and is_float and not a.in_order:
             return "a float fold combines partials in the kernel's chunk order"

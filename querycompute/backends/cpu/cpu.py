@@ -449,7 +449,8 @@ class CpuBackend(Backend):
     dialect = "numba"
     # numba-compiled chunks on the host's cores; column operations of its own (cpu_stages.py);
     # a fold not provably associative runs in element order, chunk after chunk
-    caps = BackendCaps(device="host", in_order_fold=True, lookup_tables=True, fast_loads=True)
+    caps = BackendCaps(device="host", in_order_fold=True, lookup_tables=True, fast_loads=True,
+                       tier_sums=True)
 
     def __init__(self):
         self._available: tuple[bool, str] | None = None

@@ -50,7 +50,7 @@ from ...artifacts import ArtifactCache
 from .cpu_join import CpuJoin, key_types, reference_reason
 from .morsels import chunks as _chunks
 from .numba_loader import load, stage_kernels_source
-from ..stage_runtime import StageRuntime
+from ..stage_runtime import StageCaps, StageRuntime
 
 RADIX = 256
 _NO_IDX = np.empty(0, np.int64)
@@ -78,7 +78,9 @@ def key_words(dtypes) -> tuple | None:
 
 class CpuStages(StageRuntime):
     name = "cpu"
-    indexed_passes = True      # a join's next pass reads through the pairs (numba_indexed.py)
+    # a join's next pass reads through the pairs (numba_indexed.py); a scan fuses into the
+    # next pass through its carries; a pass and the group_by after it run as one pass
+    caps = StageCaps(indexed_passes=True, scan_carries=True, fused_group=True)
 
     def __init__(self):
         self._scans = ArtifactCache("cpu: scan kernels")

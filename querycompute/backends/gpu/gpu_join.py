@@ -155,7 +155,7 @@ def gather_filled(stages, cols, idx, rows: list, idx_dtype: str | None = None) -
     if not cols:
         return []
     m = len(idx)
-    if not stages.device_join or m == 0 or any(len(c) == 0 for c in cols):
+    if not stages.caps.device_join or m == 0 or any(len(c) == 0 for c in cols):
         return [host_gather(DC.to_host(c), DC.to_host(idx)) for c in cols]
     keep = _device(list(cols) + [idx])
     if keep:

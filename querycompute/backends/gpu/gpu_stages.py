@@ -53,7 +53,7 @@ from . import device_columns as DC
 from ..base import KernelRun
 from ...artifacts import ArtifactCache
 from .gpu_launch import DeviceRuntime, LaunchLoop
-from ..stage_runtime import NumpyStages, StageRuntime
+from ..stage_runtime import NumpyStages, StageCaps, StageRuntime
 
 __all__ = ["GpuStages", "opencl_stages", "cuda_stages", "index_dtype"]
 
@@ -91,17 +91,24 @@ class _Entry:
 class GpuStages(StageRuntime):
     """Column operations of one GPU dialect, on the device `build` compiles for. Results
     stay on the device when the inputs are device columns (`_device`); `device_columns`
-    (set by opencl_stages / cuda_stages) tells pipeline.py to leave a pass's outputs there."""
-    device_columns = False
-    # a pass after a scan runs in the scan's last pass (pipeline.py, ops/scan/fused_gpu.py)
-    scan_fused_passes = True
+    (given by opencl_stages / cuda_stages: `caps.device_columns`) tells pipeline.py to leave a
+    pass's outputs there."""
 
-    def __init__(self, dialect: str, build: Builder, upload: Callable | None = None):
+    def __init__(self, dialect: str, build: Builder, upload: Callable | None = None,
+                 device_columns: bool = False):
+        from querycompute._codegen.ops.join.gpu import without_join
         self.name = self.dialect = dialect
         self.dialect_caps = by_name.caps(dialect)      # what the dialect has (module doc)
-        # group_by tries the low-cardinality tables first (gpu_group_table.py; the sort path on
-        # overflow): they count in int64, so where the dialect has 64-bit values
-        self.group_tables = self.dialect_caps.int64
+        self.caps = StageCaps(
+            device_columns=device_columns,
+            # the join's pairs and gathers on the device (gpu_join.py), where the dialect has
+            # the join's 64-bit counts and offsets (else the host reference: ops/join/gpu.without_join)
+            device_join=without_join(dialect) is None,
+            # a pass after a scan runs in the scan's last pass (ops/scan/fused_gpu.py)
+            scan_fused_passes=True,
+            # group_by tries the low-cardinality tables first (gpu_group_table.py; the sort
+            # path on overflow): they count in int64, so where the dialect has 64-bit values
+            group_tables=self.dialect_caps.int64)
         self._build = build
         self._upload = upload              # host array -> device column (device_columns)
         self._entries = ArtifactCache(f"{dialect}: column-operation launch loops")   # key -> _Entry
@@ -150,11 +157,6 @@ class GpuStages(StageRuntime):
         """Whether the dialect's kernels hold values of `dtypes` (module doc: a dialect without
         64-bit values runs operations on 64-bit columns on the numpy reference)."""
         return self.dialect_caps.int64 or not _wide(dtypes)
-
-    def fuses_scan(self, spec: ScanSpec) -> bool:
-        """A pass after a scan runs in the scan's last pass (ops/scan/fused_gpu.py) unless the
-        scan runs on the numpy reference (`holds`)."""
-        return self.holds([spec.dtype] + [p.dtype for p in spec.params])
 
     # ---- StageRuntime ----------------------------------------------------------------------
     def sort(self, spec: SortSpec, keys: Sequence[np.ndarray], k: int | None, rows: list) -> np.ndarray:
@@ -206,13 +208,6 @@ class GpuStages(StageRuntime):
                         bits, [], n, rows, _device(list(cols)))
         return [r.view(c.dtype) for r, c in zip(raw, cols)]
 
-    # the join's pairs and gathers run on the device (gpu_join.py): pipeline.py hands it
-    # device columns (a dialect without 64-bit integers: the host reference, join_gpu.without_join)
-    @property
-    def device_join(self) -> bool:
-        from querycompute._codegen.ops.join.gpu import without_join
-        return without_join(self.dialect) is None
-
     def join(self, left_keys, right_keys, outer: bool, rows: list) -> tuple:
         """The device hash join of gpu_join.py (LINQ's order, ops/join/reference.join_reference's pairs)."""
         from .gpu_join import join
@@ -263,7 +258,7 @@ class GpuStages(StageRuntime):
                  rows: list) -> tuple:
         """Sort-based group_by of ops/group/gpu.py: one kernel set (the radix sort of the
         keys, head flags, a segmented reduce-then-scan); only the groups come back. With
-        `group_tables` the low-cardinality tables (gpu_group_table.py) run first and this
+        `caps.group_tables` the low-cardinality tables (gpu_group_table.py) run first and this
         runs only when they overflow (> 4096 groups)."""
         if not self.holds(list(spec.key_dtypes) + [a.dtype for a in spec.aggs if a.op != "count"]
                           + [p.dtype for p in spec.params]):
@@ -278,7 +273,7 @@ class GpuStages(StageRuntime):
         if n == 0:
             return ([np.empty(0, k.dtype) for k in keys],
                     [np.empty(0, a.dtype) for a in spec.aggs], np.empty(0, np.int64))
-        if self.group_tables:
+        if self.caps.group_tables:
             from .gpu_group_table import run as run_tables
             hit = run_tables(self, spec, [_bits(k) for k in keys], vals, params, n, rows)
             if hit is not None:
@@ -328,9 +323,8 @@ def opencl_stages(dev=None) -> GpuStages:
             dev.cl.enqueue_copy(dev.queue, buf, host, is_blocking=True)
         return DC.ClColumn(dev.cl, dev.queue, buf, len(host), host.dtype)
 
-    stages = GpuStages("opencl", build, upload)
-    stages.device_columns = OpenCLRuntime.device_columns    # (OpenCLBackend.caps: ClColumns)
-    return stages
+    # ClColumns between a staged plan's stages (OpenCLBackend.caps.device_columns)
+    return GpuStages("opencl", build, upload, device_columns=OpenCLRuntime.device_columns)
 
 
 def cuda_stages(backend=None) -> GpuStages:
@@ -360,6 +354,5 @@ def cuda_stages(backend=None) -> GpuStages:
         import cupy as cp
         return cp.asarray(host)
 
-    stages = GpuStages(CudaBackend.dialect, build, upload)
-    stages.device_columns = CudaBackend.caps.device_columns         # CuPy arrays
-    return stages
+    # CuPy arrays between a staged plan's stages
+    return GpuStages(CudaBackend.dialect, build, upload, device_columns=CudaBackend.caps.device_columns)

@@ -78,7 +78,7 @@ class NumpyBackend(Backend):
     name = "numpy"
     dialect = "numpy"
     # the reference interpreter: whole-array NumPy calls, folds in element order
-    caps = BackendCaps(device="reference", in_order_fold=True, lookup_tables=True)
+    caps = BackendCaps(device="reference", in_order_fold=True, lookup_tables=True, tier_sums=True)
 
     def availability(self):
         return True, "NumPy reference interpreter (always available)"

@@ -27,7 +27,9 @@ from ..gpu.gpu_stages import GpuStages
 
 class WebGPUStages(GpuStages):
     """GpuStages on the WebGPU device: WGSL's differences are its capabilities (GpuStages reads
-    them); what is the device's is here (its storage bindings)."""
+    them: its StageCaps, from WGSL's DialectCaps, have no device join and no group tables, and
+    its columns are host arrays between stages); what is the device's is here (its storage
+    bindings: `scan_fusion_fits`)."""
     dev = None               # the WebGPU device (webgpu_stages sets it)
 
     def scan_fusion_fits(self, n: int) -> bool:
