@@ -1,12 +1,15 @@
 """Issue 27 item 5: capabilities are declared, not probed (DESIGN.md section 2).
 
-Every backend declares a `BackendCaps` (backends/base.py) and every dialect a `DialectCaps`
-(_codegen/capabilities.py); the ops, the plan and the GPU runtime read those fields, never a
-dialect's or backend's name. Checked here: the declarations (and that they agree with the
-dialects' spelling tables and with the name lists other modules still keep), a scan of the
-source for name comparisons in _codegen/ops/, plan/ and backends/gpu/, and the behaviour the
-capabilities decide, unchanged: WGSL's refusals word for word, the algorithms each dialect
-runs, and explain() of three chains as it read before the capabilities existed.
+Every backend declares a `BackendCaps` (backends/base.py), every dialect a `DialectCaps`
+(_codegen/capabilities.py) and every StageRuntime a `StageCaps` (backends/stage_runtime.py);
+the ops, the plan, the executor, explain() and the GPU runtime read those fields (and call the
+methods the StageRuntime base class defines for them), never a dialect's or backend's name and
+never getattr with a default. Checked here: the declarations (and that they agree with the
+dialects' spelling tables and with each other), a scan of the source for name comparisons in
+_codegen/ops/, plan/, run/, api/ and backends/gpu/ and for getattr probes of a stage runtime,
+and the behaviour the capabilities decide, unchanged: WGSL's refusals word for word, the
+algorithms each dialect runs, and explain() of three chains as it read before the
+capabilities existed.
 """
 from __future__ import annotations
 
@@ -26,8 +29,13 @@ from querycompute._codegen.ops.sort import gpu as sort_op
 from querycompute._codegen.stage_specs import SortSpec
 from querycompute.backends import registry
 from querycompute.backends.base import BackendCaps
-from querycompute.backends.gpu.gpu_stages import GpuStages
+from querycompute.backends.cpu.cpu_stages import CpuStages
+from querycompute.backends.gpu.gpu_stages import GpuStages, cuda_stages
+from querycompute.backends.stage_runtime import NumpyStages, StageCaps, StageRuntime
+from querycompute.backends.webgpu.webgpu_stages import WebGPUStages
 from querycompute.errors import UnsupportedTypeError
+from querycompute.plan import stage_kinds as S
+from querycompute.run.runtime import RUNTIME
 
 ROOT = os.path.dirname(os.path.abspath(qc.__file__))
 NAMES = frozenset(registry.NAMES) | frozenset(DIALECTS) | {"wgsl", numba_py.NAME, "llvm"}
@@ -35,8 +43,8 @@ NAMES = frozenset(registry.NAMES) | frozenset(DIALECTS) | {"wgsl", numba_py.NAME
 
 # ---- every backend and every dialect declares its capabilities -----------------------------
 DECLARED = {
-    "numpy": BackendCaps("reference", in_order_fold=True, lookup_tables=True),
-    "cpu": BackendCaps("host", in_order_fold=True, lookup_tables=True, fast_loads=True),
+    "numpy": BackendCaps("reference", in_order_fold=True, lookup_tables=True, tier_sums=True),
+    "cpu": BackendCaps("host", in_order_fold=True, lookup_tables=True, fast_loads=True, tier_sums=True),
     "cuda": BackendCaps("gpu", device_columns=True, streams=True),
     "opencl": BackendCaps("gpu", device_columns=True, streams=True),
     "webgpu": BackendCaps("gpu", wide_columns=False),
@@ -96,24 +104,116 @@ def test_dialect_capabilities_agree_with_the_spelling_tables(dialect):
 
 
 @pytest.mark.parametrize("name", registry.NAMES)
-def test_backend_capabilities_agree_with_the_lists_other_modules_keep(name):
-    """Until the modules that still keep name lists read the capabilities (streaming), the
-    two say the same; a GPU backend stores 64-bit columns exactly when its dialect has 64-bit
-    values; the in-order fold is the numpy reference's and the cpu's."""
-    from querycompute.run import streaming
+def test_backend_capabilities_agree_with_each_other(name):
+    """A backend streams only where its columns live on the device; a GPU backend stores
+    64-bit columns exactly when its dialect has 64-bit values; the in-order fold and the
+    numpy tier's float sums are the numpy reference's and the cpu's."""
     backend = registry.get(name)
     c = backend.caps
-    assert c.in_order_fold == (name in ("numpy", "cpu"))
-    assert c.streams == (name in streaming.DEVICE_BACKENDS)
+    assert c.in_order_fold == (c.device != "gpu") == c.tier_sums
+    assert not c.streams or (c.device == "gpu" and c.device_columns)
     if c.device == "gpu":
         assert c.wide_columns == caps(backend.dialect).int64
     assert backend.narrow_group_sums == (not c.wide_columns)
 
 
+# ---- every stage runtime declares its capabilities ------------------------------------------
+STAGE_CAPS = {
+    StageRuntime: StageCaps(),
+    NumpyStages: StageCaps(),
+    CpuStages: StageCaps(indexed_passes=True, scan_carries=True, fused_group=True),
+}
+# GpuStages: per instance, from the dialect's DialectCaps and whether its device keeps columns
+GPU_STAGE_CAPS = {
+    "cuda": StageCaps(device_join=True, scan_fused_passes=True, group_tables=True),
+    "opencl": StageCaps(device_join=True, scan_fused_passes=True, group_tables=True),
+    "metal": StageCaps(device_join=True, scan_fused_passes=True, group_tables=True),
+    "webgpu": StageCaps(scan_fused_passes=True),
+}
+
+
+@pytest.mark.parametrize("cls", list(STAGE_CAPS), ids=lambda c: c.__name__)
+def test_every_stage_runtime_class_declares_its_capabilities(cls):
+    assert "caps" in vars(cls), f"{cls.__name__} declares no caps of its own"
+    assert type(cls.caps) is StageCaps and cls.caps == STAGE_CAPS[cls]
+
+
+@pytest.mark.parametrize("dialect", sorted(DIALECTS))
+def test_gpu_stages_declare_their_capabilities_from_the_dialect(dialect):
+    cls = WebGPUStages if dialect == "webgpu" else GpuStages
+    stages = cls(dialect, build=None)
+    assert "caps" in vars(stages) and type(stages.caps) is StageCaps
+    assert stages.caps == GPU_STAGE_CAPS[dialect]
+    assert stages.caps.group_tables == caps(dialect).int64 == stages.holds(("int64",))
+    assert stages.caps.device_join == (J.without_join(dialect) is None)
+    kept = GpuStages(dialect, build=None, device_columns=True).caps
+    assert kept == StageCaps(**{**vars(GPU_STAGE_CAPS[dialect]), "device_columns": True})
+
+
+def test_the_cuda_runtime_keeps_columns_on_the_device():
+    """cuda_stages needs no device to be built (its kernels compile on first use)."""
+    rt = cuda_stages()
+    assert rt.caps == StageCaps(device_columns=True, device_join=True, scan_fused_passes=True,
+                                group_tables=True)
+
+
+@pytest.mark.parametrize("name", registry.NAMES)
+def test_stage_runtime_capabilities_agree_with_the_backend(name):
+    """The Runtime's StageRuntime of each backend: its own (BackendCaps.stage_runtime) or the
+    numpy reference; its columns stay on the device exactly where the backend's do."""
+    backend = registry.get(name)
+    try:
+        rt = RUNTIME.stage_runtime(name)
+    except Exception as exc:                     # a device runtime that cannot open here
+        pytest.skip(f"{name}: {exc}")
+    assert type(rt.caps) is StageCaps
+    if not backend.caps.stage_runtime:
+        assert type(rt) is NumpyStages
+        return
+    if name == "webgpu" and type(rt) is NumpyStages:
+        pytest.skip("no WebGPU device")
+    assert rt.caps.device_columns == backend.caps.device_columns
+    assert (rt.caps.scan_fused_passes or rt.caps.device_join or rt.caps.group_tables) <= (backend.caps.device == "gpu")
+    assert (rt.caps.scan_carries or rt.caps.indexed_passes or rt.caps.fused_group) <= (backend.caps.device == "host")
+
+
+def test_a_runtime_that_declares_nothing_fuses_nothing():
+    """The base class's defaults: no scan fused into the pass after it, no group_by into the
+    pass before it, every value held, every fused scan pass fits."""
+    class Bare(NumpyStages):
+        caps = StageCaps()
+    q = qc.query(_I).scan(lambda a, v: a + v, 0).where(lambda v: v > 5)
+    staged = q.lowered("count")[0]
+    assert S.fused_scans(staged.stages, Bare()) == {}
+    assert list(S.fused_scans(staged.stages, CpuStages())) == [0]
+    assert list(S.fused_scans(staged.stages, GpuStages("opencl", build=None))) == [0]
+    bare = Bare()
+    assert bare.holds(("int64",)) and bare.scan_fusion_fits(10 ** 9)
+    assert bare.fuses_scan(staged.stages[0].spec)
+    assert bare.fused_group(None, None, None, None, None, None, None, 0, []) is None
+    with pytest.raises(NotImplementedError):
+        bare.scan_carries(staged.stages[0].spec, _I, (), [])
+    wide = qc.query(_I.astype(np.int64)).scan(lambda a, v: a + v, 0).where(lambda v: v > 5)
+    stages = wide.lowered("count")[0].stages
+    assert S.fused_scans(stages, WebGPUStages("webgpu", build=None)) == {}      # a 64-bit scan:
+    assert list(S.fused_scans(stages, GpuStages("cuda", build=None))) == [0]   # the reference
+
+
 # ---- no decision by name -------------------------------------------------------------------
-SCANNED = ("_codegen/ops", "plan", "backends/gpu")
+SCANNED = ("_codegen/ops", "plan", "run", "api", "backends/gpu")
 # name comparisons that stay, each with its reason (the list only shrinks)
-ALLOWED: set = set()
+ALLOWED: set = {
+    # .source("wgsl"): an argument alias, the WGSL dialect by its language's name (as the CLI's)
+    ("api/introspect.py", "'wgsl'"),
+    # the registry's own list (backends whose drivers run threads: after_fork.py), read when a
+    # memo entry of a forked child is asked for (the registry decides which backends exist)
+    ("run/engine.py", "registry.NOT_FORK_SAFE"),
+    # an unknown dialect refused (ValueError): a check that the name exists, not a decision by it
+    ("_codegen/ops/scan_fused.py", "DIALECTS"),
+}
+# tables of backend or dialect names, wherever they are imported from (registry.NAMES, the
+# list of every backend, validates a user's argument: not a decision)
+NAME_TABLES = {"DIALECTS", "GPU_DIALECTS", "DEVICE_BACKENDS", "NOT_FORK_SAFE"}
 
 
 def _names_in(node, bound: dict) -> set:
@@ -125,6 +225,10 @@ def _names_in(node, bound: dict) -> set:
         return set().union(*[_names_in(e, bound) for e in node.elts]) if node.elts else set()
     if isinstance(node, ast.Name) and node.id in bound:
         return bound[node.id]
+    if isinstance(node, ast.Name) and node.id in NAME_TABLES:
+        return {node.id}
+    if isinstance(node, ast.Attribute) and node.attr in NAME_TABLES:
+        return {node.attr}
     return set()
 
 
@@ -148,7 +252,7 @@ def _comparisons(path: str) -> list:
 
 
 def test_no_module_of_the_ops_plan_or_gpu_runtime_compares_a_backend_or_dialect_name():
-    found = []
+    found, allowed_seen = [], set()
     for folder in SCANNED:
         for d, _, files in os.walk(os.path.join(ROOT, folder)):
             for f in sorted(files):
@@ -159,19 +263,24 @@ def test_no_module_of_the_ops_plan_or_gpu_runtime_compares_a_backend_or_dialect_
                 for line, label, names in _comparisons(path):
                     if (rel, label) not in ALLOWED:
                         found.append(f"{rel}:{line}: compares with {label} ({', '.join(names)})")
+                    else:
+                        allowed_seen.add((rel, label))
+    assert allowed_seen == ALLOWED, f"allowed comparisons no longer there (drop them): {ALLOWED - allowed_seen}"
     assert not found, ("decisions by a backend's or dialect's name; read its capabilities instead "
-                       "(BackendCaps, DialectCaps):\n  " + "\n  ".join(found))
+                       "(BackendCaps, DialectCaps, StageCaps):\n  " + "\n  ".join(found))
 
 
 def test_the_scan_finds_a_name_comparison():
     src = ('X = ("cuda", "opencl")\n'
-           'def f(d, b):\n    return d != "webgpu" or b in X or d in ("metal", "other")\n')
+           'def f(d, b):\n    return d != "webgpu" or b in X or d in ("metal", "other")\n'
+           'def g(d):\n    return d in gpu.DIALECTS or d not in DEVICE_BACKENDS\n')
     import tempfile
     with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as fh:
         fh.write(src)
     try:
         assert [(label, names) for _, label, names in _comparisons(fh.name)] == [
-            ("'webgpu'", ["webgpu"]), ("X", ["cuda", "opencl"]), ("('metal', 'other')", ["metal"])]
+            ("'webgpu'", ["webgpu"]), ("X", ["cuda", "opencl"]), ("('metal', 'other')", ["metal"]),
+            ("gpu.DIALECTS", ["DIALECTS"]), ("DEVICE_BACKENDS", ["DEVICE_BACKENDS"])]
     finally:
         os.unlink(fh.name)
 
@@ -180,7 +289,7 @@ def test_no_capability_is_probed_with_getattr():
     """Every dialect and backend has the fields (declared, or the base class's default): nothing
     asks getattr(x, "<capability>", default) of them."""
     probed = {"caps", "CAPS", "check_pass", "narrow_group_sums", "FINALIZE_BUFFERS", "TWO_WORD_SUMS",
-              "SHUFFLE_DOWN", "ATOMIC_ADD", "is_gpu"}
+              "SHUFFLE_DOWN", "ATOMIC_ADD", "is_gpu"} | STAGE_PROBES
     found = []
     for d, _, files in os.walk(ROOT):
         for f in files:
@@ -226,9 +335,9 @@ def test_a_64_bit_key_on_webgpu_still_sorts_on_the_numpy_reference():
     perm = stages.sort(SortSpec(("int64",), (False,), "k64"), [np.array([3, 1, 2, 1], np.int64)], None, rows)
     assert perm.tolist() == [1, 3, 2, 0] and [r.dialect for r in rows] == ["numpy"]
     assert not stages.holds(("int64",)) and stages.holds(("int32", "float32"))
-    assert not stages.group_tables and not stages.device_join
+    assert not stages.caps.group_tables and not stages.caps.device_join
     cuda = GpuStages("cuda", build=None)
-    assert cuda.holds(("int64", "float64")) and cuda.group_tables and cuda.device_join
+    assert cuda.holds(("int64", "float64")) and cuda.caps.group_tables and cuda.caps.device_join
 
 
 _NO_64 = "WGSL has no 64-bit types: use float32 / int32 values (e.g. .select(np.float32))"
@@ -358,3 +467,50 @@ def test_explain_unchanged_two_word_sum_on_webgpu():
     assert q.explain("webgpu", "sum") == EXPLAIN_NARROW_SUM_WEBGPU
     src = q.source("webgpu", "sum")           # NumPy's uint64 sum kept in two u32 words
     assert "u64" not in src and "i64" not in src
+
+
+# ---- no stage runtime is probed --------------------------------------------------------------
+# StageCaps' fields and the methods the StageRuntime base class defines for them
+STAGE_PROBES = set(StageCaps.__dataclass_fields__) | {
+    "holds", "fuses_scan", "scan_fusion_fits", "scan_carries", "fused_group", "to_device", "gather_filled"}
+RUNTIME_NAMES = {"runtime", "rt", "stages", "stage_runtime"}     # how the code names a StageRuntime
+PROBE_SCANNED = ("plan", "run", "api", "backends/gpu", "backends/cpu", "backends/webgpu", "dask")
+
+
+def _runtime_probes(path: str) -> list:
+    """getattr / hasattr calls on a stage runtime (a name or attribute called as RUNTIME_NAMES)."""
+    out = []
+    for node in ast.walk(ast.parse(open(path, encoding="utf-8").read())):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) in ("getattr", "hasattr") and node.args:
+            obj = node.args[0]
+            name = obj.id if isinstance(obj, ast.Name) else obj.attr if isinstance(obj, ast.Attribute) else ""
+            if name in RUNTIME_NAMES:
+                out.append((node.lineno, ast.unparse(node)))
+    return out
+
+
+def test_no_stage_runtime_is_probed_with_getattr():
+    """The executor, the stage kinds and explain() read `runtime.caps` and call the base
+    class's methods; none asks getattr(runtime, ...) / hasattr(runtime, ...)."""
+    found = []
+    for folder in PROBE_SCANNED:
+        for d, _, files in os.walk(os.path.join(ROOT, folder)):
+            for f in sorted(files):
+                if f.endswith(".py"):
+                    path = os.path.join(d, f)
+                    rel = os.path.relpath(path, ROOT).replace(os.sep, "/")
+                    found += [f"{rel}:{line}: {text}" for line, text in _runtime_probes(path)]
+    assert not found, "read the runtime's StageCaps instead:\n  " + "\n  ".join(found)
+
+
+def test_the_probe_scan_finds_a_probe():
+    src = ('def f(self, rt):\n    return getattr(rt, "device_join", False) or hasattr(self.runtime, "x")'
+           ' or getattr(q, "y", 0)\n')
+    import tempfile
+    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as fh:
+        fh.write(src)
+    try:
+        assert [text for _, text in _runtime_probes(fh.name)] == [
+            "getattr(rt, 'device_join', False)", "hasattr(self.runtime, 'x')"]
+    finally:
+        os.unlink(fh.name)
