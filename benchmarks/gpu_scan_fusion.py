@@ -15,6 +15,7 @@ import argparse
 import os
 import statistics
 import time
+from dataclasses import replace
 
 import numpy as np
 
@@ -32,7 +33,7 @@ def runner(q, terminal: str, backend: str, fused: bool):
     from querycompute.backends.gpu import gpu_stages
     staged, term, cols, infos = q.lowered(terminal)
     rt = getattr(gpu_stages, f"{backend}_stages")()
-    rt.scan_fused_passes = fused
+    rt.caps = replace(rt.caps, scan_fused_passes=fused)
     be = registry.get(backend)
     prepared = pipeline.StagedPrepared(staged, lambda lowered: be.prepare(lowered.pass_), rt, backend)
     assert bool(prepared.scan_fused) == fused
