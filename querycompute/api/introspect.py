@@ -191,6 +191,10 @@ def _kernel_traffic(p, backend: str, n: int) -> tuple[list[str], int, int]:
     return lines, sum(item[b] for b in streams), sum(item[b] for b in set(streams))
 
 
+# a reduction's partials on the host backends, by where their kernels run (BackendCaps.device)
+_PARTIALS = {"host": " (plus one partial per chunk)", "reference": ""}
+
+
 def _traffic(lowered, term: Terminal, read: int, columns: int, backend: str) -> list[str]:
     """Bytes per element of the fused pass (`read`: what its kernels load, every pass over the
     input counted) against one kernel per operator (the first reading `columns`)."""
@@ -211,8 +215,7 @@ def _traffic(lowered, term: Terminal, read: int, columns: int, backend: str) -> 
             current = out
     unfused += current + written
     return [f"memory traffic per element: fused reads {read} B, writes {written} B"
-            + ({"host": " (plus one partial per chunk)", "reference": ""}.get(registry.get(backend).caps.device,
-                                                                            " (plus one partial per block)")
+            + (_PARTIALS.get(registry.get(backend).caps.device, " (plus one partial per block)")
                if reduce else " (at most: only survivors are written)"),
             f"  one kernel per operator instead would move about {unfused} B per element "
             f"({unfused / max(read + written, 1):.1f}x the fused pass)"]

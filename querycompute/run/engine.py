@@ -253,8 +253,9 @@ def _remember(q, term: Terminal, name: str, source, cols: tuple, fns, fast: Fast
 
 def _failed(q, term: Terminal, fns, name: str, n: int, exc: Exception, t0: float):
     """A run raised. Errors of the query itself, and failures of a backend the user pinned
-    (or of one whose kernels run off the GPU, BackendCaps.device: cpu / numpy), propagate; a GPU backend `auto` chose is marked broken (warned once)
-    and the query reruns on cpu, which the trace says. BackendUnavailableError is a QueryError
+    (or of one whose kernels run off the GPU, BackendCaps.device: cpu / numpy), propagate; a
+    GPU backend `auto` chose is marked broken (warned once) and the query reruns on cpu, which
+    the trace says. BackendUnavailableError is a QueryError
     that `auto` falls back from (e.g. a GPU newer/older than NVRTC can compile for); so is a
     FoldOrderError (a fold only the cpu runs in element order), without marking the GPU broken."""
     in_order = isinstance(exc, FoldOrderError)

@@ -10,10 +10,10 @@ backend's passes and NumpyStages.
 
 Between stages the state is the list of columns (the element's leaves, then any key
 columns), all of one length, and a distinct's keep flags for the next pass to filter on.
-On a runtime with `caps.device_columns` (opencl, cuda; StageCaps) those are device columns: a pass that
-feeds a next stage leaves its outputs on the device and the runtime's column operations
-read and return device columns (backends/device_columns.py); only the terminal's result
-comes back to the host (reverse and a join's probe go through the host).
+On a runtime with `caps.device_columns` (StageCaps: opencl, cuda) those are device columns:
+a pass that feeds a next stage leaves its outputs on the device and the runtime's column
+operations read and return device columns (backends/device_columns.py); only the terminal's
+result comes back to the host (reverse and a join's probe go through the host).
 """
 from __future__ import annotations
 
@@ -125,14 +125,15 @@ class StagedPrepared(Prepared):
         (`caps.fused_group`: the cpu backend's low-cardinality tables): its raw result, or None.
         `pass_`: the pass to run instead of the stage's own (a join's indexed pass)."""
         stages = self.staged.stages
-        if not self.runtime.caps.fused_group or i + 1 >= len(stages) or type(stages[i + 1]) is not GroupStage \
-                or getattr(stage, "window", None) is not None:
+        if not self.runtime.caps.fused_group or i + 1 >= len(stages) \
+                or type(stages[i + 1]) is not GroupStage or getattr(stage, "window", None) is not None:
             return None
         g = stages[i + 1]
         inputs = list(state) + ([keep] if getattr(stage, "keep_input", False) else [])
         p = params[stage.first:stage.first + len(stage.lowered.bindings)]
         gp = params[g.first:g.first + len(g.spec.params)]
-        return self.runtime.fused_group(pass_ or stage.lowered.pass_, g.spec, g.keys, g.values, inputs, p, gp, n, rows)
+        return self.runtime.fused_group(pass_ or stage.lowered.pass_, g.spec, g.keys, g.values, inputs, p, gp,
+                                        n, rows)
 
     def run_quick(self, cols, params, n: int) -> tuple:
         raw, rows = self._run_stages(cols, params, n)

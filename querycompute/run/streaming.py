@@ -1,8 +1,8 @@
 """Inputs larger than device memory: a GPU query over host arrays, run chunk by chunk.
 
 With QUERYCOMPUTE_DEVICE_MEMORY=<bytes> (config.py), a query on a backend that streams
-(BackendCaps.streams: cuda, opencl) whose host columns need more bytes than that budget does not copy them whole: the
-engine hands it here, and
+(BackendCaps.streams: cuda, opencl) whose host columns need more bytes than that budget
+does not copy them whole: the engine hands it here, and
   1. the chunk length is the budget over twice the bytes of one element of every column
      (two chunks' buffers fit: the one being computed and the next one being copied in),
      rounded down to a multiple of CHUNK_ALIGN elements (whole tiles of every kernel, and
