@@ -199,6 +199,25 @@ def test_a_runtime_that_declares_nothing_fuses_nothing():
     assert list(S.fused_scans(stages, GpuStages("cuda", build=None))) == [0]   # the reference
 
 
+K = 1.5
+
+
+def test_explain_says_why_a_scan_with_64_bit_values_is_not_fused_on_webgpu():
+    """A scan whose values (here a captured float64) the runtime's kernels don't hold runs on
+    the numpy reference, apart from the pass after it; explain() asks the runtime
+    (`fuses_scan`), not the backend's name. The note reads as it did before StageCaps."""
+    from querycompute.api import explain_stages
+    q = qc.query(_X).scan(lambda a, v: a + v * K, 0).where(lambda v: v > 5)
+    staged, term, _, infos = q.lowered("count")
+    note = ("    (on webgpu the scan and the pass after it are two stages: the scanned column is "
+            "written, then read by the next pass; not fused: a 64-bit scan runs on the numpy "
+            "reference on webgpu)")
+    text = explain_stages.explain(q, staged, term, infos, "webgpu", len(_X), WebGPUStages("webgpu", build=None))
+    assert note in text.splitlines() and "staged plan: 2 stages on webgpu" in text
+    text = explain_stages.explain(q, staged, term, infos, "opencl", len(_X), GpuStages("opencl", build=None))
+    assert "staged plan: 1 stage on opencl" in text and "not fused" not in text
+
+
 # ---- no decision by name -------------------------------------------------------------------
 SCANNED = ("_codegen/ops", "plan", "run", "api", "backends/gpu")
 # name comparisons that stay, each with its reason (the list only shrinks)
