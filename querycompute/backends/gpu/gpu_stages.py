@@ -93,6 +93,7 @@ class GpuStages(StageRuntime):
     stay on the device when the inputs are device columns (`_device`); `device_columns`
     (given by opencl_stages / cuda_stages: `caps.device_columns`) tells pipeline.py to leave a
     pass's outputs there."""
+    caps: StageCaps          # per instance (__init__): from the dialect's DialectCaps and the device
 
     def __init__(self, dialect: str, build: Builder, upload: Callable | None = None,
                  device_columns: bool = False):
