@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 import itertools
 import os
+import sys
 import textwrap
 
 os.environ.setdefault("WGPU_BACKEND_TYPE", "Vulkan")     # before the device opens
@@ -61,8 +62,12 @@ def clipped(v, lo):
 
 @pytest.fixture
 def module(tmp_path, monkeypatch):
-    """write(text) -> a freshly imported module with that source, in its own file."""
+    """write(text) -> a freshly imported module with that source, in its own file. No
+    bytecode is written for it: a test that rewrites the file and reloads must read the new
+    text (Python trusts a .pyc whose recorded mtime and size match, and a rewrite within the
+    same second to a text of the same size matches)."""
     monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
 
     def write(text: str, name: str | None = None):
         name = name or f"qc_helpers_{next(_count)}"
@@ -162,7 +167,7 @@ def test_editing_the_helper_file_recompiles(module, tmp_path):
     q = qc.query(a).on("cpu").select(lambda v: tax(v) + 1)
     np.testing.assert_array_equal(q.to_array(), a * 7 // 100 + 3 + 1)
     np.testing.assert_array_equal(q.to_array(), a * 7 // 100 + 3 + 1)
-    # a different body (and size, so the bytecode cache can't be mistaken for it)
+    # a different body (the fixture writes no bytecode that could stand for it)
     (tmp_path / f"{name}.py").write_text("RATE = 7\n\ndef tax(v):\n    return v * RATE // 10 - 50\n")
     importlib.invalidate_caches()
     m = importlib.reload(m)
