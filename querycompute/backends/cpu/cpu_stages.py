@@ -52,7 +52,6 @@ from .morsels import chunks as _chunks
 from .numba_loader import load, stage_kernels_source
 from ..stage_runtime import StageCaps, StageRuntime
 
-RADIX = 256
 _NO_IDX = np.empty(0, np.int64)
 _NO_WORDS = np.empty(0, np.uint64)     # distinct's second key words, for one-word keys
 _consts = order_keys.numba_consts          # (kind, sign, ones, inf): what order_bits takes
@@ -121,10 +120,10 @@ class CpuStages(StageRuntime):
         n, nb = len(u), u.dtype.itemsize
         mode = 0 if idx is False else (1 if idx is None else 2)
         src_idx = idx if mode == 2 else _NO_IDX
-        consts = _consts(x.dtype)
-        kind, sign, ones, inf = consts
+        kind, sign, ones, inf = _consts(x.dtype)
         mod, nch = self._kernels(), _chunks(n)
-        hc = np.zeros((nch, nb, RADIX), np.int64)
+        radix = mod.ns["RADIX"]                 # 256: 8-bit digits
+        hc = np.zeros((nch, nb, radix), np.int64)
         self._morsels(mod, "radix_counts", nch, rows, label, n, u, hc, kind, desc, sign, ones, inf)
         active = [b for b in range(nb) if hc[:, b].sum(axis=0).max() < n]   # digits that vary
         if not active:
@@ -137,7 +136,7 @@ class CpuStages(StageRuntime):
             if k == 0:                          # keys still in input order: step 1's counts
                 hd = np.ascontiguousarray(hc[:, b])
             else:
-                hd = np.empty((nch, RADIX), np.int64)
+                hd = np.empty((nch, radix), np.int64)
                 self._morsels(mod, "radix_digit_counts", nch, rows, label, n, src, hd, shift,
                               kind, desc, sign, ones, inf)
             # offsets in (digit, chunk) order: the elements of smaller digits, then those of
