@@ -18,6 +18,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -134,6 +135,18 @@ with store.compile_lock(key):
 """
 
 
+def _wait_until_stopped(pid: int, bound: float = 30.0) -> None:
+    """Until /proc says `pid` is stopped (state T): on a loaded machine a SIGSTOP can take a
+    while to be delivered, and the waiter names the holder "(stopped)" only once it is."""
+    end = time.monotonic() + bound
+    while time.monotonic() < end:
+        with open(f"/proc/{pid}/stat") as f:
+            if f.read().rsplit(")", 1)[1].split()[0] in ("T", "t"):
+                return
+        time.sleep(0.01)
+    raise AssertionError(f"process {pid} did not stop within {bound} s")
+
+
 def test_a_stopped_lock_holder_is_named_and_given_up_on(tmp_path, monkeypatch, caplog):
     if not hasattr(signal, "SIGSTOP") or not os.path.exists("/proc/self/stat"):
         pytest.skip("needs SIGSTOP and /proc")
@@ -144,6 +157,7 @@ def test_a_stopped_lock_holder_is_named_and_given_up_on(tmp_path, monkeypatch, c
     try:
         assert holder.stdout.readline().strip() == "locked"
         os.kill(holder.pid, signal.SIGSTOP)
+        _wait_until_stopped(holder.pid)   # the stop is delivered when the holder next runs
         monkeypatch.setenv("QUERYCOMPUTE_CACHE_LOCK_STALL", "1")
         store = DiskCache(root, enabled=True)
         key = make_key(backend="opencl", compiler="c", device="d", source="locked")
