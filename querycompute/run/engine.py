@@ -182,6 +182,16 @@ def _lookup(q, term: Terminal, fns, name: str, cols, tiered) -> tuple:
     return fast, infos, (origin, compile_ms)
 
 
+_STREAMS: dict = {}          # backend name -> its BackendCaps.streams (read once)
+
+
+def _streams(name: str) -> bool:
+    s = _STREAMS.get(name)
+    if s is None:
+        s = _STREAMS[name] = registry.get(name).caps.streams
+    return s
+
+
 def _run_full(q, term: Terminal, fns, t0: float, tiered, keep_hot: bool):
     """Not hot: read the columns, find the entry by signature (compiling on a miss), launch."""
     source = q._source
@@ -192,8 +202,9 @@ def _run_full(q, term: Terminal, fns, t0: float, tiered, keep_hot: bool):
     name = q._backend
     if name == "auto":
         name = _backend_for(q, cols, n)
-    if streaming.wanted(q, term, name, cols, n):  # a backend that streams (BackendCaps.streams)
-        try:                                      # larger than QUERYCOMPUTE_DEVICE_MEMORY
+    # a backend that streams (BackendCaps.streams: opencl, cuda), larger than the budget
+    if _streams(name) and streaming.wanted(q, term, name, cols, n):
+        try:                                      # (QUERYCOMPUTE_DEVICE_MEMORY)
             return streaming.run(q, term, fns, name, cols, n, t0, _clock)
         except Exception as exc:
             return _failed(q, term, fns, name, n, exc, t0)
