@@ -71,7 +71,7 @@ def _float_to_int(x, dtype: str):
 class Eval:
     def __init__(self, inputs, params, names, n, offset: int = 0):
         """Evaluates over elements offset .. offset + n - 1: `inputs` hold those elements
-        (a window of a longer input: numpy_reduce.py), E.Index counts from `offset`."""
+        (a window of a longer input: ops/reduce/reference.py), E.Index counts from `offset`."""
         self.inputs = inputs
         self.params = dict(zip(names, params))
         self.n = n

@@ -13,7 +13,7 @@ backend must not import run/; this module applies them to the terminals' partial
     single              (count, first) of the matches: a count above one raises
     mean                (sum, count) pairs added; sum / count at the end (terminals.finish)
     aggregate           (FoldRule) the chunk's survivors are folded by the numpy backend's
-                        own fold state (numpy_reduce._Fold: balanced pairs in element order)
+                        own fold state (ops/reduce/reference._Fold: balanced pairs in element order)
                         with no seed; two partials combine as combine(P, Q), an empty one is
                         skipped; the seed goes in once at the end (combine(seed, total))
     group_by            combine.merge_groups: the two tables concatenated (left first),

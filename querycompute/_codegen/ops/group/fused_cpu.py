@@ -10,8 +10,8 @@ same, defined on the survivors' RANKS (row r of the compacted columns), not on s
     post chunk q = ranks [q * CHUNK, (q + 1) * CHUNK); per post chunk a private table of
     local groups (order of first appearance) holding per group its order-bits word, first
     row, counts and the aggregates' partials, a sum's partial split by rank % WAYS; then
-    cpu_group_kernels._merge_ids numbers and sorts the groups and numba_group's `merge`
-    folds the partials chunk by chunk.
+    cpu_kernels._merge_ids numbers and sorts the groups and cpu.py's `merge` folds the
+    partials chunk by chunk.
 
 So the result does not depend on the thread count, on serial vs parallel, or on whether this
 path or the two-step one ran (a chunk or the whole input with more than `limit` groups gives
