@@ -13,7 +13,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from querycompute._codegen.stage_specs import GroupAgg, GroupSpec
+from querycompute._codegen.ir.stage_specs import GroupAgg, GroupSpec
 from querycompute.backends.gpu.gpu_stages import opencl_stages
 
 

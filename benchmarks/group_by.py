@@ -35,7 +35,7 @@ os.environ.setdefault("QUERYCOMPUTE_TIERED", "0")        # time kernels, never t
 
 import querycompute as qc  # noqa: E402
 import timing  # noqa: E402
-from querycompute._codegen.stage_specs import GroupAgg, GroupSpec  # noqa: E402
+from querycompute._codegen.ir.stage_specs import GroupAgg, GroupSpec  # noqa: E402
 from querycompute.backends.cpu.cpu_stages import CpuStages  # noqa: E402
 
 CASES = ("low4", "low4x2", "unique")

@@ -37,8 +37,8 @@ os.environ.setdefault("QUERYCOMPUTE_TIERED", "0")        # time kernels, never t
 
 import querycompute as qc  # noqa: E402
 import timing  # noqa: E402
-from querycompute._codegen import expr as E  # noqa: E402
-from querycompute._codegen.stage_specs import ScanSpec, SortSpec  # noqa: E402
+from querycompute._codegen.ir import expr as E
+from querycompute._codegen.ir.stage_specs import ScanSpec, SortSpec  # noqa: E402
 
 CASES = ("sort", "argsort", "top100", "scan", "distinct")
 REFERENCE = {"sort": "np.sort", "argsort": "np.argsort+take", "top100": "np.partition+sort",

@@ -3,8 +3,8 @@ tests (NVRTC, Metal via g++, OpenCL on pocl). The lambda frontend is not involve
 from __future__ import annotations
 
 from querycompute._codegen import dtypes as D
-from querycompute._codegen import expr as E
-from querycompute._codegen import program as P
+from querycompute._codegen.ir import expr as E
+from querycompute._codegen.ir import program as P
 
 ALL_DTYPES = ("bool",) + D.INTEGERS + D.FLOATS
 

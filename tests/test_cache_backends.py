@@ -128,7 +128,7 @@ CUDA_PREPARE = """
 import hashlib, json, sys, warnings
 sys.path.insert(0, {tests!r})
 from gpu_passes import filter_program
-from querycompute._codegen import program as P
+from querycompute._codegen.ir import program as P
 from querycompute.backends.cuda.cuda import CudaBackend
 import querycompute as qc
 with warnings.catch_warnings(record=True) as caught:

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from querycompute._codegen import expr as E
-from querycompute._codegen import program as P
+from querycompute._codegen.ir import expr as E
+from querycompute._codegen.ir import program as P
 from querycompute._codegen.errors import UnsupportedType
 from querycompute._codegen.gpu import render
 

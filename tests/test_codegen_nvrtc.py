@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from querycompute._codegen import expr as E
-from querycompute._codegen import program as P
+from querycompute._codegen.ir import expr as E
+from querycompute._codegen.ir import program as P
 from querycompute._codegen.gpu import render
 
 import gpu_passes as G

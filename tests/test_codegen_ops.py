@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 import querycompute as qc
-from querycompute._codegen import expr as E
-from querycompute._codegen import program as P
+from querycompute._codegen.ir import expr as E
+from querycompute._codegen.ir import program as P
 from querycompute._codegen.gpu import render
 from querycompute._codegen.ops import STAGE_OPS
 from querycompute.backends.reference.numpy_ref import RUN_STAGE_OP

@@ -4,9 +4,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from querycompute._codegen import expr as E
+from querycompute._codegen.ir import expr as E
 from querycompute._codegen import launch as L
-from querycompute._codegen import program as P
+from querycompute._codegen.ir import program as P
 from querycompute._codegen.dialects.cuda import Cuda
 from querycompute._codegen.dialects.metal import Metal
 from querycompute._codegen.dialects.opencl import OpenCL

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 import querycompute as qc
-from querycompute._codegen import expr as E
-from querycompute._codegen import program as P
+from querycompute._codegen.ir import expr as E
+from querycompute._codegen.ir import program as P
 from querycompute._codegen.gpu import printer, render
 
 DIALECTS = ("cuda", "opencl", "metal")
@@ -46,7 +46,7 @@ def max_body_lines(shape: str, accumulator_slots: int) -> int:
 
 # A contiguous reduction's stage 1 folds a whole run of 4 elements from one 16-byte load per
 # input (loads, unpacking, the element program) and the run that crosses n element by element
-# (the element program again, bounds-checked): issue 18 item 1 (_codegen/lower_vector.py).
+# (the element program again, bounds-checked): issue 18 item 1 (_codegen/lower/vector.py).
 # A compaction's scatter does that twice: its count of the run, then its writes.
 WIDE_RUN = 22
 
@@ -72,7 +72,7 @@ def test_no_parenthesis_pileups_or_redundant_index_casts(sources, w, d):
     assert "(int)" not in "\n".join(ln for ln in body.splitlines() if " = {" not in ln)
     # 64-bit index math casts its first factor only (CUDA's single-pass compaction indexes by
     # its int64 tile ticket, a reduction's stage 1 by its int64 logical block `lblock`
-    # (_codegen/logical_blocks.py) instead of the block id: nothing to cast there)
+    # (_codegen/lower/logical_blocks.py) instead of the block id: nothing to cast there)
     assert "ticket" in src or "lblock * " in body or re.search(r"\(long(?: long)?\)\w+(?:\.x|\(0\))? \* \w+(?:\.x|\(0\))? \+ \w+(?:\.x|\(0\))?", body)
     assert not re.search(r"\* \(long(?: long)?\)", body) and not re.search(r"\+ \(long(?: long)?\)", body)
 

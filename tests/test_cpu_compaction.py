@@ -6,9 +6,9 @@ outputs at once."""
 import numpy as np
 import pytest
 
-from querycompute._codegen import expr as E
+from querycompute._codegen.ir import expr as E
 from querycompute._codegen.dialects.numba_py import CHUNK
-from querycompute._codegen.program import ElementProgram, Filter, InputSpec, Pass, ToArray
+from querycompute._codegen.ir.program import ElementProgram, Filter, InputSpec, Pass, ToArray
 from querycompute.backends.cpu.cpu import SERIAL_MAX, CpuBackend
 
 BACKEND = CpuBackend()

@@ -4,8 +4,8 @@ vectorise the two layouts into different lane sums), serially and in parallel.""
 import numpy as np
 import pytest
 
-from querycompute._codegen import expr as E
-from querycompute._codegen.program import Agg, ElementProgram, InputSpec, Pass, Reduce
+from querycompute._codegen.ir import expr as E
+from querycompute._codegen.ir.program import Agg, ElementProgram, InputSpec, Pass, Reduce
 from querycompute.backends.cpu.cpu import SERIAL_MAX, CpuBackend
 
 BACKEND = CpuBackend()

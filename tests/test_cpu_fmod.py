@@ -4,8 +4,8 @@ np.floor_divide over random bit patterns, quotients near the 2**28 switch to lib
 multiples, subnormals, signed zeros, inf and nan."""
 import numpy as np
 
-from querycompute._codegen import expr as E
-from querycompute._codegen.program import ElementProgram, InputSpec, Pass, ToArray
+from querycompute._codegen.ir import expr as E
+from querycompute._codegen.ir.program import ElementProgram, InputSpec, Pass, ToArray
 from querycompute.backends.cpu.cpu import CpuBackend
 
 BACKEND = CpuBackend()

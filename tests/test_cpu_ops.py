@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from querycompute._codegen import dtypes as D
-from querycompute._codegen import expr as E
-from querycompute._codegen.program import ElementProgram, InputSpec, Let, ParamSpec, Pass, ToArray
+from querycompute._codegen.ir import expr as E
+from querycompute._codegen.ir.program import ElementProgram, InputSpec, Let, ParamSpec, Pass, ToArray
 from querycompute.backends.cpu.cpu import CpuBackend
 
 BACKEND = CpuBackend()

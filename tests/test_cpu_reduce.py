@@ -4,9 +4,9 @@ inputs, several aggs in one pass, determinism, and the trace/launch-shape bookke
 import numpy as np
 import pytest
 
-from querycompute._codegen import expr as E
+from querycompute._codegen.ir import expr as E
 from querycompute._codegen.dialects.numba_py import CHUNK
-from querycompute._codegen.program import Agg, ElementProgram, Filter, InputSpec, Let, Pass, Reduce, ToArray
+from querycompute._codegen.ir.program import Agg, ElementProgram, Filter, InputSpec, Let, Pass, Reduce, ToArray
 from querycompute.backends.cpu.cpu import SERIAL_MAX, CpuBackend
 from querycompute.errors import CompileError
 
@@ -128,7 +128,7 @@ def test_fold_combines_chunks_in_source_order():
 
 def test_params_may_arrive_as_python_numbers_and_inputs_read_only():
     """A float32 param given as a Python float is still float32 arithmetic."""
-    from querycompute._codegen.program import ParamSpec
+    from querycompute._codegen.ir.program import ParamSpec
     x = np.linspace(0, 1, 101, dtype=np.float32)
     x.flags.writeable = False
     k = E.Param("k", "float32")

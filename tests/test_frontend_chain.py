@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from querycompute._codegen.expr import Load, Param
+from querycompute._codegen.ir.expr import Load, Param
 from querycompute.errors import UnsupportedLambdaError
 from querycompute.frontend import ChainOp, LambdaSource, Scalar, capture_values, parse_chain, translate
 from test_frontend_translate import evaluate, same

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from querycompute._codegen import dtypes
-from querycompute._codegen.expr import (Binary, Call, Cast, Compare, Const, Load, Param, Unary, Where,
+from querycompute._codegen.ir.expr import (Binary, Call, Cast, Compare, Const, Load, Param, Unary, Where,
                           walk)
 from querycompute.errors import UnsupportedLambdaError
 from querycompute.frontend.exact import derived_value, is_derived

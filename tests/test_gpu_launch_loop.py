@@ -10,7 +10,7 @@ import pytest
 
 from querycompute._codegen import gpu
 from querycompute._codegen import launch as L
-from querycompute._codegen import program as P
+from querycompute._codegen.ir import program as P
 from querycompute.backends.gpu.gpu_launch import GpuPrepared, LaunchLoop
 
 import gpu_passes as G

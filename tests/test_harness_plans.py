@@ -107,8 +107,8 @@ def test_metal_rejects_float64_naming_type_and_dialect():
 @pytest.mark.parametrize("dialect", ["cuda", "metal"])
 def test_scalar_params_of_every_width(dialect):
     """Captured values arrive as kernel parameters (bool as uint8, float16 as float32)."""
-    from querycompute._codegen import expr as E
-    from querycompute._codegen.program import ElementProgram, InputSpec, ParamSpec, Pass, ToArray
+    from querycompute._codegen.ir import expr as E
+    from querycompute._codegen.ir.program import ElementProgram, InputSpec, ParamSpec, Pass, ToArray
     x = E.Load(0, "float16")
     scaled = E.Binary("mul", x, E.Param("h", "float16"), "float16")
     shifted = E.Binary("add", E.Cast(x, "int8"), E.Param("k", "int8"), "int8")

@@ -19,8 +19,8 @@ from harness.passes import assert_same as assert_same_raw
 from harness.passes import data, expected, passes
 from harness.runner import HarnessError
 from querycompute._codegen import gpu
-from querycompute._codegen import kernel_ir as K
-from querycompute._codegen import lower_block
+from querycompute._codegen.ir import kernel_ir as K
+from querycompute._codegen.lower import block as lower_block
 from querycompute._codegen.launch import BLOCK
 from querycompute.backends.metal.metal import MetalBackend
 from querycompute.run.engine import assemble

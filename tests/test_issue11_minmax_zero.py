@@ -29,7 +29,7 @@ def test_item8_minimum_maximum_signed_zero_and_nan(dtype):
 def test_item8_zero_constants_of_either_sign_are_different_programs():
     """0.0 == -0.0 in Python: by value, `np.maximum(v, 0.0)` and `np.maximum(v, -0.0)` were
     one program and could share a compiled kernel; the IR compares constants by repr."""
-    from querycompute._codegen import expr as E
+    from querycompute._codegen.ir import expr as E
     assert E.Const(0.0, "float32") != E.Const(-0.0, "float32")
     assert E.Const(float("nan"), "float64") == E.Const(float("nan"), "float64")
     assert len({E.Const(0.0, "float64"), E.Const(-0.0, "float64"), E.Const(0.0, "float64")}) == 2

@@ -10,9 +10,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from querycompute._codegen import expr as E
+from querycompute._codegen.ir import expr as E
 from querycompute._codegen.ops.scan import gpu as scan
-from querycompute._codegen.stage_specs import ScanSpec
+from querycompute._codegen.ir.stage_specs import ScanSpec
 from harness import plans, runner
 from test_issue13_gpu_scan import spec_of
 

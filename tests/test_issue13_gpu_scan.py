@@ -20,11 +20,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from querycompute._codegen import dtypes as D
-from querycompute._codegen import expr as E
+from querycompute._codegen.ir import expr as E
 from querycompute._codegen.errors import UnsupportedType
 from querycompute._codegen.ops.scan import gpu as scan
-from querycompute._codegen.program import ParamSpec
-from querycompute._codegen.stage_specs import ScanSpec
+from querycompute._codegen.ir.program import ParamSpec
+from querycompute._codegen.ir.stage_specs import ScanSpec
 from querycompute.backends.gpu.gpu_launch import LaunchLoop
 from querycompute.backends.gpu.gpu_scan import run_scan
 from querycompute._codegen.ops.scan.reference import scan_reference

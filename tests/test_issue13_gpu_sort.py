@@ -16,7 +16,7 @@ from querycompute._codegen.ops.sort import gather_gpu as gather_op
 from querycompute._codegen.ops.sort import gpu as sort_op
 from querycompute._codegen.ops.sort import topk_gpu as topk_op
 from querycompute._codegen.ops.sort.ir import TILE
-from querycompute._codegen.stage_specs import SortSpec
+from querycompute._codegen.ir.stage_specs import SortSpec
 from querycompute.backends.gpu.gpu_stages import GpuStages
 from querycompute.backends.stage_runtime import NumpyStages
 
@@ -203,8 +203,8 @@ def test_item2_plan_small_one_block_large_radix_passes():
 
 def test_item2_opencl_scan_through_gpu_stages(gpu):
     """GpuStages.scan runs the scan kernels of ops/scan/gpu.py (the gpuscan helper's) the same way."""
-    from querycompute._codegen import expr as E
-    from querycompute._codegen.stage_specs import ScanSpec
+    from querycompute._codegen.ir import expr as E
+    from querycompute._codegen.ir.stage_specs import ScanSpec
     acc, item = E.Var("acc", "int64"), E.Var("item", "int64")
     spec = ScanSpec("int64", E.Binary("add", acc, item, "int64"), E.Const(5, "int64"), name="qc_cumsum")
     rng = np.random.default_rng(17)

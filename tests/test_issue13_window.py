@@ -14,11 +14,11 @@ from compile_checks import ARCHS, ptx_of
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from querycompute._codegen import expr as E
+from querycompute._codegen.ir import expr as E
 from querycompute._codegen import gpu
 from querycompute._codegen.dialects import numba_py
 from querycompute._codegen.dialects.numba_py import CHUNK
-from querycompute._codegen.program import ElementProgram, Filter, InputSpec, ParamSpec, Pass, ToArray
+from querycompute._codegen.ir.program import ElementProgram, Filter, InputSpec, ParamSpec, Pass, ToArray
 from querycompute.backends.cpu.cpu import CpuBackend
 from querycompute.backends.reference.numpy_ref import NumpyBackend
 

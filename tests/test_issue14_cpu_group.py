@@ -18,10 +18,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from querycompute._codegen import expr as E
+from querycompute._codegen.ir import expr as E
 from querycompute._codegen.dialects.numba_py import CHUNK
-from querycompute._codegen.program import ParamSpec
-from querycompute._codegen.stage_specs import GroupAgg, GroupSpec
+from querycompute._codegen.ir.program import ParamSpec
+from querycompute._codegen.ir.stage_specs import GroupAgg, GroupSpec
 from querycompute.backends.cpu import cpu as _cpu
 from querycompute.backends.cpu.cpu_stages import CpuStages
 from querycompute._codegen.ops.group.reference import group_reference

@@ -20,12 +20,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from compile_checks import ARCHS, metal_compiles, ptx_of
 
-from querycompute._codegen import expr as E
+from querycompute._codegen.ir import expr as E
 from querycompute._codegen import launch as L
 from querycompute._codegen.ops.group import gpu as group_op
 from querycompute._codegen.ops.sort.ir import TILE
-from querycompute._codegen.program import ParamSpec
-from querycompute._codegen.stage_specs import GroupAgg, GroupSpec
+from querycompute._codegen.ir.program import ParamSpec
+from querycompute._codegen.ir.stage_specs import GroupAgg, GroupSpec
 from querycompute.backends.gpu.gpu_stages import GpuStages
 from querycompute._codegen.ops.group.reference import group_reference
 

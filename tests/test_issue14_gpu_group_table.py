@@ -17,7 +17,7 @@ from test_issue14_gpu_group import EVERY_AGGS, FOLD_PARAMS, check, keys_of, no_f
 
 from querycompute._codegen import order_keys
 from querycompute._codegen.ops.group import table_gpu as table_op
-from querycompute._codegen.stage_specs import GroupSpec
+from querycompute._codegen.ir.stage_specs import GroupSpec
 from querycompute.backends.gpu.gpu_group_table import run as run_tables
 from querycompute.backends.gpu.gpu_stages import GpuStages
 

@@ -208,8 +208,8 @@ def test_item1_column_operations_on_64_bit_values_say_numpy():
     """A column operation whose values would be 64-bit (WGSL has none; the passes refuse to
     make such columns, so only a direct call gets here) runs on the numpy reference and its
     trace row names numpy: never a truncated result, never silent."""
-    from querycompute._codegen import expr as E
-    from querycompute._codegen.stage_specs import ScanSpec, SortSpec
+    from querycompute._codegen.ir import expr as E
+    from querycompute._codegen.ir.stage_specs import ScanSpec, SortSpec
     from querycompute.backends.webgpu.webgpu_stages import webgpu_stages
     stages = webgpu_stages()
     v = np.array([2 ** 40, 1, -2 ** 41, 7], np.int64)

@@ -1,5 +1,5 @@
 """Issue 16 item 4 on the GPU dialects: small shaped elements one per thread-run with the widest
-aligned loads their size allows (seed 001's table; _codegen/elements.py, lower_vector.py,
+aligned loads their size allows (seed 001's table; _codegen/elements.py, lower/vector.py,
 backends/gpu_elements.py), strided / F-ordered / sliced elements gathered. Results against
 NumPy on opencl (pocl), webgpu (lavapipe) and the CUDA C / MSL kernels through the CPU
 harness; the PTX of the contiguous variant (NVRTC, sm_80 / sm_90, no GPU needed) holds the

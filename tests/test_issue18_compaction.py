@@ -81,8 +81,8 @@ def test_item2_pocl_multi_block_count_scan():
 def test_item5_unused_column_is_not_copied_and_does_not_pick_the_variant():
     """A pass over (x float32, d float64) that loads only x: d (strided here) is neither viewed
     nor copied, and the contiguous kernels run because x, the one used input, is contiguous."""
-    from querycompute._codegen import expr as E
-    from querycompute._codegen.program import ElementProgram, Filter, InputSpec, Pass, ToArray
+    from querycompute._codegen.ir import expr as E
+    from querycompute._codegen.ir.program import ElementProgram, Filter, InputSpec, Pass, ToArray
     ok, why = runner.available()
     if not ok:
         pytest.skip(why)

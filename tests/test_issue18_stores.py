@@ -1,6 +1,6 @@
 """Issue 18 item 1, the store half: a map kernel's whole runs write each output with one
 16-byte store (CUDA `st.global.v4` / `.v2.u64`, Metal packed words, OpenCL vstoreN /
-vstore_halfN_rte) and its last run element by element (_codegen/lower_vector.py). The
+vstore_halfN_rte) and its last run element by element (_codegen/lower/vector.py). The
 stored bits are NumPy's: CUDA C and MSL run on the CPU harness, OpenCL on pocl, at sizes
 with whole runs and a run that crosses n, on an aligned input (contiguous kernel) and on
 x[1:] (strided kernel, whose dense outputs take the wide stores too). NVRTC shows the

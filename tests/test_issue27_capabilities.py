@@ -26,7 +26,7 @@ from querycompute._codegen.dialects.by_name import DIALECTS, caps
 from querycompute._codegen.ops.join import gpu as J
 from querycompute._codegen.ops.scan import gpu as scan_op
 from querycompute._codegen.ops.sort import gpu as sort_op
-from querycompute._codegen.stage_specs import SortSpec
+from querycompute._codegen.ir.stage_specs import SortSpec
 from querycompute.backends import registry
 from querycompute.backends.base import BackendCaps
 from querycompute.backends.cpu.cpu_stages import CpuStages

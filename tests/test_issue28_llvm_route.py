@@ -219,8 +219,8 @@ def test_explain_names_the_compiler():
 
 
 def test_unsupported_names_the_reason():
-    from querycompute._codegen import expr as E
-    from querycompute._codegen.program import ElementProgram, InputSpec, Pass, Reduce, ToArray, Agg
+    from querycompute._codegen.ir import expr as E
+    from querycompute._codegen.ir.program import ElementProgram, InputSpec, Pass, Reduce, ToArray, Agg
     x = E.Load(0, "float64")
     prog = ElementProgram((InputSpec("x", "float64"),), (), (), (E.Call("exp", x, "float64"),))
     assert llvm_ir.unsupported(Pass(prog, ToArray(), "p")) == "function exp"

@@ -204,7 +204,7 @@ def test_item3_dask_array_and_dataframe():
 # ---- the cpu's two-word hash sets (a (group key, value) pair of 64-bit values) ------------------
 @pytest.mark.parametrize("n", [0, 7, 3 * (1 << 16) + 5])        # serial, parallel partitions
 def test_item3_cpu_two_word_hash_sets(n):
-    from querycompute._codegen.stage_specs import SortSpec
+    from querycompute._codegen.ir.stage_specs import SortSpec
     from querycompute.backends.cpu.cpu_stages import CpuStages, key_words
     from querycompute.backends.stage_runtime import NumpyStages
     rng = np.random.default_rng(n)

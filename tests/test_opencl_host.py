@@ -9,8 +9,8 @@ import dataclasses
 import numpy as np
 import pytest
 
-from querycompute._codegen import expr as E
-from querycompute._codegen import program as P
+from querycompute._codegen.ir import expr as E
+from querycompute._codegen.ir import program as P
 from querycompute.backends.opencl.opencl import OpenCLPrepared
 from querycompute.backends.opencl.opencl_device import DeviceContext
 

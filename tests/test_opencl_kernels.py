@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from querycompute._codegen import dtypes as D
-from querycompute._codegen import expr as E
-from querycompute._codegen import program as P
+from querycompute._codegen.ir import expr as E
+from querycompute._codegen.ir import program as P
 
 import gpu_passes as G
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from querycompute._codegen import expr as E
-from querycompute._codegen import program as P
+from querycompute._codegen.ir import expr as E
+from querycompute._codegen.ir import program as P
 from querycompute._codegen.launch import BLOCK, MAX_REDUCE_BLOCKS
-from querycompute._codegen.lower_element import elems_per_thread
+from querycompute._codegen.lower.element import elems_per_thread
 
 import gpu_passes as G
 

@@ -35,7 +35,7 @@ np.minimum / np.maximum. Nothing else is proved (a - v, a * 2 + v, ...).
 """
 from __future__ import annotations
 
-from . import expr as E
+from .ir import expr as E
 
 # associative and commutative binary ops: a chain of one of them may be reordered
 AC_OPS = ("add", "mul", "min", "max", "bitand", "bitor", "bitxor", "and", "or")

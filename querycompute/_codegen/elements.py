@@ -9,7 +9,7 @@ launch.plan's "contiguous" / "strided" variants, backends/gpu_elements.py):
 * whole elements (contiguous variant): the columns are the components of one array whose
   elements are C-contiguous (element i's m scalars at i*m .. i*m + m-1 of one 16-byte aligned
   buffer). The kernel binds that buffer once (`in_<array>`) and reads component j of element
-  i at i*m + j. lower_vector.py then reads a thread's whole run of `ept` elements -- ept*m
+  i at i*m + j. lower/vector.py then reads a thread's whole run of `ept` elements -- ept*m
   scalars, R = ept*m*itemsize bytes starting at byte base*m*itemsize, base a multiple of ept
   -- with wide loads of W = min(16, largest power of two dividing R) bytes each (`load_width`):
   every run starts W-aligned, so every load is aligned for every element. With the kernel's

@@ -11,12 +11,12 @@ from dataclasses import replace
 from . import elements
 from .dialects.by_name import DIALECTS, printer
 from .launch import KernelSet
-from .logical_blocks import over_logical_blocks
+from .lower.logical_blocks import over_logical_blocks
 from .narrow_params import narrow_params
-from .lower_vector import vectorize
+from .lower.vector import vectorize
 from .traffic import touched
 from .ops import STAGE_OPS
-from .program import Pass
+from .ir.program import Pass
 
 __all__ = ["DIALECTS", "OCCUPANCY", "printer", "render"]     # DIALECTS, printer: dialects/by_name.py
 

@@ -116,7 +116,7 @@ class KernelSpec:
              "tiles/T" ceil(tiles / T) blocks (a scan of the per-tile counts, T counts a block)
     variant: "contiguous" / "strided": launched only when the inputs' contiguity matches
              (all inputs decide together; contiguous = unit stride and 16-byte aligned, for
-             the wide loads of lower_vector.py); "any": always launched.
+             the wide loads of lower/vector.py); "any": always launched.
     role:    what it does: map | count | scan | scatter | partials | finalize | init | downsweep
     reads / writes: the buffer arguments (by name) the kernel loads / stores, from its
              kernel IR (gpu.render fills them; traffic.py turns them into bytes)

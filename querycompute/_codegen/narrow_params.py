@@ -24,8 +24,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from . import expr as E
-from .program import Filter, Let, Pass
+from .ir import expr as E
+from .ir.program import Filter, Let, Pass
 
 _NARROWED = {"int64": ("int32", "uint32", "float32"), "uint64": ("int32", "uint32", "float32"),
              "float64": ("float32",)}

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from . import expr as E
+from .ir import expr as E
 
 _BINARY = {
     "add": np.add, "sub": np.subtract, "mul": np.multiply, "truediv": np.true_divide,

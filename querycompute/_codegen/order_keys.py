@@ -52,7 +52,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import dtypes
-from . import kernel_ir as K
+from .ir import kernel_ir as K
 
 _BITS = {1: "uint8", 2: "uint16", 4: "uint32", 8: "uint64"}
 UNSIGNED, SIGNED, FLOAT = 0, 1, 2           # key kinds (bool is UNSIGNED)

@@ -1,8 +1,8 @@
 """Human-readable, Python-like text of the IR, for explain() and error messages."""
 from __future__ import annotations
 
-from . import expr as E
-from .program import Agg, ElementProgram, Filter, Let
+from .ir import expr as E
+from .ir.program import Agg, ElementProgram, Filter, Let
 
 _SYMBOL = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//", "mod": "%",
            "pow": "**", "bitand": "&", "bitor": "|", "bitxor": "^", "lshift": "<<", "rshift": ">>",

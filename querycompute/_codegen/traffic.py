@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, is_dataclass
 
 from . import dtypes as D
-from . import kernel_ir as K
+from .ir import kernel_ir as K
 from .launch import KernelSet, output_sizes, plan, scratch_sizes
 
 

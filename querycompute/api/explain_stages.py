@@ -13,7 +13,7 @@ from dataclasses import replace
 import numpy as np
 
 from querycompute._codegen import pretty
-from querycompute._codegen.program import Reduce
+from querycompute._codegen.ir.program import Reduce
 
 from ..plan import stage_kinds as S
 from ..backends import registry

@@ -12,7 +12,7 @@ import numpy as np
 
 from querycompute._codegen import elements, gpu, pretty
 from querycompute._codegen.dialects.numba_py import CHUNK, whole_arrays
-from querycompute._codegen.program import Reduce
+from querycompute._codegen.ir.program import Reduce
 
 from ..graph import terminals as T
 from ..run import windows

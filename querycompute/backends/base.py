@@ -21,7 +21,7 @@ from typing import Any, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:              # (the kernel compiler loads when a backend first compiles)
-    from querycompute._codegen.program import Pass
+    from querycompute._codegen.ir.program import Pass
 
 
 @dataclass

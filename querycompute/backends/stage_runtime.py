@@ -27,7 +27,7 @@ from querycompute._codegen import order_keys
 from querycompute._codegen.ops.group.reference import group_reference
 from querycompute._codegen.ops.join.reference import join_reference, semi_reference
 from querycompute._codegen.ops.scan.reference import scan_reference
-from querycompute._codegen.stage_specs import GroupSpec, ScanSpec, SortSpec
+from querycompute._codegen.ir.stage_specs import GroupSpec, ScanSpec, SortSpec
 
 from .base import KernelRun, now_ms
 

@@ -35,7 +35,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from querycompute._codegen.expr import Binary, Cast, Compare, Const, Expr, Unary, Where
+from querycompute._codegen.ir.expr import Binary, Cast, Compare, Const, Expr, Unary, Where
 from ..errors import QueryError, UnsupportedLambdaError
 from . import translate_ops as ops      # (translate_ops calls in here: read at call time)
 from .values import Exact, Scalar

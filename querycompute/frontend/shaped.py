@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from querycompute._codegen.expr import Const
+from querycompute._codegen.ir.expr import Const
 from .translate_ops import binary, fail, select, to_dtype, unary
 from .values import WEAK_DTYPE, Scalar, TupleVal
 

@@ -15,7 +15,7 @@ import builtins
 import numpy as np
 
 from querycompute._codegen.dtypes import mean_dtype, sum_dtype
-from querycompute._codegen.expr import Binary, Call, Cast, Compare, Const, Where
+from querycompute._codegen.ir.expr import Binary, Call, Cast, Compare, Const, Where
 from .shaped import ShapedVal, build, cast, concrete, elementwise, index_key, to_array, wrap
 from .translate_calls import KEYWORDS, astype, bind, call_handler, clip, real_imag
 from .translate_ops import binary, fail, to_dtype, truthy

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from querycompute._codegen.dtypes import mean_dtype, sum_dtype
-from querycompute._codegen.expr import Binary, Cast, Const, Expr, Var
+from querycompute._codegen.ir.expr import Binary, Cast, Const, Expr, Var
 from .translate_ops import fail, to_dtype, truthy
 from .values import Scalar
 

@@ -44,7 +44,7 @@ from bisect import bisect_left, bisect_right
 
 import numpy as np
 
-from querycompute._codegen import expr as E
+from querycompute._codegen.ir import expr as E
 
 from ..artifacts import ArtifactCache
 from ..errors import QueryError

@@ -15,7 +15,7 @@ from typing import Callable, Mapping
 import numpy as np
 
 from querycompute._codegen import dtypes
-from querycompute._codegen.expr import Const, Param
+from querycompute._codegen.ir.expr import Const, Param
 from ..errors import UnsupportedLambdaError, UnsupportedTypeError
 from .capture import HELPER_SEP, LambdaSource, helper_function, helper_source
 from .members import CONTAINERS, MAX_MEMBERS, Members

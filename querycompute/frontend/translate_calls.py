@@ -14,7 +14,7 @@ import math
 import numpy as np
 
 from querycompute._codegen import dtypes
-from querycompute._codegen.expr import Binary, Call, Cast, Compare, Const, Unary, Where
+from querycompute._codegen.ir.expr import Binary, Call, Cast, Compare, Const, Unary, Where
 from .promotion import PromotionError, common_type, ufunc_loop
 from .translate_ops import binary, const, describe, fail, float_power, fold_cast, to_dtype, truthy, unary
 from .values import WEAK_DTYPE, Scalar

@@ -14,7 +14,7 @@ from dataclasses import replace
 import numpy as np
 
 from querycompute._codegen import dtypes
-from querycompute._codegen.expr import Binary, Call, Cast, Compare, Const, Expr, Unary, Where
+from querycompute._codegen.ir.expr import Binary, Call, Cast, Compare, Const, Expr, Unary, Where
 from ..errors import UnsupportedLambdaError
 from .promotion import KIND_RANK, PY_BINARY, UFUNC, PromotionError, common_type, python_kind, ufunc_loop
 from .values import WEAK_DTYPE, Exact, Scalar

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Optional, Union
 
-from querycompute._codegen.expr import Expr
+from querycompute._codegen.ir.expr import Expr
 
 WEAK_KINDS = ("bool", "int", "float")
 # The concrete dtype a weak Python scalar materialises as when nothing else decides.

@@ -12,9 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from querycompute._codegen import dtypes
-from querycompute._codegen import expr as E
+from querycompute._codegen.ir import expr as E
 from querycompute._codegen.associative import provably_associative
-from querycompute._codegen.program import Agg, ElementProgram, Filter, Let, ParamSpec, Pass, Reduce, ToArray
+from querycompute._codegen.ir.program import Agg, ElementProgram, Filter, Let, ParamSpec, Pass, Reduce, ToArray
 
 from ..graph import terminals as T
 from ..errors import QueryError, UnsupportedLambdaError, UnsupportedTypeError

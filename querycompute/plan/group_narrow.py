@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from querycompute._codegen.program import narrow_cast
+from querycompute._codegen.ir.program import narrow_cast
 
 from ..backends import registry
 from . import stage_kinds as S

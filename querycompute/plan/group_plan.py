@@ -22,9 +22,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from querycompute._codegen import expr as E
+from querycompute._codegen.ir import expr as E
 from querycompute._codegen.dtypes import mean_dtype, sum_dtype
-from querycompute._codegen.stage_specs import GroupAgg, GroupSpec
+from querycompute._codegen.ir.stage_specs import GroupAgg, GroupSpec
 
 from ..errors import QueryError
 from .fusion import Lowering, _cast, _scalar, _truthy, leaves, refuse_strings, string_leaves

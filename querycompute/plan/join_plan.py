@@ -407,7 +407,7 @@ def other_key_columns(other, other_key, backend: str) -> tuple:
     its columns (`lambda o: o.id`, `lambda o: (o.a, o.b)`: the plan's element program
     computes and filters nothing, and loads each column in its own dtype) is those columns,
     in place; any other key runs as a query."""
-    from querycompute._codegen.expr import Load
+    from querycompute._codegen.ir.expr import Load
     q = other.select(other_key)
     if _in_place(other):
         lw, _, cols, _ = q.lowered()

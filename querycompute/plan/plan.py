@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from querycompute._codegen import expr as E
+from querycompute._codegen.ir import expr as E
 from querycompute._codegen.errors import HostOnly
 from querycompute._codegen.pretty import fmt
-from querycompute._codegen.program import InputSpec, Reduce
-from querycompute._codegen.stage_specs import GroupSpec, ScanSpec
+from querycompute._codegen.ir.program import InputSpec, Reduce
+from querycompute._codegen.ir.stage_specs import GroupSpec, ScanSpec
 
 from ..errors import CapturedValueOverflowError, FoldOrderError, HostOnlyError, QueryError
 from ..graph.graph import Count, JoinArg, ScanArg, slot_functions

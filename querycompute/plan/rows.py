@@ -175,7 +175,7 @@ def lower(source, dts: tuple, ops: tuple, term, infos: list) -> RowLowered:
     if kinds != ["select"]:
         raise QueryError("long rows support one select that reduces each row "
                          "(.select(lambda r: r.sum())), then a terminal; got " + ".".join(kinds))
-    from querycompute._codegen import expr as E
+    from querycompute._codegen.ir import expr as E
 
     from ..frontend import translate
     from ..frontend.shaped import ShapedVal

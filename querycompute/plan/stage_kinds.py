@@ -17,9 +17,9 @@ from typing import Optional
 
 import numpy as np
 
-from querycompute._codegen import expr as E
+from querycompute._codegen.ir import expr as E
 from querycompute._codegen import order_keys
-from querycompute._codegen.stage_specs import ScanSpec, SortSpec
+from querycompute._codegen.ir.stage_specs import ScanSpec, SortSpec
 
 from ..frontend.datetimes import loaded, storage
 from ..frontend.values import OuterSide, RecordVal, Scalar, StrCodes, TupleVal

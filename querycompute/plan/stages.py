@@ -37,9 +37,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Optional
 
-from querycompute._codegen import expr as E
-from querycompute._codegen.program import Agg, Filter, Reduce
-from querycompute._codegen.stage_specs import ScanSpec, SortSpec
+from querycompute._codegen.ir import expr as E
+from querycompute._codegen.ir.program import Agg, Filter, Reduce
+from querycompute._codegen.ir.stage_specs import ScanSpec, SortSpec
 
 from ..graph import graph as G
 from ..graph import terminals as T
@@ -85,7 +85,7 @@ class _Planner:
 
     def _start(self, lw: Lowering):
         """(element, inputs) the next pass starts from: the source or the current columns."""
-        from querycompute._codegen.program import InputSpec
+        from querycompute._codegen.ir.program import InputSpec
         if self.cols is None:
             return initial_element(self.source, self.dts, lw)
         c = self.cols
@@ -302,7 +302,7 @@ class _Planner:
         cond = _truthy(_scalar(lw.apply(i, element), src, f"{self.nodes[i].kind} predicate"))
         lw.b.body.append(Filter(E.Unary("not", cond, "bool")))
         prog = lw.program(inputs, [])
-        from querycompute._codegen.program import Pass
+        from querycompute._codegen.ir.program import Pass
         p = Pass(prog, Reduce((Agg("first", (E.Const(0, "int32"),), "int64"),)), lw.name)
         lowered = Lowered(p, tuple(lw.b.bindings), "scalar", (), (), tuple(lw.steps), param_limits(p))
         take = self.nodes[i].kind == "take_while"

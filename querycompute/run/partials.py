@@ -28,7 +28,7 @@ from dataclasses import replace
 import numpy as np
 
 from .._codegen import combine as C
-from .._codegen import expr as E
+from .._codegen.ir import expr as E
 from .._codegen.numpy_eval import Eval
 from .._codegen.ops.reduce.reference import _Fold
 from ..graph import terminals as T

@@ -115,7 +115,7 @@ def as_block(lowered):
     pass's outputs keep separate columns.)"""
     from dataclasses import replace
 
-    from querycompute._codegen.program import ToArray
+    from querycompute._codegen.ir.program import ToArray
     p = lowered.pass_
     if not isinstance(p.terminal, ToArray) or len(set(p.program.output_dtypes)) != 1:
         return lowered

@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 
 from querycompute._codegen import dtypes
-from querycompute._codegen import expr as E
-from querycompute._codegen.program import Agg, ElementProgram, Filter, InputSpec, Let, Pass, Reduce, ToArray
+from querycompute._codegen.ir import expr as E
+from querycompute._codegen.ir.program import Agg, ElementProgram, Filter, InputSpec, Let, Pass, Reduce, ToArray
 
 THRESHOLD = 10   # filters keep x > THRESHOLD: representable in every dtype, drops NaN
 

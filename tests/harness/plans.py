@@ -16,7 +16,7 @@ import numpy as np
 
 from querycompute._codegen import gpu
 from querycompute._codegen.launch import KernelSet
-from querycompute._codegen.program import Pass
+from querycompute._codegen.ir.program import Pass
 from querycompute.backends.gpu.gpu_launch import DeviceRuntime, LaunchLoop
 
 from . import runner

@@ -15,12 +15,12 @@ One printer instance prints one KernelSet (it remembers which helpers were used)
 from __future__ import annotations
 
 from .. import dtypes as D
-from .. import expr as E
-from .. import kernel_ir as K
+from ..ir import expr as E
+from ..ir import kernel_ir as K
 from ..capabilities import DialectCaps
 from ..launch import BLOCK
 from ..errors import UnsupportedType
-from ..program import narrow_value
+from ..ir.program import narrow_value
 from . import c_helpers
 from . import c_syntax as S
 from .c_syntax import Code

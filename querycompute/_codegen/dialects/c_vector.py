@@ -1,5 +1,5 @@
 """Spelling of kernel_ir.VecLoad for the C family: one wide load of a thread's run of
-`count` elements into a local array of register values (lower_vector.py says when and why).
+`count` elements into a local array of register values (lower/vector.py says when and why).
 
 Default (CUDA, Metal): the run's bytes (2 to 16) are read as one unsigned word vector
 (WORDS: uint4, uint2, ...; 64-bit elements as WORDS64, e.g. ulonglong2) through a pointer
@@ -19,13 +19,13 @@ written through a pointer cast (WIDE_STORE; NVRTC: `st.global.v4.u32`). OpenCL o
 from __future__ import annotations
 
 from .. import dtypes as D
-from .. import kernel_ir as K
+from ..ir import kernel_ir as K
 
 _COMPONENTS = "xyzw"
 
 
 class VectorLoads:
-    VECTOR_LOADS = False                  # the printer spells VecLoad (lower_vector.vectorize runs)
+    VECTOR_LOADS = False                  # the printer spells VecLoad (lower/vector.vectorize runs)
     WORDS: dict[int, str] = {}            # bytes -> unsigned word vector type of that size
     WORDS64 = ""                          # 2 x 64-bit unsigned words (16 bytes)
     WIDE_LOAD = ""                        # format with {t} (word vector type) and {p} (element pointer)

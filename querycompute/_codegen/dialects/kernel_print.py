@@ -17,8 +17,8 @@ from __future__ import annotations
 from dataclasses import fields, is_dataclass
 
 from .. import dtypes as D
-from .. import expr as E
-from .. import kernel_ir as K
+from ..ir import expr as E
+from ..ir import kernel_ir as K
 from . import c_syntax as S
 from .c_syntax import Code
 

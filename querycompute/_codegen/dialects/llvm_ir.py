@@ -40,11 +40,11 @@ from __future__ import annotations
 from functools import lru_cache
 
 from .. import dtypes as D
-from .. import expr as E
+from ..ir import expr as E
 from .. import pretty
 from ..capabilities import DialectCaps
 from ..order_keys import minmax_key, minmax_key_llvm
-from ..program import Filter, Let, Pass, Reduce
+from ..ir.program import Filter, Let, Pass, Reduce
 from ..sum_order import BLOCK, CHUNK, LANES
 from .numba_indexed import IndexedPass
 

@@ -8,11 +8,11 @@ runtime must set for older language versions: MTLCompileOptions.mathMode = .safe
 mathFloatingPointFunctions = .precise (fastMathEnabled = false before macOS 15), or
 `-fno-fast-math -ffp-contract=off` for the `metal` command-line compiler.
 SIMD groups are 32 lanes on Apple GPUs but 8 to 64 on others: kernels read the width from
-[[threads_per_simdgroup]] (lower_block.py), never assume it.
+[[threads_per_simdgroup]] (lower/block.py), never assume it.
 """
 from __future__ import annotations
 
-from .. import kernel_ir as K
+from ..ir import kernel_ir as K
 from ..capabilities import DialectCaps
 from . import c_syntax as S
 from .c_family import CFamily

@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..program import InputSpec, Pass
+from ..ir.program import InputSpec, Pass
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from ..capabilities import DialectCaps
 from ..ops import STAGE_OPS
-from ..program import Filter, Let, Pass
+from ..ir.program import Filter, Let, Pass
 from .numba_indexed import gathers
 from .numba_py_expr import ExprPrinter
 from .numba_py_helpers import helper_source, jit_decorator

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 
 from .. import dtypes as D
-from .. import expr as E
+from ..ir import expr as E
 from .numba_py_helpers import helper_name
 
 _PY_BINOPS = {"add": "+", "sub": "-", "mul": "*", "truediv": "/",

@@ -55,8 +55,8 @@ from __future__ import annotations
 import math
 
 from .. import dtypes as D
-from .. import expr as E
-from .. import kernel_ir as K
+from ..ir import expr as E
+from ..ir import kernel_ir as K
 from ..capabilities import DialectCaps
 from ..launch import BLOCK
 from . import c_syntax as S

@@ -23,7 +23,7 @@ STAGE_OPS; the dialects only spell what the ops build. Their reference is the nu
 backend's interpreter (backends/reference/numpy_ref.py over numpy_eval.py; reduce's windows
 in reduce/reference.py).
 
-Column operations between passes (stage_specs.py), rendered from their spec rather than a
+Column operations between passes (ir/stage_specs.py), rendered from their spec rather than a
 Pass (each GPU module with `bytes_per_element` for explain()); each folder's __init__ lists
 its files:
 

@@ -20,12 +20,12 @@ Result decoding: none; the outputs are the results (n elements each).
 """
 from __future__ import annotations
 
-from .. import kernel_ir as K
+from ..ir import kernel_ir as K
 from ..elements import run_elements
 from ..launch import BufferSpec, KernelArg, KernelSpec
-from ..lower_element import (INDEX, check_name, declare_base, element, elems_per_thread, input_args,
+from ..lower.element import (INDEX, check_name, declare_base, element, elems_per_thread, input_args,
                              per_thread_loop, rename, variant)
-from ..program import Pass
+from ..ir.program import Pass
 from .common import GpuKernels
 
 SHAPE = "elementwise"          # launch.KernelSet.shape of this op's kernels

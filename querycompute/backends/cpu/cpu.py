@@ -26,7 +26,7 @@ import numpy as np
 from querycompute._codegen.dialects import numba_py
 from querycompute._codegen.ops import compact as compact_op
 from querycompute._codegen.ops import reduce as reduce_op
-from querycompute._codegen.program import Pass, Reduce
+from querycompute._codegen.ir.program import Pass, Reduce
 
 from querycompute._codegen.dialects import llvm_ir
 

@@ -18,9 +18,9 @@ import time
 
 import numpy as np
 
-from querycompute._codegen import expr as E
+from querycompute._codegen.ir import expr as E
 from querycompute._codegen.elements import component_view
-from querycompute._codegen.program import Pass, Reduce
+from querycompute._codegen.ir.program import Pass, Reduce
 
 from .rows_columns import reduce_columns, sum_acc, tiles, wants_parallel
 from ..base import KernelRun, Prepared

@@ -30,7 +30,7 @@ import numpy as np
 from querycompute._codegen.dialects.numba_py import CHUNK, storage_dtype
 from querycompute._codegen.ops.group import cpu as numba_group
 from querycompute._codegen.order_keys import numba_consts as _consts, raw_bits as _raw
-from querycompute._codegen.stage_specs import SortSpec
+from querycompute._codegen.ir.stage_specs import SortSpec
 
 from .cpu import param_args
 from .morsels import chunks as _chunks

@@ -22,7 +22,7 @@ from functools import lru_cache
 import numpy as np
 
 from querycompute._codegen.dialects import llvm_ir
-from querycompute._codegen.program import Pass, Reduce
+from querycompute._codegen.ir.program import Pass, Reduce
 
 from ...artifacts import ArtifactCache
 from ...cache import disk_cache, dump_source

@@ -34,7 +34,7 @@ from querycompute._codegen import order_keys
 from querycompute._codegen.dialects import numba_py
 from querycompute._codegen.ops.scan import fused_cpu as numba_scan_fused
 from querycompute._codegen.dialects.numba_py_runtime import PRELUDE
-from querycompute._codegen.program import Pass
+from querycompute._codegen.ir.program import Pass
 
 from ... import after_fork, log
 from ...cache import disk_cache, dump_source, numba_identity

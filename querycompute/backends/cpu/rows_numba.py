@@ -27,7 +27,7 @@ def parallel_min(plan) -> int:
     """Values from which a row plan runs in parallel: ROWS_PARALLEL_MIN when a step calls a
     function (exp, log ...: compute-bound), else rows_columns.PARALLEL_MIN (a plain sum / min
     / max streams memory, which one core already saturates here)."""
-    from querycompute._codegen import expr as E
+    from querycompute._codegen.ir import expr as E
 
     from .rows_columns import PARALLEL_MIN
     heavy = any(isinstance(n, E.Call) for st in plan.steps for n in E.walk(st.entry))

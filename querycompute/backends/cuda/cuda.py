@@ -17,7 +17,7 @@ from typing import Any, Callable
 import numpy as np
 
 from querycompute._codegen import launch as L
-from querycompute._codegen.program import Pass
+from querycompute._codegen.ir.program import Pass
 
 from ...errors import BackendUnavailableError
 from ..gpu.generated import GeneratedSourceBackend

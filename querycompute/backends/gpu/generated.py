@@ -10,7 +10,7 @@ import sys
 
 from querycompute._codegen import launch as L
 from querycompute._codegen.gpu import render
-from querycompute._codegen.program import Pass
+from querycompute._codegen.ir.program import Pass
 
 from ...errors import QueryError, codegen_errors
 from ..base import Backend

@@ -17,7 +17,7 @@ import numpy as np
 
 from querycompute._codegen import order_keys
 from querycompute._codegen.ops.group import table_gpu as table_op
-from querycompute._codegen.stage_specs import GroupSpec
+from querycompute._codegen.ir.stage_specs import GroupSpec
 
 __all__ = ["run"]
 

@@ -29,9 +29,9 @@ import math
 
 import numpy as np
 
-from querycompute._codegen import expr as E
+from querycompute._codegen.ir import expr as E
 from querycompute._codegen.ops.join import gpu as J
-from querycompute._codegen.stage_specs import ScanSpec, SortSpec
+from querycompute._codegen.ir.stage_specs import ScanSpec, SortSpec
 
 from . import device_columns as DC
 from .gpu_stages import _bits, _device, index_dtype

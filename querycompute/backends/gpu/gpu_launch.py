@@ -80,7 +80,7 @@ class DeviceRuntime:
 
     def vector_aligned(self, buf) -> bool:
         """Whether the contiguous kernels may read input buffer `buf` with wide loads: they
-        need it 16-byte aligned in CUDA and Metal (_codegen/lower_vector.py); an unaligned
+        need it 16-byte aligned in CUDA and Metal (_codegen/lower/vector.py); an unaligned
         unit-stride input (a view like x[1:]) takes the strided variant with stride 1."""
         return True
 
@@ -92,7 +92,7 @@ class DeviceRuntime:
 
     def alloc(self, size: int, dtype: str) -> Any:
         """A device buffer of `size` (maybe 0) elements of `dtype`, 16-byte aligned at least
-        (the contiguous kernels' wide stores into outputs need it: _codegen/lower_vector.py)."""
+        (the contiguous kernels' wide stores into outputs need it: _codegen/lower/vector.py)."""
         raise NotImplementedError
 
     def upload(self, buf, host) -> None:

@@ -76,7 +76,7 @@ class GpuRows(Prepared):
 
 def _param_dtypes(plan):
     """The dtypes of the plan's parameters (the Param nodes of its expressions)."""
-    from querycompute._codegen import expr as E
+    from querycompute._codegen.ir import expr as E
     found = {}
     for e in [st.entry for st in plan.steps] + [plan.final]:
         for node in E.walk(e):

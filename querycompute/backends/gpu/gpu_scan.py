@@ -17,7 +17,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from querycompute._codegen.stage_specs import ScanSpec
+from querycompute._codegen.ir.stage_specs import ScanSpec
 
 from .gpu_launch import LaunchLoop
 

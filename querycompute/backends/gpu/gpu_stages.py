@@ -47,7 +47,7 @@ from querycompute._codegen.ops.sort import gather_gpu as gather_op
 from querycompute._codegen.ops.sort import gpu as sort_op
 from querycompute._codegen.ops.sort import topk_gpu as topk_op
 from querycompute._codegen.ops.sort.ir import TILE
-from querycompute._codegen.stage_specs import GroupSpec, ScanSpec, SortSpec
+from querycompute._codegen.ir.stage_specs import GroupSpec, ScanSpec, SortSpec
 
 from . import device_columns as DC
 from ..base import KernelRun

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import platform
 
-from querycompute._codegen.program import Pass
+from querycompute._codegen.ir.program import Pass
 
 from ...errors import BackendUnavailableError
 from ..gpu.generated import GeneratedSourceBackend

@@ -21,7 +21,7 @@ import time
 import numpy as np
 
 from querycompute._codegen import launch as L
-from querycompute._codegen.program import Pass
+from querycompute._codegen.ir.program import Pass
 
 from ...errors import QueryError
 from ..gpu.generated import DeviceBackend

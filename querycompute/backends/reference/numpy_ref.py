@@ -15,7 +15,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from querycompute._codegen.numpy_eval import Eval
-from querycompute._codegen.program import Filter, Let, Pass
+from querycompute._codegen.ir.program import Filter, Let, Pass
 
 from ..base import Backend, BackendCaps, KernelRun, Prepared, now_ms
 from ..._codegen.ops.reduce.reference import run_reduce

@@ -34,7 +34,7 @@ import numpy as np
 
 from querycompute._codegen import launch as L
 from querycompute._codegen.dialects.wgsl import SCALAR_KINDS, Wgsl, binding_layout, scalar_member_type
-from querycompute._codegen.program import Pass
+from querycompute._codegen.ir.program import Pass
 
 from ... import config
 from ...errors import QueryError

@@ -39,8 +39,8 @@ Result decoding: the results are the first `total` elements of every output (GPU
 from __future__ import annotations
 
 from ...launch import BufferSpec, KernelArg
-from ...lower_element import check_name, elems_per_thread
-from ...program import Pass
+from ...lower.element import check_name, elems_per_thread
+from ...ir.program import Pass
 from . import gpu as compact_gpu
 from ..common import GpuKernels
 from ..map import numba_element, numba_names, output_args

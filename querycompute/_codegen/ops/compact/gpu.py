@@ -43,13 +43,13 @@ words for the counts in both.
 """
 from __future__ import annotations
 
-from ... import expr as E
-from ... import kernel_ir as K
+from ...ir import expr as E
+from ...ir import kernel_ir as K
 from ...dialects.by_name import caps, printer
 from ...launch import BLOCK, BufferSpec, KernelArg, KernelSpec
-from ...lower_block import LID, block_inclusive_scan, block_reduce, Acc
-from ...lower_element import BASE, element, per_thread_loop, declare_base, input_args, rename, variant
-from ...stage_specs import ScanSpec
+from ...lower.block import LID, block_inclusive_scan, block_reduce, Acc
+from ...lower.element import BASE, element, per_thread_loop, declare_base, input_args, rename, variant
+from ...ir.stage_specs import ScanSpec
 from ..scan import gpu as scan_op
 
 COUNT = K.KVar("survivors", "int64")       # this thread's

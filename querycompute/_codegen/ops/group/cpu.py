@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...stage_specs import GroupAgg, GroupSpec
+from ...ir.stage_specs import GroupAgg, GroupSpec
 from ...dialects.numba_py import CHUNK
 from ...dialects.numba_py_expr import ExprPrinter, const_text, register_type
 from ...dialects.numba_py_helpers import helper_source, jit_decorator

@@ -46,8 +46,8 @@ from __future__ import annotations
 import numpy as np
 
 from ... import order_keys
-from ...program import Pass
-from ...stage_specs import GroupSpec
+from ...ir.program import Pass
+from ...ir.stage_specs import GroupSpec
 from .cpu import WAYS, _identity, _Printer
 from ...dialects.numba_py import CHUNK, _ModulePrinter
 from ...dialects.numba_py_helpers import helper_source, jit_decorator

@@ -1,5 +1,5 @@
 """GPU column operation "group_by": sort-based grouping of GroupSpec key columns with a
-deterministic segmented reduction of every GroupAgg (stage_specs.py), as one launch.KernelSet
+deterministic segmented reduction of every GroupAgg (ir/stage_specs.py), as one launch.KernelSet
 of shape "group" for CUDA, OpenCL and Metal, run by the launch loop every GPU runtime shares.
 
 Inputs: the key columns bound as their order_keys.bits_dtype (0..m-1), then the value column
@@ -45,13 +45,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ... import kernel_ir as K
+from ...ir import kernel_ir as K
 from ... import order_keys
 from ...dialects.by_name import printer
 from ...launch import BufferSpec, KernelArg, KernelSet, Step
-from ...lower_block import LID, block_inclusive_scan
-from ...lower_element import check_name
-from ...stage_specs import GroupSpec, SortSpec
+from ...lower.block import LID, block_inclusive_scan
+from ...lower.element import check_name
+from ...ir.stage_specs import GroupSpec, SortSpec
 from . import ir as G
 from ..sort import gpu as sort_op
 from ..sort import ir as S

@@ -25,13 +25,13 @@ from dataclasses import dataclass
 from typing import Optional
 
 from ... import dtypes as D
-from ... import expr as E
-from ... import kernel_ir as K
+from ...ir import expr as E
+from ...ir import kernel_ir as K
 from ...launch import BLOCK, KernelArg
-from ...lower_block import LID
-from ...lower_element import check_name, rename
-from ...program import ElementProgram
-from ...stage_specs import GroupAgg, GroupSpec, check_combine
+from ...lower.block import LID
+from ...lower.element import check_name, rename
+from ...ir.program import ElementProgram
+from ...ir.stage_specs import GroupAgg, GroupSpec, check_combine
 
 I32, I64 = "int32", "int64"
 VALID = K.KVar("valid", "bool")

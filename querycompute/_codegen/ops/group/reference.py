@@ -9,7 +9,7 @@ import numpy as np
 from ... import order_keys
 from ...combine import segments
 from ...numpy_eval import Eval
-from ...stage_specs import GroupSpec
+from ...ir.stage_specs import GroupSpec
 from ..reduce.reference import fold_in_order
 
 

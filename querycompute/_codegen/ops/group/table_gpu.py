@@ -38,13 +38,13 @@ memory); the tables are CHUNKS * SLOTS slots, independent of n (merge reads them
 """
 from __future__ import annotations
 
-from ... import kernel_ir as K
+from ...ir import kernel_ir as K
 from ... import order_keys
 from ...dialects.by_name import printer
 from ...launch import BLOCK, BufferSpec, KernelArg, KernelSet, KernelSpec
-from ...lower_block import LID
-from ...lower_element import check_name
-from ...stage_specs import GroupSpec
+from ...lower.block import LID
+from ...lower.element import check_name
+from ...ir.stage_specs import GroupSpec
 from . import ir as G
 from ..sort import ir as S
 from .ir import I32, I64

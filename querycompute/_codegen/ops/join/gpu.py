@@ -46,7 +46,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ... import dtypes as D
-from ... import kernel_ir as K
+from ...ir import kernel_ir as K
 from ... import order_keys
 from ...dialects.by_name import DIALECTS, caps as dialect_caps, printer
 from ...launch import BufferSpec, KernelArg, KernelSet
@@ -295,7 +295,7 @@ def bytes_per_row(key_dtypes: tuple[str, ...], index_dtype: str = "int32") -> li
     ops/sort/gather_gpu.py's figures for the hash's type."""
     from ..sort import gather_gpu as gather_op
     from ..sort import gpu as sort_op
-    from ...stage_specs import SortSpec
+    from ...ir.stage_specs import SortSpec
     idx = 4 if index_dtype == "int32" else 8
     keys = sum(order_keys.bits_width(d) // 8 for d in key_dtypes)
     hd = hash_dtype(tuple(key_dtypes))

@@ -56,7 +56,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ...launch import KernelSet, ResultSlot
-from ...program import Agg, Pass
+from ...ir.program import Agg, Pass
 from . import two_words
 from .cpu import render_numba
 from .gpu import lower_gpu

@@ -38,7 +38,7 @@ from __future__ import annotations
 from ... import dtypes as D
 from ...order_keys import minmax_key, minmax_key_text
 from ...dialects.numba_py_expr import ExprPrinter, const_text, register_type
-from ...program import Agg, Pass
+from ...ir.program import Agg, Pass
 from ...sum_order import BLOCK, LANES
 
 

@@ -4,14 +4,14 @@ pass with a fold (`ordered_partials`, `ordered_finalize`)."""
 from __future__ import annotations
 
 from ... import dtypes as D
-from ... import expr as E
-from ... import kernel_ir as K
+from ...ir import expr as E
+from ...ir import kernel_ir as K
 from ...elements import run_elements
 from ...launch import BLOCK, BufferSpec, KernelArg, KernelSpec, ResultSlot
-from ...lower_block import LID, Acc, block_reduce, fold_from, shared_name
-from ...lower_element import (BASE, INDEX, check_name, element, elems_per_thread, grid_stride_runs, input_args,
+from ...lower.block import LID, Acc, block_reduce, fold_from, shared_name
+from ...lower.element import (BASE, INDEX, check_name, element, elems_per_thread, grid_stride_runs, input_args,
                               rename, variant)
-from ...program import Agg, Pass
+from ...ir.program import Agg, Pass
 from ..common import GpuKernels
 from . import two_words
 
@@ -266,7 +266,7 @@ def ordered_block_reduce(accs) -> tuple[list[K.SharedArray], list]:
     """Shared-memory tree with doubling strides: at stride s, thread t (a multiple of 2s)
     folds thread t + s's state into its own, so thread t always holds threads t..t+2s-1 in
     order, and slot 0 ends with all of them. Every thread reads the result. (The halving
-    tree of lower_block.block_reduce joins t with t + BLOCK/2: right for commutative
+    tree of lower/block.block_reduce joins t with t + BLOCK/2: right for commutative
     combines only.) Values cross barriers in shared memory only, as in block_reduce."""
     slots = [s for a in accs for s in a.slots]
     shared = [K.SharedArray(shared_name(s), s.dtype, BLOCK) for s in slots]

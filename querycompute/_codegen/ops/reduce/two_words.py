@@ -23,11 +23,11 @@ from __future__ import annotations
 import numpy as np
 
 from ... import dtypes as D
-from ... import expr as E
-from ... import kernel_ir as K
+from ...ir import expr as E
+from ...ir import kernel_ir as K
 from ...launch import ResultSlot
-from ...lower_block import Acc
-from ...program import WIDE, narrow_cast, narrow_value   # (which sums are narrow: program.py)
+from ...lower.block import Acc
+from ...ir.program import WIDE, narrow_cast, narrow_value   # (which sums are narrow: program.py)
 
 __all__ = ["WIDE", "ROLE", "narrow_value", "narrow_cast", "two_word_acc", "assemble"]
 ROLE = "words"                              # launch.ResultSlot role: k = 0 low word, 1 high word

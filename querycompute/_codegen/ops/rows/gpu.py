@@ -5,7 +5,7 @@ Row steps ("rows" kernel set, n = m rows; one work-group per row, grid rule "n")
   block i owns row i. For each row step s (row_s = reduce_j entry_s(x[i, j], row_0..)) every
   thread folds entries j = t, t + BLOCK, ... (consecutive threads read consecutive values:
   coalesced) into a register, then the block combines the BLOCK registers with the fixed
-  shared-memory tree of lower_block.block_reduce; every thread reads the result, so the next
+  shared-memory tree of lower/block.block_reduce; every thread reads the result, so the next
   step may use it (its entries re-read the row from global memory: L2 for rows of 1e4).
   Thread 0 evaluates the final expression of the row scalars and writes out[i].
   float16 values accumulate in float32; min/max are expr.Binary's (NaN wins, as np.min).
@@ -28,13 +28,13 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from ... import dtypes as D
-from ... import expr as E
-from ... import kernel_ir as K
+from ...ir import expr as E
+from ...ir import kernel_ir as K
 from ...dialects.by_name import printer
 from ...errors import UnsupportedType
 from ...launch import BLOCK, BufferSpec, KernelArg, KernelSet, KernelSpec
-from ...lower_block import LID, Acc, block_reduce
-from ...lower_element import rename
+from ...lower.block import LID, Acc, block_reduce
+from ...lower.element import rename
 
 CHUNKS = 32                    # most row chunks of a column reduction (its grid: tiles * CHUNKS)
 MIN_CHUNK_ROWS = 64            # a chunk of fewer rows costs more in partials than it reads

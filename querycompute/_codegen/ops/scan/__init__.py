@@ -1,4 +1,4 @@
-"""The home of "scan": the inclusive running fold of a ScanSpec (stage_specs.py),
+"""The home of "scan": the inclusive running fold of a ScanSpec (ir/stage_specs.py),
 out[i] = combine(..combine(combine(seed, x0), x1).., xi), with the user's combine
 (DESIGN.md section 2, "one home per algorithm").
 

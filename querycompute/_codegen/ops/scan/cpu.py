@@ -26,7 +26,7 @@ are unsigned in loads and stores, so numba emits no negative-index fix-up.
 """
 from __future__ import annotations
 
-from ...stage_specs import ScanSpec
+from ...ir.stage_specs import ScanSpec
 from ...dialects.numba_py import CHUNK, storage_dtype
 from ...dialects.numba_py_expr import ExprPrinter, const_text, register_type
 from ...dialects.numba_py_helpers import helper_source, jit_decorator

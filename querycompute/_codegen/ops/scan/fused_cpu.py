@@ -27,8 +27,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from .. import STAGE_OPS
-from ...program import InputSpec, ParamSpec, Pass, Reduce, ToArray
-from ...stage_specs import ScanSpec
+from ...ir.program import InputSpec, ParamSpec, Pass, Reduce, ToArray
+from ...ir.stage_specs import ScanSpec
 from . import cpu as numba_scan
 from ...dialects.numba_py import _ModulePrinter
 from ...dialects.numba_py_expr import register_type

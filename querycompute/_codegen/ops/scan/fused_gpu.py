@@ -12,7 +12,7 @@ pass reads `run` as its input 0 (its filter `continue`s, its selects follow), an
 
 Reduce (count, first, any, all; sum, min, max of integers): each thread folds the
   survivors into the reduce op's accumulators (reduce/gpu.py `make_acc`), the block tree
-  (lower_block.block_reduce) leaves one partial per tile, and the reduce op's own finalize
+  (lower/block.block_reduce) leaves one partial per tile, and the reduce op's own finalize
   kernel folds the partials (its `lower_reduce`: one home for the algorithm).
     reduce-then-scan:  <scan>_scan_partials, <scan>_scan_blocks, <pass>_fused_reduce,
                        <pass>_reduce_finalize
@@ -50,15 +50,15 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, is_dataclass, replace
 
 from ... import dtypes as D
-from ... import expr as E
-from ... import kernel_ir as K
+from ...ir import expr as E
+from ...ir import kernel_ir as K
 from ...dialects.by_name import DIALECTS, printer
 from ...launch import BLOCK, BufferSpec, KernelArg, KernelSet, KernelSpec
-from ...lower_block import LID, Acc, block_inclusive_scan, block_reduce
-from ...lower_element import INDEX, check_name, element, input_args, rename
+from ...lower.block import LID, Acc, block_inclusive_scan, block_reduce
+from ...lower.element import INDEX, check_name, element, input_args, rename
 from ...narrow_params import narrow_params
-from ...program import ParamSpec, Pass, Reduce, ToArray
-from ...stage_specs import ScanSpec
+from ...ir.program import ParamSpec, Pass, Reduce, ToArray
+from ...ir.stage_specs import ScanSpec
 from ..compact import gpu as compact_gpu
 from . import gpu as scan_op
 from ..reduce.gpu import lower_reduce, make_acc

@@ -1,4 +1,4 @@
-"""Column operation "scan" on GPUs: the inclusive running fold of a ScanSpec (stage_specs.py),
+"""Column operation "scan" on GPUs: the inclusive running fold of a ScanSpec (ir/stage_specs.py),
 out[i] = combine(..combine(combine(seed, x0), x1).., xi), as a launch.KernelSet of shape
 "scan" (input 0 and output 0: n elements of spec.dtype; params follow spec.params).
 
@@ -42,14 +42,14 @@ just loaded, from cache) and writes once.
 from __future__ import annotations
 
 from ... import dtypes as D
-from ... import expr as E
-from ... import kernel_ir as K
+from ...ir import expr as E
+from ...ir import kernel_ir as K
 from ...dialects.by_name import DIALECTS, printer
 from ...launch import BLOCK, BufferSpec, KernelArg, KernelSet, KernelSpec
-from ...lower_block import LID
-from ...lower_element import check_name, elems_per_thread, rename
-from ...program import ElementProgram
-from ...stage_specs import ScanSpec, check_combine
+from ...lower.block import LID
+from ...lower.element import check_name, elems_per_thread, rename
+from ...ir.program import ElementProgram
+from ...ir.stage_specs import ScanSpec, check_combine
 from .lookback_gpu import LookBack, exact_combine
 from .names import BASE, N, NUM_BLOCKS, SH, TILE, VALID, as_i64 as _i64
 

@@ -38,11 +38,11 @@ CUDA: single pass with a look-back (Merrill & Garland), after a tiny init kernel
 from __future__ import annotations
 
 from ... import dtypes as D
-from ... import expr as E
-from ... import kernel_ir as K
+from ...ir import expr as E
+from ...ir import kernel_ir as K
 from ...launch import BLOCK
-from ...lower_block import LANE, LID, WARP
-from ...stage_specs import ScanSpec
+from ...lower.block import LANE, LID, WARP
+from ...ir.stage_specs import ScanSpec
 from .names import NUM_BLOCKS, SH, TILE, as_i64 as _i64
 
 FLAG_AGG, FLAG_INCL = K.KConst(1, "uint32"), K.KConst(2, "uint32")

@@ -2,7 +2,7 @@
 reduce-then-scan kernels and the downsweep; ops/scan/lookback_gpu.py the CUDA look-back)."""
 from __future__ import annotations
 
-from ... import kernel_ir as K
+from ...ir import kernel_ir as K
 
 N = K.KVar("n", "int64")
 TILE = K.KVar("tile", "int64")              # the tile this block scans

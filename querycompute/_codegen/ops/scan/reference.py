@@ -8,7 +8,7 @@ from typing import Sequence
 import numpy as np
 
 from ...numpy_eval import Eval
-from ...stage_specs import ScanSpec
+from ...ir.stage_specs import ScanSpec
 from ..reduce.reference import fold_in_order
 
 

@@ -11,7 +11,7 @@ bound as their raw-bits dtype (order_keys.bits_dtype): a row is copied, never co
 """
 from __future__ import annotations
 
-from ... import kernel_ir as K
+from ...ir import kernel_ir as K
 from ...launch import BufferSpec, KernelArg, KernelSet, Step
 from . import ir as S
 from .gpu import kernel_set

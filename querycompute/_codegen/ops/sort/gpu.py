@@ -51,12 +51,12 @@ of 1 B per row (256 int32 per tile of 1024 rows), like the scan: left out of the
 """
 from __future__ import annotations
 
-from ... import kernel_ir as K
+from ...ir import kernel_ir as K
 from ... import order_keys
 from ...dialects.by_name import DIALECTS, printer
 from ...launch import BLOCK, BufferSpec, KernelArg, KernelSet, KernelSpec, Step
-from ...lower_block import LID
-from ...stage_specs import SortSpec
+from ...lower.block import LID
+from ...ir.stage_specs import SortSpec
 from . import ir as S
 from .ir import I32, I64, RADIX, SLOT, TILE, U32
 

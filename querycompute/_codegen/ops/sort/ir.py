@@ -23,9 +23,9 @@ each row's rank among the tile's rows of its digit (its slot minus its run's sta
 """
 from __future__ import annotations
 
-from ... import kernel_ir as K
+from ...ir import kernel_ir as K
 from ...launch import BLOCK
-from ...lower_block import LID, block_inclusive_scan
+from ...lower.block import LID, block_inclusive_scan
 
 RADIX = 256                 # 8-bit digits; BLOCK == RADIX: thread d owns digit d's counters
 EPT = 4                     # rows per thread in a tile

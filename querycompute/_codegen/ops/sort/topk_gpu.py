@@ -33,11 +33,11 @@ for the compaction; O(k) for the rest.
 """
 from __future__ import annotations
 
-from ... import kernel_ir as K
+from ...ir import kernel_ir as K
 from ... import order_keys
 from ...launch import BufferSpec, KernelArg, KernelSet, Step
-from ...lower_block import LID, block_inclusive_scan
-from ...stage_specs import SortSpec
+from ...lower.block import LID, block_inclusive_scan
+from ...ir.stage_specs import SortSpec
 from . import ir as S
 from .gpu import COUNTS, N, SHIFT, TILES, key_arg, kernel_set, small_kernel
 from .ir import I32, I64, RADIX, TILE

@@ -7,10 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from . import dtypes
-from . import expr as E
-from . import kernel_ir as K
-from .launch import BLOCK
+from .. import dtypes
+from ..ir import expr as E
+from ..ir import kernel_ir as K
+from ..launch import BLOCK
 
 LID = K.KThread("local_id")
 LANE = K.KThread("lane")

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Union
 
 from . import expr as E
-from .launch import KernelArg
+from ..launch import KernelArg
 
 
 # --- kernel expressions -------------------------------------------------------------------
@@ -146,7 +146,7 @@ class For:
     step: KExpr
     body: tuple
     unroll: bool = False
-    run: int = 0     # > 0: a thread's run of `run` consecutive elements (lower_element.per_thread_loop)
+    run: int = 0     # > 0: a thread's run of `run` consecutive elements (lower/element.per_thread_loop)
 
 
 @dataclass(frozen=True)

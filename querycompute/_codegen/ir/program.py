@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional, Union
 
-from . import dtypes as D
+from .. import dtypes as D
 from .expr import Cast, Const, Expr
 
 AGG_OPS = ("sum", "min", "max", "count", "any", "all", "first", "fold")

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from dataclasses import fields, is_dataclass, replace
 
-from . import kernel_ir as K
-from .launch import KernelArg, KernelSpec
+from ..ir import kernel_ir as K
+from ..launch import KernelArg, KernelSpec
 
 LOGICAL = K.KVar("logical_blocks", "int64")
 BLOCK_VAR = K.KVar("lblock", "int64")

@@ -4,7 +4,7 @@ Naming scheme (every generated identifier is a valid C name that can't collide w
 keyword or with the kernels' own locals, which never contain an underscore after one letter):
 input buffers `in_<name>`, their strides `s_<name>`, their loaded values `x_<name>`,
 parameters `p_<name>`, program locals `v_<name>`, outputs `out<k>`; `i` is the element index;
-a thread's run of elements read by one wide load (lower_vector.py) `r_<name>`, the loaded
+a thread's run of elements read by one wide load (lower/vector.py) `r_<name>`, the loaded
 words `w_<name>`; an array of shaped elements read whole (elements.py) `in_<array>`.
 """
 from __future__ import annotations
@@ -12,13 +12,13 @@ from __future__ import annotations
 import re
 from dataclasses import fields, replace
 
-from . import dtypes as D
-from . import elements
-from . import expr as E
-from . import kernel_ir as K
-from .errors import HostOnly, InvalidName
-from .launch import KernelArg
-from .program import ElementProgram, Filter, Let
+from .. import dtypes as D
+from .. import elements
+from ..ir import expr as E
+from ..ir import kernel_ir as K
+from ..errors import HostOnly, InvalidName
+from ..launch import KernelArg
+from ..ir.program import ElementProgram, Filter, Let
 
 _C_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 INDEX = K.KVar("i", "int64")

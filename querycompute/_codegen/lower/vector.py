@@ -1,6 +1,6 @@
 """Wide loads for contiguous inputs: a thread's run of elements read 16 bytes at a time.
 
-Every stage op walks its elements in runs (lower_element.per_thread_loop): thread t takes
+Every stage op walks its elements in runs (lower/element.per_thread_loop): thread t takes
 `ept` consecutive elements, ept = 16 / largest element size, starting at a multiple of ept.
 Written element by element, each step of such a run is `i = base + k; if (i >= n) break;
 x = in_x[i]; ...`: the bounds check between loads keeps the compiler from merging them
@@ -44,10 +44,10 @@ from __future__ import annotations
 
 from dataclasses import fields, is_dataclass, replace
 
-from . import elements
-from . import expr as E
-from . import kernel_ir as K
-from .lower_element import BASE, INDEX
+from .. import elements
+from ..ir import expr as E
+from ..ir import kernel_ir as K
+from .element import BASE, INDEX
 
 N = K.KVar("n", "int64")
 
