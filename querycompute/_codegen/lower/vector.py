@@ -110,7 +110,7 @@ def _element_runs(body, arrays: dict, ept: int, k: K.KVar) -> tuple[list, dict]:
 
 
 def _component_index(index: K.KExpr) -> int:
-    """j of a whole-element load's index `i * m + j` (or `i * m` for j = 0: lower_element)."""
+    """j of a whole-element load's index `i * m + j` (or `i * m` for j = 0: lower/element.py)."""
     return index.b.value if isinstance(index, K.KOp) and index.op == "+" else 0
 
 
