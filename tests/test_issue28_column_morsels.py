@@ -1,0 +1,104 @@
+"""Issue 28 item 2 for the column operations: sort, top-k, distinct, scan, group_by and join
+run as steps over ranges of chunks through the morsel scheduler (backends/cpu/cpu_stages.py,
+cpu_group.py, cpu_join.py): no prange entry point and no serial twin is called, the results'
+bits do not depend on the number of pool threads or the morsel size, and several Python
+threads can run column operations at once."""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+import querycompute as qc
+from querycompute._codegen.dialects.numba_py import CHUNK
+from querycompute.backends import registry
+from querycompute.backends.cpu import morsels
+
+pytestmark = pytest.mark.skipif(not registry.availability("cpu")[0], reason="needs numba")
+
+N = 5 * CHUNK + 7                      # several chunks, a ragged last one
+
+
+@pytest.fixture(autouse=True)
+def _default_morsels():
+    yield
+    morsels.configure()
+
+
+def _data():
+    rng = np.random.default_rng(28)
+    x = (rng.standard_normal(N) * 100).astype(np.float32)
+    x[::997] = np.nan
+    x[::1009] = -0.0
+    keys = rng.integers(0, 50, N).astype(np.int64)
+    other = np.arange(0, 60, 2, dtype=np.int64)
+    return x, keys, other
+
+
+def _run_all(x, keys, other) -> tuple:
+    """Every column operation once on cpu, with each one's trace rows."""
+    q, k = qc.query(x).on("cpu"), qc.query(keys).on("cpu")
+    out, names = [], []
+    for run in (lambda: q.order_by(lambda v: v).to_array(),
+                lambda: q.order_by_descending(lambda v: v).take(9).to_array(),
+                lambda: q.distinct().to_array(),
+                lambda: q.scan(lambda a, v: a + v, np.float32(0)).to_array(),
+                lambda: k.group_by(lambda v: v % 7).agg(s=qc.sum(lambda v: v * 1.5), n=qc.count()),
+                lambda: k.join(qc.query(other), lambda a: a, lambda b: b, lambda a, b: a * 100 + b).to_array()):
+        res = run()
+        out.append({c: np.asarray(v) for c, v in res.items()} if isinstance(res, dict) else np.asarray(res))
+        names += [r.name for r in qc.last_trace().kernels]
+    return out, names
+
+
+def _same(a, b) -> None:
+    if isinstance(a, dict):
+        assert a.keys() == b.keys()
+        for c in a:
+            _same(a[c], b[c])
+        return
+    assert a.dtype == b.dtype and a.shape == b.shape
+    assert a.tobytes() == b.tobytes()              # bits, NaN payloads and -0.0 included
+
+
+def test_every_column_operation_runs_by_morsels_with_the_same_bits():
+    x, keys, other = _data()
+    morsels.configure(workers=1, step=1)
+    first, names = _run_all(x, keys, other)
+    assert not any(n.endswith(("_parallel", "_serial")) for n in names), names
+    assert any(n.endswith("_morsels") for n in names)
+    for workers, step in ((0, 1), (2, 3), (1, 4)):
+        morsels.configure(workers=workers, step=step)
+        got, _ = _run_all(x, keys, other)
+        for a, b in zip(first, got):
+            _same(a, b)
+    # and they are the reference's (the float scan's and sums' grouping aside)
+    ref = qc.query(x).on("numpy")
+    _same(first[0], ref.order_by(lambda v: v).to_array())
+    _same(first[1], ref.order_by_descending(lambda v: v).take(9).to_array())
+    _same(first[2], ref.distinct().to_array())
+
+
+def test_python_threads_run_column_operations_at_once():
+    x, keys, other = _data()
+    morsels.configure(workers=2, step=1)
+    want, _ = _run_all(x, keys, other)
+    got, errors = [None] * 4, []
+    start = threading.Barrier(4)
+
+    def work(i):
+        try:
+            start.wait()
+            got[i] = _run_all(x, keys, other)[0]
+        except BaseException as exc:               # reported below
+            errors.append(exc)
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(300)
+    assert errors == []
+    for res in got:
+        for a, b in zip(want, res):
+            _same(a, b)
