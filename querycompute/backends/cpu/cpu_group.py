@@ -18,8 +18,9 @@ there are few groups, a stable radix sort otherwise; the aggregates in a generat
 The group keys are the keys of each group's first row (step 2's first rows, or the sort's:
 its first row per run), `first` gathers the values there, `count` is exact.
 
-Float results do not depend on the path, the thread count or the morsels: both paths fold a group's rows per SOURCE chunk of CHUNK rows in source order and the chunk
-partials in chunk order (ops/group/cpu.py). Compared with the reference
+Float results do not depend on the path, the thread count or the morsels: both paths fold a
+group's rows per SOURCE chunk of CHUNK rows in source order and the chunk partials in chunk
+order (ops/group/cpu.py). Compared with the reference
 (np.add.reduceat over the sorted rows) a float sum differs only by rounding: within
 (rows in the group) * eps * sum of |values| (tests use a tolerance of that order).
 """

@@ -122,6 +122,9 @@ class CpuStages(StageRuntime):
         src_idx = idx if mode == 2 else _NO_IDX
         kind, sign, ones, inf = _consts(x.dtype)
         mod, nch = self._kernels(), _chunks(n)
+        if nch == 1:                            # one chunk: one call on this thread
+            return self._call(mod, "radix_one", rows, label, u, src_idx, mode, kind, desc, sign,
+                              ones, inf)
         radix = mod.ns["RADIX"]                 # 256: 8-bit digits
         hc = np.zeros((nch, nb, radix), np.int64)
         self._morsels(mod, "radix_counts", nch, rows, label, n, u, hc, kind, desc, sign, ones, inf)

@@ -139,7 +139,10 @@ class NumbaModule:
             raise
         ms = (time.perf_counter() - t0) * 1e3
         origin, compile_ms = self.take_load_report()
-        known = self._specialisations()
+        # new specialisations come only from numba's compiler (a compile or a load from its
+        # cache), which this thread entered during the call if at all (a morsel run's first
+        # morsel runs here): a warm call skips counting them
+        known = self._specialisations() if jit_ran_since(t0) else self._known
         if known != self._known:
             self._known = known
             misses = self._cache_misses()
@@ -251,6 +254,13 @@ def _state():
     if "spans" not in s:
         _local.depth, _local.t0, _local.spans = 0, 0.0, deque(maxlen=64)
     return _local
+
+
+def jit_ran_since(t0: float) -> bool:
+    """Whether this thread entered numba's compiler (a compile or a cache load) since
+    perf_counter() `t0`."""
+    spans = getattr(_local, "spans", None)
+    return bool(spans) and spans[-1][0] >= t0
 
 
 def jit_ms_since(t0: float) -> float:

@@ -21,8 +21,8 @@ out dynamically to the pool otherwise) and does the small sequential work betwee
 (prefix sums of counts) with NumPy. Each step writes only its own chunks' slots, so no
 thread count or schedule can change a result.
 
-Radix sort (radix_counts, radix_digit_counts, radix_scatter): LSD, 8-bit digits, least
-significant first.
+Radix sort (radix_counts, radix_digit_counts, radix_scatter; radix_one: an input of one
+chunk in one call): LSD, 8-bit digits, least significant first.
   1. one read pass: per chunk, histograms of EVERY digit (nch x width x 256 counts); a digit
      whose global histogram has a single non-empty bucket is skipped (all keys share it).
   2. per active digit: per-chunk histograms (the first active digit reuses step 1's), then
@@ -118,6 +118,36 @@ def radix_scatter(c0, c1, n, src, sidx, off, shift, dst, didx, mode, kind, desc,
     for c in range(c0, c1):
         _scatter(src, sidx, c * CHUNK, min(n, c * CHUNK + CHUNK), off[c], shift, dst, didx,
                  mode, kind, desc, sign, ones, inf)
+
+
+@njit(cache=True, nogil=True)
+def radix_one(u, idx, mode, kind, desc, sign, ones, inf):
+    """An input of one chunk sorted in ONE call (the steps above with nch = 1, without a
+    call per step: a small sort costs one call, as a small fused pass does): (sorted raw
+    keys, payload)."""
+    n, nb = u.shape[0], u.itemsize
+    h = np.zeros((nb, RADIX), np.int64)
+    _hist_all(u, 0, n, h, kind, desc, sign, ones, inf)
+    src, sidx, first_mode = u, idx, mode
+    bufs = (np.empty_like(u), np.empty_like(u))
+    ibufs = (np.empty(n if mode else 0, np.int64), np.empty(n if mode else 0, np.int64))
+    pos = np.empty(RADIX, np.int64)
+    k = 0
+    for b in range(nb):
+        if h[b].max() == n:                 # every key shares this digit
+            continue
+        run = 0
+        for d in range(RADIX):              # offsets: the keys of smaller digits
+            pos[d] = run
+            run += h[b, d]
+        dst, didx = bufs[k % 2], ibufs[k % 2]
+        _scatter(src, sidx, 0, n, pos, np.uint64(8 * b), dst, didx, mode, kind, desc, sign, ones, inf)
+        src, sidx = dst, didx
+        mode = 2 if mode else 0
+        k += 1
+    if k == 0:                              # no digit varies: the keys as they are
+        return u.copy(), (np.arange(n, dtype=np.int64) if first_mode == 1 else idx.copy())
+    return src, sidx
 
 
 # ---- top-k -----------------------------------------------------------------------------------
