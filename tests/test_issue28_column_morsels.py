@@ -102,3 +102,13 @@ def test_python_threads_run_column_operations_at_once():
     for res in got:
         for a, b in zip(want, res):
             _same(a, b)
+
+
+def test_a_sort_of_one_chunk_is_one_call():
+    """A small input costs one call, as a small fused pass does (no call per radix step)."""
+    x = np.random.default_rng(3).standard_normal(1000).astype(np.float32)
+    got = qc.query(x).on("cpu").order_by(lambda v: v).to_array()
+    np.testing.assert_array_equal(got, np.sort(x, kind="stable"))
+    names = [r.name for r in qc.last_trace().kernels]
+    radix = [n for n in names if "radix" in n]
+    assert len(radix) == 1 and radix[0].endswith("radix_one"), names
