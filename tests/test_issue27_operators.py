@@ -26,9 +26,10 @@ ROOT = os.path.dirname(os.path.abspath(qc.__file__))
 
 
 def test_every_node_declares_itself_consistently():
-    assert len(set(G.NODES)) == len(G.NODES)              # one letter per class
-    for letter, cls in G.NODES.items():
-        assert cls.letter == letter
+    assert len(set(G.OPERATORS)) == len(G.OPERATORS)
+    for cls in G.OPERATORS:
+        assert issubclass(cls, G.Op) and cls.kind != "?"
+        assert "letter" not in vars(cls) and not hasattr(cls, "letter")     # no letter codes
         if cls.breaks_stage:
             # planned by its own step, or a further key of the sort before it (then_by)
             assert cls.stage is not None or cls.then, cls
@@ -42,10 +43,12 @@ def test_every_node_declares_itself_consistently():
 
 
 def test_the_derived_rules():
-    assert G.heavy("swo") and G.heavy("d") and G.heavy("g") and G.heavy("sJRj")
-    assert not G.heavy("swc") and not G.heavy("kKaAr")
-    assert G.first_breaker("swg") == -1                    # a trailing group_by ends the chain
-    assert G.first_breaker("swdg") == 2
+    s, w = G.Select, G.Where
+    assert G.heavy((s, w, G.OrderBy)) and G.heavy((G.Distinct,)) and G.heavy((G.GroupBy,))
+    assert G.heavy((s, G.Join, G.JoinOther, G.JoinResult))
+    assert not G.heavy((s, w, G.Scan)) and not G.heavy((G.Take, G.Skip, G.TakeWhile, G.SkipWhile, G.Reverse))
+    assert G.first_breaker((s, w, G.GroupBy)) == -1        # a trailing group_by ends the chain
+    assert G.first_breaker((s, w, G.Distinct, G.GroupBy)) == 2
     assert G.CLI_OPERATORS == ("order_by", "order_by_descending", "then_by", "then_by_descending",
                                "take", "skip", "take_while", "skip_while", "reverse", "distinct",
                                "scan")
@@ -59,13 +62,13 @@ def _sources():
                 yield os.path.relpath(path, ROOT), open(path).read()
 
 
-def test_no_operator_letter_tables_outside_the_graph():
-    # a string of two or more operator letters tested for membership, or a set of them:
-    # `x in "oOtT"`, frozenset("kKaA"), set("oO")
-    letters = "".join(G.NODES)
-    table = re.compile(r'''(\bin\s+|frozenset\(|\bset\()["']([%s]{2,})["']''' % re.escape(letters))
-    found = [f"{rel}: {m.group(0)}" for rel, text in _sources() if rel != os.path.join("graph", "graph.py")
-             for m in table.finditer(text)]
+def test_a_chain_keeps_node_classes_and_no_table_decodes_them():
+    q = qc.query(np.arange(4.0)).select(lambda v: v * 2).where(lambda v: v > 1).order_by()
+    assert q._kinds == (G.Select, G.Where, G.OrderBy)
+    assert [type(n) for n in q.nodes()] == list(q._kinds)
+    # no module keeps a table from codes back to node classes, or sets of operator names
+    found = [f"{rel}: {m.group(0)}" for rel, text in _sources()
+             for m in re.finditer(r"\bNODES\b|\.letter\b|\bnode_class\(", text)]
     assert not found, found
 
 

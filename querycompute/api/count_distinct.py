@@ -41,7 +41,7 @@ def has_distinct_count(specs) -> bool:
 
 
 def _grouped(q) -> bool:
-    return q._kinds[-1:] == G.GroupBy.letter
+    return q._kinds[-1:] == (G.GroupBy,)
 
 
 def parts(q, specs: tuple) -> list:

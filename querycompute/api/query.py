@@ -16,7 +16,7 @@ from ..backends import registry
 from ..errors import QueryError
 from ..dask.source import from_dask, wants_dask
 from ..graph import graph as G
-from ..graph.graph import NODES, Chain, Count, JoinArg, ScanArg, text_lambda
+from ..graph.graph import Chain, Count, JoinArg, ScanArg, text_lambda
 from .query_terminals import count_arg, required
 from ..graph import terminals as T
 from .query_terminals import QueryTerminals
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from .grouped import Grouped
 
 
-_SELECT, _WHERE = G.Select.letter, G.Where.letter     # (the warm path: no call for these)
+_SELECT, _WHERE = (G.Select,), (G.Where,)     # (the warm path: no call for these)
 
 
 class Query(QueryTerminals, Chain):
@@ -192,7 +192,7 @@ class Query(QueryTerminals, Chain):
         return self._keyed(G.ThenByDescending, key)
 
     def _after_sort(self, what: str) -> None:
-        if not self._kinds or not NODES[self._kinds[-1]].sorts:
+        if not self._kinds or not self._kinds[-1].sorts:
             raise QueryError(f"{what}() must follow order_by(), order_by_descending() or another "
                              f"then_by(); to sort by several keys use order_by(k1).{what}(k2)")
 

@@ -41,7 +41,7 @@ import numpy as np
 from .ship import ship_chain
 from .._codegen import combine as C
 from ..errors import QueryError
-from ..graph.graph import NODES, Chain, ScanArg, first_breaker
+from ..graph.graph import Chain, ScanArg, TakeWhile, first_breaker
 from ..sources.sources import Source
 from ..run import partials as P
 
@@ -54,20 +54,20 @@ def split(q):
     src, kinds = q._source, q._kinds
     i = first_breaker(kinds)
     j = i + 1
-    if NODES[kinds[i]].stage == "sort":
-        while j < len(kinds) and NODES[kinds[j]].then:
+    if kinds[i].stage == "sort":
+        while j < len(kinds) and kinds[j].then:
             j += 1
-        if j < len(kinds) and NODES[kinds[j]].kind == "take":
+        if j < len(kinds) and kinds[j].kind == "take":
             j += 1                                    # order_by(...).take(k): top-k
     prefix = Chain(src, q._ops[:i], q._backend, kinds[:i], q._codes[:i])
     backend = _backend(q, src)
     shaped = _to_array(prefix, src, backend)
     names, cols = P.columns_of(shaped)
     if names == "tuple":
-        raise QueryError(f"{NODES[kinds[i]].kind}() over tuple elements is not distributed over Dask "
+        raise QueryError(f"{kinds[i].kind}() over tuple elements is not distributed over Dask "
                          f"chunks; select a record (lambda v: {{'a': ..., 'b': ...}}) first")
     group = Chain(Source("array", (), ()), q._ops[i:j], q._backend, kinds[i:j], q._codes[i:j])
-    out = _apply(group, NODES[kinds[i]], cols, names, backend, prefix, src)
+    out = _apply(group, kinds[i], cols, names, backend, prefix, src)
     fields = () if names is None else names
     new = DaskSource("array" if names is None else "table", tuple(out), fields)
     new.compute = src.compute
@@ -180,7 +180,7 @@ class LocalRun:
     def stop(self, block):
         """take_while / skip_while: where the predicate first fails in this chunk (None: never)."""
         q = self.query(block)
-        m = _length(self.run(Chain(q._source, q._ops, q._backend, "a", q._codes)))
+        m = _length(self.run(Chain(q._source, q._ops, q._backend, (TakeWhile,), q._codes)))
         return None if m == _length(block) else m
 
     def cut_while(self, block, stops_before: list, take: bool):

@@ -37,7 +37,7 @@ from ..run import engine
 from ..graph import terminals as T
 from ..errors import QueryError
 from ..graph import graph as G
-from ..graph.graph import NODES, Chain, Terminal, first_breaker, positional
+from ..graph.graph import Chain, Terminal, first_breaker, positional
 from ..sources.sources import Source, is_device_array
 from ..run import partials as P
 from .ship import ship_chain, ship_terminal
@@ -147,7 +147,7 @@ def run(q, term: Terminal, fns):
 
         from ..sources.shaped import refuse_staged      # shaped elements: refused as without Dask
         refuse_staged(SimpleNamespace(shapes=tuple(c.shape[1:] for c in q._source.meta)), q.nodes())
-    while first_breaker(q._kinds) >= 0 and NODES[q._kinds[first_breaker(q._kinds)]].dask == "operator":
+    while first_breaker(q._kinds) >= 0 and q._kinds[first_breaker(q._kinds)].dask == "operator":
         q = split(q)                   # a pipeline operator: new Dask arrays, the rest after
     src = q._source
     _check_chain(q, term)
@@ -180,7 +180,7 @@ def _check_chain(q, term: Terminal) -> None:
                          "first() / skip the chunks with Dask")
     i = first_breaker(q._kinds)
     if i >= 0:
-        what = NODES[q._kinds[i]].kind
+        what = q._kinds[i].kind
         raise QueryError(f"{what}() is not distributed over Dask chunks (docs/distributed.md "
                          f"lists the operators that are); "
                          f"compute first (qc.query(q.to_array().compute()).{what}(...)) or use "
@@ -220,7 +220,7 @@ def _to_array(q, src, backend):
     meta = _meta_run(q, src, backend, _TO_ARRAY)
     task = ChunkTask(src.kind, src.fields, q, backend, _TO_ARRAY)
     parts = _tasks(src, task)
-    known = all(NODES[c].same_length for c in q._kinds)    # chunk lengths kept (no where)
+    known = all(c.same_length for c in q._kinds)    # chunk lengths kept (no where)
     lens = [int(c) if known and c == c else np.nan for c in src.chunk_lengths()]
     names, cols = P.columns_of(meta)
     out = []

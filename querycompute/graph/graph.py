@@ -22,9 +22,8 @@ Terminal nodes:          Terminal(name, specs): to_array / to_list, or aggregate
 An operator is one object: its node class declares everything the other layers ask of it
 (the class attributes of `Op`: whether it breaks a stage, which planner step plans it, whether
 it reads its input many times, what its function's record parameter is, how Dask distributes
-it). No other module keeps a table of operators; a Query keeps one letter per operator (its
-signature: building a query in a loop makes no node objects) and `NODES` maps a letter back
-to its class. Adding an operator means a node class here, its planner step (plan/stages.py,
+it). No other module keeps a table of operators: a Query keeps each operator's node class
+(its signature) beside its function, and the layers below ask the class. Adding an operator means a node class here, its planner step (plan/stages.py,
 named by `stage`), its stage kind's run (plan/stage_kinds.py, calling a StageRuntime method)
 and its op module (docs/architecture.md, "Adding an operator").
 """
@@ -36,13 +35,11 @@ from ..frontend.known_callables import function_source
 
 
 class Op:
-    """An operator node: `kind` names it (the Query method), `letter` stands for it in a
-    chain's signature, `fn` is the user's function (a lambda, a def, or a lambda parsed from
+    """An operator node: `kind` names it (the Query method), `fn` is the user's function (a lambda, a def, or a lambda parsed from
     text). The class attributes below are what the planner, column pruning, `auto` and Dask
     read of an operator."""
     __slots__ = ("fn",)
     kind = "?"
-    letter = "?"
     breaks_stage = False      # ends the fused stage before it (DESIGN.md section 5b)
     stage: str | None = None  # the planner step that plans it (plan/stages.py: plan_<stage>)
     sorts = False             # order_by / then_by: its function is a sort key
@@ -66,13 +63,13 @@ class Op:
 
 class Select(Op):
     __slots__ = ()
-    kind, letter = "select", "s"
+    kind = "select"
     makes_element = same_length = True
 
 
 class Where(Op):
     __slots__ = ()
-    kind, letter = "where", "w"
+    kind = "where"
 
 
 class Terminal:
@@ -139,74 +136,74 @@ class Breaker(Op):
 
 class OrderBy(Breaker):
     __slots__ = ()
-    kind, letter, descending = "order_by", "o", False
+    kind, descending = "order_by", False
     stage, sorts, heavy, element_key, same_length, dask = "sort", True, True, True, True, "operator"
 
 
 class OrderByDescending(Breaker):
     __slots__ = ()
-    kind, letter, descending = "order_by_descending", "O", True
+    kind, descending = "order_by_descending", True
     stage, sorts, heavy, element_key, same_length, dask = "sort", True, True, True, True, "operator"
 
 
 class ThenBy(Breaker):
     __slots__ = ()
-    kind, letter, descending = "then_by", "t", False
+    kind, descending = "then_by", False
     sorts, then, heavy, same_length, dask = True, True, True, True, "operator"
 
 
 class ThenByDescending(Breaker):
     __slots__ = ()
-    kind, letter, descending = "then_by_descending", "T", True
+    kind, descending = "then_by_descending", True
     sorts, then, heavy, same_length, dask = True, True, True, True, "operator"
 
 
 class Take(Breaker):
     __slots__ = ()
-    kind, letter = "take", "k"
+    kind = "take"
     stage, dask = "window", "operator"
 
 
 class Skip(Breaker):
     __slots__ = ()
-    kind, letter = "skip", "K"
+    kind = "skip"
     stage, dask = "window", "operator"
 
 
 class TakeWhile(Breaker):
     __slots__ = ()
-    kind, letter = "take_while", "a"
+    kind = "take_while"
     stage, dask = "take_while", "operator"
 
 
 class SkipWhile(Breaker):
     __slots__ = ()
-    kind, letter = "skip_while", "A"
+    kind = "skip_while"
     stage, dask = "take_while", "operator"
 
 
 class Reverse(Breaker):
     __slots__ = ()
-    kind, letter = "reverse", "r"
+    kind = "reverse"
     stage, same_length = "reverse", True
 
 
 class Distinct(Breaker):
     __slots__ = ()
-    kind, letter = "distinct", "d"
+    kind = "distinct"
     stage, heavy, element_key, dask = "distinct", True, True, "operator"
 
 
 class Scan(Breaker):
     __slots__ = ()
-    kind, letter = "scan", "c"
+    kind = "scan"
     stage, makes_element, same_length, record_param, dask = "scan", True, True, -1, "operator"
 
 
 class GroupBy(Breaker):
     """group_by(key): always the last node; its terminal is the Grouped's agg (group_plan.py)."""
     __slots__ = ()
-    kind, letter = "group_by", "g"
+    kind = "group_by"
     stage, heavy, dask, cli = "group", True, "last", False
 
 
@@ -224,13 +221,13 @@ class Join(Breaker):
     """join(other, key, other_key, result) is three nodes: Join(key) (this side's key),
     JoinOther(JoinArg) and JoinResult(result), a select over the (a, b) pair (join_plan.py)."""
     __slots__ = ()
-    kind, letter, outer = "join", "J", False
+    kind, outer = "join", False
     stage, heavy, cli = "join", True, False
 
 
 class LeftJoin(Join):
     __slots__ = ()
-    kind, letter, outer = "left_join", "L", True
+    kind, outer = "left_join", True
 
 
 class SemiJoin(Breaker):
@@ -238,83 +235,79 @@ class SemiJoin(Breaker):
     JoinOther(JoinArg); the elements pass through unchanged, those whose key occurs among the
     other's keys kept in order (join_plan.plan_semi_join)."""
     __slots__ = ()
-    kind, letter, anti = "intersect_by", "i", False
+    kind, anti = "intersect_by", False
     stage, heavy, cli = "semi_join", True, False
 
 
 class AntiJoin(SemiJoin):
     """except_by(other, key, other_key): those whose key does not occur."""
     __slots__ = ()
-    kind, letter, anti = "except_by", "x", True
+    kind, anti = "except_by", True
 
 
 class JoinOther(Op):
     __slots__ = ()
-    kind, letter = "join_other", "R"
+    kind = "join_other"
     other_side = True
 
 
 class JoinResult(Op):
     __slots__ = ()
-    kind, letter = "select", "j"
+    kind = "select"
     makes_element, same_length, record_param = True, True, 0
 
 
-NODES = {cls.letter: cls for cls in (Select, Where, OrderBy, OrderByDescending, ThenBy,
-                                     ThenByDescending, Take, Skip, TakeWhile, SkipWhile,
-                                     Reverse, Distinct, Scan, GroupBy, Join, LeftJoin, JoinOther,
-                                     JoinResult, SemiJoin, AntiJoin)}
+# Every operator node class (the CLI's operators and the tests read it).
+OPERATORS = (Select, Where, OrderBy, OrderByDescending, ThenBy, ThenByDescending, Take, Skip,
+             TakeWhile, SkipWhile, Reverse, Distinct, Scan, GroupBy, Join, LeftJoin, JoinOther,
+             JoinResult, SemiJoin, AntiJoin)
 POSITIONAL = ("last", "element_at", "single")   # terminals planned by stages.py
 
 
-def node_class(letter: str) -> type:
-    """The node class a chain's letter stands for."""
-    return NODES[letter]
+def staged(kinds: tuple, term) -> bool:
+    """Whether a chain (its node classes) + terminal plans as several stages (stages.py)
+    rather than one pass."""
+    return term.name in POSITIONAL or any(c.breaks_stage for c in kinds)
 
 
-def staged(letters: str, term) -> bool:
-    """Whether a chain + terminal plans as several stages (stages.py) rather than one pass."""
-    return term.name in POSITIONAL or any(NODES[c].breaks_stage for c in letters)
-
-
-def heavy(letters: str) -> bool:
+def heavy(kinds: tuple) -> bool:
     """Whether a chain reads its input many times (a sort, distinct, group_by or join): what
     makes a host array worth copying to a GPU (registry.choose_auto's `heavy`), and what the
     numpy tier answers only for small inputs (tiers.NUMPY_TIER_MAX_HEAVY)."""
-    return any(NODES[c].heavy for c in letters)
+    return any(c.heavy for c in kinds)
 
 
-def first_breaker(letters: str) -> int:
+def first_breaker(kinds: tuple) -> int:
     """Index of a chain's first pipeline operator (a trailing group_by, which ends the chain
     like a terminal, is not one), or -1."""
-    last = len(letters) - 1
-    for i, c in enumerate(letters):
-        if NODES[c].breaks_stage and not (NODES[c].dask == "last" and i == last):
+    last = len(kinds) - 1
+    for i, c in enumerate(kinds):
+        if c.breaks_stage and not (c.dask == "last" and i == last):
             return i
     return -1
 
 
 # The pipeline operators the CLI's query text accepts (Query methods of these names).
-CLI_OPERATORS = tuple(dict.fromkeys(cls.kind for cls in NODES.values() if cls.cli))
+CLI_OPERATORS = tuple(dict.fromkeys(cls.kind for cls in OPERATORS if cls.cli))
 
 
 class Chain:
     """A chain as the layers below the API run it: the source, each operator's function (its
-    argument), the backend, and, for the warm-path signature, each operator's letter and each
-    function's code object (a parsed text lambda stands for itself). `Query` (api/query.py) is
+    argument), the backend, and, for the warm-path signature, each operator's node class and
+    each function's code object (a parsed text lambda stands for itself). `Query` (api/query.py) is
     a Chain with the operator and terminal methods; the runners that split a chain (Dask's
     chunks and operator groups, streaming's chunks) build Chains of its parts, and the engine
     runs any Chain (engine.run(chain, terminal)). Immutable: `_then` makes a new one of the
     same class; `_hot` is the engine's (warm.Hot: the last terminal run, ready to repeat)."""
     __slots__ = ("_source", "_ops", "_backend", "_kinds", "_codes", "_hot")
 
-    def __init__(self, source, ops: tuple = (), backend: str = "auto", kinds: str = "",
+    def __init__(self, source, ops: tuple = (), backend: str = "auto", kinds: tuple = (),
                  codes: tuple = ()):
         self._source = source
         self._ops = ops            # each operator's function, in order (nodes(): the graph)
         self._backend = backend
         # Built as the chain grows, for the warm-path signature (engine.run): each node's
-        # letter, and each function's code object (a parsed text lambda stands for itself).
+        # class (graph.Select, ...), and each function's code object (a parsed text lambda stands for itself).
         self._kinds = kinds
         self._codes = codes
         self._hot = None           # warm.Hot: the last terminal run, ready to repeat
@@ -325,10 +318,10 @@ class Chain:
         return chain(self._kinds, self._ops)
 
     def _then(self, node: type, arg, code):
-        """This chain with operator `node` (a node class) appended: its letter, its argument,
+        """This chain with operator `node` (a node class) appended: its class, its argument,
         and what of the argument is part of the signature."""
         return type(self)(self._source, self._ops + (arg,), self._backend,
-                          self._kinds + node.letter, self._codes + (code,))
+                          self._kinds + (node,), self._codes + (code,))
 
     def _keyed(self, node: type, key, what: str | None = None):
         """`_then` with a function argument (None, a function, or what text_lambda reads)."""
@@ -359,11 +352,11 @@ def positional(name: str, arg, default) -> Terminal:
     return Terminal(name, ((name, T.AggSpec(name, arg, default)),))     # (kind: for the empty error)
 
 
-def chain(letters: str, fns: tuple) -> tuple:
-    """The operator nodes of a Query's chain. A Query keeps the chain compact (one letter and
-    one function per operator: building a query in a loop makes no node objects); the plan
-    and explain() see nodes."""
-    return tuple([NODES[letter](fn) for letter, fn in zip(letters, fns)])
+def chain(kinds: tuple, fns: tuple) -> tuple:
+    """The operator nodes of a Query's chain. A Query keeps the chain compact (each operator's
+    node class and its function: building a query in a loop makes no node instances); the
+    plan and explain() see nodes."""
+    return tuple([cls(fn) for cls, fn in zip(kinds, fns)])
 
 
 def slot_functions(chain_fns: tuple, fns) -> list:

@@ -24,7 +24,7 @@ import ast
 from ..artifacts import ArtifactCache
 from ..errors import QueryError
 from ..graph import terminals as T
-from ..graph.graph import NODES, Count
+from ..graph.graph import Count
 from .plan import slot_info
 
 # Aggregate kinds whose result never contains the element when they have no function.
@@ -47,11 +47,11 @@ def narrowed(q, term, fns):
     return type(q)(src.narrow(fields), q._ops, q._backend, q._kinds, q._codes)
 
 
-def used_fields(fields: tuple, kinds: str, ops: tuple, term, fns) -> tuple | None:
+def used_fields(fields: tuple, kinds: tuple, ops: tuple, term, fns) -> tuple | None:
     """The table columns (in table order) the query reads, or None for all of them."""
     # (generators: fields_read stops at the first operator that makes a new element, so the
     # functions after it are never looked at; this runs on every call over a DataFrame)
-    steps = ((NODES[letter], None if fn is None else slot_info(fn)[0]) for letter, fn in zip(kinds, ops))
+    steps = ((cls, None if fn is None else slot_info(fn)[0]) for cls, fn in zip(kinds, ops))
     names = fields_read(steps, term.name, _term_steps(term, fns))
     return None if names is None else _in_order(fields, names)
 
@@ -60,10 +60,10 @@ def used_fields(fields: tuple, kinds: str, ops: tuple, term, fns) -> tuple | Non
 _RETURNS_ELEMENTS = frozenset(("to_array", "to_list", "first", "last", "single", "element_at"))
 
 
-def returns_records(kinds: str, term) -> bool:
+def returns_records(kinds: tuple, term) -> bool:
     """Whether the result holds the source's records themselves: no operator makes new
     elements and the terminal returns elements."""
-    if any(NODES[letter].makes_element for letter in kinds):
+    if any(cls.makes_element for cls in kinds):
         return False
     return term.name in _RETURNS_ELEMENTS or (
         term.name != "agg" and any(kind in _RETURNS_ELEMENTS for kind, _ in term.specs))

@@ -129,7 +129,7 @@ def lower(source: Source, dts: tuple, ops: tuple, term, infos: list) -> Lowered:
         from . import rows
         if rows.has_long(source):      # rows of more than shaped.MAX_SCALARS values
             return rows.lower(source, dts, ops, term, infos)
-    if staged("".join([op.letter for op in ops]), term):
+    if staged(tuple([type(op) for op in ops]), term):
         from ..sources.shaped import refuse_staged
         refuse_staged(source, ops, term)
         from .stages import lower_staged

@@ -144,7 +144,7 @@ def _backend_for(q, cols, n: int) -> str:
 
 
 def _warm_key(q, term: Terminal, fns, name: str, cols) -> tuple:
-    """The warm signature: backend, source shape, the chain's letters and code objects (of
+    """The warm signature: backend, source shape, the chain's node classes and code objects (of
     the terminal's functions too), the terminal, the column dtypes. Written for speed: a chain
     written inline in a loop pays for it on every call (the one-column, one-function cases
     skip the generic tuple building)."""

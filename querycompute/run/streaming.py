@@ -36,7 +36,7 @@ from .._codegen.combine import concatenate
 from ..backends import registry
 from ..backends.base import Trace
 from ..backends.gpu.gpu_staging import prefetching
-from ..graph.graph import NODES, Chain, Terminal
+from ..graph.graph import Chain, Terminal
 
 CHUNK_ALIGN = 1 << 16           # elements: a multiple of every tile (BLOCK x 16 x runs)
 _STREAMED_TERMINALS = ("to_array", "sum", "min", "max", "mean", "count", "any", "all", "first",
@@ -70,7 +70,7 @@ def wanted(q, term: Terminal, name: str, cols, n: int) -> bool:
         return False                   # string codes: one dictionary per call, not per chunk
     if sum(c.nbytes for c in cols) <= limit or n <= chunk_length(cols, limit):
         return False
-    return not any(NODES[letter].breaks_stage for letter in q._kinds)
+    return not any(cls.breaks_stage for cls in q._kinds)
 
 
 def run(q, term: Terminal, fns, name: str, cols, n: int, t0: float, clock):
