@@ -15,7 +15,7 @@ from querycompute._codegen.dialects.numba_py import CHUNK, whole_arrays
 from querycompute._codegen.ir.program import Reduce
 
 from ..graph import terminals as T
-from ..run import windows
+from ..run import engine, windows
 from ..backends import registry
 from ..backends.gpu.gpu_elements import whole
 from ..graph.graph import PLAIN, POSITIONAL, Count, Terminal, heavy
@@ -49,7 +49,7 @@ def terminal_request(terminal: Any) -> Terminal:
 
 def lower_for(q, terminal: Any):
     term = terminal_request(terminal)
-    lowered, cols, infos = lower_query(q, term)
+    lowered, cols, infos = lower_query(q, term, engine.run_side)
     return lowered, term, cols, infos
 
 

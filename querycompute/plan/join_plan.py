@@ -39,6 +39,11 @@ this side's duplicates are all kept, and the key equality is the join's.
 The other side's element type is part of the plan: it is read from the other query when the
 plan is made (its columns' dtypes and shape, by running it on zero rows); a run whose other
 query gives different dtypes raises (it is a different plan).
+
+The other side is a sub-plan, never a Query: this module builds it as a `graph.Chain` (the
+user's chain over its source, narrowed by `projected`, a key select after it) and hands it to
+the layer above to run: at plan time the planner's `sides` (its schema, on zero rows), at run
+time the executor's (`StagedPrepared.sides`). Both are the engine's `run(chain, terminal)`.
 """
 from __future__ import annotations
 
@@ -50,9 +55,10 @@ from ..backends.gpu import device_columns as DC
 from .._codegen.ops.join.reference import gather_filled
 from ..errors import QueryError
 from ..graph import graph as G
+from ..graph.graph import CODED, PLAIN, Chain, Count
 from .column_use import reads
 from .fusion import leaves, string_leaves
-from .plan import slot_info
+from .plan import lower_query, slot_info
 from ..frontend.datetimes import host_dtype, is_time_dtype, ticks_view
 from .stage_kinds import Columns, Stage, plain_pass_after
 from ..sources.sources import Source, from_args, plain_columns
@@ -89,7 +95,7 @@ class JoinStage(KeyedByOther):
         rt = ex.runtime
         if not rt.caps.device_join:          # GpuStages: a device join (gpu_join.py)
             state = [DC.to_host(c) for c in state]  # others: the join runs on the host
-        return run_join(self, state, call, ex.backend, rt), keep, None
+        return run_join(self, state, call, ex), keep, None
 
     def host_lines(self, runtime, element_dtypes) -> list:
         return runtime.describe_join([element_dtypes[k] for k in self.keys], self.key_dtypes, False) or []
@@ -120,14 +126,14 @@ def this_side(planner, ops: list, at: int, fields=None, out=None) -> tuple:
         return out
     _, n_elem, key_cols, _ = planner.materialize(ops, key_leaves)
     other, other_key = planner.infos[at + 1][1]["other"]
-    other = projected(other, fields, out)
+    other = projected(sub(other), fields, out)
     other._source.columns()            # (finds its element shapes: shaped ones can't be joined)
     if getattr(other._source, "shapes", None):
         from types import SimpleNamespace
 
         from ..sources.shaped import refuse_staged
         refuse_staged(other._source, (), SimpleNamespace(name=planner.nodes[at].kind))
-    _, _, key_cols_other = columns_of(other.select(other_key).on("numpy").take(0).to_array())
+    _, _, key_cols_other = columns_of(planner.sides(empty(keyed(other, other_key), "numpy"), TO_ARRAY))
     key_dtypes = tuple(str(c.dtype) for c in key_cols_other)
     theirs = [i for i, d in enumerate(key_dtypes) if d == "object"]    # decoded strings
     if theirs != [i for i, _ in skeys]:
@@ -185,7 +191,7 @@ def plan_join(planner, ops: list, at: int) -> None:
     n_elem, key_cols, key_dtypes, other, string_keys = this_side(planner, ops, at, runs_with, out)
     other_at = len(planner.bindings) - 1
     this = planner.cols
-    shape, fields, cols = columns_of(other.on("numpy").take(0).to_array())
+    shape, fields, cols = columns_of(planner.sides(empty(other, "numpy"), TO_ARRAY))
     outer = nodes[at].outer
     strings = _other_strings(planner, at, shape, fields, cols)
     dicts_at = dictionaries_at(planner, bool(strings or string_keys))
@@ -255,7 +261,8 @@ class SemiJoinStage(KeyedByOther):
         """The other side's keys (its query run once), then StageRuntime.semi_join's flags;
         the next pass keeps the flagged rows (stages.py's `keep`, as after distinct)."""
         other, other_key = call.params[self.other_at]
-        right = [np.asarray(k) for k in match_string_keys(self, other_key_columns(other, other_key, ex.backend), call)]
+        keys = other_key_columns(sub(other), other_key, ex.backend, ex.sides)
+        right = [np.asarray(k) for k in match_string_keys(self, keys, call)]
         got = tuple(str(c.dtype) for c in right)
         right = [ticks_view(c) for c in right]
         if got != self.key_dtypes:
@@ -304,10 +311,10 @@ def indexed(stage: JoinStage, p):
     return index(p, stage.element, len(stage.other.dtypes) + stage.outer, stage.outer)
 
 
-def run_join(stage: JoinStage, state: list, call, backend: str, rt) -> list:
+def run_join(stage: JoinStage, state: list, call, ex) -> list:
     """The join stage at run time: the other side's columns, the index pairs, the gathers."""
-    rows = call.rows
-    left, right, li, ri = join_pairs(stage, state, call, backend, rt)
+    rows, rt = call.rows, ex.runtime
+    left, right, li, ri = join_pairs(stage, state, call, ex)
     left = rt.gather(left, li, rows)
     if rt.caps.device_join:                  # GpuStages: the gathers stay on the device
         right = rt.gather_filled(right, ri, rows) if stage.outer else list(rt.gather(right, ri, rows))
@@ -316,20 +323,22 @@ def run_join(stage: JoinStage, state: list, call, backend: str, rt) -> list:
     return list(left) + right
 
 
-def join_pairs(stage: JoinStage, state: list, call, backend: str, rt) -> tuple:
+def join_pairs(stage: JoinStage, state: list, call, ex) -> tuple:
     """(this side's element columns, the other side's columns, li, ri): the join's matching
     row pairs (join_reference's order) and the columns they index, ungathered. The other
     side runs once per call (call.sides: a query joined at two joins of the plan serves
-    both, logical.share_subplans), with only the fields the plan reads of it."""
+    both, logical.share_subplans), with only the fields the plan reads of it, run by the
+    executor `ex` (its backend, its runtime, its `sides`)."""
+    backend, rt, sides = ex.backend, ex.runtime, ex.sides
     other, other_key = call.params[stage.other_at]
     shared = (id(other), stage.other_fields, stage.other_out)
     got = call.sides.get(shared)
     if got is None or got[0] is not other:
-        got = call.sides[shared] = (other, *other_side(projected(other, stage.other_fields, stage.other_out),
-                                                       backend, other_key))
+        got = call.sides[shared] = (other, *other_side(projected(sub(other), stage.other_fields, stage.other_out),
+                                                       backend, sides, other_key))
     _, right, key_side = got
     right = encode_other_strings(stage, right, call)
-    right_keys = match_string_keys(stage, other_key_columns(key_side, other_key, backend), call)
+    right_keys = match_string_keys(stage, other_key_columns(key_side, other_key, backend, sides), call)
     got = (tuple(str(c.dtype) for c in right), tuple(str(c.dtype) for c in right_keys))
     if got != (stage.other.dtypes, stage.key_dtypes):
         raise QueryError(f"the joined query's columns are {got[0]} with keys {got[1]}; the plan was made "
@@ -349,7 +358,25 @@ def _in_place(other) -> bool:
             and plain_columns(src._items))
 
 
-def projected(other, fields: tuple | None, out: tuple | None = None):
+TO_ARRAY = PLAIN["to_array"]
+
+
+def sub(other) -> Chain:
+    """The user's other query as a sub-plan's chain (its source, operators and backend)."""
+    return Chain(other._source, other._ops, other._backend, other._kinds, other._codes)
+
+
+def keyed(other: Chain, key) -> Chain:
+    """`other`, then a select of its key function: the chain of its key columns."""
+    return other._keyed(G.Select, key)
+
+
+def empty(other: Chain, backend: str) -> Chain:
+    """`other` on `backend`, cut to zero rows (take(0)): what the plan reads its schema from."""
+    return Chain(other._source, other._ops, backend, other._kinds, other._codes)._then(G.Take, Count(0), "count")
+
+
+def projected(other: Chain, fields: tuple | None, out: tuple | None = None) -> Chain:
     """The other query over only `fields` of its table (logical.project: the fields its
     operators, its key and the join's result read), then, `out`, a select of the fields its
     key and the join's result read (what its operators alone read, such as a where's long
@@ -362,16 +389,16 @@ def projected(other, fields: tuple | None, out: tuple | None = None):
             narrow = src.narrow(tuple(fields))
         else:
             narrow = Source("table", tuple(src._items[src.fields.index(f)] for f in fields), tuple(fields))
-        other = type(other)(narrow, other._ops, other._backend, other._kinds, other._codes)
+        other = Chain(narrow, other._ops, other._backend, other._kinds, other._codes)
     if out is not None:
-        other = other.select("lambda r: {" + ", ".join(f"{f!r}: r[{f!r}]" for f in out) + "}")
+        other = other._keyed(G.Select, "lambda r: {" + ", ".join(f"{f!r}: r[{f!r}]" for f in out) + "}")
     return other
 
 
 _SOURCE_KIND = {"scalar": "array", "tuple": "zip", "record": "table"}     # columns_of's shapes
 
 
-def other_side(other, backend: str, other_key=None) -> tuple:
+def other_side(other: Chain, backend: str, sides, other_key=None) -> tuple:
     """(the other query's element columns, the query its key function runs over). A table
     joined as it is (_in_place) is read in place: the join and the pass after it only read
     them, so copying them (what its to_array does) would be wasted. Any other query runs once:
@@ -390,31 +417,31 @@ def other_side(other, backend: str, other_key=None) -> tuple:
                 if f in src._table.strings:
                     cols[i] = Encoded(cols[i], src._table.dictionaries[f])
             return tuple(cols), other
-    shape, fields, cols = columns_of(other.on(backend)._to_codes())
+    shape, fields, cols = columns_of(sides(Chain(src, other._ops, backend, other._kinds, other._codes), CODED))
     coded = [type(c) is Encoded for c in cols]
     if shape == "record" and any(coded):
         keyed = reads(slot_info(other_key)[0], None) if other_key is not None else None
         table = {f: (c.dictionary[c.codes] if keyed is None or f in keyed else c.codes) if k else c
                  for f, c, k in zip(fields, cols, coded)}     # (strings its key reads: decoded)
-        return cols, type(other)(from_args((table,), {}), (), other._backend)
+        return cols, Chain(from_args((table,), {}), (), other._backend)
     if any(coded):                     # a string scalar / tuple element: decoded
         cols = tuple(c.dictionary[c.codes] if k else c for c, k in zip(cols, coded))
-    return cols, type(other)(Source(_SOURCE_KIND[shape], tuple(cols), fields), (), other._backend)
+    return cols, Chain(Source(_SOURCE_KIND[shape], tuple(cols), fields), (), other._backend)
 
 
-def other_key_columns(other, other_key, backend: str) -> tuple:
+def other_key_columns(other: Chain, other_key, backend: str, sides) -> tuple:
     """The other query's key columns. Over a table joined as it is, a key that only picks
     its columns (`lambda o: o.id`, `lambda o: (o.a, o.b)`: the plan's element program
     computes and filters nothing, and loads each column in its own dtype) is those columns,
     in place; any other key runs as a query."""
     from querycompute._codegen.ir.expr import Load
-    q = other.select(other_key)
+    q = keyed(other, other_key)
     if _in_place(other):
-        lw, _, cols, _ = q.lowered()
+        lw, cols, _ = lower_query(q, TO_ARRAY)
         prog = getattr(getattr(lw, "pass_", None), "program", None)
         items = other._source._items
         if prog is not None and not prog.body and not prog.has_filter and len(cols) == len(prog.inputs) \
                 and all(type(o) is Load and o.dtype == prog.inputs[o.input].dtype
                         and any(cols[o.input] is c for c in items) for o in prog.outputs):
             return tuple(cols[o.input] for o in prog.outputs)
-    return columns_of(q.on(backend).to_array())[2]
+    return columns_of(sides(Chain(q._source, q._ops, backend, q._kinds, q._codes), TO_ARRAY))[2]

@@ -121,9 +121,11 @@ def shaped_element(source, dts: tuple):
     return RecordVal(tuple(zip(source.fields, values))), inputs
 
 
-def lower(source: Source, dts: tuple, ops: tuple, term, infos: list) -> Lowered:
+def lower(source: Source, dts: tuple, ops: tuple, term, infos: list, sides=None) -> Lowered:
     """Fuse source + chain + terminal into one pass (no compilation). (The translator and
-    the fusion are imported here, on the first compile, not with the package.)"""
+    the fusion are imported here, on the first compile, not with the package.) `sides`: what
+    runs a join's other side, a sub-plan, for its schema (the engine's run(chain, terminal));
+    a chain with a join needs it."""
     from ..graph.graph import staged
     if source.shapes:
         from . import rows
@@ -133,7 +135,7 @@ def lower(source: Source, dts: tuple, ops: tuple, term, infos: list) -> Lowered:
         from ..sources.shaped import refuse_staged
         refuse_staged(source, ops, term)
         from .stages import lower_staged
-        return lower_staged(source, dts, ops, term, infos)
+        return lower_staged(source, dts, ops, term, infos, sides)
     from .fusion import Lowering
     lw = Lowering(infos, f"qc_{term.name}")   # kernel names: qc_sum_reduce_partials, ...
     element, inputs = initial_element(source, dts, lw)
@@ -145,14 +147,14 @@ def lower(source: Source, dts: tuple, ops: tuple, term, infos: list) -> Lowered:
     return lowered
 
 
-def lower_query(q, term) -> tuple:
+def lower_query(q, term, sides=None) -> tuple:
     """(Lowered, columns, infos) of query `q` with Terminal `term`: its source's columns
     read, its functions' sources captured, its chain planned (introspect's explain/source,
-    the Dask fold rule)."""
+    the Dask fold rule; `sides`: lower's)."""
     cols = q._source.columns()
     dts = q._source.dtypes(cols)
     infos = [slot_info(fn) for fn in slot_functions(q._ops, term.fns)]
-    return lower(q._source, dts, q.nodes(), term, infos), cols, infos
+    return lower(q._source, dts, q.nodes(), term, infos, sides), cols, infos
 
 
 def call_dictionaries(source: Source, params: list) -> dict:

@@ -57,8 +57,9 @@ from .stage_kinds import (Columns, DistinctStage, PassStage, ReverseStage, ScanS
 
 
 class _Planner:
-    def __init__(self, source, dts: tuple, nodes: tuple, term, infos: list, logical=None):
+    def __init__(self, source, dts: tuple, nodes: tuple, term, infos: list, logical=None, sides=None):
         self.source, self.nodes, self.term, self.infos = source, nodes, term, infos
+        self.sides = sides         # runs a join's other side (a Chain) for its schema (join_plan)
         self.logical = logical     # the optimized logical plan (logical.py): what each stage carries
         self.at = 0                # the node the current planner step plans
         self.stages: list = []
@@ -443,11 +444,11 @@ def _ops_text(nodes: tuple, ops: list, read: bool = True) -> str:
     return " -> ".join(nodes[s].kind for s in ops) or ("read" if read else "")
 
 
-def lower_staged(source, dts: tuple, nodes: tuple, term, infos: list) -> StagedLowered:
+def lower_staged(source, dts: tuple, nodes: tuple, term, infos: list, sides=None) -> StagedLowered:
     """The staged plan of a chain: its logical plan optimized (logical.py), then cut into
     stages. The optimized chain's slots are mapped back to the user's in the bindings, so a
     call's captured values bind as the user's chain numbers them."""
     lp = logical.optimize(logical.build(source.kind, tuple(source.fields), dts, nodes, term, infos))
-    staged = _Planner(source, dts, lp.chain(), term, lp.chain_infos(), lp).plan()
+    staged = _Planner(source, dts, lp.chain(), term, lp.chain_infos(), lp, sides).plan()
     bindings = tuple((lp.slot_of(b[0]),) + tuple(b[1:]) if type(b[0]) is int else b for b in staged.bindings)
     return replace(staged, bindings=bindings, logical=tuple(lp.text()), optimizer=lp.notes)

@@ -143,6 +143,14 @@ def _backend_for(q, cols, n: int) -> str:
     return name
 
 
+def run_side(chain, term: Terminal):
+    """A sub-plan: a join's other side (plan/join_plan.py builds it as a graph.Chain), run
+    with a shared terminal (to_array, or CODED: its strings left as codes). The planner asks
+    for its schema (on zero rows), the executor (pipeline.StagedPrepared) for its columns; it
+    runs as any chain does (its own memo entry, its own tier)."""
+    return run(chain, term, ())
+
+
 def _warm_key(q, term: Terminal, fns, name: str, cols) -> tuple:
     """The warm signature: backend, source shape, the chain's node classes and code objects (of
     the terminal's functions too), the terminal, the column dtypes. Written for speed: a chain
@@ -342,7 +350,7 @@ def _compiled(name, source, cols, q, term, infos, tiered) -> tuple:
         tiered = tiered and registry.get(name).caps.device != "reference"   # (numpy: no tier ahead)
         # tiered: the compiler is imported when the background compile starts, not here
         registry.check(name) if tiered else registry.require(name)
-        lowered = lower(source, source.dtypes(cols), q.nodes(), term, infos)
+        lowered = lower(source, source.dtypes(cols), q.nodes(), term, infos, run_side)
         refuse_parallel(name, registry.get(name).caps, lowered)   # a fold only cpu / numpy run in order
         refuse_times(name, registry.get(name).caps, source)        # dates are int64 ticks
         refuse_tables(name, registry.get(name).caps, lowered)     # string functions: host only

@@ -22,7 +22,7 @@ from dataclasses import replace
 import numpy as np
 
 from ..plan import stage_kinds as S
-from . import windows
+from . import engine, windows
 from .runtime import RUNTIME
 from ..backends.gpu import device_columns as DC
 from ..backends.base import KernelRun, Prepared
@@ -43,6 +43,7 @@ class StagedPrepared(Prepared):
     def __init__(self, staged: S.StagedLowered, prepare, runtime, backend: str = "numpy"):
         self.staged = staged
         self.backend = backend          # the backend a join runs its other side on
+        self.sides = engine.run_side    # what runs a join's other side (a sub-plan's Chain)
         self.runtime = runtime
         # a column operation as the first stage (its kernels read the source; runtimes with
         # device columns copy it over once first: GpuStages.to_device)
@@ -176,7 +177,7 @@ class StagedPrepared(Prepared):
         result (a terminal's or the group_by's), or the pass's columns (the next state)."""
         params, rows = call.params, call.rows
         state = [DC.to_host(c) for c in state]
-        left, right, li, ri = join_pairs(stage, state, call, self.backend, self.runtime)
+        left, right, li, ri = join_pairs(stage, state, call, self)
         nxt = self.staged.stages[i + 1]
         prepared, pass_ = self.join_fused[i]
         inputs = left + right + [li, ri]
