@@ -56,3 +56,26 @@ def test_a_computed_key_over_the_joined_querys_result(backend):
     pairs = qc.query(ids, ids * 2).where(lambda i, j: i > 25)                     # a tuple element
     got = qc.query(x).on(backend).left_join(pairs, lambda v: v, lambda o: o[1] - 40, lambda v, o: v).count()
     assert got == len(x)
+
+
+def test_no_layer_below_the_api_runs_a_query_method():
+    """Issue 27 item 6: the executor runs sub-plans (Chains through the engine), never Query
+    objects: no module under plan/, run/, backends/, sources/ or graph/ calls a Query's
+    terminal or builder methods (the AST: calls, not the error messages that name them; the
+    names here are Query's own, where a plan's Lowering or NumPy have no method of that name)."""
+    import ast
+    import os
+    root = os.path.dirname(os.path.abspath(qc.__file__))
+    methods = {"to_list", "_to_codes", "lowered", "on", "order_by", "left_join", "then_by",
+               "intersect_by", "except_by", "to_dict", "to_pandas"}
+    found = []
+    for layer in ("plan", "run", "backends", "sources", "graph"):
+        for d, _, files in os.walk(os.path.join(root, layer)):
+            for f in files:
+                if f.endswith(".py"):
+                    path = os.path.join(d, f)
+                    for node in ast.walk(ast.parse(open(path).read())):
+                        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                                and node.func.attr in methods:
+                            found.append(f"{os.path.relpath(path, root)}:{node.lineno} .{node.func.attr}(")
+    assert not found, found
