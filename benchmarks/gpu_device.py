@@ -774,7 +774,6 @@ class Run:
             else:
                 peers = {name: ("", lambda _d: tpch_peer(q, t if not env.cuda else dataclasses.replace(
                     t, lineitem=env.to_device(t.lineitem), orders=env.to_device(t.orders)), env.xp()))}
-            peers["torch"] = ("no torch version of the TPC-H queries is written", None)
             done = self.time_peers(case, None, peers, None)
             for r in self.rows[-len(env.sources()):]:
                 r["peers"] = [dict(p, ratio=r["qc_ms"] / p["median_ms"]) if "qc_ms" in r and "median_ms" in p
@@ -792,13 +791,13 @@ class Run:
         left = max(30.0, self.args.budget_s - self.elapsed())
         timeout = min(float(self.args.tests_timeout_s), left)
         self.tests = {"timeout_s": timeout, "runs": []}
-        runs = [("gpu-marked", ["-m", "gpu", "tests"]),
+        runs = [("gpu-marked", ["-m", "gpu"] + [str(Path("tests") / s) for s in gpu_marked()]),
                 ("shared backend suites", ["-k", keyword] + [str(Path("tests") / s) for s in suites])]
         xdist = _has_module("xdist")
         t_end = time.perf_counter() + timeout
         for label, sel in runs:
             left = t_end - time.perf_counter()
-            entry = {"label": label, "selection": sel if label == "gpu-marked" else ["-k", keyword, *suites]}
+            entry = {"label": label, "selection": [a.removeprefix("tests/") for a in sel]}
             self.tests["runs"].append(entry)
             if left < 10:
                 entry.update(status="skipped", why="test time spent")
@@ -810,19 +809,43 @@ class Run:
                 cmd[4:4] = ["-n", str(min(8, os.cpu_count() or 1))]
             env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
             t0 = time.perf_counter()
-            try:
-                proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=left)
-                entry.update(rc=proc.returncode, timed_out=False, tail=proc.stdout[-1500:])
-            except subprocess.TimeoutExpired as exc:
-                out = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
-                entry.update(rc=None, timed_out=True, tail=out[-1500:])
+            entry.update(run_pytest(cmd, env, left))
             entry["seconds"] = round(time.perf_counter() - t0, 1)
             entry.update(junit_counts(junit))
-            entry["status"] = ("passed" if entry.get("rc") in (0, 5) and not entry.get("failures") and not entry.get("errors")
-                               else "timed out" if entry["timed_out"] else "failed")
-            print(f"tests, {label}: {entry['status']}: {entry.get('tests', '?')} tests, {entry.get('failures', '?')} failed, "
+            if "tests" in entry:
+                entry["passed"] = entry["tests"] - entry["failures"] - entry["errors"] - entry["skipped"]
+            entry["status"] = ("failed" if entry.get("failures") or entry.get("errors")
+                               else "timed out" if entry["timed_out"]
+                               else "passed" if entry.get("rc") in (0, 5) else "failed")
+            print(f"tests, {label}: {entry['status']}: {entry.get('tests', '?')} tests, {entry.get('passed', '?')} passed, "
+                  f"{entry.get('failures', '?')} failed, "
                   f"{entry.get('errors', '?')} errors, {entry.get('skipped', '?')} skipped, {entry['seconds']} s", flush=True)
             self.write()
+
+
+def run_pytest(cmd: list[str], env: dict, timeout: float) -> dict:
+    """Run pytest in a process group of its own; at the timeout interrupt it (SIGINT: pytest
+    stops, prints its summary and writes the JUnit file, so the counts so far are kept), and
+    kill the group if it has not ended 30 s later."""
+    import signal
+    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+        return {"rc": proc.returncode, "timed_out": False, "tail": out[-1500:]}
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGINT)
+        try:
+            out, _ = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            out, _ = proc.communicate()
+        return {"rc": proc.returncode, "timed_out": True, "tail": (out or "")[-1500:]}
+
+
+def gpu_marked() -> list[str]:
+    """Test files that mark tests with pytest.mark.gpu (collecting only them is quicker)."""
+    return [p.name for p in sorted((REPO / "tests").glob("test_*.py")) if "mark.gpu" in p.read_text()]
 
 
 def _has_module(name: str) -> bool:
