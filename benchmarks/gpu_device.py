@@ -174,6 +174,19 @@ def median_ms(env: Env, run: Callable[[], Any], repeat: int) -> float:
 
 
 # ---- checks against the numpy backend --------------------------------------------------------
+def trace_facts(backend: str) -> dict:
+    """What qc.last_trace() says the last call did: the backend that ran, the tier, the
+    kernels launched, a fallback (never silent: reported with the row), streamed chunks."""
+    try:
+        t = qc.last_trace()
+    except Exception:                    # (nothing traced)
+        return {}
+    facts = {"backend": t.backend, "tier": t.tier, "kernels": len(t.kernels), "chunks": t.chunks}
+    if t.fallback:
+        facts["fallback"] = str(t.fallback)[:200]
+    return facts
+
+
 def check_exact(got, ref) -> tuple[bool, str]:
     got, ref = host(got), host(ref)
     if isinstance(ref, tuple):
@@ -204,6 +217,22 @@ def check_scan(got, ref) -> tuple[bool, str]:
     scale = np.maximum(np.abs(ref.astype(np.float64)), 1.0)
     err = float(np.max(np.abs(got.astype(np.float64) - ref) / scale, initial=0.0))
     return err <= 1e-3, f"relative error {err:.1e}"
+
+
+def note_trace(row: dict, backend: str) -> None:
+    """A timed call that did not run on the backend's kernels says so in the row's note."""
+    t = row.get("trace") or {}
+    notes = []
+    if t.get("backend") and t["backend"] != backend:
+        notes.append(f"ran on {t['backend']}")
+    if t.get("fallback"):
+        notes.append(f"FALLBACK: {t['fallback']}")
+    if t.get("tier") not in (None, "kernel") and backend != "numpy":
+        notes.append(f"tier {t['tier']}")
+    if t.get("chunks"):
+        notes.append(f"streamed in {t['chunks']} chunks")
+    if notes:
+        row["why"] = "; ".join(notes)
 
 
 def check_columns(got, ref, rtol: float = 1e-9) -> tuple[bool, str]:
@@ -670,7 +699,8 @@ class Run:
                     continue
                 ms = median_ms(env, run, args.repeat)
                 gbps = nbytes / (ms * 1e-3) / 1e9
-                r.update(status="ok", qc_ms=ms, gbps=gbps)
+                r.update(status="ok", qc_ms=ms, gbps=gbps, trace=trace_facts(env.backend))
+                note_trace(r, env.backend)
                 if self.copy.get("gbps"):
                     r["pct_of_copy"] = 100 * gbps / self.copy["gbps"]
                 qc_ms[src] = ms
@@ -755,7 +785,8 @@ class Run:
                     continue
                 ms = median_ms(env, run, self.args.repeat)
                 gbps = nbytes / (ms * 1e-3) / 1e9
-                r.update(status="ok", qc_ms=ms, gbps=gbps)
+                r.update(status="ok", qc_ms=ms, gbps=gbps, trace=trace_facts(env.backend))
+                note_trace(r, env.backend)
                 if self.copy.get("gbps"):
                     r["pct_of_copy"] = 100 * gbps / self.copy["gbps"]
                 qc_ms[src] = ms
@@ -969,6 +1000,7 @@ def main(argv=None) -> int:
         print(f"gpu_device.py: backend {args.backend!r} cannot run here: {available.get('reason', 'unknown backend')}",
               file=sys.stderr)
         return 2
+    np.seterr(all="ignore")              # NumPy's own overflow warnings (float16 W4) are noise here
     env = Env(args.backend)
     run = Run(args, env)
     print(f"gpu_device.py: backend {args.backend} on {env.device}; torch: "
