@@ -489,6 +489,29 @@ CASES = [
           tpch=q) for q in ("Q1", "Q6", "Q12")]
 CASE_NAMES = [c.name for c in CASES]
 
+# Issue 30's targets, judged on cuda at the full sizes (rows say "target" and "meets_target"):
+# ("pct", x): GB/s on the input bytes >= x% of the copy's; ("peer", prefix, x): qc's median
+# <= x times that of the first peer whose name starts with prefix.
+TARGETS = {"W1_hot": ("peer", "cupy.", 1.2), "W1": ("pct", 85), "W3": ("pct", 85), "W4": ("pct", 85),
+           "W5": ("pct", 85), "W2": ("pct", 60), "W2_1e9": ("pct", 60), "sort": ("peer", "torch.", 0.8),
+           "scan": ("peer", "torch.", 0.8), "scan_i32": ("peer", "torch.", 0.8), "group8": ("pct", 50),
+           "group1e6": ("pct", 50), "join": ("pct", 50)}
+
+
+def judge(row: dict) -> None:
+    """Add the case's target and whether this row meets it (None: nothing to judge by, such
+    as a peer that is absent or a case that was not timed)."""
+    target = TARGETS.get(row["case"])
+    if target is None:
+        return
+    if target[0] == "pct":
+        row["target"] = f">= {target[1]}% of copy"
+        row["meets_target"] = row["pct_of_copy"] >= target[1] if "pct_of_copy" in row else None
+        return
+    row["target"] = f"<= {target[2]}x {target[1].rstrip('.')}"
+    peer = next((p for p in row.get("peers", []) if p["name"].startswith(target[1])), None)
+    row["meets_target"] = peer["ratio"] <= target[2] if peer and "ratio" in peer else None
+
 
 # ---- TPC-H -----------------------------------------------------------------------------------
 def tpch_peer(query: str, t, xp):
@@ -588,7 +611,8 @@ class Run:
 
     def write(self) -> None:
         report = {**self.meta(), "cases": self.rows, "tests": self.tests,
-                  "failed": [f"{r['case']}[{r['src']}]" for r in self.rows if r["status"] in ("wrong", "error")]}
+                  "failed": [f"{r['case']}[{r['src']}]" for r in self.rows if r["status"] in ("wrong", "error")],
+                  "missed_targets": [f"{r['case']}[{r['src']}]" for r in self.rows if r.get("meets_target") is False]}
         tmp = self.out / "results.json.tmp"
         tmp.write_text(json.dumps(report, indent=1, default=str))
         os.replace(tmp, self.out / "results.json")
@@ -718,6 +742,8 @@ class Run:
                 r["peers"] = [dict(p, ratio=r["qc_ms"] / p["median_ms"]) if "qc_ms" in r and "median_ms" in p
                               else dict(p) for p in peers]
         for r in self.rows[-len(env.sources()):]:
+            if env.cuda and not args.small:
+                judge(r)
             print_row(r)
         self.write()
 
@@ -919,7 +945,9 @@ def print_row(r: dict) -> None:
                                          if "median_ms" in p else p["status"]) for p in r.get("peers", []))
     print(f"{r['case']:<11} {r['src']:<6} n={r['n']:<11} {r['status']:<7} "
           f"qc {_fmt(r.get('qc_ms'), '.4f')} ms  {_fmt(r.get('gbps'), '.1f')} GB/s  "
-          f"{_fmt(r.get('pct_of_copy'), '.0f')}% of copy  | {peers} {r.get('why', '')}".rstrip(), flush=True)
+          f"{_fmt(r.get('pct_of_copy'), '.0f')}% of copy  | {peers} {r.get('why', '')}".rstrip()
+          + (f"  [target {r['target']}: {({True: 'met', False: 'MISSED', None: 'not judged'})[r['meets_target']]}]"
+             if "target" in r else ""), flush=True)
 
 
 def markdown(report: dict) -> str:
@@ -934,8 +962,10 @@ def markdown(report: dict) -> str:
                  else f"- copy: not measured ({copy.get('why', '?')})")
     if report["failed"]:
         lines += ["", f"**FAILED: {', '.join(report['failed'])}** (results differ from the numpy backend, or raised)"]
-    lines += ["", "| case | src | n | matched numpy | qc ms | GB/s | % of copy | peer | peer ms | qc / peer | note |",
-              "|---|---|---|---|---|---|---|---|---|---|---|"]
+    if report.get("missed_targets"):
+        lines += ["", f"Targets missed: {', '.join(report['missed_targets'])}"]
+    lines += ["", "| case | src | n | matched numpy | qc ms | GB/s | % of copy | target | peer | peer ms | qc / peer | note |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in report["cases"]:
         peers = r.get("peers") or [{}]
         matched = {True: "yes", False: "**NO**", None: "-"}[r.get("matched")]
@@ -948,6 +978,8 @@ def markdown(report: dict) -> str:
                 r["case"] if first else "", r["src"] if first else "", f"{r['n']:.0e}" if first and r["n"] else "",
                 matched if first else "", _fmt(r.get("qc_ms"), ".4f") if first else "",
                 _fmt(r.get("gbps"), ".1f") if first else "", _fmt(r.get("pct_of_copy"), ".0f") if first else "",
+                (f"{r['target']}: " + {True: "met", False: "**missed**", None: "not judged"}[r["meets_target"]])
+                if first and "target" in r else "",
                 p.get("name", "-"), peer_ms, _fmt(p.get("ratio"), ".2f"), note.strip().replace("|", "/")]) + " |")
     tests = report.get("tests") or {}
     if tests.get("runs"):

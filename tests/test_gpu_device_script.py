@@ -76,3 +76,21 @@ def test_test_suites_are_found_and_junit_counted(tmp_path):
                    '</testsuite></testsuites>')
     counts = gpu_device.junit_counts(xml)
     assert counts == {"tests": 4, "failures": 1, "errors": 0, "skipped": 1, "failed_ids": ["a::t1"]}
+
+
+def test_targets_are_judged_from_the_row():
+    sys.path.insert(0, str(BENCH))
+    import gpu_device
+    row = {"case": "W1", "pct_of_copy": 90.0}
+    gpu_device.judge(row)
+    assert row["target"] == ">= 85% of copy" and row["meets_target"] is True
+    row = {"case": "sort", "peers": [{"name": "torch.sort", "status": "ok", "median_ms": 1.0, "ratio": 0.9},
+                                     {"name": "cupy.sort", "status": "ok", "median_ms": 2.0, "ratio": 0.45}]}
+    gpu_device.judge(row)
+    assert row["target"] == "<= 0.8x torch" and row["meets_target"] is False
+    row = {"case": "sort", "peers": [{"name": "torch.sort", "status": "absent", "why": "not installed"}]}
+    gpu_device.judge(row)
+    assert row["meets_target"] is None                    # an absent peer judges nothing
+    row = {"case": "top100"}
+    gpu_device.judge(row)
+    assert "target" not in row
