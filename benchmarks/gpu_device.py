@@ -53,7 +53,7 @@ import tempfile
 import time
 import traceback
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
