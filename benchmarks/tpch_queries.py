@@ -116,7 +116,10 @@ class NotBuilt(Exception):
 
 
 def _columns(names, arrays) -> dict:
-    return {n: np.asarray(a) for n, a in zip(names, arrays)}
+    """The result's columns as NumPy arrays (CuPy columns, from a query over device arrays,
+    copied to the host)."""
+    return {n: np.asarray(a.get() if hasattr(a, "__cuda_array_interface__") and hasattr(a, "get") else a)
+            for n, a in zip(names, arrays)}
 
 
 def _ordered(columns: dict, by, limit=None) -> dict:
