@@ -674,6 +674,55 @@ class Run:
             self.env.free()
         return out
 
+    def measure(self, case: Case, n: int, nbytes: int, reference, check, label: str, make_run, **row):
+        """The numpy backend's result (`reference()`), then per source (host, device): its row;
+        the first call (`make_run(src)()`) checked with `check(got, ref)` against it, then
+        timed (a mismatch is reported and not timed). Returns {source: median ms} of the
+        timed ones, or None when the numpy backend failed (every row says so)."""
+        env, qc_ms = self.env, {}
+        try:
+            ref = host(reference())
+        except Exception as exc:
+            for src in env.sources():
+                self.row(case, src, n, status="error", matched=False,
+                         why=f"numpy backend failed: {type(exc).__name__}: {exc}"[:300])
+            self.write()
+            return None
+        for src in env.sources():
+            r = self.row(case, src, n, input_bytes=nbytes, **row)
+            if self.elapsed() > self.case_budget():
+                r["why"] = "time budget spent"
+                continue
+            try:
+                run = make_run(src)
+                t0 = time.perf_counter()
+                got = run()
+                env.sync()
+                r["first_ms"] = (time.perf_counter() - t0) * 1e3
+                ok, why = check(got, ref)
+                r["matched"] = bool(ok)
+                if not ok:
+                    r.update(status="wrong", why=f"differs from the numpy backend: {why}")
+                    print(f"!!! {label} [{src}] n={n}: RESULT DIFFERS FROM THE NUMPY BACKEND ({why}); not timed",
+                          flush=True)
+                    continue
+                ms = median_ms(env, run, self.args.repeat)
+                gbps = nbytes / (ms * 1e-3) / 1e9
+                r.update(status="ok", qc_ms=ms, gbps=gbps, trace=trace_facts(env.backend))
+                note_trace(r, env.backend)
+                if self.copy.get("gbps"):
+                    r["pct_of_copy"] = 100 * gbps / self.copy["gbps"]
+                qc_ms[src] = ms
+            except Exception as exc:
+                r.update(status="error", matched=False, why=f"{type(exc).__name__}: {exc}"[:300])
+                print(f"!!! {label} [{src}]: {r['why']}", flush=True)
+                if self.args.verbose:
+                    traceback.print_exc()
+            finally:
+                run = got = None
+                env.free()
+        return qc_ms
+
     def run_case(self, case: Case) -> None:
         env, args = self.env, self.args
         if case.tpch:
@@ -693,49 +742,10 @@ class Run:
                 self.row(case, src, n, why=f"device memory: {3 * nbytes / 2**30:.1f} GiB needed, {free / 2**30:.1f} GiB free")
             self.write()
             return
-        try:
-            ref = host(case.query(data, "numpy")())
-        except Exception as exc:
-            for src in env.sources():
-                self.row(case, src, n, status="error", matched=False,
-                         why=f"numpy backend failed: {type(exc).__name__}: {exc}"[:300])
-            self.write()
+        qc_ms = self.measure(case, n, nbytes, lambda: case.query(data, "numpy")(), case.check, case.name,
+                             lambda src: case.query(env.to_device(data) if src == "device" else data, env.backend))
+        if qc_ms is None:
             return
-        qc_ms = {}
-        for src in env.sources():
-            r = self.row(case, src, n, input_bytes=nbytes)
-            if self.elapsed() > self.case_budget():
-                r["why"] = "time budget spent"
-                continue
-            try:
-                inputs = env.to_device(data) if src == "device" else data
-                run = case.query(inputs, env.backend)
-                t0 = time.perf_counter()
-                got = run()
-                env.sync()
-                r["first_ms"] = (time.perf_counter() - t0) * 1e3
-                ok, why = case.check(got, ref)
-                r["matched"] = bool(ok)
-                if not ok:
-                    r.update(status="wrong", why=f"differs from the numpy backend: {why}")
-                    print(f"!!! {case.name} [{src}] n={n}: RESULT DIFFERS FROM THE NUMPY BACKEND ({why}); not timed",
-                          flush=True)
-                    continue
-                ms = median_ms(env, run, args.repeat)
-                gbps = nbytes / (ms * 1e-3) / 1e9
-                r.update(status="ok", qc_ms=ms, gbps=gbps, trace=trace_facts(env.backend))
-                note_trace(r, env.backend)
-                if self.copy.get("gbps"):
-                    r["pct_of_copy"] = 100 * gbps / self.copy["gbps"]
-                qc_ms[src] = ms
-            except Exception as exc:
-                r.update(status="error", matched=False, why=f"{type(exc).__name__}: {exc}"[:300])
-                print(f"!!! {case.name} [{src}]: {r['why']}", flush=True)
-                if args.verbose:
-                    traceback.print_exc()
-            finally:
-                inputs = None
-                env.free()
         if qc_ms:                                 # the peers: once, on device-resident data
             peers = self.time_peers(case, data, case.peers(env), None)
             for r in self.rows[-len(env.sources()):]:
@@ -781,49 +791,12 @@ class Run:
             return
         import tpch_queries as Q
         n, nbytes = len(t.lineitem["l_orderkey"]), tpch_bytes(q, t)
-        try:
-            ref = host(Q.QC[q](t, "numpy")())
-        except Exception as exc:
-            for src in env.sources():
-                self.row(case, src, n, status="error", matched=False,
-                         why=f"numpy backend failed: {type(exc).__name__}: {exc}"[:300])
-            self.write()
+        qc_ms = self.measure(case, n, nbytes, lambda: Q.QC[q](t, "numpy")(), check_columns, q, lambda src: Q.QC[q](
+            t if src == "host" else dataclasses.replace(t, lineitem=env.to_device(t.lineitem),
+                                                        orders=env.to_device(t.orders)), env.backend),
+            sf=t.sf)
+        if qc_ms is None:
             return
-        qc_ms = {}
-        for src in env.sources():
-            r = self.row(case, src, n, input_bytes=nbytes, sf=t.sf)
-            if self.elapsed() > self.case_budget():
-                r["why"] = "time budget spent"
-                continue
-            try:
-                tables = t if src == "host" else dataclasses.replace(
-                    t, lineitem=env.to_device(t.lineitem), orders=env.to_device(t.orders))
-                run = Q.QC[q](tables, env.backend)
-                t0 = time.perf_counter()
-                got = run()
-                env.sync()
-                r["first_ms"] = (time.perf_counter() - t0) * 1e3
-                ok, why = check_columns(got, ref)
-                r["matched"] = bool(ok)
-                if not ok:
-                    r.update(status="wrong", why=f"differs from the numpy backend: {why}")
-                    print(f"!!! {q} [{src}]: RESULT DIFFERS FROM THE NUMPY BACKEND ({why}); not timed", flush=True)
-                    continue
-                ms = median_ms(env, run, self.args.repeat)
-                gbps = nbytes / (ms * 1e-3) / 1e9
-                r.update(status="ok", qc_ms=ms, gbps=gbps, trace=trace_facts(env.backend))
-                note_trace(r, env.backend)
-                if self.copy.get("gbps"):
-                    r["pct_of_copy"] = 100 * gbps / self.copy["gbps"]
-                qc_ms[src] = ms
-            except Exception as exc:
-                r.update(status="error", matched=False, why=f"{type(exc).__name__}: {exc}"[:300])
-                print(f"!!! {q} [{src}]: {r['why']}", flush=True)
-                if self.args.verbose:
-                    traceback.print_exc()
-            finally:
-                tables = None
-                env.free()
         if qc_ms:
             name = f"{env.xp_name()}.{q} as array code"
             if env.xp_why():
