@@ -46,6 +46,29 @@ REFERENCE = {"sort": "np.sort", "argsort": "np.argsort+take", "top100": "np.part
 BACKEND = "cpu"
 
 
+def np_sort_kernel() -> str:
+    """Which sort np.sort runs here, as NumPy's build and CPU dispatch say (NumPy >= 2.0
+    dispatches its 16/32/64-bit sorts to x86-simd-sort on AVX-512 (X86_V4) or AVX2
+    (X86_V3) and to Highway's VQSort on Arm; else, and before 2.0 without AVX-512, its
+    scalar introsort). The ratios against np.sort depend on it: an AVX-512 np.sort is
+    about twice as fast as an AVX2 one."""
+    major = int(np.__version__.split(".")[0])
+    try:
+        from numpy._core._multiarray_umath import __cpu_features__ as has
+    except ImportError:                       # NumPy 1.x
+        from numpy.core._multiarray_umath import __cpu_features__ as has
+    found = [k for k in ("AVX512_SKX", "AVX2", "ASIMD", "SVE") if has.get(k)]
+    if has.get("AVX512_SKX"):
+        kernel = "x86-simd-sort, AVX-512"
+    elif has.get("AVX2") and major >= 2:
+        kernel = "x86-simd-sort, AVX2"
+    elif (has.get("ASIMD") or has.get("SVE")) and major >= 2:
+        kernel = "Highway VQSort"
+    else:
+        kernel = "scalar introsort"
+    return f"NumPy {np.__version__}: {kernel} (CPU features {', '.join(found) or 'none of AVX2/AVX-512/ASIMD'})"
+
+
 def make(dtype: str, n: int, seed: int = 0) -> dict:
     rng = np.random.default_rng(seed)
     if dtype == "float32":
@@ -199,6 +222,7 @@ def main(argv=None):
     results = []
     print(f"pipeline operators on {BACKEND}, {os.cpu_count()} cpus, 1-minute load average "
           f"{timing.load_average():.2f} (other load skews every figure)")
+    print(f"np.sort here: {np_sort_kernel()}")
     print(f"{'case':9s} {'dtype':8s} {'n':>8s}  {'impl':18s} {'median ms':>10s} {'x ref':>7s}  status")
     for dtype in args.dtypes.split(","):
         for n in sizes:
@@ -213,7 +237,7 @@ def main(argv=None):
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     report = {"benchmark": "pipeline_ops", "backend": BACKEND, "machine": platform.processor() or platform.machine(),
-              "cpus": os.cpu_count(), "load_average": timing.load_average(),
+              "cpus": os.cpu_count(), "load_average": timing.load_average(), "np_sort": np_sort_kernel(),
               "time": time.strftime("%Y-%m-%d %H:%M:%S"), "references": REFERENCE, "results": results}
     (out / "pipeline_ops.json").write_text(json.dumps(report, indent=1))
     print(f"wrote {out / 'pipeline_ops.json'}")

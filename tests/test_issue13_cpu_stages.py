@@ -216,6 +216,9 @@ def test_item5_pipeline_ops_benchmark_smoke(tmp_path):
                           "--out", str(tmp_path)], capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
     report = json.loads((tmp_path / "pipeline_ops.json").read_text())
+    # which np.sort the ratios are against (issue 29: AVX-512 and AVX2 sorts differ 2x)
+    import numpy as np
+    assert report["np_sort"].startswith(f"NumPy {np.__version__}: ") and report["np_sort"] in out.stdout
     rows = {(r["case"], r["dtype"], r["impl"]): r for r in report["results"]}
     for case in ("sort", "argsort", "top100", "scan", "distinct"):
         for dtype in ("float32", "int64"):
