@@ -95,7 +95,8 @@ def test_item3_join_then_group_by_on_cpu_matches_numpy_and_python():
                 .on(backend).group_by(lambda r: r.mode)
                 .agg(high=qc.sum(lambda r: int(r.prio <= 1)), n=qc.count))
     got = run("cpu")
-    assert any(r.name.startswith("join_probe_") for r in qc.last_trace().kernels)
+    # (its orders' keys are dense: 4,000 of 6,000 values; the direct index probes them)
+    assert any(r.name.startswith(("join_probe_", "join_dense_")) for r in qc.last_trace().kernels)
     ref = run("numpy")
     for name in ref:
         np.testing.assert_array_equal(got[name], ref[name])

@@ -13,6 +13,9 @@ outer join's unmatched left rows once, with -1).
     3. built on the right: the probe's pairs are already in LINQ's order; built on the
        left: the pairs come in right order and a counting scatter by left row
        (join_by_left) restores it.
+One integer key whose values on the build side span at most DENSE_SPAN values per row (a
+min/max pass) is indexed directly instead (join_dense_*: a range test and one load per
+probe; the same passes and pairs), as in TPC-H's joins on part, supplier, customer keys.
 A semi-join (CpuJoin.member: intersect_by / except_by) builds the other side into the same
 table and probes this side for a flag per row (join_member_chunks), no pairs.
 Equality is that of order bits (NaN == NaN, -0.0 == 0.0). Key tuples wider than 64 bits
@@ -28,6 +31,11 @@ from querycompute._codegen.order_keys import numba_consts as _consts, raw_bits a
 from .morsels import chunks as _chunks
 from .numba_loader import load, stage_kernels_source
 from ..stage_runtime import NumpyStages
+
+# a build side of one integer key spanning at most this many values per row (and at most
+# DENSE_MAX values) is indexed directly (join_dense_*): 8 bytes of head per value
+DENSE_SPAN = 4
+DENSE_MAX = 1 << 28
 
 # a semi-join whose other side has more than this many times this side's rows first keeps only
 # the other side's keys that occur on this side (CpuJoin.member): its serial build is the cost
@@ -158,6 +166,27 @@ class CpuJoin:
                              slots, bloom, out, *consts)
         return out
 
+    def _dense(self, mod, build, probe, outer, rows):
+        """The pairs (probe rows, build rows) by the direct index of a dense build side, or
+        None when its keys are not one integer column spanning at most DENSE_SPAN values per
+        row."""
+        if build.dtype.kind not in "iu" or len(build) == 0:
+            return None
+        lo, hi = int(build.min()), int(build.max())
+        size = hi - lo + 1
+        if size > min(DENSE_SPAN * len(build) + 64, DENSE_MAX) or hi >= 2 ** 63:
+            return None
+        st = self.stages
+        head, nxt, chained = st._call(mod, "join_dense_build", rows, "", build, lo, size)
+        n, nch = len(probe), _chunks(len(probe))
+        cnt = np.zeros(nch + 1, np.int64)
+        dense = (head, nxt, bool(chained), np.int64(lo), outer)
+        st._morsels(mod, "join_dense_counts", nch, rows, "", n, probe, *dense, cnt)
+        off = np.cumsum(cnt)
+        pi, bj = np.empty(int(off[-1]), np.int64), np.empty(int(off[-1]), np.int64)
+        st._morsels(mod, "join_dense_write", nch, rows, "", n, probe, *dense, off, pi, bj)
+        return pi, bj
+
     def _probe(self, mod, v, table, outer, consts, rows) -> tuple:
         """(probe rows, build rows) of every match, in probe order: pass 1 counts per chunk,
         offsets, pass 2 writes (CHUNK is a multiple of 64: a chunk owns whole bloom words)."""
@@ -186,8 +215,16 @@ class CpuJoin:
         mod = self._kernels()
         build_right = nr <= nl
         build, probe = (ru, lu) if build_right else (lu, ru)
-        table = st._call(mod, "join_build", rows, "", build, *consts)       # serial: one call
-        pi, bj = self._probe(mod, probe, table, outer and build_right, consts, rows)
+        got = None
+        if len(left_keys) == 1:        # one integer key: dense build keys are indexed directly
+            common = key_types([np.asarray(left_keys[0]).dtype], [np.asarray(right_keys[0]).dtype])[0]
+            typed = [np.ascontiguousarray(c, dtype=common)
+                     for c in (right_keys[0], left_keys[0])]
+            got = self._dense(mod, *(typed if build_right else typed[::-1]), outer and build_right, rows)
+        if got is None:
+            table = st._call(mod, "join_build", rows, "", build, *consts)   # serial: one call
+            got = self._probe(mod, probe, table, outer and build_right, consts, rows)
+        pi, bj = got
         if build_right:
             return pi, bj
         return st._call(mod, "join_by_left", rows, "", bj, pi, nl, outer)

@@ -336,8 +336,9 @@ class CpuStages(StageRuntime):
         if why:
             return [f"numpy reference (ops/join/reference.join_reference: a stable sort of the other side's "
                     f"keys, binary searches), not the cpu hash join: {why}"]
-        return ["cpu: hash join: the smaller side built, the other probed in parallel chunks "
-                "(a bloom array in front of the table), pairs in LINQ's order"]
+        return ["cpu: hash join: the smaller side built (indexed directly by key when it is one integer "
+                "key of dense values), the other probed in parallel chunks (a bloom array in front of "
+                "the hash table), pairs in LINQ's order"]
 
     def describe_distinct(self, spec):
         words = key_words(spec.key_dtypes)

@@ -27,6 +27,12 @@ into one uint64 word by the stage kernels' `pack`).
       was the smaller and was built on) put in the left side's order by a counting scatter,
       which keeps the right order among a left row's matches; an outer join gives each left
       row without a match one pair (row, -1).
+  dense (join_dense_build, one call; join_dense_counts, join_dense_write by morsels): a
+      build side of ONE integer key whose values span at most a few times its rows (primary
+      keys: TPC-H's part, supplier, customer keys) is indexed directly, not hashed: head[k -
+      lo] the first row of key k, nxt its next row (built from the last row back, so every
+      chain is in index order; no nxt walk when no key repeats). A probe is one range test
+      and one load; the passes, counts and pairs are the hash join's.
   member (join_member_chunks): intersect_by / except_by: per probe row (this side; the
       other side built), whether its word is in the table (bloom bit, then the table walk to
       the head row): a flag per row, in parallel chunks (except_by's pass keeps the rows
@@ -180,6 +186,64 @@ def join_probe_write(c0, c1, n, v, bw, off, slots, nxt, bloom, outer, pi, bj, ki
     for c in range(c0, c1):
         _probe_write(v, c * CHUNK, min(n, c * CHUNK + CHUNK), bw, off[c], slots, nxt, bloom,
                      outer, pi, bj, kind, sign, ones, inf)
+
+
+@njit(cache=True)
+def join_dense_build(u, lo, size):
+    """(head, nxt, chained) of a dense build side (module doc: dense): head[k - lo] the first
+    row holding key k or -1, nxt[i] the next row of row i's key or -1; chained: whether any
+    key repeats (else the probe reads no nxt)."""
+    m = u.shape[0]
+    head = np.full(size, -1, np.int64)
+    nxt = np.empty(m, np.int64)
+    chained = False
+    for i in range(m - 1, -1, -1):
+        k = np.int64(u[i]) - lo
+        nxt[i] = head[k]
+        chained |= head[k] >= 0
+        head[k] = i
+    return head, nxt, chained
+
+
+@njit(cache=True)
+def _dense_head(x, head, lo):
+    """The first build row of key x, or -1 (a key outside the build side's range: none)."""
+    k = np.int64(x) - lo
+    if k < 0 or k >= head.shape[0]:
+        return np.int64(-1)
+    return head[k]
+
+
+@njit(cache=True, nogil=True)
+def join_dense_counts(c0, c1, n, v, head, nxt, chained, lo, outer, cnt):
+    """Pass 1 over chunks [c0, c1) of the probe rows: cnt[c + 1] = chunk c's pairs."""
+    for c in range(c0, c1):
+        total = 0
+        for i in range(c * CHUNK, min(n, c * CHUNK + CHUNK)):
+            j = _dense_head(v[i], head, lo)
+            k = 0
+            while j >= 0:
+                k += 1
+                j = nxt[j] if chained else np.int64(-1)
+            total += max(k, 1) if outer else k
+        cnt[c + 1] = total
+
+
+@njit(cache=True, nogil=True)
+def join_dense_write(c0, c1, n, v, head, nxt, chained, lo, outer, off, pi, bj):
+    """Pass 2: chunk c's pairs from pi / bj[off[c]] on, probe rows in order (-1: no match,
+    outer only)."""
+    for c in range(c0, c1):
+        pos = off[c]
+        for i in range(c * CHUNK, min(n, c * CHUNK + CHUNK)):
+            j = _dense_head(v[i], head, lo)
+            if j < 0 and outer:
+                pi[pos], bj[pos] = i, -1
+                pos += 1
+            while j >= 0:
+                pi[pos], bj[pos] = i, j
+                pos += 1
+                j = nxt[j] if chained else np.int64(-1)
 
 
 @njit(cache=True)
