@@ -33,7 +33,7 @@ from .numba_loader import load, stage_kernels_source
 from ..stage_runtime import NumpyStages
 
 # a build side of one integer key spanning at most this many values per row (and at most
-# DENSE_MAX values) is indexed directly (join_dense_*): 8 bytes of head per value
+# DENSE_MAX values) is indexed directly (join_dense_*): 4 bytes of head per value
 DENSE_SPAN = 4
 DENSE_MAX = 1 << 28
 
@@ -170,7 +170,7 @@ class CpuJoin:
         """The pairs (probe rows, build rows) by the direct index of a dense build side, or
         None when its keys are not one integer column spanning at most DENSE_SPAN values per
         row."""
-        if build.dtype.kind not in "iu" or len(build) == 0:
+        if build.dtype.kind not in "iu" or len(build) == 0 or len(build) >= 2 ** 31:
             return None
         lo, hi = int(build.min()), int(build.max())
         size = hi - lo + 1

@@ -30,7 +30,7 @@ into one uint64 word by the stage kernels' `pack`).
   dense (join_dense_build, one call; join_dense_counts, join_dense_write by morsels): a
       build side of ONE integer key whose values span at most a few times its rows (primary
       keys: TPC-H's part, supplier, customer keys) is indexed directly, not hashed: head[k -
-      lo] the first row of key k, nxt its next row (built from the last row back, so every
+      lo] the first row of key k, nxt its next row (int32 rows) (built from the last row back, so every
       chain is in index order; no nxt walk when no key repeats). A probe is one range test
       and one load; the passes, counts and pairs are the hash join's.
   member (join_member_chunks): intersect_by / except_by: per probe row (this side; the
@@ -193,15 +193,15 @@ def join_dense_build(u, lo, size):
     """(head, nxt, chained) of a dense build side (module doc: dense): head[k - lo] the first
     row holding key k or -1, nxt[i] the next row of row i's key or -1; chained: whether any
     key repeats (else the probe reads no nxt)."""
-    m = u.shape[0]
-    head = np.full(size, -1, np.int64)
-    nxt = np.empty(m, np.int64)
+    m = u.shape[0]                     # (< 2**31 rows: int32 rows halve the index's cache lines)
+    head = np.full(size, -1, np.int32)
+    nxt = np.empty(m, np.int32)
     chained = False
     for i in range(m - 1, -1, -1):
         k = np.int64(u[i]) - lo
         nxt[i] = head[k]
         chained |= head[k] >= 0
-        head[k] = i
+        head[k] = np.int32(i)
     return head, nxt, chained
 
 
@@ -211,7 +211,7 @@ def _dense_head(x, head, lo):
     k = np.int64(x) - lo
     if k < 0 or k >= head.shape[0]:
         return np.int64(-1)
-    return head[k]
+    return np.int64(head[k])
 
 
 @njit(cache=True, nogil=True)
@@ -224,7 +224,7 @@ def join_dense_counts(c0, c1, n, v, head, nxt, chained, lo, outer, cnt):
             k = 0
             while j >= 0:
                 k += 1
-                j = nxt[j] if chained else np.int64(-1)
+                j = np.int64(nxt[j]) if chained else np.int64(-1)
             total += max(k, 1) if outer else k
         cnt[c + 1] = total
 
@@ -243,7 +243,7 @@ def join_dense_write(c0, c1, n, v, head, nxt, chained, lo, outer, off, pi, bj):
             while j >= 0:
                 pi[pos], bj[pos] = i, j
                 pos += 1
-                j = nxt[j] if chained else np.int64(-1)
+                j = np.int64(nxt[j]) if chained else np.int64(-1)
 
 
 @njit(cache=True)
