@@ -137,6 +137,11 @@ def test_optimizer_benchmark_checks_both_plans_equal():
         assert case in stdout
 
 
+def test_join_dense_compares_both_routes_on_equal_pairs():
+    stdout = run_script("join_dense.py", "--scale", "0.001", "--repeat", "1")
+    assert stdout.count("direct index") == 3 and "pairs" in stdout
+
+
 def test_call_files_counts_the_files_a_call_enters():
     stdout = run_script("call_files.py")
     assert "fused chain on cpu: cold call enters" in stdout and "staged chain" in stdout
