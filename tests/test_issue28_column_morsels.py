@@ -151,9 +151,7 @@ def test_long_rows_run_by_morsels_with_the_same_bits():
     assert "prange" not in qc.query(X).select(lse).source(backend="cpu")
     assert "prange" not in qc.query(X).source(backend="cpu", terminal="sum")
     morsels.configure(workers=1, step=1)
-    pooled = morsels.stats()["pooled"]
     first, names = _run_rows(X, S)
-    assert morsels.stats()["pooled"] > pooled                   # pool threads ran some
     assert not any(n.endswith(("_parallel", "_serial")) for n in names), names
     assert {n for n in names} == {"qc_rows_morsels", "qc_columns_morsels"}, names
     for workers, step in ((0, 1), (2, 3), (1, 4), (2, 100)):

@@ -108,14 +108,17 @@ def reduce_columns(X: np.ndarray, ops) -> tuple[dict, str, float]:
     if "sum" in ops:
         part = np.empty((chunks, k), sum_acc(X.dtype.name))
         run("col_sum_tiles", X, part, rows, width)
-        out["sum"] = combine("col_sum_combine", part)
+        # one row chunk: its partials are the sums (no second array of k: a fresh one per
+        # call costs page faults where the allocator hands large blocks back to the system)
+        out["sum"] = part[0] if chunks == 1 else combine("col_sum_combine", part)
     wanted = [op for op in ("min", "max") if op in ops]
     if wanted:
         lo_p, hi_p = np.empty((chunks, k), X.dtype), np.empty((chunks, k), X.dtype)
         nan_p = np.empty((chunks, k), np.bool_)
         run("col_minmax_tiles", X, lo_p, hi_p, nan_p, rows, width,
             2 if len(wanted) == 2 else int(wanted[0] == "max"))
-        mn, mx, nan = combine("col_minmax_combine", lo_p, hi_p, nan_p)
+        mn, mx, nan = ((lo_p[0], hi_p[0], nan_p[0]) if chunks == 1
+                       else combine("col_minmax_combine", lo_p, hi_p, nan_p))
         for op, v in (("min", mn), ("max", mx)):
             if op in wanted:
                 if nan.any():
