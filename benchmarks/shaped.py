@@ -6,7 +6,9 @@ X.sum(axis=1) = select(lambda r: r.sum()), row logsumexp, in the shapes (total/1
 elements. Every result is checked against NumPy before it is timed. Prints ms, the ratio to
 NumPy (ours / numpy: < 1 is faster) and GB/s of input read; `--json PATH` writes them.
 
-    python benchmarks/shaped.py [--total 1e7] [--samples 5] [--json results/shaped.json]
+    python benchmarks/shaped.py [--total 1e7] [--samples 5] [--busy] [--json results/shaped.json]
+
+`--busy` runs one CPU-burning process beside it (timing.busy: "with one core busy").
 """
 from __future__ import annotations
 
@@ -105,7 +107,10 @@ def main():
     ap.add_argument("--total", type=float, default=1e7)
     ap.add_argument("--samples", type=int, default=5)
     ap.add_argument("--json", default="")
+    timing.busy_arg(ap)
     args = ap.parse_args()
+    if args.busy:
+        timing.busy()
     peers = numba_peers()
     rows = []
     print(f"load average {timing.load_average():.2f}, {os.cpu_count()} cpus")

@@ -2,8 +2,8 @@
 
 fork() copies the parent's memory but only the calling thread. Whatever ran threads of its
 own in the parent is broken in the child: pocl's and CUDA's driver threads (a call into an
-OpenCL context made before the fork hangs in the child), GNU OpenMP's pool behind numba's
-parallel loops (the child aborts), a background compile in flight. Each module that owns such
+OpenCL context made before the fork hangs in the child), the cpu backend's morsel pool (the
+child starts its own), a background compile in flight. Each module that owns such
 state registers a callback here; the callbacks run in the child right after the fork, before
 it runs anything else, and each disarms its own state (docs/guide.md, "Threads and processes").
 

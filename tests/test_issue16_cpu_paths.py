@@ -2,8 +2,8 @@
 
 - scalarized X.sum(axis=0) / min / max / mean / agg (k <= 64): one row pass over the (n, k)
   array the columns are views of (backends/cpu_columns.py -> rows_columns.py);
-- long-row column reductions (rows_columns.py) and the serial flavours of the row kernels
-  (small inputs run without a parallel launch), and the parallel flavours (same bits).
+- long-row column reductions (rows_columns.py: tiles run by morsels, in any grouping with the
+  same bits) and the row kernels (small inputs one call on this thread, large ones morsels).
 Inputs include NaN / inf, n = 0 and 1, k = 1 and 64, float16 / float32 / float64 / ints,
 F-ordered, strided and reversed arrays (float16 scalarized elements run the generic pass). Shapes are few and reused so that few kernels compile."""
 from __future__ import annotations
@@ -13,7 +13,6 @@ import pytest
 
 import querycompute as qc
 from querycompute.backends.cpu import rows_columns
-from querycompute.backends.cpu.rows_numba import ROWS_PARALLEL_MIN
 
 N = 40_000          # above cpu_columns.MIN_VALUES for every k here
 
@@ -96,16 +95,35 @@ def test_item6_scalarized_axis0_special_values_and_sizes():
             _check(qc.query(Y).on("cpu").min(), Y.min(axis=0), "float32")
 
 
-def test_item6_serial_and_parallel_flavours_give_the_same_bits():
+def test_item6_column_tiles_in_any_ranges_give_the_same_bits():
+    """The column kernels' one entry point over a range of tiles: the tiles run as one call,
+    one by one, or in reverse order by ranges (as morsels on any threads would), then the
+    chunks combine in chunk order: the same bits each time."""
     X = _data(3000, 70, "float32", seed=7)
     X[5, 3] = np.nan
     rows, width = 64, 32                         # several chunks and column blocks
-    acc = np.empty(0, np.float32)
-    serial, parallel = rows_columns.COL_SUM
-    np.testing.assert_array_equal(serial(X, acc, rows, width), parallel(X, acc, rows, width))
-    for s, p in zip(rows_columns.COL_MINMAX[0](X, rows, width, 2), rows_columns.COL_MINMAX[1](X, rows, width, 2)):
-        np.testing.assert_array_equal(s, p)
-    got = serial(X, acc, rows, width)
+    chunks, ntiles = -(-3000 // rows), -(-3000 // rows) * -(-70 // width)
+    ns = rows_columns._kernels().ns
+
+    def sums(ranges):
+        part = np.empty((chunks, 70), np.float32)
+        for t0, t1 in ranges:
+            ns["col_sum_tiles"](t0, t1, X, part, rows, width)
+        return ns["col_sum_combine"](part)
+
+    def minmax(ranges):
+        parts = [np.empty((chunks, 70), np.float32) for _ in range(2)] + [np.empty((chunks, 70), np.bool_)]
+        for t0, t1 in ranges:
+            ns["col_minmax_tiles"](t0, t1, X, *parts, rows, width, 2)
+        return ns["col_minmax_combine"](*parts)
+    one = [(0, ntiles)]
+    split = [(t, min(ntiles, t + 5)) for t in range(0, ntiles, 5)][::-1]
+    singles = [(t, t + 1) for t in range(ntiles)]
+    got = sums(one)
+    for ranges in (split, singles):
+        np.testing.assert_array_equal(sums(ranges).view(np.int32), got.view(np.int32))
+        for a, b in zip(minmax(one), minmax(ranges)):
+            np.testing.assert_array_equal(a, b)
     _check(got, X.sum(axis=0, dtype=np.float64).astype(np.float32), "float32", X)
 
 
@@ -123,12 +141,12 @@ def test_item6_long_row_columns_match_numpy(dtype):
     _check(qc.query(Xs).on("cpu").sum(), _want(Xs, "sum"), dtype, Xs)
 
 
-def test_item6_long_row_select_small_and_large_flavours():
-    """Rows below rows_numba.ROWS_PARALLEL_MIN values run the serial row kernel, larger ones
-    the parallel kernel: both equal NumPy."""
+def test_item6_long_row_select_small_and_large_inputs():
+    """A small input runs the row kernel as one call on this thread, a large one by morsels
+    (rows_numba.row_units): both equal NumPy."""
     def lse(r):
         return r.max() + np.log(np.exp(r - r.max()).sum())
-    for shape in ((5, 100), (4, ROWS_PARALLEL_MIN // 4 + 1)):
+    for shape in ((5, 100), (4, (1 << 20) // 4 + 1)):
         X = _data(*shape, "float32", seed=13)
         X[1, 7] = np.inf if shape[0] == 5 else X[1, 7]
         got = qc.query(X).on("cpu").select(lse).to_array()

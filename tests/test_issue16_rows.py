@@ -71,7 +71,8 @@ def test_item4_explain_and_errors():
     text = qc.query(X).select(lse).explain(backend="cpu")
     assert "row-per-iteration" in text and "4000 B/element" in text and "row1 = sum_j" in text
     assert "column-tiled" in qc.query(X).explain(backend="cpu", terminal="sum")
-    assert "prange" in qc.query(X).select(lse).source(backend="cpu")
+    src = qc.query(X).select(lse).source(backend="cpu")
+    assert "prange" not in src and "def qc_rows(c0, c1, R, X, out)" in src     # run by morsels
     with pytest.raises(qc.QueryError, match="reduce each row"):
         qc.query(X).on("numpy").select(lambda r: r * 2).to_array()
     with pytest.raises(qc.QueryError, match="alone"):

@@ -2,7 +2,9 @@
 run as steps over ranges of chunks through the morsel scheduler (backends/cpu/cpu_stages.py,
 cpu_group.py, cpu_join.py): no prange entry point and no serial twin is called, the results'
 bits do not depend on the number of pool threads or the morsel size, and several Python
-threads can run column operations at once."""
+threads can run column operations at once. The same for long rows (rows_numba.py's row
+kernel, rows_columns.py's column tiles, also behind scalarized X.sum(axis=0)): one nogil
+entry point over a range of rows or tiles, no prange kernel compiled."""
 from __future__ import annotations
 
 import threading
@@ -112,3 +114,80 @@ def test_a_sort_of_one_chunk_is_one_call():
     names = [r.name for r in qc.last_trace().kernels]
     radix = [n for n in names if "radix" in n]
     assert len(radix) == 1 and radix[0].endswith("radix_one"), names
+
+
+# ---- long rows --------------------------------------------------------------------------------
+def lse(r):
+    return r.max() + np.log(np.exp(r - r.max()).sum())
+
+
+def _rows_data():
+    rng = np.random.default_rng(16)
+    X = rng.uniform(-50, 50, (600, 2000)).astype(np.float32)   # 19 units of rows, 10 tiles
+    X[3, 5], X[7, 11], X[400, 1999] = np.nan, -0.0, np.inf
+    S = rng.uniform(-50, 50, (50_000, 10)).astype(np.float32)  # scalarized: 4 tiles
+    return X, S
+
+
+def _run_rows(X, S) -> tuple:
+    """Every long-row kernel once on cpu (row plans, column-tiled plans, the scalarized
+    column reduction), with each one's trace rows."""
+    q, s = qc.query(X).on("cpu"), qc.query(S).on("cpu")
+    out, names = [], []
+    for run in (lambda: q.select(lambda r: r.sum()).to_array(),
+                lambda: q.select(lse).to_array(),
+                lambda: q.select(lambda r: (r * 0.01).prod() + r.min()).to_array(),
+                lambda: q.select(lambda r: (r > 40).any()).to_array(),
+                q.sum, q.min, q.max, q.mean,
+                lambda: s.agg(t=qc.sum, lo=qc.min, hi=qc.max)):
+        res = run()
+        out.append({c: np.asarray(v) for c, v in res.items()} if isinstance(res, dict) else np.asarray(res))
+        names += [r.name for r in qc.last_trace().kernels]
+    return out, names
+
+
+def test_long_rows_run_by_morsels_with_the_same_bits():
+    X, S = _rows_data()
+    assert "prange" not in qc.query(X).select(lse).source(backend="cpu")
+    assert "prange" not in qc.query(X).source(backend="cpu", terminal="sum")
+    morsels.configure(workers=1, step=1)
+    first, names = _run_rows(X, S)
+    assert not any(n.endswith(("_parallel", "_serial")) for n in names), names
+    assert {n for n in names} == {"qc_rows_morsels", "qc_columns_morsels"}, names
+    for workers, step in ((0, 1), (2, 3), (1, 4), (2, 100)):
+        morsels.configure(workers=workers, step=step)
+        got, names = _run_rows(X, S)
+        if workers == 0 or step == 100:
+            assert {n for n in names} == {"qc_rows_inline", "qc_columns_inline"}, names
+        for a, b in zip(first, got):
+            _same(a, b)
+    # the right answers (the float sums' grouping aside): NaN rows / columns, the bool rows
+    Xd = X.astype(np.float64)
+    np.testing.assert_array_equal(first[3], (X > 40).any(axis=1))
+    np.testing.assert_allclose(first[0], Xd.sum(axis=1), rtol=1e-5, atol=1e-2)
+    _same(first[5], X.min(axis=0))
+    _same(first[6], X.max(axis=0))
+
+
+def test_python_threads_run_long_rows_at_once():
+    X, S = _rows_data()
+    morsels.configure(workers=2, step=1)
+    want, _ = _run_rows(X, S)
+    got, errors = [None] * 4, []
+    start = threading.Barrier(4)
+
+    def work(i):
+        try:
+            start.wait()
+            got[i] = _run_rows(X, S)[0]
+        except BaseException as exc:               # reported below
+            errors.append(exc)
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(300)
+    assert errors == []
+    for res in got:
+        for a, b in zip(want, res):
+            _same(a, b)

@@ -103,10 +103,9 @@ _WORKER = {"checked": False}
 
 def _serial_in_worker() -> None:
     """In a `distributed` worker process the chunks are the parallelism (one task per worker
-    thread), so the cpu backend runs its serial entry points there: numba's thread pool in
-    every task would oversubscribe the cores (workers x pool threads), and the serial
-    flavour is the one the client's meta run compiled into the disk cache. (Both flavours
-    compute the same chunks in the same order: the results keep their bits.)"""
+    thread), so the cpu backend runs every kernel as one call on the task's thread there: the
+    morsel pool in every task would oversubscribe the cores (workers x pool threads). (The
+    same entry points compute the same chunks either way: the results keep their bits.)"""
     if _WORKER["checked"]:
         return
     _WORKER["checked"] = True

@@ -6,12 +6,13 @@ Two plans, both on the one input X read in place (any strides):
   np.linalg.norm(r), r @ r ...). The frontend (frontend/shaped_rows.py) turns f into row
   steps -- "row_s = reduce_j entry_s(x[i, j], row_0..row_s-1)" -- and a final expression of
   the row scalars. numpy runs each step as one NumPy axis=1 reduction over the whole array;
-  cpu runs a generated numba kernel: rows in parallel (prange), each row's steps as inner
-  loops over j (float16 and float32 sums accumulate in float64: at least NumPy's accuracy).
+  cpu runs a generated numba kernel: one nogil entry point over a range of rows, run by the
+  cpu backend's morsel scheduler (backends/cpu/morsels.py), each row's steps as inner loops
+  over j (float16 and float32 sums accumulate in float64: at least NumPy's accuracy).
 - "column-tiled": `sum / min / max / mean` with no select: X.sum(axis=0), elementwise across
   elements. numpy calls the axis=0 function; cpu runs rows_columns.py: tiles of (row
-  chunk, column block), each adding its rows into a vector of partials read row by row
-  (contiguous), the partials combined in chunk order -- no transpose copy.
+  chunk, column block), run by morsels, each adding its rows into a vector of partials read
+  row by row (contiguous), the partials combined in chunk order -- no transpose copy.
 GPU backends with a stage runtime (opencl, cuda, webgpu) run the GPU kernels of
 backends/gpu_rows.py (ops/rows/gpu.py: one work-group per row with a tree, column
 sums tiled so loads stay coalesced); a backend without long-row kernels refuses with

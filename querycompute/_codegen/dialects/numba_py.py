@@ -1,7 +1,7 @@
 """The numba dialect: prints one Pass as a self-contained Python module numba compiles.
 
 The module is `exec`uted in the namespace numba_py_runtime.namespace() returns (numpy,
-math, numba's njit/prange, two bit-cast intrinsics). It defines, in this order:
+math, numba's njit, two bit-cast intrinsics). It defines, in this order:
 
   helpers            scalar functions with NumPy's exact semantics (numba_py_helpers)
   <name>_element     element i of the chain -> (keep, values...), fastmath off

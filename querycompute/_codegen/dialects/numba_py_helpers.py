@@ -8,16 +8,14 @@ rounding), and they must not inherit a kernel's reassociation flag.
 from __future__ import annotations
 
 
-def jit_decorator(cache: bool, fastmath: str = "False", parallel: bool = False,
-                  nogil: bool = False) -> str:
+def jit_decorator(cache: bool, fastmath: str = "False", nogil: bool = False) -> str:
     """The `@njit(...)` line of a generated function. Scalar helpers and the element
     function use the default: `fastmath=False` is explicit because numba otherwise
     *inherits* the caller's flags into a callee. `cache` switches numba's on-disk cache;
     `nogil` releases the GIL while the function runs (a fused pass's entry points, which the
     morsel scheduler's threads call: backends/cpu/morsels.py)."""
-    par = "parallel=True, " if parallel else ""
     gil = "nogil=True, " if nogil else ""
-    return f'@njit(error_model="numpy", fastmath={fastmath}, {par}{gil}cache={cache})'
+    return f'@njit(error_model="numpy", fastmath={fastmath}, {gil}cache={cache})'
 
 
 _TEMPLATES = {

@@ -26,7 +26,7 @@ import numpy as np
 PRELUDE = ("from querycompute._codegen.dialects.numba_py_runtime import namespace as _qc_namespace\n"
            "globals().update(_qc_namespace())\n")
 
-NAMESPACE_NAMES = ("np", "math", "njit", "prange", "float_bits", "bits_float", "libm_fmod",
+NAMESPACE_NAMES = ("np", "math", "njit", "float_bits", "bits_float", "libm_fmod",
                    "trailing_zeros")
 _cached: dict | None = None
 
@@ -87,6 +87,6 @@ def _build() -> dict:
         return a(a, b), codegen
 
     from numba.cpython.unsafe.numbers import trailing_zeros    # numba's cttz intrinsic
-    return {"np": np, "math": math, "njit": numba.njit, "prange": numba.prange,
+    return {"np": np, "math": math, "njit": numba.njit,
             "float_bits": float_bits, "bits_float": bits_float, "libm_fmod": libm_fmod,
             "trailing_zeros": trailing_zeros}

@@ -4,7 +4,10 @@ codegen.dialects.numba_py prints the pass as a Python module (numba_loader.modul
 and cached by numba) with ONE entry point per step, over a range of chunks, without the GIL.
 morsels.py runs it: one call on this thread for a small n, else morsels of a few chunks
 handed dynamically to a pool of threads (DESIGN.md 5f). Every chunk is computed by one call
-and partials combine in chunk order, so who ran what never changes a result's bits.
+and partials combine in chunk order, so who ran what never changes a result's bits. Every
+other cpu kernel runs the same way, through `_run_morsels`: the column operations' steps
+(cpu_stages.py, cpu_group.py, cpu_join.py) and long rows (rows_numba.py, rows_columns.py);
+no cpu kernel has a prange loop or a serial twin.
 
 Disk cache (docs/cache.md): the module goes through the one numba loader (numba_loader.py):
 written into its cache entry and imported from there, so numba keeps its compiled code
@@ -15,9 +18,7 @@ numba's cache, on first use. Prepared.origin and each trace row say which happen
 """
 from __future__ import annotations
 
-import os
 import sys
-import threading
 import time
 from typing import Any, Sequence
 
@@ -30,22 +31,16 @@ from querycompute._codegen.ir.program import Pass, Reduce
 
 from querycompute._codegen.dialects import llvm_ir
 
-from ... import after_fork, config
+from ... import config
 from ...cache import disk_cache
 from . import llvm_loader, morsels, numba_loader
 from ..base import Backend, BackendCaps, KernelRun, Prepared
 from .cpu_elements import bind
 
-# numba's fallback "workqueue" threading layer aborts when two Python threads launch
-# parallel kernels at once; serialising parallel launches costs ~0.1 us and is always safe.
-# (Long rows' prange kernels only: fused passes and column operations run through morsels.py.)
-_PARALLEL_LOCK = threading.Lock()
 # "allowed": whether kernels may use more than the calling thread (a Dask worker's tasks
-# run on one thread each: dask/run.py). "omp": whether numba's OpenMP pool may run in this
-# process: not in a child forked after the parent started it (GNU OpenMP aborts the child:
-# after_fork.py); the serial column kernels compute the same chunks in the same order, so
-# results keep their bits. The morsel pool needs no such rule: a child starts its own.
-_parallel = {"allowed": True, "started": False, "omp": True}
+# run on one thread each: dask/run.py). The morsel pool needs no fork rule: a child starts
+# its own (morsels._after_fork).
+_parallel = {"allowed": True}
 
 
 def _in_morsels(nch: int) -> int:
@@ -216,54 +211,6 @@ def agg_converters(aggs) -> tuple:
         j += reduce_op.cpu_result_width(agg)
     return tuple(convs)
 
-
-def start_pool() -> None:
-    """Called (under _PARALLEL_LOCK) before every parallel launch; the first call starts
-    numba's thread pool. Its GNU OpenMP threads spin after each parallel loop by default, and
-    on shared cores (another pool spinning too: OpenBLAS behind NumPy, DuckDB, polars) that
-    spinning stalls the next loop by a scheduler time slice: a 1 ms kernel then takes ~8 ms
-    (docs/configuration.md). So unless the user chose a policy (OMP_WAIT_POLICY or
-    GOMP_SPINCOUNT in the environment), the pool starts with OMP_WAIT_POLICY=passive, which
-    OpenMP reads once, when it loads; the variable is removed again right after, so child
-    processes and the user's environment never see it."""
-    if _parallel["started"]:
-        return
-    _parallel["started"] = True
-    try:
-        from numba.np.ufunc.parallel import _launch_threads
-    except ImportError:                 # another numba layout: it starts the pool itself
-        return
-    if "OMP_WAIT_POLICY" in os.environ or "GOMP_SPINCOUNT" in os.environ:
-        _launch_threads()
-        return
-    os.environ["OMP_WAIT_POLICY"] = "passive"
-    try:
-        _launch_threads()
-    finally:
-        os.environ.pop("OMP_WAIT_POLICY", None)
-
-
-def launch(parallel: bool, run):
-    """(the flavour that ran, run(flavour)): `run(True)` (the parallel entry point) when
-    `parallel` is asked and allowed, under the launch rules -- one parallel launch at a time,
-    the pool started (start_pool), none in a child forked after the pool started -- else
-    `run(False)` (the serial entry point: same chunks, same order, same bits). CpuPrepared's
-    own launch below is this, inlined on the warm path."""
-    if parallel and _parallel["allowed"] and _parallel["omp"]:
-        with _PARALLEL_LOCK:
-            start_pool()
-            return True, run(True)
-    return False, run(False)
-
-
-def _after_fork() -> None:
-    global _PARALLEL_LOCK
-    if _parallel["started"]:
-        _parallel["omp"] = False
-    _PARALLEL_LOCK = threading.Lock()
-
-
-after_fork.register(_after_fork)
 
 _clock = time.perf_counter
 _CHUNK, _BLOCK = numba_py.CHUNK, (numba_py.CHUNK,)      # a trace row's grid and block

@@ -22,9 +22,8 @@ from querycompute._codegen.ir import expr as E
 from querycompute._codegen.elements import component_view
 from querycompute._codegen.ir.program import Pass, Reduce
 
-from .rows_columns import reduce_columns, sum_acc, tiles, wants_parallel
+from .rows_columns import grid, in_morsels, reduce_columns, sum_acc
 from ..base import KernelRun, Prepared
-from .cpu import launch
 
 MIN_VALUES = 1 << 15          # n * k below which the generic pass runs
 _DTYPES = ("float32", "float64", "int8", "int16", "int32", "int64",
@@ -117,18 +116,18 @@ class ColumnsPrepared(Prepared):
         if X is None:
             return self.generic.run_quick(inputs, params, n)
         t0 = time.perf_counter()
-        par, (vecs, cache, compile_ms) = launch(bool(wants_parallel(*X.shape)),
-                                                lambda p: reduce_columns(X, self.ops, p))
+        vecs, cache, compile_ms = reduce_columns(X, self.ops)
         result = [n if op == "count" else t(vecs[op][j])
                   for (op, j), t in zip(self.aggs, self.types)]
         ms = (time.perf_counter() - t0) * 1e3 - compile_ms
-        rows, width = tiles(*X.shape)
-        grid = (-(-X.shape[0] // rows) * -(-X.shape[1] // width),)
-        return result, ("columns", "parallel" if par else "serial", grid, (rows, width), ms, cache, compile_ms)
+        rows, width, _, ntiles = grid(*X.shape)
+        kind = "inline" if in_morsels(*X.shape) == 1 else "morsels"
+        return result, ("columns", kind, (ntiles,), (rows, width), ms, cache, compile_ms)
 
     def trace_rows(self, row):
         if not (type(row) is tuple and row and row[0] == "columns"):
             return self.generic.trace_rows(row)
-        _, flavour, grid, block, ms, cache, compile_ms = row
-        # cache: where a flavour's code came from on its first run (numba_loader), then memory
-        return [KernelRun(f"qc_columns_{flavour}", "numba", grid, block, cache, compile_ms, ms)]
+        _, kind, tiles, block, ms, cache, compile_ms = row
+        # kind: the tiles ran as one call on this thread ("inline") or by morsels; cache:
+        # where the kernels' code came from on their first run (numba_loader), then memory
+        return [KernelRun(f"qc_columns_{kind}", "numba", tiles, block, cache, compile_ms, ms)]

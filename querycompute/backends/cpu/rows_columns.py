@@ -7,10 +7,13 @@ Algorithm (seed 002's non-inner reduction, without a transpose copy): the (m, k)
 into tiles of (row chunk, column block). A tile walks its rows in order; each row's slice
 row[lo:hi] is read once, contiguously, and folded into a vector of partials, one per column
 (`p[j] += row[j]`: independent lanes, so LLVM vectorises over j with no reassociation, and
-each value is read exactly once -- not k strided column reductions). Tiles run in parallel
-(prange); their partials are combined in chunk order. The tile sizes depend only on (m, k)
-(ROWS_PER_TILE values per tile, COLUMN_BLOCK columns), never on the thread count, so a
-result's bits depend only on the input.
+each value is read exactly once -- not k strided column reductions). The kernel is one entry
+point over a range of tiles, run without the GIL by the cpu backend's morsel scheduler
+(morsels.py: one call on this thread when the tiles make one morsel, else morsels of tiles
+handed to the cores dynamically); each tile writes its own row chunk's partials, and a
+combine adds the chunks' partials in chunk order afterwards. The tile sizes depend only on
+(m, k) (ROWS_PER_TILE values per tile, COLUMN_BLOCK columns), never on the thread count or
+the morsels, so a result's bits depend only on the input.
 
 Accuracy: sums accumulate in NumPy's sum dtype (float16 in float32 -- the caller converts --,
 float32 / float64 in themselves, ints in int64 / uint64, wrapping as NumPy does). NumPy's own
@@ -26,8 +29,8 @@ the first one seen (NumPy does not say which).
 
 The kernels are the fixed text ops/rows/cpu_kernels.py (compiled once per dtype), loaded
 through the cpu backend's one numba loader and its disk cache (numba_loader.py);
-`reduce_columns` picks the tiles, calls one, and returns the per-op vectors and where their
-code came from.
+`reduce_columns` picks the tiles, runs them by morsels and combines them, and returns the
+per-op vectors and where their code came from.
 """
 from __future__ import annotations
 
@@ -37,6 +40,7 @@ import numpy as np
 
 from querycompute._codegen.dtypes import sum_dtype
 
+from . import cpu as _cpu
 from .numba_loader import kernel_files, load
 
 SUM_BLOCK = 512              # rows summed into a block vector before joining the tile's partials
@@ -45,16 +49,6 @@ ROWS_PER_TILE = 1 << 17      # values per tile (row chunk x column block), about
 # past in long runs; measured on (10, 1e6) float32 (CPU ms, one core): 4096 columns 2.42,
 # 2**16 2.14, 2**18 1.56, 2**19 1.48, all 1e6 at once 3.21 (NumPy 1.53-1.72)
 COLUMN_BLOCK = 1 << 18
-# Below this many values the serial flavour runs: a column reduction is memory-bound and one
-# core already reads ~25-40 GB/s on the development machine, so waking the thread pool (tens
-# of microseconds idle, milliseconds on loaded cores) pays only for very large arrays
-# (docs/performance.md, Shaped elements).
-PARALLEL_MIN = 1 << 24
-
-
-def wants_parallel(m: int, k: int) -> int:
-    """1 when the work pays for waking numba's thread pool, else 0 (serial flavour)."""
-    return int(m * k >= PARALLEL_MIN)
 
 
 def tiles(m: int, k: int) -> tuple[int, int]:
@@ -81,37 +75,50 @@ def _kernels():
     return load("qc_columns", kernel_source())
 
 
-def __getattr__(name: str):
-    """COL_SUM / COL_MINMAX: the (serial, parallel) numba dispatchers of a kernel."""
-    if name in ("COL_SUM", "COL_MINMAX"):
-        fn = "col_sum" if name == "COL_SUM" else "col_minmax"
-        ns = _kernels().ns
-        return ns[f"{fn}_serial"], ns[f"{fn}_parallel"]
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+def grid(m: int, k: int) -> tuple[int, int, int, int]:
+    """(rows per chunk, columns per block, row chunks, tiles) of an (m, k) array (m >= 1)."""
+    rows, width = tiles(m, k)
+    chunks = -(-m // rows)
+    return rows, width, chunks, chunks * -(-k // width)
 
 
-def reduce_columns(X: np.ndarray, ops, parallel: bool | None = None) -> tuple[dict, str, float]:
+def reduce_columns(X: np.ndarray, ops) -> tuple[dict, str, float]:
     """({op: vector of k} for op in ops ('sum', 'min', 'max') over X's rows (m >= 1), cache
     origin, compile ms). Sums come back in the accumulator dtype (sum_acc), min / max in X's
-    dtype, with NaN where a column holds one. `parallel`: the flavour (default: by
-    PARALLEL_MIN). The origin is "compiled" or "disk" when a kernel was compiled or loaded
-    for this call (numba_loader.NumbaModule.call), else "memory"."""
+    dtype, with NaN where a column holds one. The tiles run by morsels (module doc). The
+    origin is "compiled" or "disk" when a kernel was compiled or loaded for this call
+    (numba_loader.NumbaModule.call), else "memory"."""
     m, k = X.shape
-    rows, width = tiles(m, k)
-    flavour = "parallel" if (wants_parallel(m, k) if parallel is None else parallel) else "serial"
+    rows, width, chunks, ntiles = grid(m, k)
     mod = _kernels()
     out, origins, compile_ms = {}, [], 0.0
-    if "sum" in ops:
-        out["sum"], origin, ms, _ = mod.call(f"col_sum_{flavour}", X, np.empty(0, sum_acc(X.dtype.name)),
-                                             rows, width)
+
+    def run(fn, *args):
+        nonlocal compile_ms
+        _, origin, ms, _ = mod.call(fn, runner=lambda entry: _cpu._run_morsels(entry, ntiles, args))
         origins.append(origin)
         compile_ms += ms
+
+    def combine(fn, *args):
+        nonlocal compile_ms
+        res, origin, ms, _ = mod.call(fn, *args)
+        origins.append(origin)
+        compile_ms += ms
+        return res
+    if "sum" in ops:
+        part = np.empty((chunks, k), sum_acc(X.dtype.name))
+        run("col_sum_tiles", X, part, rows, width)
+        # one row chunk: its partials are the sums, no combine (with a second fresh k-vector
+        # per call, (10, 1e6) float32 took 4-13 ms instead of 1.5: likely page faults)
+        out["sum"] = part[0] if chunks == 1 else combine("col_sum_combine", part)
     wanted = [op for op in ("min", "max") if op in ops]
     if wanted:
-        (mn, mx, nan), origin, ms, _ = mod.call(f"col_minmax_{flavour}", X, rows, width,
-                                                2 if len(wanted) == 2 else int(wanted[0] == "max"))
-        origins.append(origin)
-        compile_ms += ms
+        lo_p, hi_p = np.empty((chunks, k), X.dtype), np.empty((chunks, k), X.dtype)
+        nan_p = np.empty((chunks, k), np.bool_)
+        run("col_minmax_tiles", X, lo_p, hi_p, nan_p, rows, width,
+            2 if len(wanted) == 2 else int(wanted[0] == "max"))
+        mn, mx, nan = ((lo_p[0], hi_p[0], nan_p[0]) if chunks == 1
+                       else combine("col_minmax_combine", lo_p, hi_p, nan_p))
         for op, v in (("min", mn), ("max", mx)):
             if op in wanted:
                 if nan.any():
@@ -119,3 +126,8 @@ def reduce_columns(X: np.ndarray, ops, parallel: bool | None = None) -> tuple[di
                 out[op] = v
     origin = next((o for o in ("compiled", "disk") if o in origins), "memory")
     return out, origin, compile_ms
+
+
+def in_morsels(m: int, k: int) -> int:
+    """How many morsels reduce_columns runs an (m, k) array's tiles as (1: one call here)."""
+    return _cpu._in_morsels(grid(m, k)[3])

@@ -1,7 +1,9 @@
 """The cpu runtime of long rows (plan/rows.py): a row plan's numba module (printed by
-_codegen/ops/rows/cpu.py, whose docstring explains the kernels) compiled once per plan and
+_codegen/ops/rows/cpu.py, whose docstring explains the kernel) compiled once per plan and
 loaded through the cpu backend's one numba loader, so a new process loads it from the disk
-cache (numba_loader.py); inputs below `parallel_min(plan)` values run the serial entry point.
+cache (numba_loader.py). Its one entry point runs over units of rows (about CHUNK values
+each) through the cpu backend's morsel scheduler (morsels.py), as a fused pass's steps do:
+one call on this thread for a small input, else morsels on the cores.
 column-tiled: rows_columns.py's kernel (the cpu backend's one column reduction).
 """
 from __future__ import annotations
@@ -11,53 +13,50 @@ import time
 import numpy as np
 
 from querycompute._codegen.dtypes import mean_dtype, sum_dtype
-from querycompute._codegen.ops.rows.cpu import row_source
+from querycompute._codegen.ops.rows.cpu import out_dtype, row_source
+from querycompute._codegen.sum_order import CHUNK
 
+from . import cpu as _cpu
 from ..base import KernelRun
 from ..reference.rows import _Rows, _column
 from .numba_loader import load
 
-# Inputs of this many values and more run the parallel kernel (rows in prange) when a row
-# step calls a function (exp: ~1 ns per value on one core); plain sums, min and max are
-# memory-bound like rows_columns' column sums and use its threshold (parallel_min).
-ROWS_PARALLEL_MIN = 1 << 20
 
-
-def parallel_min(plan) -> int:
-    """Values from which a row plan runs in parallel: ROWS_PARALLEL_MIN when a step calls a
-    function (exp, log ...: compute-bound), else rows_columns.PARALLEL_MIN (a plain sum / min
-    / max streams memory, which one core already saturates here)."""
-    from querycompute._codegen.ir import expr as E
-
-    from .rows_columns import PARALLEL_MIN
-    heavy = any(isinstance(n, E.Call) for st in plan.steps for n in E.walk(st.entry))
-    return ROWS_PARALLEL_MIN if heavy else PARALLEL_MIN
+def row_units(m: int, k: int) -> tuple[int, int]:
+    """(rows per unit, units) of an (m, k) input: about CHUNK values per unit (one row at
+    least), the unit of the morsel scheduler's ranges. Each row is computed by one call
+    whatever the units, so they never change a bit."""
+    per = max(1, CHUNK // max(1, k))
+    return per, -(-m // per)
 
 
 def compile_plan(plan):
-    """A function X, *params -> (the plan's result array, cache origin, compile ms): the
-    plan's kernels loaded through the cpu backend's one numba loader and its disk cache
-    (numba_loader.py); numba compiles each flavour, or loads it from the cache, on its first
-    call, which the origin and compile ms of that call say."""
-    from .cpu import launch
+    """A function X, *params -> (the plan's result array, cache origin, compile ms, grid,
+    morsels): the plan's kernel loaded through the cpu backend's one numba loader and its
+    disk cache (numba_loader.py); numba compiles it, or loads it from the cache, on its first
+    call (for the input's layout), which the origin and compile ms of that call say."""
     if plan.strategy != "column-tiled":
         mod = load("qc_rows", row_source(plan))
-        least = parallel_min(plan)
+        dtype = out_dtype(plan)
 
         def rows(X, *p):
-            _, (out, cache, compile_ms, _) = launch(
-                X.size >= least, lambda par: mod.call("qc_rows" if par else "qc_rows_serial", X, *p))
-            return (out.astype(np.float16) if plan.final.dtype == "float16" else out), cache, compile_ms
+            m, k = X.shape
+            per, units = row_units(m, k)
+            out = np.empty(m, dtype)
+            args = (per, X, out, *p)
+            _, cache, compile_ms, _ = mod.call(
+                "qc_rows", runner=lambda entry: _cpu._run_morsels(entry, units, args))
+            res = out.astype(np.float16) if plan.final.dtype == "float16" else out
+            return res, cache, compile_ms, (units,), _cpu._in_morsels(units)
         return rows
     kind = plan.column_kind
 
     def columns(X):                 # rows_columns.py: tiles of row chunks x column blocks
         if len(X) == 0:
-            return _column(kind, np.zeros((0, X.shape[1]), X.dtype)), "memory", 0.0
-        from .rows_columns import reduce_columns, wants_parallel
+            return _column(kind, np.zeros((0, X.shape[1]), X.dtype)), "memory", 0.0, (0,), 1
+        from .rows_columns import grid, in_morsels, reduce_columns
         op = "sum" if kind == "mean" else kind
-        _, (res, cache, compile_ms) = launch(bool(wants_parallel(*X.shape)),
-                                             lambda par: reduce_columns(X, (op,), par))
+        res, cache, compile_ms = reduce_columns(X, (op,))
         res = res[op]
         if kind == "mean":
             acc, out = mean_dtype(plan.dtype)
@@ -66,13 +65,15 @@ def compile_plan(plan):
             res = res.astype(sum_dtype(plan.dtype)[1], copy=False)
         else:
             res = res.astype(plan.dtype, copy=False)
-        return res, cache, compile_ms
+        return res, cache, compile_ms, (grid(*X.shape)[3],), in_morsels(*X.shape)
     return columns
 
 
 class NumbaRows(_Rows):
     """Generated numba kernels (rows_numba.py), loaded through the cpu backend's numba loader
-    (its disk cache); each flavour compiles, or loads from the cache, on its first call."""
+    (its disk cache); a kernel compiles, or loads from the cache, on its first call. A run's
+    trace row is named qc_rows_inline or qc_rows_morsels (one call on this thread, or
+    morsels on the cores); its grid is the units (row plans) or tiles (column-tiled)."""
     dialect = "numba"
 
     def __init__(self, plan):
@@ -86,9 +87,10 @@ class NumbaRows(_Rows):
         X = inputs[0]
         if X.dtype == np.float16:            # held as float32 (exact), rounded as float16
             X = X.astype(np.float32)
-        out, cache, compile_ms = self.kernel(X, *params)
-        return [out], ((time.perf_counter() - t0) * 1e3 - compile_ms, (n,), cache, compile_ms)
+        out, cache, compile_ms, grid, morsels = self.kernel(X, *params)
+        return [out], ((time.perf_counter() - t0) * 1e3 - compile_ms, grid, cache, compile_ms, morsels)
 
     def trace_rows(self, row):
-        ms, grid, cache, compile_ms = row
-        return [KernelRun(self.name, self.dialect, grid, (), cache, compile_ms, ms)]
+        ms, grid, cache, compile_ms, morsels = row
+        kind = "inline" if morsels == 1 else "morsels"
+        return [KernelRun(f"{self.name}_{kind}", self.dialect, grid, (), cache, compile_ms, ms)]

@@ -2,7 +2,11 @@
 plan by backends/cpu/rows_numba.py and loaded through the cpu backend's one numba loader (so
 a new process loads it from the disk cache).
 
-row-per-iteration: `for i in prange(m)`: each row step is an inner loop over j that
+row-per-iteration: ONE entry point, `qc_rows(c0, c1, R, X, out, *params)`, over the rows
+[c0 * R, min(m, c1 * R)) (units c0..c1 of R rows each), compiled without the GIL and run by
+the cpu backend's morsel scheduler (backends/cpu/morsels.py: one call on the caller's thread
+for a small input, else morsels of units handed to the cores); it writes out[i] per row, so
+who ran which rows never changes a bit. Each row step is an inner loop over j that
 evaluates the step's entry expression (printed by the numba dialect's ExprPrinter, so the
 arithmetic is exactly the element kernels') and folds it into an accumulator. A sum step is
 a strict entry function called from a loop compiled with `reassoc` (see _sum_step): LLVM
@@ -12,8 +16,6 @@ vector lanes' order is fixed by the compiled code, so a given input always gives
 bits). Float min / max steps fold integer order keys plus a NaN flag (vectorised with no
 fast-math flag, _minmax_step); prod / and / or keep 8 independent accumulator lanes, combined
 pairwise. exp of float32 values goes through `_exp32` (vectorisable, correctly rounded).
-Each plan has a parallel kernel (rows in prange) and a serial one for inputs below
-parallel_min(plan) values.
 column-tiled: cpu_kernels.py (backends/cpu/rows_columns.py runs it).
 """
 from __future__ import annotations
@@ -137,8 +139,7 @@ def row_source(plan) -> str:
     helpers: set = set()
     params = [f"p_{p}" for p in plan.params]
     body = ["    m = X.shape[0]", "    k = X.shape[1]",
-            f"    out = np.empty(m, {register_type(plan.final.dtype)})",
-            "    for i in prange(m):"]
+            "    for i in range(c0 * R, min(m, c1 * R)):"]
     funcs: list[str] = []
     bound: dict[str, str] = {}
     for st in plan.steps:
@@ -162,13 +163,17 @@ def row_source(plan) -> str:
     for name, py in bound.items():
         pr.bind_var(name, py)
     t = pr.value(plan.final)
-    body += [f"        {ln}" for ln in pr.lines] + [f"        out[i] = {t}", "    return out"]
-    head = [PRELUDE]                # numpy, math, njit, prange, the bit-cast intrinsics
+    body += [f"        {ln}" for ln in pr.lines] + [f"        out[i] = {t}", "    return 0"]
+    head = [PRELUDE]                # numpy, math, njit, the bit-cast intrinsics
     helper_text = [helper_source(kind, ft, cache=True) for kind, ft in sorted(helpers, key=str)]
-    sig = ", ".join(["X"] + params)
-    kernel = ["@njit(parallel=True, error_model='numpy', fastmath=False, cache=True)",
+    sig = ", ".join(["c0", "c1", "R", "X", "out"] + params)
+    kernel = ["@njit(nogil=True, error_model='numpy', fastmath=False, cache=True)",
               f"def qc_rows({sig}):"] + body
-    # the serial flavour (small inputs: no thread-pool wake-up); prange runs as range
-    serial = [_STRICT, f"def qc_rows_serial({sig}):"] + body
-    return "\n".join(head) + "\n\n" + "\n\n\n".join(
-        helper_text + funcs + ["\n".join(kernel), "\n".join(serial)]) + "\n"
+    return "\n".join(head) + "\n\n" + "\n\n\n".join(helper_text + funcs + ["\n".join(kernel)]) + "\n"
+
+
+def out_dtype(plan) -> np.dtype:
+    """The dtype of qc_rows' `out` (the caller allocates it): the final value's register
+    type (float16 is held in float32 and rounded by the caller)."""
+    d = plan.final.dtype
+    return np.dtype("float32" if d == "float16" else d)

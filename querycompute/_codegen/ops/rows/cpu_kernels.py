@@ -4,28 +4,33 @@ algorithm and calls them.
 This file is never imported by querycompute: rows_columns.py puts `SUM_BLOCK = ...` before
 its text and loads the whole through the cpu backend's one numba loader (numba_loader.py),
 so numba's compiled code is cached beside it in the kernel cache like every other cpu kernel.
-Entry points: col_sum_serial / _parallel(X, acc_like, rows, width) and
-col_minmax_serial / _parallel(X, rows, width, want_max).
+
+Each reduction is one entry point over a range of tiles [t0, t1) -- tile t is row chunk
+t // blocks and column block t % blocks -- run without the GIL by the morsel scheduler
+(backends/cpu/morsels.py), writing each tile's partials into arrays the caller owns; then a
+combine that folds the chunks' partials in chunk order on the calling thread:
+col_sum_tiles(t0, t1, X, part, rows, width) + col_sum_combine(part), and
+col_minmax_tiles(t0, t1, X, lo_p, hi_p, nan_p, rows, width, want_max) + col_minmax_combine.
 """
-import types
-
 import numpy as np
-from numba import njit, prange
+from numba import njit
+
+_OPTS = dict(error_model="numpy", fastmath=False, cache=True, nogil=True)
 
 
-def _col_sum(X, acc_like, rows, width):
-    """X's column sums (k,), accumulated in acc_like's dtype (m >= 1)."""
+@njit(**_OPTS)
+def col_sum_tiles(t0, t1, X, part, rows, width):
+    """Tiles [t0, t1) of X's column sums: tile (c, block) writes part[c, block's columns],
+    accumulated in part's dtype (m >= 1)."""
     m, k = X.shape
-    chunks = (m + rows - 1) // rows
     blocks = (k + width - 1) // width
-    part = np.empty((chunks, k), acc_like.dtype)
-    zero = np.zeros(1, acc_like.dtype)[0]
-    for t in prange(chunks * blocks):
+    zero = np.zeros(1, part.dtype)[0]
+    for t in range(t0, t1):
         c = t // blocks
         lo = (t % blocks) * width
         hi = min(k, lo + width)
         p = part[c, lo:hi]
-        b = np.empty(hi - lo, acc_like.dtype)
+        b = np.empty(hi - lo, part.dtype)
         r1 = min(m, (c + 1) * rows)
         first = X[c * rows, lo:hi]
         for j in range(hi - lo):     # 0 + x: no zeroing pass, and -0.0 sums to +0.0 (np.sum)
@@ -44,25 +49,26 @@ def _col_sum(X, acc_like, rows, width):
                     b[j] += row[j]
             for j in range(hi - lo):
                 p[j] += b[j]
-    if chunks == 1:
-        return part[0]
+    return 0
+
+
+@njit(**_OPTS)
+def col_sum_combine(part):
+    """The column sums (k,): the chunks' partials added in chunk order."""
     res = part[0].copy()
-    for c in range(1, chunks):       # chunk order: fixed, whatever ran where
-        for j in range(k):
+    for c in range(1, part.shape[0]):   # chunk order: fixed, whatever ran where
+        for j in range(part.shape[1]):
             res[j] += part[c, j]
     return res
 
 
-def _col_minmax(X, rows, width, want_max):
-    """(min, max, any NaN) vectors of X's columns (m >= 1); want_max: 0 min, 1 max, 2 both
-    (the one not wanted holds the first row)."""
+@njit(**_OPTS)
+def col_minmax_tiles(t0, t1, X, lo_p, hi_p, nan_p, rows, width, want_max):
+    """Tiles [t0, t1) of X's column min / max / any NaN into lo_p, hi_p, nan_p (chunks, k)
+    (m >= 1); want_max: 0 min, 1 max, 2 both (the one not wanted holds the first row)."""
     m, k = X.shape
-    chunks = (m + rows - 1) // rows
     blocks = (k + width - 1) // width
-    lo_p = np.empty((chunks, k), X.dtype)
-    hi_p = np.empty((chunks, k), X.dtype)
-    nan_p = np.zeros((chunks, k), np.bool_)
-    for t in prange(chunks * blocks):
+    for t in range(t0, t1):
         c = t // blocks
         lo = (t % blocks) * width
         hi = min(k, lo + width)
@@ -88,27 +94,18 @@ def _col_minmax(X, rows, width, want_max):
                     x = row[j]
                     mx[j] = x if x > mx[j] else mx[j]
                     nan[j] |= x != x
+    return 0
+
+
+@njit(**_OPTS)
+def col_minmax_combine(lo_p, hi_p, nan_p):
+    """(min, max, any NaN) vectors (k,): the chunks' partials folded in chunk order."""
     mn_r = lo_p[0].copy()
     mx_r = hi_p[0].copy()
     nan_r = nan_p[0].copy()
-    for c in range(1, chunks):
-        for j in range(k):
+    for c in range(1, lo_p.shape[0]):
+        for j in range(lo_p.shape[1]):
             mn_r[j] = lo_p[c, j] if lo_p[c, j] < mn_r[j] else mn_r[j]
             mx_r[j] = hi_p[c, j] if hi_p[c, j] > mx_r[j] else mx_r[j]
             nan_r[j] |= nan_p[c, j]
     return mn_r, mx_r, nan_r
-
-
-def flavours(fn):
-    """(serial, parallel) numba dispatchers of one kernel. The serial one is the same code
-    compiled without `parallel` (prange runs as range: same tiles, same order, same bits);
-    it gets its own qualname so numba's disk cache keeps the two apart."""
-    serial = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__ + "_serial",
-                                fn.__defaults__, fn.__closure__)
-    serial.__qualname__ = fn.__qualname__ + "_serial"
-    opts = dict(error_model="numpy", fastmath=False, cache=True, nogil=True)
-    return njit(**opts)(serial), njit(parallel=True, **opts)(fn)
-
-
-col_sum_serial, col_sum_parallel = flavours(_col_sum)
-col_minmax_serial, col_minmax_parallel = flavours(_col_minmax)
