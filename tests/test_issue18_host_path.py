@@ -13,9 +13,11 @@ from querycompute.graph import graph
 
 
 def test_item5_the_rule():
-    assert not graph.heavy("sw")                       # select / where: one read of each byte
-    assert not graph.heavy("swc")                      # a scan: one read, one write
-    for heavy in ("o", "sO", "d", "g", "J", "wL"):     # sorts, distinct, group_by, joins
+    s, w = graph.Select, graph.Where
+    assert not graph.heavy((s, w))                     # select / where: one read of each byte
+    assert not graph.heavy((s, w, graph.Scan))         # a scan: one read, one write
+    for heavy in ((graph.OrderBy,), (s, graph.OrderByDescending), (graph.Distinct,), (graph.GroupBy,),
+                  (graph.Join,), (w, graph.LeftJoin)):  # sorts, distinct, group_by, joins
         assert graph.heavy(heavy)
     assert registry.choose_auto(10, True, False) == "cuda"     # device data stays there
 
