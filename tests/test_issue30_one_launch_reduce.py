@@ -7,7 +7,9 @@ backends share (one loop per kernel set, reused across n: the ticket counter mus
 to zero after every launch); the CUDA C compiles with NVRTC for sm_90."""
 from __future__ import annotations
 
+import ctypes
 import dataclasses
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -136,3 +138,68 @@ def test_one_launch_equals_two_launches_opencl_pocl(ocl):
     _check({dk: loop_of(ks, dk[0]) for dk, ks in one.items()},
            lambda dk, x: two_loops[dk].run([x], [], len(x))[0])
 
+
+# ---- the CUDA runtime's side, over stand-ins for CuPy (no device here: nothing is timed) ----
+class _DeviceBuffer:
+    """A stand-in for a cupy array: host memory at `data.ptr`; get() counts as a sync."""
+    def __init__(self, host, log):
+        self.host, self.log = host, log
+        self.data = SimpleNamespace(ptr=host.ctypes.data)
+
+    def __getitem__(self, key):
+        return _DeviceBuffer(self.host[key], self.log)
+
+    def get(self):
+        self.log.append("get")
+        return self.host.copy()
+
+
+def _cupy_stand_in(log):
+    def memcpy_async(dst, src, size, kind, stream):
+        assert kind == 2 and stream == 77          # device to host, on the launches' stream
+        ctypes.memmove(dst, src, size)
+        log.append(("memcpyAsync", size))
+
+    stream = SimpleNamespace(ptr=77, synchronize=lambda: log.append("synchronize"))
+
+    def pinned(nbytes):
+        log.append(("alloc_pinned", nbytes))
+        return bytearray(nbytes)
+    runtime = SimpleNamespace(memcpyAsync=memcpy_async, memcpyDeviceToHost=2)
+    return SimpleNamespace(cuda=SimpleNamespace(alloc_pinned_memory=pinned, runtime=runtime,
+                                                get_current_stream=lambda: stream))
+
+
+def test_cuda_reads_small_results_through_pinned_memory_with_one_synchronize():
+    from querycompute.backends.cuda.cuda import PINNED_READ_BYTES, CudaRuntime
+    log = []
+    rt = CudaRuntime(_cupy_stand_in(log), {})
+    slots = np.arange(48, dtype=np.uint8)
+    for _ in range(3):
+        got = rt.read(_DeviceBuffer(slots, log), 40, "uint8", True)
+        assert got.tolist() == list(range(40)) and not np.shares_memory(got, rt._readback)
+    # one pinned block, made once; per read one async copy and one synchronize, no get()
+    assert log == [("alloc_pinned", PINNED_READ_BYTES)] + [("memcpyAsync", 40), "synchronize"] * 3
+    got = rt.read(_DeviceBuffer(np.arange(4, dtype=np.float64), log), 4, "float64", True)
+    assert got.dtype == np.float64 and got.tolist() == [0.0, 1.0, 2.0, 3.0]
+    log.clear()                                    # large results and reads that need not wait: get()
+    rt.read(_DeviceBuffer(np.zeros(PINNED_READ_BYTES + 1, np.uint8), log), PINNED_READ_BYTES + 1, "uint8", True)
+    rt.read(_DeviceBuffer(slots, log), 8, "uint8", False)
+    assert log == ["get", "get"]
+
+
+def test_cuda_launches_reuse_the_bound_argument_tuple():
+    from querycompute.backends.cuda.cuda import CudaRuntime, _Kernel
+    calls = []
+    rt = CudaRuntime(SimpleNamespace(), {})
+    kernel = _Kernel(lambda grid, block, args: calls.append(args))
+    x, y = np.zeros(4), np.zeros(4)
+    rt.set_args(kernel, [x, np.int64(5)])
+    prepared = kernel.args
+    rt.set_arg(kernel, 0, x)                        # the same input buffer: nothing is remade
+    rt.launch(kernel, 1, 256)
+    rt.launch(kernel, 1, 256)
+    assert calls[0] is prepared and calls[1] is prepared
+    rt.set_arg(kernel, 0, y)                        # another input: a new tuple, the rest kept
+    rt.launch(kernel, 1, 256)
+    assert calls[2] is not prepared and calls[2][0] is y and calls[2][1] == 5
