@@ -77,9 +77,11 @@ def test_float16_uses_vload_half_in_opencl_and_rounds_after_each_op():
 
 
 def test_kernel_names_come_from_the_pass_name_and_role():
-    names = [k.name for k in render(G.shape_passes("float32")[2], "cuda").kernels]
+    names = [k.name for k in render(G.shape_passes("float32")[2], "metal").kernels]
     assert names == ["qc_reduce_float32_reduce_partials", "qc_reduce_float32_reduce_partials_strided",
                      "qc_reduce_float32_reduce_finalize"]
+    names = [k.name for k in render(G.shape_passes("float32")[2], "cuda").kernels]    # one launch
+    assert names == ["qc_reduce_float32_reduce_partials", "qc_reduce_float32_reduce_partials_strided"]
     names = [k.name for k in render(G.shape_passes("int8")[1], "metal").kernels]
     assert names == ["qc_filter_int8_compact_count", "qc_filter_int8_compact_count_strided",
                      "qc_filter_int8_compact_scan_partials", "qc_filter_int8_compact_scan_blocks",
@@ -122,13 +124,19 @@ def test_elementwise_plan_uses_wide_tiles_and_picks_the_variant():
 
 
 def test_reduce_grid_depends_only_on_n_and_is_capped():
-    ks = render(G.shape_passes("float32")[2], "cuda")
+    ks = render(G.shape_passes("float32")[2], "metal")         # two launches: no device fence
     big = L.plan(ks, 10 ** 9, True)
     assert [l.grid for l in big] == [L.MAX_REDUCE_BLOCKS, 1]
     assert big[1].values == {"num_partials": L.MAX_REDUCE_BLOCKS}
     empty = L.plan(ks, 0, True)
     assert [l.grid for l in empty] == [1, 1]       # identities come from the device
     assert L.scratch_sizes(ks, 0)["part_acc0"] == 1
+    ks = render(G.shape_passes("float32")[2], "cuda")          # one launch: the last block finalizes
+    (big,) = L.plan(ks, 10 ** 9, True)
+    assert big.grid == L.MAX_REDUCE_BLOCKS and big.values["num_partials"] == L.MAX_REDUCE_BLOCKS
+    (empty,) = L.plan(ks, 0, True)
+    assert empty.grid == 1
+    assert L.scratch_sizes(ks, 0)["part_acc0"] == 1 and L.scratch_sizes(ks, 0)["blocks_done"] == 1
 
 
 def test_compaction_plan_scans_one_count_per_block(monkeypatch):

@@ -29,7 +29,9 @@ def test_item7_explain_counts_only_the_columns_kernels_read():
     used = sum(t[c].itemsize for c in ("price", "qty", "cat"))
     assert f"fused reads {used} B" in text
     stage1 = _kernel_bytes(text)["qc_sum_reduce_partials"]
-    assert stage1[0] == N * used                       # disc (8 B an element) is not read
+    # disc (8 B an element) is not read; on one-launch dialects (opencl) the kernel also reads
+    # the per-block partials its last block folds, and the ticket counter: a few bytes a block
+    assert 0 <= stage1[0] - N * used < N
     # the numpy backend's result agrees with plain NumPy: the query is the one explained
     keep = (t["cat"] == 3) & (t["qty"] > 2)
     got = q.on("numpy").sum(lambda r: r.price * r.qty)

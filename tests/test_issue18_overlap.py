@@ -115,7 +115,7 @@ def test_item5_cuda_runtime_records_events_only_for_timed_launches():
     cp = SimpleNamespace(cuda=SimpleNamespace(Event=Event, get_elapsed_time=lambda a, b: 1.5))
     rt = CudaRuntime(cp, {})
     kernel = _Kernel(lambda grid, block, args: calls.append((grid, block, args)))
-    kernel.args = [1, 2]
+    rt.set_args(kernel, [1, 2])
     assert rt.launch(kernel, 4, 256) is None and not made
     token = rt.timed_launch(kernel, 4, 256)
     assert len(made) == 2 and token == tuple(made) and calls == [((4,), (256,), (1, 2))] * 2

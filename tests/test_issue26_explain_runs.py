@@ -98,4 +98,4 @@ def test_cpu_explain_speaks_of_the_cpu(terminal):
 def test_opencl_explain_keeps_its_kernel_traffic():
     x = np.arange(1000, dtype=np.float64)
     text = qc.query(x).where(lambda v: v > 3).explain("opencl", terminal="sum")
-    assert "kernel traffic at n=1000 (opencl kernels" in text and "finalize kernel" in text, text
+    assert "kernel traffic at n=1000 (opencl kernels" in text and "the last block to finish folds" in text, text

@@ -62,8 +62,8 @@ def test_every_backend_declares_its_capabilities(name):
 
 
 DIALECT_CAPS = {
-    "cuda": DialectCaps("CUDA C", forward_progress=True, shuffles=True, buffer_atomics=True),
-    "opencl": DialectCaps("OpenCL C", buffer_atomics=True),
+    "cuda": DialectCaps("CUDA C", forward_progress=True, shuffles=True, buffer_atomics=True, device_fence=True),
+    "opencl": DialectCaps("OpenCL C", buffer_atomics=True, device_fence=True),
     "metal": DialectCaps("Metal", float64=False, shuffles=True, buffer_atomics=True),
     "webgpu": DialectCaps("WGSL", int64=False, float64=False),
 }
@@ -424,7 +424,6 @@ grouping gives the bits, which a fused pass would change)
     v0: float32 = (in0[i] * 2.0:float32)
     aggregate sum(v0) -> float32
     kernel qc_stage1_reduce_partials: grid=(5,) block=(256,)
-    kernel qc_stage1_reduce_finalize: grid=(1,) block=(256,)
     bytes per element: reads 4 B, writes 0 B
 between stages the columns stay on the device (device columns); only the terminal's result is read \
 back (a join's pairs and gathers stay there too; webgpu's join runs on the host)"""

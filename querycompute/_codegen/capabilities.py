@@ -21,6 +21,10 @@ add) is its printer's table, not a capability.
     shuffles          ops/reduce/gpu.py, ops/scan/fused_gpu.py  sub-group shuffles in block trees
     buffer_atomics    ops/sort/gpu.py                       the sort adds the next pass's counts by
                                                         an atomic add on a plain int32 buffer
+    device_fence      ops/reduce/gpu.py                 a reduction in one launch: each block
+                                                        publishes its partial, fences, takes an
+                                                        atomic ticket, and the last block folds
+                                                        the partials; else a finalize kernel
     language          ops/join/gpu.py, ops/rows/gpu.py  how a refusal names the language
 """
 from __future__ import annotations
@@ -41,3 +45,9 @@ class DialectCaps:
     shuffles: bool = False          # sub-group shuffles (its printer's SHUFFLE_DOWN spells them)
     buffer_atomics: bool = False    # an atomic add on a plain int32 buffer (its printer's
                                     # ATOMIC_ADD; WGSL's needs atomic<i32> buffer types instead)
+    device_fence: bool = False      # a device-scope fence (its printer's FENCE) that, with an
+                                    # atomic add (ATOMIC_ADD) on an int32 counter and volatile
+                                    # reads (VOLATILE), lets the block that draws the last ticket
+                                    # read every other block's plain stores of the same launch
+                                    # (CUDA __threadfence, OpenCL mem_fence); Metal before MSL
+                                    # 3.2 and WGSL have no device-scope fence

@@ -35,7 +35,9 @@ Kernel shapes (`KernelSet.shape`):
                  "total" counts the survivors in the window.
   "reduce"       Reduce. Every output is one element (a result slot, see `ResultSlot`);
                  `ops.reduce.decode` turns the slot values into the raw results of
-                 querycompute/backends/base.py.
+                 querycompute/backends/base.py. One launch where the dialect has a
+                 device-scope fence (its last block folds the partials, with a `zeroed`
+                 ticket counter), else a partials kernel and a finalize kernel.
   "scan"         An inclusive scan of one column (ops/scan/gpu.py; not a Pass: a column operation
                  between passes). Input 0 and output 0 have n elements; its kernels' main
                  grid is the "tiles" rule whatever kernel comes first (a "one" init kernel
@@ -85,10 +87,14 @@ class KernelArg:
 @dataclass(frozen=True)
 class BufferSpec:
     """A device buffer the runtime allocates: `size` is "n" (sequence length), "one" (a
-    single element) or "blocks" (one element per block of the main grid, see `grid_size`)."""
+    single element) or "blocks" (one element per block of the main grid, see `grid_size`).
+    `zeroed`: the runtime fills it with zeros when it allocates it, and the kernels leave it
+    zero at the end of every launch (a reduction's ticket counter: ops/reduce/gpu.py), so it
+    is never cleared again while it lives."""
     name: str
     dtype: str
     size: str
+    zeroed: bool = False
 
 
 @dataclass(frozen=True)

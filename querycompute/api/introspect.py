@@ -92,8 +92,16 @@ def _params_text(params, bindings) -> str:
                      for ps, b in zip(params, bindings))
 
 
+# a GPU dialect with a device-scope fence (DialectCaps.device_fence) reduces in one launch
+_ONE_LAUNCH_REDUCE = "one-launch reduction: one partial per block, the last block to finish folds them"
+
+
 def _op_text(op: str, backend: str) -> str:
-    return _HOST_OP_TEXT.get(registry.get(backend).caps.device, _OP_TEXT)[op]
+    b = registry.get(backend)
+    dialect = gpu.DIALECTS.get(getattr(b, "dialect", ""))
+    if op == "reduce" and b.caps.device == "gpu" and dialect is not None and dialect.CAPS.device_fence:
+        return _ONE_LAUNCH_REDUCE
+    return _HOST_OP_TEXT.get(b.caps.device, _OP_TEXT)[op]
 
 
 def _element_bytes(dtypes) -> int:

@@ -9,8 +9,9 @@ from .c_family import CFamily
 class Cuda(CFamily):
     name = "cuda"
     # CUDA's blocks make forward progress (a block may wait for an earlier one's value: the
-    # look-back scans); warp shuffles of 32-bit and 64-bit values; atomicAdd on any buffer
-    CAPS = DialectCaps("CUDA C", forward_progress=True, shuffles=True, buffer_atomics=True)
+    # look-back scans); warp shuffles of 32-bit and 64-bit values; atomicAdd on any buffer;
+    # __threadfence: a reduction's last block reads the others' partials (one launch)
+    CAPS = DialectCaps("CUDA C", forward_progress=True, shuffles=True, buffer_atomics=True, device_fence=True)
     TYPES = {"bool": "bool", "int8": "signed char", "int16": "short", "int32": "int",
              "int64": "long long", "uint8": "unsigned char", "uint16": "unsigned short",
              "uint32": "unsigned int", "uint64": "unsigned long long",

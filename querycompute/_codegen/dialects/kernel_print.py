@@ -245,6 +245,8 @@ class KernelPrinter:
             return [f"{pad}{self.ident(s.var.name)} = {call};"]
         if isinstance(s, K.Barrier):
             return [f"{pad}{self.BARRIER};"]
+        if isinstance(s, K.Epilogue):
+            return self.stmts(s.body, depth)
         if isinstance(s, K.Continue):
             return [f"{pad}continue;"]
         if isinstance(s, K.Break):

@@ -8,8 +8,9 @@ from .c_family import CFamily
 class OpenCL(CFamily):
     name = "opencl"
     # no forward-progress guarantee between work-groups; sub-groups optional (not used);
-    # atomic_add on int / uint buffers is OpenCL 1.1 core
-    CAPS = DialectCaps("OpenCL C", buffer_atomics=True)
+    # atomic_add on int / uint buffers is OpenCL 1.1 core; mem_fence(CLK_GLOBAL_MEM_FENCE)
+    # orders a work-item's global stores before its ticket (a reduction in one launch)
+    CAPS = DialectCaps("OpenCL C", buffer_atomics=True, device_fence=True)
     TYPES = {"bool": "bool", "int8": "char", "int16": "short", "int32": "int", "int64": "long",
              "uint8": "uchar", "uint16": "ushort", "uint32": "uint", "uint64": "ulong",
              "float16": "float", "float32": "float", "float64": "double"}
@@ -19,6 +20,8 @@ class OpenCL(CFamily):
               "local_size": "get_local_size(0)", "num_groups": "get_num_groups(0)"}
     BARRIER = "barrier(CLK_LOCAL_MEM_FENCE)"
     ATOMIC_ADD = "atomic_add(&{buf}[{i}], {v})"   # 32-bit int / uint buffers (OpenCL 1.1 core)
+    FENCE = "mem_fence(CLK_GLOBAL_MEM_FENCE)"
+    VOLATILE = "volatile __global"
     SHARED = "__local"
     SHUFFLE_DOWN = ""      # sub-groups are optional (and limited on pocl): shared-memory trees instead
     BITCAST = {"float32": "as_float({v})", "uint32": "as_uint({v})",

@@ -235,8 +235,17 @@ class AtomicAdd:
     value: KExpr
 
 
+@dataclass(frozen=True)
+class Epilogue:
+    """Statements every thread of a (physical) block runs once, after all of the block's
+    work: only as a kernel's last statement. Printed as its body; lower/logical_blocks.py
+    leaves it out of the loop over logical blocks, so in it group_id / num_groups are the
+    physical block and grid (a reduction's last-block ticket: ops/reduce/gpu.py)."""
+    body: tuple
+
+
 Stmt = Union[Declare, Assign, Store, If, For, Barrier, Continue, Break, Comment, Fence, AtomicAdd, VecLoad,
-             LocalArray, SetLocal, VecStore]
+             LocalArray, SetLocal, VecStore, Epilogue]
 
 
 @dataclass(frozen=True)

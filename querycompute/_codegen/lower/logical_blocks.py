@@ -14,7 +14,9 @@ the logical block and the logical block count), with a barrier between two logic
 because they share the shared-memory arrays. `logical_blocks` is a "value" argument the
 launch planner sets to the plan's grid; the runtime may launch fewer physical blocks
 (launch.plan's `resident`). The partials, and so the results, are bit-identical for every
-physical grid.
+physical grid. A trailing `Epilogue` (kernel_ir.py) stays after the loop, run once per
+physical block, its group_id / num_groups the physical ones (a reduction's last-block
+ticket: ops/reduce/gpu.py).
 """
 from __future__ import annotations
 
@@ -30,12 +32,15 @@ ARG = KernelArg(LOGICAL.name, "value", "int64")
 
 def over_logical_blocks(kernel: K.Kernel, spec: KernelSpec) -> tuple[K.Kernel, KernelSpec]:
     """The kernel (and its spec, one "value" argument longer) looping over logical blocks."""
-    body = _swap(kernel.body)
+    body, tail = kernel.body, ()
+    if body and isinstance(body[-1], K.Epilogue):
+        body, tail = body[:-1], body[-1:]
+    body = _swap(body)
     loop = K.For(BLOCK_VAR, K.KCast(K.KThread("group_id"), "int64"), K.op("<", BLOCK_VAR, LOGICAL),
                  K.op("+", BLOCK_VAR, K.KCast(K.KThread("num_groups"), "int64")),
                  (*body, K.Barrier()))     # the next logical block reuses the shared arrays
     note = K.Comment("Block g runs logical blocks g, g + gridDim, ...: results never depend on the grid.")
-    return (replace(kernel, args=kernel.args + (ARG,), body=(note, loop)),
+    return (replace(kernel, args=kernel.args + (ARG,), body=(note, loop, *tail)),
             replace(spec, args=spec.args + (ARG,)))
 
 

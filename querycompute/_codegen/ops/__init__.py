@@ -7,7 +7,7 @@ Stage ops, the terminal of a fused pass (program.Pass.stage_op names it):
     op        home         what it does
     map       map.py       every element stored at its own index (ToArray, no filter)
     compact   compact/     order-preserving stream compaction (ToArray with a filter)
-    reduce    reduce/      two-stage reduction of every Agg (Reduce)
+    reduce    reduce/      two-stage reduction of every Agg (Reduce), in one launch where it can
 
 Each opens with its algorithm (what every thread / chunk does, why the result is
 deterministic and keeps order), then holds:

@@ -27,6 +27,7 @@ from ..gpu.gpu_launch import DeviceRuntime, GpuPrepared, LaunchLoop, strided_spa
 from .cuda_device import CudaDevice, current_index, describe, probe
 
 MAX_GATHER_STEP = 8     # larger host strides: copying contiguously moves less than the span
+PINNED_READ_BYTES = 4096   # results up to this size (a reduction's slots) come back through pinned memory
 
 
 def _is_cupy(x) -> bool:
@@ -66,11 +67,13 @@ class DeviceModules:
 
 
 class _Kernel:
-    """A CUDA function and the arguments bound to it (CUDA takes them at each launch)."""
+    """A CUDA function and the argument tuple bound to it (CUDA takes the arguments at each
+    launch): made once by `set_args`, remade only when `set_arg` changes an argument, so a hot
+    call hands every launch the tuple it already has."""
     __slots__ = ("function", "args")
 
     def __init__(self, function):
-        self.function, self.args = function, []
+        self.function, self.args = function, ()
 
 
 # CuPy arrays stay on the device between a staged plan's stages; host inputs larger than the
@@ -81,8 +84,10 @@ CAPS = BackendCaps(device="gpu", device_columns=True, streams=True)
 class CudaRuntime(DeviceRuntime):
     """CuPy under the shared launch loop, on one device: numpy inputs are copied into device
     buffers reused per size; cupy inputs are read in place, and then ToArray results stay on
-    the device (handed over as cupy arrays). Launches go to CuPy's current stream; a timed
-    launch (QUERYCOMPUTE_KERNEL_TIMES=1) sits between two events, read only for a trace row.
+    the device (handed over as cupy arrays). Launches go to CuPy's current stream, each with
+    the argument tuple prepared when its arguments were bound; a reduction's results come back
+    through pinned memory with one synchronize (`read`). A timed launch
+    (QUERYCOMPUTE_KERNEL_TIMES=1) sits between two events, read only for a trace row.
     Streamed chunks (gpu_staging.py) are staged through pinned host buffers on a second
     stream, which the compute stream waits on by event."""
 
@@ -90,6 +95,7 @@ class CudaRuntime(DeviceRuntime):
         self.cp, self.functions = cp, functions
         self._copy_stream = None
         self._pinned: dict[int, tuple] = {}        # id(device buffer) -> (buffer, pinned host array)
+        self._readback = None                      # PINNED_READ_BYTES of pinned memory (`read`)
 
     def view(self, x):
         if _is_cupy(x):
@@ -125,18 +131,21 @@ class CudaRuntime(DeviceRuntime):
         return _Kernel(self.functions[spec.name])
 
     def set_args(self, kernel: _Kernel, args) -> None:
-        kernel.args = list(args)
+        kernel.args = tuple(args)
 
     def set_arg(self, kernel: _Kernel, pos: int, value) -> None:
-        kernel.args[pos] = value
+        if kernel.args[pos] is not value:          # a hot call's input: usually the same buffer
+            args = list(kernel.args)
+            args[pos] = value
+            kernel.args = tuple(args)
 
     def launch(self, kernel: _Kernel, grid: int, block: int):
-        kernel.function((grid,), (block,), tuple(kernel.args))
+        kernel.function((grid,), (block,), kernel.args)
 
     def timed_launch(self, kernel: _Kernel, grid: int, block: int):
         start, end = self.cp.cuda.Event(), self.cp.cuda.Event()
         start.record()
-        kernel.function((grid,), (block,), tuple(kernel.args))
+        kernel.function((grid,), (block,), kernel.args)
         end.record()
         return start, end
 
@@ -165,7 +174,21 @@ class CudaRuntime(DeviceRuntime):
                 stream.wait_event(done)
 
     def read(self, buf, count: int, dtype: str, wait: bool):
-        return buf[:count].get()           # synchronises the stream either way
+        """A small result that ends the call (a reduction's slots: one read) is copied into
+        pinned host memory by an asynchronous copy on the launches' stream, then one
+        synchronize waits for kernels and copy together; larger ones through CuPy's get()."""
+        nbytes = count * np.dtype(dtype).itemsize
+        if not wait or nbytes > PINNED_READ_BYTES:
+            return buf[:count].get()       # synchronises the stream either way
+        cp = self.cp
+        if self._readback is None:
+            self._readback = np.frombuffer(cp.cuda.alloc_pinned_memory(PINNED_READ_BYTES), np.uint8)
+        host = self._readback[:nbytes]
+        stream = cp.cuda.get_current_stream()
+        cp.cuda.runtime.memcpyAsync(host.ctypes.data, buf.data.ptr, nbytes,
+                                    cp.cuda.runtime.memcpyDeviceToHost, stream.ptr)
+        stream.synchronize()
+        return host.view(dtype).copy()     # the pinned bytes are the next read's
 
     def finish(self) -> None:
         self.cp.cuda.get_current_stream().synchronize()

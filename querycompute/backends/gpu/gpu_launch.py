@@ -214,11 +214,14 @@ class LaunchLoop:
         # runtime has device columns; the caller sets it around a call
         self.keep = False
 
-    def buffer(self, role: str, size: int, dtype) -> Any:
-        """The buffer kept for `role`, allocated anew when its size or dtype changed."""
+    def buffer(self, role: str, size: int, dtype, zeroed: bool = False) -> Any:
+        """The buffer kept for `role`, allocated anew when its size or dtype changed (then
+        filled with zeros when `zeroed`: a counter the kernels leave at zero, BufferSpec)."""
         have = self._buffers.get(role)
         if have is None or have[0] != size or have[1] != dtype:
             have = self._buffers[role] = (size, dtype, self.rt.alloc(size, dtype))
+            if zeroed:
+                self.rt.upload(have[2], np.zeros(size, dtype))
         return have[2]
 
     def input_buffer(self, k: int, host) -> Any:
@@ -244,7 +247,7 @@ class LaunchLoop:
             out_bufs = out_bufs or [self.buffer(f"out{k}", size, b.dtype)
                                     for k, (b, size) in enumerate(zip(ks.outputs, out_sizes))]
             sizes = L.scratch_sizes(ks, n)
-            scratch = {b.name: self.buffer(f"scratch:{b.name}", sizes[b.name], b.dtype) for b in ks.scratch}
+            scratch = {b.name: self.buffer(f"scratch:{b.name}", sizes[b.name], b.dtype, b.zeroed) for b in ks.scratch}
             launches = L.plan(ks, n, contiguous, self._resident)
             self._shape = (key, _CallShape(launches, out_sizes, out_bufs, scratch))
         return self._shape[1]

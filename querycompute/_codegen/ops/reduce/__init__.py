@@ -4,7 +4,8 @@ Algorithm. Each aggregate has an accumulator state and a combine that joins the 
 two runs of elements; a dropped element contributes the identity. The input is cut into
 pieces whose number and bounds depend only on n, each piece is folded in element order into
 a partial state, and the partials are joined in a fixed order. So the same input always
-gives the same bits (whatever the thread count), and no atomics are used.
+gives the same bits (whatever the thread count), and no atomics touch a value (the one
+atomic, below, only counts finished blocks).
 
 GPU, plain shape (gpu.py: `lower_reduce`, `_partials`, `_finalize`). Stage 1
 (`<pass>_reduce_partials`, contiguous and strided variants): a grid-stride loop in which
@@ -14,8 +15,23 @@ writes one partial per block and accumulator slot. Stage 2 (`<pass>_reduce_final
 block): each thread folds partials t, t + block, ... in order, then the same block reduction
 writes the results. The grid depends only on n and every tree has a fixed shape.
 
-GPU, order-keeping shape (gpu.py: `ordered_partials`, `ordered_finalize`), taken by a pass
-with a fold. A fold's combine (LINQ's Aggregate) is associative but may not be commutative
+GPU, one launch (gpu.py: `last_block_epilogue`), where the dialect declares a device-scope
+fence (capabilities.DialectCaps.device_fence: CUDA __threadfence, OpenCL
+mem_fence(CLK_GLOBAL_MEM_FENCE); Metal and WGSL have none and keep the two launches). There
+is no finalize kernel: at the end of stage 1 (a kernel_ir.Epilogue, after the loop over
+logical blocks, so once per physical block) thread 0, whose partials are stored, fences,
+draws a ticket by an atomic add on the int32 counter `blocks_done`, fences again, and tells
+its block through shared memory whether it drew the last one (num_groups - 1). That block
+alone runs stage 2's statements: the same accumulators, the same fold of partials t, t +
+block, ... (read through volatile loads: other blocks' stores), the same tree, so the bits
+are those of the two launches for the same grid; thread 0 writes the results and sets the
+counter back to 0. The counter is a `zeroed` scratch buffer (launch.BufferSpec): the
+launch loop clears it once when it allocates it, and every launch leaves it at 0 (launches
+of one loop are ordered on one queue/stream). This saves a launch per call: the per-call
+cost of a small reduction (docs/performance.md, the GPU section).
+
+GPU, order-keeping shape (gpu.py: `ordered_partials`, `ordered_finalize`; in one launch as
+above where the dialect can), taken by a pass with a fold. A fold's combine (LINQ's Aggregate) is associative but may not be commutative
 ("last non-zero"), so every combine must join the state of earlier elements (left) with the
 state of the elements right after them. The plain shape does neither: its grid-stride loop
 hands a thread runs that lie a whole grid apart, and its halving trees join thread t with

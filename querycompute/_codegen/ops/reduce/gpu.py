@@ -1,6 +1,8 @@
 """GPU lowering of the reduce op: the two-stage reduction in kernel IR (the algorithm: see
 this package's __init__). `lower_gpu` picks the plain shape, or the order-keeping one for a
-pass with a fold (`ordered_partials`, `ordered_finalize`)."""
+pass with a fold (`ordered_partials`, `ordered_finalize`); stage 2 is stage 1's last block
+(`last_block_epilogue`, one launch) where the dialect has a device-scope fence, else a
+finalize kernel."""
 from __future__ import annotations
 
 from ... import dtypes as D
@@ -122,12 +124,59 @@ def lower_gpu(p: Pass, pr) -> GpuKernels:
     ept = run_elements(elems_per_thread([s.dtype for s in p.program.inputs]), p.program)
     kernels, specs, outputs, scratch, slots = lower_reduce(
         p, ept, pr.SHUFFLE_TYPES if pr.CAPS.shuffles else (), pr.FOLD_RUNS_APART,
-        not pr.CAPS.int64, pr.FINALIZE_BUFFERS)      # no 64-bit values: two-word sums
+        not pr.CAPS.int64, pr.FINALIZE_BUFFERS,      # no 64-bit values: two-word sums
+        one_launch=pr.CAPS.device_fence)             # a device-scope fence: the last block finalizes
     return GpuKernels(ept, kernels, specs, outputs, scratch, slots)
 
 
+TICKET = "blocks_done"        # the one-launch shape's counter of finished blocks (int32[1])
+SH_LAST = "sh_is_last"        # shared int32[1]: whether this block drew the last ticket
+
+
+def last_block_epilogue(partial_of: dict, finalize) -> tuple[K.Epilogue, list]:
+    """The one-launch shape's end of stage 1 (the package doc) -> (the epilogue, its shared
+    arrays): thread 0 (whose partials are stored) fences, draws a ticket from the counter
+    TICKET and tells the block whether it drew the last one; that block runs
+    `finalize(read)` -> (shared arrays, the finalize kernel's statements), `read(slot, j)`
+    loading partial j of a slot through a volatile load (`partial_of`: slot name -> (partial
+    buffer, its dtype)), and resets the counter for the next launch."""
+    done = K.KVar("done_before", "int32")
+    is_last = K.KVar("is_last", "int32")
+    read = lambda s, j: K.KLoad(partial_of[s.name][0], j, partial_of[s.name][1], volatile=True)  # noqa: E731
+    shared, stmts = finalize(read)
+    last = K.op("==", done, K.op("-", K.KThread("num_groups"), K.i32(1)))
+    ticket = K.If(K.op("==", LID, K.i32(0)), (
+        K.Fence(),                                   # this block's partials, before its ticket
+        K.Declare(done, K.i32(0)),
+        K.AtomicAdd(done, TICKET, K.i32(0), K.i32(1)),
+        K.Fence(),                                   # the others' partials, after the last ticket
+        K.Store(SH_LAST, K.i32(0), K.KSelect(last, K.i32(1), K.i32(0), "int32"))))
+    body = (K.Comment("One launch: the block that draws the last ticket folds every block's partials\n"
+                      "in the finalize kernel's order (the same bits), then resets the counter."),
+            ticket, K.Barrier(),
+            K.Declare(is_last, K.KLoad(SH_LAST, K.i32(0), "int32")),
+            K.If(K.op("!=", is_last, K.i32(0)), (
+                *stmts,
+                K.If(K.op("==", LID, K.i32(0)), (K.Store(TICKET, K.i32(0), K.i32(0)),)))))
+    return K.Epilogue(body), shared
+
+
+def _merge_shared(*groups) -> tuple:
+    """Shared arrays of several parts of one kernel, each name once, at the largest size a
+    part needs (parts that run one after the other, barriers between them, reuse them)."""
+    merged = {}
+    for group in groups:
+        for a in group:
+            have = merged.setdefault(a.name, a)
+            if have.dtype != a.dtype:
+                raise ValueError(f"shared array {a.name} declared twice with other types: {have}, {a}")
+            if a.size > have.size:
+                merged[a.name] = a
+    return tuple(merged.values())
+
+
 def lower_reduce(p: Pass, ept: int, shuffle_types: tuple[str, ...], fold_runs_apart: bool = False,
-                 two_word_sums: bool = False, finalize_buffers: int | None = None):
+                 two_word_sums: bool = False, finalize_buffers: int | None = None, one_launch: bool = False):
     """-> (kernels, kernel specs, outputs, scratch, result slots) of the two-stage reduction;
     stage 1 threads take runs of `ept` consecutive elements. With `fold_runs_apart`, each
     run is folded into fresh accumulators (acc<j>) that then fold into the thread's
@@ -138,7 +187,9 @@ def lower_reduce(p: Pass, ept: int, shuffle_types: tuple[str, ...], fold_runs_ap
     (webgpu: a device binds a limited number of storage buffers per kernel), stage 2 is
     split by aggregate into several one-block kernels (`<pass>_reduce_finalize`,
     `..._finalize1`, ...) that each bind at most that many partial and result buffers, or
-    one aggregate's: each aggregate's result is folded exactly as in one kernel."""
+    one aggregate's: each aggregate's result is folded exactly as in one kernel. With
+    `one_launch` (a dialect with a device-scope fence) there is no finalize kernel: stage 1's
+    last block to finish runs its statements (`last_block_epilogue`)."""
     prog = p.program
     name = check_name(p.name, "pass")
     acc = lambda j, a, nm="": make_acc(j, a, prog, nm, two_word_sums)  # noqa: E731
@@ -178,12 +229,35 @@ def lower_reduce(p: Pass, ept: int, shuffle_types: tuple[str, ...], fold_runs_ap
         else:
             shared, stmts, block_accs = _partials(p, accs, contribs, body, ept, use_shuffles, fold_runs_apart,
                                                   two_word_sums)
-        stmts.append(_write(zip(partial_names, [s for a in block_accs for s in a.slots]), K.KThread("group_id")))
-        kname, doc = variant(f"{name}_reduce_partials", strided,
-                             f"Stage 1 of {name}: one partial per block and accumulator.")
-        kernels.append(K.Kernel(kname, stage1_args(strided), tuple(shared), tuple(stmts), doc=doc))
-        specs.append(KernelSpec(kname, stage1_args(strided), "reduce", "strided" if strided else "contiguous",
-                                "partials"))
+        block_slots = [s for a in block_accs for s in a.slots]
+        stmts.append(_write(zip(partial_names, block_slots), K.KThread("group_id")))
+        args = stage1_args(strided)
+        doc = f"Stage 1 of {name}: one partial per block and accumulator."
+        if one_launch:
+            # the finalize kernel's statements, over accumulators like the block's (so the
+            # same shared arrays); a fold's combine reads its params from stage 1's arguments
+            def finalize(read, accs=block_accs, block_slots=block_slots):
+                if ordered:
+                    fin_shared, fin = ordered_finalize(p.terminal.aggs, accs, read,
+                                                       lambda a, acc, item: fold_combine(a, prog, acc, item))
+                else:
+                    fin_shared, fin = _finalize(accs, read, use_shuffles)
+                out_slots = [s for s, r in zip(block_slots, slot_results) if r is not None]
+                return fin_shared, fin + [_write(zip((o.name for o in outputs), out_slots), K.i32(0))]
+            partial_of = {s.name: (nm, d) for s, nm, d in zip(block_slots, partial_names, buf_dtypes)}
+            tail, tail_shared = last_block_epilogue(partial_of, finalize)
+            stmts.append(tail)
+            shared = _merge_shared(shared, tail_shared, (K.SharedArray(SH_LAST, "int32", 1),))
+            args = args + (KernelArg("num_partials", "value", "int64"),) + tuple(
+                KernelArg(o.name, "output", o.dtype, k) for k, o in enumerate(outputs)) + (
+                KernelArg(TICKET, "scratch", "int32", scratch=TICKET),)
+            doc = (f"{name} in one launch: one partial per block and accumulator; the last block "
+                   f"to finish folds them into the results.")
+        kname, doc = variant(f"{name}_reduce_partials", strided, doc)
+        kernels.append(K.Kernel(kname, args, tuple(shared), tuple(stmts), doc=doc))
+        specs.append(KernelSpec(kname, args, "reduce", "strided" if strided else "contiguous", "partials"))
+    if one_launch:
+        return kernels, specs, outputs, scratch + (BufferSpec(TICKET, "int32", "1", zeroed=True),), result_slots
 
     partial_dtype = {s.name: d for s, d in zip(slots, buf_dtypes)}
     read = lambda s, j: K.KLoad(f"part_{s.name}", j, partial_dtype[s.name])  # noqa: E731
