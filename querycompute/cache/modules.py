@@ -280,9 +280,21 @@ def _guard_numba_caches(module: types.ModuleType, store, key: CacheKey) -> None:
 # guard in modules.py warns and the kernel stays in memory). numba is imported by the caller
 # (a module with numba functions was just executed), so importing it here costs nothing.
 
+def _links_registry_symbols(payload) -> bool:
+    """Whether a cached specialisation's object code refers to symbols that only numba's
+    registries define when they are imported (numba.cpython.hashing's hash secret)."""
+    try:
+        _name, kind, data = payload[0]
+        code = data[0] if kind == "object" else data
+        return b"_numba_hashsecret_" in bytes(code)
+    except Exception:       # an unknown layout: let numba's own refresh make everything ready
+        return True
+
+
 @lru_cache(maxsize=1)
 def _function_cache_class():
     from numba.core import caching
+    from numba.core.runtime import rtsys
 
     class EntryLocator(caching.InTreeCacheLocator):
         """numba's in-tree locator (`<module dir>/__pycache__`), also where it is read-only."""
@@ -304,6 +316,27 @@ def _function_cache_class():
 
     class EntryFunctionCache(caching.FunctionCache):
         _impl_class = EntryCacheImpl
+
+        def load_overload(self, sig, target_context):
+            """numba's load of a cached specialisation, without its refresh of the target
+            context first: that refresh imports and installs every typing and lowering
+            registry numba has (numpy's ufuncs, datetimes, typed containers, ...: ~150-250 ms
+            the first time in a process), which a compile needs (numba's compiler refreshes
+            the contexts itself) but loading machine code does not. What the code links
+            against is made ready here: the NRT's symbols (`rtsys.initialize`, which the
+            refresh would have done) and, for code that hashes strings, the hash secret's
+            symbols (numba.cpython.hashing adds them on import: then the full refresh)."""
+            if not self._enabled:
+                return None
+            rtsys.initialize(target_context)
+            with self._guard_against_spurious_io_errors():
+                data = self._cache_file.load(self._index_key(sig, target_context.codegen()))
+                if data is None:
+                    return None
+                if _links_registry_symbols(data):
+                    target_context.refresh()
+                return self._impl.rebuild(target_context, data)
+            return None     # an I/O error numba's guard swallowed (Windows)
 
     return EntryFunctionCache
 
