@@ -15,6 +15,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 from querycompute.cache import modules
 
 SCRIPT = textwrap.dedent('''
@@ -72,11 +74,32 @@ def test_warm_cache_column_operations_load_without_numba_registries(tmp_path):
     assert more["same"], more
 
 
-def test_registry_symbols_are_recognised():
-    """A cached specialisation whose object code names the hash secret's symbols gets numba's
-    full refresh (numba.cpython.hashing defines them when imported); an unknown payload too."""
-    lib = ("lib", "object", (b"\x7fELF ... _numba_hashsecret_siphash_k0 ...", b"bc"))
-    assert modules._links_registry_symbols((lib, None))
-    plain = ("lib", "object", (b"\x7fELF ... NRT_MemInfo_alloc_safe_aligned ...", b"bc"))
-    assert not modules._links_registry_symbols((plain, None))
-    assert modules._links_registry_symbols(("not a payload",))
+_DEFINED = __import__("ctypes").c_int64(0)
+
+
+def _object(ir: str) -> bytes:
+    from llvmlite import binding as ll
+    ll.initialize_native_target()
+    ll.initialize_native_asmprinter()
+    machine = ll.Target.from_default_triple().create_target_machine()
+    return machine.emit_object(ll.parse_assembly(ir))
+
+
+def test_code_naming_an_undefined_symbol_gets_the_full_refresh():
+    """A cached specialisation whose object code names a symbol the process does not define
+    (as the hash secret's before numba.cpython.hashing is imported) gets numba's full refresh
+    (MCJIT would link it to address 0); code naming only defined symbols does not; a payload
+    that is not an ELF64 object always does."""
+    if sys.platform != "linux":
+        pytest.skip("reads ELF objects")
+    body = "define i64 @f(i64 %x) {\n  %r = call i64 @SYM(i64 %x)\n  ret i64 %r\n}\n"
+    unknown = _object("declare i64 @_qc_no_such_symbol(i64)\n" + body.replace("SYM", "_qc_no_such_symbol"))
+    import ctypes
+    from llvmlite import binding as ll
+    ll.add_symbol("_qc_defined_symbol", ctypes.addressof(_DEFINED))      # as numba's helpers are
+    known = _object("declare i64 @_qc_defined_symbol(i64)\n" + body.replace("SYM", "_qc_defined_symbol"))
+    assert modules._elf_undefined(unknown) == ["_qc_no_such_symbol"]
+    assert modules._needs_refresh((("lib", "object", (unknown, b"bc")), None))
+    assert not modules._needs_refresh((("lib", "object", (known, b"bc")), None))
+    assert modules._needs_refresh((("lib", "object", (b"not an object", b"bc")), None))
+    assert modules._needs_refresh(("not a payload",))

@@ -280,15 +280,43 @@ def _guard_numba_caches(module: types.ModuleType, store, key: CacheKey) -> None:
 # guard in modules.py warns and the kernel stays in memory). numba is imported by the caller
 # (a module with numba functions was just executed), so importing it here costs nothing.
 
-def _links_registry_symbols(payload) -> bool:
-    """Whether a cached specialisation's object code refers to symbols that only numba's
-    registries define when they are imported (numba.cpython.hashing's hash secret)."""
+def _needs_refresh(payload) -> bool:
+    """Whether a cached specialisation's machine code refers to a symbol the process does not
+    define yet: one that only an import of numba's registries adds (numba.cpython.hashing's
+    hash secret, for code that hashes strings), which numba's full refresh then provides. An
+    ELF64 little-endian object (Linux) is read for its undefined symbols, each looked up as
+    LLVM will link it (MCJIT links an unknown one to address 0, a crash at the call); any other
+    payload gets the full refresh, as numba's own load does."""
     try:
         _name, kind, data = payload[0]
-        code = data[0] if kind == "object" else data
-        return b"_numba_hashsecret_" in bytes(code)
-    except Exception:       # an unknown layout: let numba's own refresh make everything ready
+        undefined = _elf_undefined(bytes(data[0])) if kind == "object" else None
+    except Exception:
+        undefined = None
+    if undefined is None:
         return True
+    from llvmlite import binding as ll
+    return any(not ll.address_of_symbol(name) for name in undefined)
+
+
+def _elf_undefined(obj: bytes) -> list[str] | None:
+    """The undefined symbols of an ELF64 little-endian object file (None: another format)."""
+    import struct
+    if obj[:4] != b"\x7fELF" or obj[4] != 2 or obj[5] != 1:
+        return None
+    shoff, = struct.unpack_from("<Q", obj, 0x28)
+    shentsize, shnum = struct.unpack_from("<HH", obj, 0x3A)
+    sections = [struct.unpack_from("<IIQQQQIIQQ", obj, shoff + i * shentsize) for i in range(shnum)]
+    names = []
+    for _n, sh_type, _f, _a, offset, size, link, _i, _al, entsize in sections:
+        if sh_type != 2 or not entsize:          # SHT_SYMTAB
+            continue
+        strings = sections[link][4]
+        for i in range(size // entsize):
+            name, _info, _other, shndx, _value, _size = struct.unpack_from("<IBBHQQ", obj, offset + i * entsize)
+            if shndx == 0 and name:              # SHN_UNDEF
+                start = strings + name
+                names.append(obj[start:obj.index(b"\0", start)].decode("ascii", "replace"))
+    return names
 
 
 @lru_cache(maxsize=1)
@@ -324,8 +352,8 @@ def _function_cache_class():
             the first time in a process), which a compile needs (numba's compiler refreshes
             the contexts itself) but loading machine code does not. What the code links
             against is made ready here: the NRT's symbols (`rtsys.initialize`, which the
-            refresh would have done) and, for code that hashes strings, the hash secret's
-            symbols (numba.cpython.hashing adds them on import: then the full refresh)."""
+            refresh would have done); code naming a symbol still undefined (the hash
+            secret's, which numba.cpython.hashing adds on import) gets the full refresh first."""
             if not self._enabled:
                 return None
             rtsys.initialize(target_context)
@@ -333,7 +361,7 @@ def _function_cache_class():
                 data = self._cache_file.load(self._index_key(sig, target_context.codegen()))
                 if data is None:
                     return None
-                if _links_registry_symbols(data):
+                if _needs_refresh(data):
                     target_context.refresh()
                 return self._impl.rebuild(target_context, data)
             return None     # an I/O error numba's guard swallowed (Windows)
