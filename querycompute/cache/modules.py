@@ -12,6 +12,7 @@ import inspect
 import os
 import shutil
 import stat
+import struct
 import sys
 import tempfile
 import types
@@ -300,7 +301,6 @@ def _needs_refresh(payload) -> bool:
 
 def _elf_undefined(obj: bytes) -> list[str] | None:
     """The undefined symbols of an ELF64 little-endian object file (None: another format)."""
-    import struct
     if obj[:4] != b"\x7fELF" or obj[4] != 2 or obj[5] != 1:
         return None
     shoff, = struct.unpack_from("<Q", obj, 0x28)
