@@ -6,8 +6,6 @@ Nothing runs and nothing compiles; a lambda whose source can't be read shows as 
 """
 from __future__ import annotations
 
-import html
-
 from ..graph.graph import Count, JoinArg
 
 
@@ -61,6 +59,7 @@ def text(q) -> str:
 
 
 def html_table(q) -> str:
+    import html         # (only for a notebook's view: not on a compile's imports, registry.py)
     cols, n = columns(q)
     esc = html.escape
     rows = "".join(f"<tr><td><code>{esc(name)}</code></td><td>{esc(dt)}</td></tr>" for name, dt in cols)

@@ -81,7 +81,8 @@ _COMPILER = {
     # the cpu backend's own compiler is llvmlite (its llvm route: backends/cpu/llvm_loader.py);
     # numba, which takes 0.3 s to import, is loaded by the first pass or kernel module that
     # needs it (numba_loader: load_compiler("numba"), under the same lock)
-    "cpu": (("filelock", "llvmlite.ir", "llvmlite.binding"), ("cpu.", "reference.", "stage_runtime")),
+    # (filelock, for the disk cache's compile lock, only on a miss: import_for_compile)
+    "cpu": (("llvmlite.ir", "llvmlite.binding"), ("cpu.", "reference.", "stage_runtime")),
     "numba": (("numba", "numba.core.event", "numba.core.compiler_lock", "numba.core.cgutils",
                "numba.extending", "numba.cpython.unsafe.numbers", "numba.np.ufunc.parallel"), None),
     "opencl": (("filelock", "pyopencl"), ("opencl.",) + _GPU),
@@ -107,6 +108,25 @@ def load_for_disk_hit(name: str) -> None:
     with IMPORT_LOCK:
         for mod in _DISK_HIT.get(name, ()):
             importlib.import_module(mod)
+
+
+def import_for_compile(mod: str):
+    """Module `mod`, which only a compile needs once it misses the disk cache (filelock: the
+    cache's compile lock, ~20 ms of imports with decimal and secrets, which a cpu disk hit
+    never takes), imported on first use as load_compiler imports a compiler's modules: under
+    IMPORT_LOCK (no other thread of ours imports at once; a fork waits), then its fork hooks
+    armed after ours (after_fork.arm). Afterwards a dict lookup."""
+    module = sys.modules.get(mod)
+    if module is not None and mod in _imported_for_compile:
+        return module
+    with IMPORT_LOCK:
+        module = importlib.import_module(mod)
+        after_fork.arm(mod)
+        _imported_for_compile.add(mod)
+    return module
+
+
+_imported_for_compile: set[str] = set()
 
 
 def load_compiler(name: str) -> None:

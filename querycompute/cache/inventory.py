@@ -161,7 +161,9 @@ def _unless_compiling(entries_root: Path, digest: str):
     if not locks.is_dir():
         yield True                                # nobody ever compiled here with a lock
         return
-    from filelock import FileLock, Timeout
+    from ..backends.registry import import_for_compile
+    filelock = import_for_compile("filelock")     # (the compile lock's module: registry.py)
+    FileLock, Timeout = filelock.FileLock, filelock.Timeout
     lock = FileLock(str(locks / f"{digest}.lock"), timeout=0)
     try:
         lock.acquire()

@@ -12,6 +12,7 @@ import inspect
 import os
 import shutil
 import stat
+import struct
 import sys
 import tempfile
 import types
@@ -280,9 +281,48 @@ def _guard_numba_caches(module: types.ModuleType, store, key: CacheKey) -> None:
 # guard in modules.py warns and the kernel stays in memory). numba is imported by the caller
 # (a module with numba functions was just executed), so importing it here costs nothing.
 
+def _needs_refresh(payload) -> bool:
+    """Whether a cached specialisation's machine code refers to a symbol the process does not
+    define yet: one that only an import of numba's registries adds (numba.cpython.hashing's
+    hash secret, for code that hashes strings), which numba's full refresh then provides. An
+    ELF64 little-endian object (Linux) is read for its undefined symbols, each looked up as
+    LLVM will link it (MCJIT links an unknown one to address 0, a crash at the call); any other
+    payload gets the full refresh, as numba's own load does."""
+    try:
+        _name, kind, data = payload[0]
+        undefined = _elf_undefined(bytes(data[0])) if kind == "object" else None
+    except Exception:
+        undefined = None
+    if undefined is None:
+        return True
+    from llvmlite import binding as ll
+    return any(not ll.address_of_symbol(name) for name in undefined)
+
+
+def _elf_undefined(obj: bytes) -> list[str] | None:
+    """The undefined symbols of an ELF64 little-endian object file (None: another format)."""
+    if obj[:4] != b"\x7fELF" or obj[4] != 2 or obj[5] != 1:
+        return None
+    shoff, = struct.unpack_from("<Q", obj, 0x28)
+    shentsize, shnum = struct.unpack_from("<HH", obj, 0x3A)
+    sections = [struct.unpack_from("<IIQQQQIIQQ", obj, shoff + i * shentsize) for i in range(shnum)]
+    names = []
+    for _n, sh_type, _f, _a, offset, size, link, _i, _al, entsize in sections:
+        if sh_type != 2 or not entsize:          # SHT_SYMTAB
+            continue
+        strings = sections[link][4]
+        for i in range(size // entsize):
+            name, _info, _other, shndx, _value, _size = struct.unpack_from("<IBBHQQ", obj, offset + i * entsize)
+            if shndx == 0 and name:              # SHN_UNDEF
+                start = strings + name
+                names.append(obj[start:obj.index(b"\0", start)].decode("ascii", "replace"))
+    return names
+
+
 @lru_cache(maxsize=1)
 def _function_cache_class():
     from numba.core import caching
+    from numba.core.runtime import rtsys
 
     class EntryLocator(caching.InTreeCacheLocator):
         """numba's in-tree locator (`<module dir>/__pycache__`), also where it is read-only."""
@@ -304,6 +344,27 @@ def _function_cache_class():
 
     class EntryFunctionCache(caching.FunctionCache):
         _impl_class = EntryCacheImpl
+
+        def load_overload(self, sig, target_context):
+            """numba's load of a cached specialisation, without its refresh of the target
+            context first: that refresh imports and installs every typing and lowering
+            registry numba has (numpy's ufuncs, datetimes, typed containers, ...: ~150-250 ms
+            the first time in a process), which a compile needs (numba's compiler refreshes
+            the contexts itself) but loading machine code does not. What the code links
+            against is made ready here: the NRT's symbols (`rtsys.initialize`, which the
+            refresh would have done); code naming a symbol still undefined (the hash
+            secret's, which numba.cpython.hashing adds on import) gets the full refresh first."""
+            if not self._enabled:
+                return None
+            rtsys.initialize(target_context)
+            with self._guard_against_spurious_io_errors():
+                data = self._cache_file.load(self._index_key(sig, target_context.codegen()))
+                if data is None:
+                    return None
+                if _needs_refresh(data):
+                    target_context.refresh()
+                return self._impl.rebuild(target_context, data)
+            return None     # an I/O error numba's guard swallowed (Windows)
 
     return EntryFunctionCache
 

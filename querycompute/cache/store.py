@@ -335,7 +335,9 @@ class DiskCache(ModuleEntries):
         caller compiles itself, which is slower but never wrong (writes are atomic)."""
         lock = None
         if self.writable:
-            from filelock import FileLock, Timeout
+            from ..backends.registry import import_for_compile
+            filelock = import_for_compile("filelock")    # (first here: a miss's compile)
+            FileLock, Timeout = filelock.FileLock, filelock.Timeout
             try:
                 locks = self.path / "locks"       # beside v1/, so entry listings never see them
                 self._make_dirs(locks)
