@@ -26,6 +26,9 @@ order (ops/group/cpu.py). Compared with the reference
 """
 from __future__ import annotations
 
+import hashlib
+from functools import lru_cache
+
 import numpy as np
 
 from querycompute._codegen.dialects.numba_py import CHUNK, storage_dtype
@@ -55,8 +58,18 @@ def kernels():
 # The first lines of a generated module that calls the generic group kernels (the fused
 # group_by's): their module's names as globals, so numba links their compiled code (loaded
 # from the disk cache) instead of compiling the same functions again in every query's module.
+# The kernels' text's hash is part of the text (uses_kernels): numba's cached code of such a
+# module names the kernels' module it linked, so a changed kernel text must change its key too
+# (else the old entry loads and fails: "No module named querycompute_kernels_<old hash>").
 USES_KERNELS = ("from querycompute.backends.cpu.cpu_group import kernels as _qc_kernels\n"
                 "globals().update({k: v for k, v in _qc_kernels().ns.items() if not k.startswith('__')})\n")
+
+
+@lru_cache(maxsize=1)
+def uses_kernels() -> str:
+    """USES_KERNELS after a comment naming the group kernels' text by its hash."""
+    digest = hashlib.sha256(kernels_source().encode()).hexdigest()[:16]
+    return f"# links the group kernels' text {digest}\n" + USES_KERNELS
 
 
 class CpuGroupBy:
