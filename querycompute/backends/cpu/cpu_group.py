@@ -12,7 +12,8 @@ there are few groups, a stable radix sort otherwise; the aggregates in a generat
        by chunk. Any chunk or the whole input with more groups gives up
        (after at most one pass) and takes step 3.
     3. any cardinality (or key tuples wider than 64 bits): the stage runtime's stable radix
-       sort of the keys (each group's rows stay in source order), run starts where a key's
+       sort of the keys (each group's rows stay in source order; a one-word key already in
+       ascending order, found by one check pass, is not sorted), run starts where a key's
        order bits change (breaks_chunks), and the generated `seg_blocks` step over blocks
        of groups (by morsels).
 The group keys are the keys of each group's first row (step 2's first rows, or the sort's:
@@ -170,7 +171,10 @@ class CpuGroupBy:
         n = len(keys[0])
         new = np.zeros(n, dtype=bool)
         new[0] = True
-        if word is not None:           # one word: sort it, breaks on the sorted words
+        if word is not None and st.is_sorted(word, rows, f"{spec.name}_"):
+            sorted_u, perm = _raw(word), np.arange(n, dtype=np.int64)   # the stable sort of it
+            self._breaks(sorted_u, new, _consts(word.dtype), rows, f"{spec.name}_")
+        elif word is not None:         # one word: sort it, breaks on the sorted words
             sorted_u, perm = st._radix(word, False, None, rows, f"{spec.name}_")
             self._breaks(sorted_u, new, _consts(word.dtype), rows, f"{spec.name}_")
         else:
