@@ -330,7 +330,8 @@ class CpuStages(StageRuntime):
                         f"numpy reference (ops/join/reference.semi_reference; the trace names which ran): {why}"]
             return ["cpu: the other side's keys built into the join's hash table (join_build), a flag "
                     "per row from a parallel probe (join_member: bloom test, then the table); no pairs, "
-                    "nothing gathered"]
+                    "nothing gathered; keys filling a dense range (<= 64 bits of range per key: a "
+                    "min/max pass) into a bitmap of it instead (member_dense)"]
         if why and "value ranges" in why:
             return [f"cpu: hash join on the keys packed by their value ranges, or the numpy "
                     f"reference (ops/join/reference.join_reference) when those do not fit: {why}"]
