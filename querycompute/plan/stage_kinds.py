@@ -110,7 +110,7 @@ class PassStage(Stage):
     window: Optional[Window] = None
     range_at: tuple = (-1, -1)     # local param indexes of a range source's start, step
     # a first pass that only copies source columns for a stage that only reads them (a join's
-    # side: stages.materialize(forward=True)): the source column index of each output
+    # side, a distinct: stages.materialize(forward=True)): the source column index of each output
     picks: Optional[tuple] = None
     def dtypes_after(self, current):
         return self.lowered.pass_.program.output_dtypes

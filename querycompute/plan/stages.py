@@ -131,7 +131,7 @@ class _Planner:
         outputs are the element's leaves (cast to `cast`) then the leaves `extra` computes.
         Returns (element value, number of element leaf columns, key column indexes, every
         column's dtype). No pass when it would only copy the columns. `forward`: the stage
-        after it only reads its columns (a join's side), so a first pass that only copies
+        after it only reads its columns (a join's side, a distinct), so a first pass that only copies
         source columns states which (PassStage.picks: a host runtime hands them on)."""
         keys_fn = extra
         carry = self._carry()
@@ -320,7 +320,7 @@ class _Planner:
 
     def distinct(self, ops: list, i: int) -> None:
         element, n_elem, key_cols, all_dts = self.materialize(
-            ops, lambda lw, el: self._key_leaves(lw, el, i, "distinct"))
+            ops, lambda lw, el: self._key_leaves(lw, el, i, "distinct"), forward=True)
         spec = SortSpec(tuple(all_dts[k] for k in key_cols), (False,) * len(key_cols),
                         f"qc_distinct{len(self.stages)}")
         self.stages.append(DistinctStage(spec, key_cols, n_elem))
