@@ -209,3 +209,31 @@ def test_item6_group_by_random_small_inputs(rows):
     vals[1] = x
     check([k1], vals)
     check([k2, k1], vals)
+
+
+@pytest.mark.parametrize("dtype", ["int64", "float64", "uint16"])
+def test_issue29_group_by_of_a_sorted_key_finds_runs_without_a_sort(dtype):
+    """Over 4096 groups (the sort path): a key already in ascending order bits (NaNs last,
+    -0.0 and 0.0 one group; a ragged last chunk; equal keys across a chunk boundary) takes
+    one check pass (sorted_chunks) and no radix sort, bit for bit the reference's and the
+    sort path's (the same input shuffled by one pair of rows is sorted)."""
+    n = BIG
+    rng = np.random.default_rng(29)
+    if dtype == "float64":
+        k = np.sort(np.concatenate([rng.integers(-3000, 3000, n - 40) / 2.0, [np.nan] * 20, [0.0] * 10, [-0.0] * 10]))
+    else:
+        k = np.sort(rng.integers(0, 6000, n)).astype(dtype)
+    keys, vals = [k], values_of(n)
+    rows: list = []
+    spec = GroupSpec((dtype,), AGGS, PARAMS)
+    sorted_out = CPU.group_by(spec, keys, vals, [3], rows)
+    names = [r.name for r in rows]
+    assert any("sorted_chunks" in x for x in names) and not any("radix" in x for x in names), names
+    check(keys, vals, sorted_out)
+    swapped = k.copy()
+    i = int(np.flatnonzero(k[1:] != k[:-1])[0])       # the first break: swap across it
+    swapped[[i, i + 1]] = swapped[[i + 1, i]]
+    rows = []
+    out = CPU.group_by(spec, [swapped], vals, [3], rows)
+    assert any("radix" in r.name for r in rows), [r.name for r in rows]
+    check([swapped], vals, out)

@@ -173,3 +173,14 @@ def test_item1_nan_keys_and_more_than_4096_groups_fall_back():
     assert len(got["key"]) == len(np.unique(many))
     assert_close(got, ref, {"s": v.sum()})
     assert_bits(got, two_step(float_keyed, many, v))
+
+
+def test_issue29_fused_module_text_names_the_group_kernels_text():
+    """A fused group_by module links the group kernels' module by name in numba's cache: its
+    text (its cache key) carries the kernels' text's hash, so a changed kernel text makes new
+    entries instead of loading ones that name a module no longer there."""
+    import hashlib
+    from querycompute.backends.cpu import cpu_group
+    text = cpu_group.uses_kernels()
+    assert hashlib.sha256(cpu_group.kernels_source().encode()).hexdigest()[:16] in text.splitlines()[0]
+    assert text.endswith(cpu_group.USES_KERNELS)

@@ -155,3 +155,57 @@ def test_item3_explain_shows_join_and_next_pass_as_one_stage():
     assert "both sides gathered" in l.on("numpy").join(qc.query(k=np.arange(5)), lambda a: a.k, lambda b: b,
                                                         lambda a, b: a.v).explain()
     assert q.to_list() == [2.0, 3.0, 4.0]
+
+
+def test_issue29_a_side_that_only_reads_source_columns_runs_no_pass():
+    """A join (or semi-join) straight on a table whose key and carried fields are its columns
+    as stored: the first pass would only copy them, so the cpu and numpy runtimes hand the
+    source columns on (read-only: the table is unchanged) and no stage-1 kernel runs; a strided
+    column, a where or a computed key run the pass; every result equals plain Python's."""
+    rng = np.random.default_rng(29)
+    a, v = rng.integers(0, 50, 5000), rng.standard_normal(5000)
+    k = np.arange(0, 50, 3)
+    want = [(x, y) for x, y in zip(a.tolist(), v.tolist()) if x % 3 == 0]
+    a0, v0 = a.copy(), v.copy()
+    for backend in ("cpu", "numpy"):
+        q = qc.query(a=a, v=v).on(backend).join(qc.query(k=k), lambda r: r.a, lambda o: o.k,
+                                                lambda r, o: {"a": r.a, "v": r.v})
+        got = q.to_array()
+        assert list(zip(got["a"].tolist(), got["v"].tolist())) == want
+        assert not any(n.startswith("qc_stage1") for n in kernels_of_last_run()), kernels_of_last_run()
+        assert "it only copies source columns" in q.explain()
+        semi = qc.query(a=a, v=v).on(backend).intersect_by(qc.query(k=k), lambda r: r.a, lambda o: o.k)
+        assert semi.select(lambda r: r.v).to_list() == [y for _, y in want]
+        assert not any(n.startswith("qc_stage1") for n in kernels_of_last_run())
+    assert np.array_equal(a, a0) and np.array_equal(v, v0)
+    wide = np.stack([a, a], axis=1)[:, 0]                      # strided: the pass copies it
+    for q in (qc.query(a=wide, v=v).on("cpu").join(qc.query(k=k), lambda r: r.a, lambda o: o.k,
+                                                   lambda r, o: {"a": r.a, "v": r.v}),
+              qc.query(a=a, v=v).on("cpu").join(qc.query(k=k * 2), lambda r: r.a * 2, lambda o: o.k,
+                                                lambda r, o: {"a": r.a, "v": r.v}),
+              qc.query(a=a, v=v).on("cpu").where(lambda r: r.v < 9.0).join(
+                  qc.query(k=k), lambda r: r.a, lambda o: o.k, lambda r, o: {"a": r.a, "v": r.v})):
+        got = q.to_array()
+        assert list(zip(got["a"].tolist(), got["v"].tolist())) == want
+        assert any(n.startswith("qc_stage1") for n in kernels_of_last_run()), kernels_of_last_run()
+
+
+def test_issue29_a_distinct_of_source_columns_runs_no_first_pass():
+    """distinct((a, b)) straight on a table's columns (and a per-group distinct count, which
+    runs as one): the key columns are the source's, no stage-1 kernel; results equal plain
+    Python's and the table is unchanged."""
+    rng = np.random.default_rng(7)
+    a, b = np.sort(rng.integers(0, 300, 20_000)), rng.integers(0, 4, 20_000).astype(np.int32)
+    a0, b0 = a.copy(), b.copy()
+    seen, want = set(), []
+    for x, y in zip(a.tolist(), b.tolist()):
+        if (x, y) not in seen:
+            seen.add((x, y))
+            want.append((x, y))
+    for backend in ("cpu", "numpy"):
+        got = qc.query(a=a, b=b).on(backend).distinct(lambda r: (r.a, r.b)).to_array()
+        assert list(zip(got["a"].tolist(), got["b"].tolist())) == want
+        assert not any(n.startswith("qc_stage1") for n in kernels_of_last_run()), kernels_of_last_run()
+        g = qc.query(a=a, b=b).on(backend).group_by(lambda r: r.a).agg(n=qc.count_distinct(lambda r: r.b))
+        assert g["n"].tolist() == [sum(1 for x, _ in want if x == k) for k in g["key"].tolist()]
+    assert np.array_equal(a, a0) and np.array_equal(b, b0)

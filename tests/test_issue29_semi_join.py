@@ -197,11 +197,16 @@ def test_trace_and_explain_name_what_ran():
     if AVAILABLE["cpu"]["available"]:
         q = qc.query(x).on("cpu").except_by(other, lambda v: v, lambda o: o)
         assert q.to_list() == [0, 2, 3, 5]
+        names = [r.name for r in qc.last_trace().kernels]       # keys of a dense range: a bitmap
+        assert "semi_member_dense_build" in names and "semi_member_dense_chunks_inline" in names
+        spread = qc.query(x << 40).on("cpu").except_by(qc.query(other.to_array() << 40), lambda v: v,
+                                                        lambda o: o)
+        assert spread.to_list() == [0, 2 << 40, 3 << 40, 5 << 40]     # else the hash table
         names = [r.name for r in qc.last_trace().kernels]
         assert "semi_join_build" in names and "join_member_chunks_inline" in names
         text = q.explain()
         assert "except_by: the other query's key columns (run once)" in text
-        assert "join_member" in text and "keep if (not " in text
+        assert "join_member" in text and "keep if (not " in text and "member_dense" in text
         f = np.array([0.5, 1.5, np.nan, 0.5])
         wide = qc.query(a=f, b=f).on("cpu").intersect_by(qc.query(a=f[:1], b=f[:1]), lambda r: (r.a, r.b),
                                                          lambda o: (o.a, o.b))
@@ -322,9 +327,11 @@ def test_a_much_larger_other_side_is_cut_to_its_keys_that_occur_here(anti):
     equal the reference's, duplicates on both sides, none matching, all matching."""
     from querycompute.backends.cpu.cpu_join import SEMI_SHRINK
     rng = np.random.default_rng(3)
+    spread = 1 << 40            # keys far apart: no dense bitmap (test_a_dense_other_side_...)
     for this, other in ((rng.integers(0, 50, 40), rng.integers(0, 5000, 40 * SEMI_SHRINK * 3)),
                         (np.arange(10), np.arange(100, 100 + 10 * SEMI_SHRINK + 1)),     # none occurs
-                        (np.array([7, 7, 8]), np.full(3 * SEMI_SHRINK + 5, 7))):         # all one key
+                        (np.array([7, 7, 8]), np.array([7] * (3 * SEMI_SHRINK + 4) + [2_000_000]))):
+        this, other = this * spread, other * spread
         q = qc.query(k=this, i=np.arange(len(this))).on("cpu")
         op = q.except_by if anti else q.intersect_by
         got = op(qc.query(other), lambda r: r.k, lambda o: o).select(lambda r: r.i).to_list()
@@ -332,3 +339,44 @@ def test_a_much_larger_other_side_is_cut_to_its_keys_that_occur_here(anti):
         assert got == [i for i, k in enumerate(this.tolist()) if (k in occurs) != anti]
         names = [k.name for k in qc.last_trace().kernels]
         assert any(n.startswith("semi_this_join_build") for n in names), names
+
+
+@pytest.mark.parametrize("anti", [False, True])
+def test_a_dense_other_side_is_a_bitmap(anti):
+    """cpu: other keys filling a dense range (at most DENSE_BITS bits of range per key) are a
+    bitmap of that range (member_dense_*), not the hash table: the flags equal plain Python's
+    for signed, unsigned and narrow keys, this side's keys below, inside and above the range,
+    a float key with -0.0 (order bits: equal to 0.0), and a two-field int64 key packed in one
+    word by its fields' value ranges;
+    a range too wide for the bitmap takes the hash table."""
+    from querycompute.backends.cpu.cpu_join import DENSE_BITS, DENSE_MIN_ROWS
+    if not AVAILABLE["cpu"]["available"]:
+        pytest.skip("no cpu backend")
+    rng = np.random.default_rng(5)
+    cases = [(rng.integers(-300, 300, 70_001), rng.integers(-200, 200, 500)),
+             (rng.integers(0, 250, 1000).astype(np.uint8), rng.integers(3, 200, 50).astype(np.uint8)),
+             (rng.integers(-9, 9, 2000).astype(np.int16), np.array([-3, 0, 5], np.int16)),
+             (rng.integers(0, 6_000_000, 200_000), rng.integers(1, 6_000_000, 300_000)),
+             (np.array([0.0, -0.0, 1.0, 2.5, -1.0]), np.array([-0.0, 0.0]))]       # one order word
+    for this, other in cases:
+        q = qc.query(k=this, i=np.arange(len(this))).on("cpu")
+        op = q.except_by if anti else q.intersect_by
+        got = op(qc.query(other), lambda r: r.k, lambda o: o).select(lambda r: r.i).to_array()
+        occurs = set(other.tolist())
+        want = [i for i, k in enumerate(this.tolist()) if (k in occurs) != anti]
+        assert got.tolist() == want
+        names = [k.name for k in qc.last_trace().kernels]
+        assert "semi_member_dense_build" in names and "semi_join_build" not in names, names
+    a, b = rng.integers(0, 40, 5000), rng.integers(0, 40, 5000)     # int64: packed by their ranges
+    oa, ob = rng.integers(0, 40, 300), rng.integers(0, 40, 300)
+    q = qc.query(a=a, b=b, i=np.arange(5000)).on("cpu")
+    op = q.except_by if anti else q.intersect_by
+    got = op(qc.query(a=oa, b=ob), lambda r: (r.a, r.b), lambda o: (o.a, o.b)).select(lambda r: r.i).to_list()
+    pairs = set(zip(oa.tolist(), ob.tolist()))
+    assert got == [i for i, k in enumerate(zip(a.tolist(), b.tolist())) if (k in pairs) != anti]
+    assert "semi_member_dense_build" in [k.name for k in qc.last_trace().kernels]
+    wide = np.array([0, DENSE_BITS * DENSE_MIN_ROWS])        # the first range past the limit
+    q = qc.query(k=np.array([0, 1, DENSE_BITS * DENSE_MIN_ROWS]), i=np.arange(3)).on("cpu")
+    op = q.except_by if anti else q.intersect_by
+    assert op(qc.query(wide), lambda r: r.k, lambda o: o).select(lambda r: r.i).to_list() == ([1] if anti else [0, 2])
+    assert "semi_join_build" in [k.name for k in qc.last_trace().kernels]

@@ -222,3 +222,37 @@ def test_item3_cpu_two_word_hash_sets(n):
     assert k["n"].tolist() == _pandas_nunique(a, b).tolist()
     assert "two 64-bit words" in qc.query(k=a, v=b).on("cpu").group_by(lambda r: r.k).explain(
         "cpu", n=qc.count_distinct(lambda r: r.v))
+
+
+# ---- a first field already in order: distinct within its runs (cpu) ------------------------------
+@pytest.mark.parametrize("case", ["short runs", "long run", "unsorted", "one chunk", "floats"])
+def test_issue29_cpu_distinct_in_runs_of_a_sorted_first_field(case):
+    """A (group key, f) tuple whose group key ascends (lines sorted by their order key):
+    distinct_runs compares each row with the earlier rows of its run (runs across chunk
+    boundaries); a run over RUN_MAX rows or a descent anywhere takes the hash sets; the flags
+    equal the numpy reference's, and the per-group counts pandas'."""
+    from querycompute._codegen.ir.stage_specs import SortSpec
+    from querycompute.backends.cpu.cpu_stages import CpuStages
+    from querycompute.backends.stage_runtime import NumpyStages
+    rng = np.random.default_rng(len(case))
+    n = 7 if case == "one chunk" else 3 * (1 << 16) + 5
+    a = np.sort(rng.integers(0, n // 4, n))
+    b = rng.integers(0, 6, n).astype(np.int32)
+    if case == "long run":
+        a[1000:1100] = a[1000]                       # 100 equal keys: over RUN_MAX
+        a = np.sort(a)
+    if case == "unsorted":
+        a[-1], a[0] = a[0], a[-1]
+    if case == "floats":
+        a = np.sort(np.concatenate([a[: n - 4] / 3.0, [np.nan, np.nan, 0.0, -0.0]]))
+        b = np.array([0.0, -0.0, np.nan, 1.5])[rng.integers(0, 4, n)]
+    spec = SortSpec((str(a.dtype), str(b.dtype)), (False, False), "qc_cd")
+    rows: list = []
+    got = CpuStages().first_occurrence(spec, [a, b], rows)
+    assert np.array_equal(got, NumpyStages().first_occurrence(spec, [a, b], []))
+    names = [r.name for r in rows]
+    hashed = any("distinct_sets" in x for x in names)
+    assert any("distinct_runs" in x for x in names), names
+    assert hashed == (case in ("long run", "unsorted")), names
+    k = qc.query(k=a, v=b).on("cpu").group_by(lambda r: r.k).agg(n=qc.count_distinct(lambda r: r.v))
+    assert k["n"].tolist() == _pandas_nunique(a, b).tolist()

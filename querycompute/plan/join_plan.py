@@ -124,7 +124,7 @@ def this_side(planner, ops: list, at: int, fields=None, out=None) -> tuple:
         skeys[:] = string_leaves(out)
         mine[:] = [host_dtype(s) for s in out]
         return out
-    _, n_elem, key_cols, _ = planner.materialize(ops, key_leaves)
+    _, n_elem, key_cols, _ = planner.materialize(ops, key_leaves, forward=True)
     other, other_key = planner.infos[at + 1][1]["other"]
     other = projected(sub(other), fields, out)
     other._source.columns()            # (finds its element shapes: shaped ones can't be joined)

@@ -109,10 +109,18 @@ class PassStage(Stage):
     keep_input: bool = False       # its last input is a distinct's keep flags
     window: Optional[Window] = None
     range_at: tuple = (-1, -1)     # local param indexes of a range source's start, step
+    # a first pass that only copies source columns for a stage that only reads them (a join's
+    # side, a distinct: stages.materialize(forward=True)): the source column index of each output
+    picks: Optional[tuple] = None
     def dtypes_after(self, current):
         return self.lowered.pass_.program.output_dtypes
 
     def run(self, ex, call, i: int, state: list, keep):
+        if self.picks is not None and not ex.device and keep is None:
+            got = [state[j] for j in self.picks]
+            if all(type(c) is np.ndarray and c.flags.c_contiguous and c.dtype == np.dtype(d)
+                   for c, d in zip(got, self.lowered.pass_.program.output_dtypes)):
+                return got, None, None     # the source's columns as they are: no copy
         got = ex.fused_group(i, self, state, keep, call.params, call.n, call.rows)
         if got is not None:            # this pass and the group_by after it, as one pass
             return state, keep, got

@@ -126,11 +126,14 @@ class _Planner:
             i += 1
         return Window(tuple(ops)), i
 
-    def materialize(self, ops: list, extra=lambda lw, element: (), cast=None, window=None):
+    def materialize(self, ops: list, extra=lambda lw, element: (), cast=None, window=None,
+                    forward: bool = False):
         """A pass over the current columns running `ops` (select / where, by slot); its
         outputs are the element's leaves (cast to `cast`) then the leaves `extra` computes.
         Returns (element value, number of element leaf columns, key column indexes, every
-        column's dtype). No pass when it would only copy the columns."""
+        column's dtype). No pass when it would only copy the columns. `forward`: the stage
+        after it only reads its columns (a join's side, a distinct), so a first pass that only copies
+        source columns states which (PassStage.picks: a host runtime hands them on)."""
         keys_fn = extra
         carry = self._carry()
         if not ops and not self.keep and self.cols is not None and cast is None and window is None \
@@ -159,21 +162,26 @@ class _Planner:
         outs = list(items) + list(keys)
         reads = (f"keep the {'unflagged' if self.keep_not else 'flagged'} elements" + (" -> " if ops else "")) \
             if self.keep else ""
+        picks = _picks(inputs, outs) if forward and not ops and not self.keep and self.cols is self.source_cols \
+            and window is None and cast is None and not any(isinstance(st, Filter) for st in lw.b.body) else None
         self.materialize_columns(lw, inputs, outs, f"{reads}{_ops_text(self.nodes, ops, not reads)}"
-                                 f"{' + keys' if keys else ''}", window)
+                                 f"{' + keys' if keys else ''}", window, picks)
         self.cols = Columns(shape, fields, tuple(host_dtype(s) for s in items), string_leaves(items))
         return (element, len(items), tuple(range(len(items), len(items) + len(keys))),
                 tuple(s.expr.dtype for s in outs))
 
-    def materialize_columns(self, lw: Lowering, inputs, outs: list, what: str, window=None) -> Lowered:
+    def materialize_columns(self, lw: Lowering, inputs, outs: list, what: str, window=None,
+                            picks=None) -> Lowered:
         """The pass `lw` has built so far, storing the scalar values `outs` as columns (its
         survivors only; with `window`, those of the window's ranks)."""
         filtered = any(isinstance(st, Filter) for st in lw.b.body)
         lowered = lw.to_array(inputs, TupleVal(tuple(outs)) if len(outs) > 1 else outs[0],
                               window=window is not None and filtered)
-        self.stages.append(PassStage(lowered, self._add(lowered), self.keep, window, self._range_at(lowered)))
+        self.stages.append(PassStage(lowered, self._add(lowered), self.keep, window, self._range_at(lowered),
+                                     picks))
         self.texts.append(f"fused pass {lowered.pass_.name}: {what} -> columns"
-                          f"{' (window: take/skip)' if window else ''}")
+                          f"{' (window: take/skip)' if window else ''}"
+                          f"{PICKS_TEXT if picks is not None else ''}")
         self.keep = self.keep_not = False
         return lowered
 
@@ -313,7 +321,7 @@ class _Planner:
 
     def distinct(self, ops: list, i: int) -> None:
         element, n_elem, key_cols, all_dts = self.materialize(
-            ops, lambda lw, el: self._key_leaves(lw, el, i, "distinct"))
+            ops, lambda lw, el: self._key_leaves(lw, el, i, "distinct"), forward=True)
         spec = SortSpec(tuple(all_dts[k] for k in key_cols), (False,) * len(key_cols),
                         f"qc_distinct{len(self.stages)}")
         self.stages.append(DistinctStage(spec, key_cols, n_elem))
@@ -405,6 +413,23 @@ class _Planner:
             window = Window((("take", -1, 2),))
         filtered = any(isinstance(st, Filter) for st in lw.b.body)
         return lw.to_array(inputs, element, window=window is not None and filtered), window
+
+
+PICKS_TEXT = (" (it only copies source columns: a host runtime hands them on as they are, "
+              "read-only, when they are contiguous in its dtypes)")
+
+
+def _picks(inputs, outs) -> tuple | None:
+    """The source column index of each output when every output is a source column loaded
+    as it is stored (a plain field read: no conversion, no computation), else None."""
+    picks = []
+    for o in outs:
+        e = getattr(o, "expr", None)
+        if type(e) is not E.Load or e.input >= len(inputs) or inputs[e.input].dtype != e.dtype \
+                or inputs[e.input].element:
+            return None
+        picks.append(e.input)
+    return tuple(picks)
 
 
 class _Probe:

@@ -12,7 +12,8 @@ there are few groups, a stable radix sort otherwise; the aggregates in a generat
        by chunk. Any chunk or the whole input with more groups gives up
        (after at most one pass) and takes step 3.
     3. any cardinality (or key tuples wider than 64 bits): the stage runtime's stable radix
-       sort of the keys (each group's rows stay in source order), run starts where a key's
+       sort of the keys (each group's rows stay in source order; a one-word key already in
+       ascending order, found by one check pass, is not sorted), run starts where a key's
        order bits change (breaks_chunks), and the generated `seg_blocks` step over blocks
        of groups (by morsels).
 The group keys are the keys of each group's first row (step 2's first rows, or the sort's:
@@ -25,6 +26,9 @@ order (ops/group/cpu.py). Compared with the reference
 (rows in the group) * eps * sum of |values| (tests use a tolerance of that order).
 """
 from __future__ import annotations
+
+import hashlib
+from functools import lru_cache
 
 import numpy as np
 
@@ -55,8 +59,18 @@ def kernels():
 # The first lines of a generated module that calls the generic group kernels (the fused
 # group_by's): their module's names as globals, so numba links their compiled code (loaded
 # from the disk cache) instead of compiling the same functions again in every query's module.
+# The kernels' text's hash is part of the text (uses_kernels): numba's cached code of such a
+# module names the kernels' module it linked, so a changed kernel text must change its key too
+# (else the old entry loads and fails: "No module named querycompute_kernels_<old hash>").
 USES_KERNELS = ("from querycompute.backends.cpu.cpu_group import kernels as _qc_kernels\n"
                 "globals().update({k: v for k, v in _qc_kernels().ns.items() if not k.startswith('__')})\n")
+
+
+@lru_cache(maxsize=1)
+def uses_kernels() -> str:
+    """USES_KERNELS after a comment naming the group kernels' text by its hash."""
+    digest = hashlib.sha256(kernels_source().encode()).hexdigest()[:16]
+    return f"# links the group kernels' text {digest}\n" + USES_KERNELS
 
 
 class CpuGroupBy:
@@ -157,7 +171,10 @@ class CpuGroupBy:
         n = len(keys[0])
         new = np.zeros(n, dtype=bool)
         new[0] = True
-        if word is not None:           # one word: sort it, breaks on the sorted words
+        if word is not None and st.is_sorted(word, rows, f"{spec.name}_"):
+            sorted_u, perm = _raw(word), np.arange(n, dtype=np.int64)   # the stable sort of it
+            self._breaks(sorted_u, new, _consts(word.dtype), rows, f"{spec.name}_")
+        elif word is not None:         # one word: sort it, breaks on the sorted words
             sorted_u, perm = st._radix(word, False, None, rows, f"{spec.name}_")
             self._breaks(sorted_u, new, _consts(word.dtype), rows, f"{spec.name}_")
         else:

@@ -24,7 +24,7 @@ from querycompute._codegen.dialects.numba_py_runtime import PRELUDE
 
 from .cpu import param_args
 from ..base import KernelRun
-from .cpu_group import GROUP_TABLE_MAX, USES_KERNELS, kernels
+from .cpu_group import GROUP_TABLE_MAX, kernels, uses_kernels
 from .numba_loader import load
 from ...artifacts import ArtifactCache
 
@@ -41,7 +41,7 @@ class CpuFusedGroup:
         key = (p, spec, keys, values)
         mod = self._mods.get(key)
         if mod is None:
-            text = PRELUDE + USES_KERNELS + numba_group_fused.render(p, spec, keys, values, cache=True)
+            text = PRELUDE + uses_kernels() + numba_group_fused.render(p, spec, keys, values, cache=True)
             mod = self._mods.put(key, load(f"{spec.name}_fused", text))
         return mod
 

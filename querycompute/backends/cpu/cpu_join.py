@@ -17,7 +17,9 @@ One integer key whose values on the build side span at most DENSE_SPAN values pe
 min/max pass) is indexed directly instead (join_dense_*: a range test and one load per
 probe; the same passes and pairs), as in TPC-H's joins on part, supplier, customer keys.
 A semi-join (CpuJoin.member: intersect_by / except_by) builds the other side into the same
-table and probes this side for a flag per row (join_member_chunks), no pairs.
+table and probes this side for a flag per row (join_member_chunks), no pairs; when the other
+side's words fill a dense range (at most DENSE_BITS bits of range per row: a min/max pass),
+into a bitmap of that range instead (member_dense_build, member_dense_chunks).
 Equality is that of order bits (NaN == NaN, -0.0 == 0.0). Key tuples wider than 64 bits
 together, with a float field or with value ranges too wide to pack, run the numpy reference
 (`reference_reason`, which explain() prints too), and their trace row says so (dialect "numpy").
@@ -40,6 +42,10 @@ DENSE_MAX = 1 << 28
 # a semi-join whose other side has more than this many times this side's rows first keeps only
 # the other side's keys that occur on this side (CpuJoin.member): its serial build is the cost
 SEMI_SHRINK = 4
+# a semi-join whose other side's keys span at most this many values per key (a min/max pass)
+# tests a bitmap of that range instead of the hash table (CpuJoin.member); a small side may
+# span up to DENSE_BITS * DENSE_MIN_ROWS values (64 KB)
+DENSE_BITS, DENSE_MIN_ROWS = 64, 8192
 
 
 def kernels_source() -> str:
@@ -152,6 +158,9 @@ class CpuJoin:
         lu, ru, consts = got
         mod = self._kernels()
         st = self.stages
+        lo, hi = st._call(mod, "join_bounds", rows, "semi_", ru, *consts)
+        if self._dense(lo, hi, len(ru)):
+            return self._member_dense(mod, lu, ru, lo, hi, consts, rows, "semi_")
         if len(ru) > SEMI_SHRINK * nl:
             slots, _, bloom = st._call(mod, "join_build", rows, "semi_this_", lu, *consts)
             ru = ru[self._member(mod, ru, slots, bloom, consts, rows, "semi_other_")]
@@ -159,6 +168,21 @@ class CpuJoin:
                 return np.zeros(nl, dtype=bool)
         slots, _, bloom = st._call(mod, "join_build", rows, "semi_", ru, *consts)
         return self._member(mod, lu, slots, bloom, consts, rows, "")
+
+    def _dense(self, lo, hi, m: int) -> bool:
+        """Whether m words from lo to hi (order bits) take the dense bitmap: at most
+        DENSE_BITS bits per word (a small side: up to 64 KB)."""
+        return int(hi) - int(lo) < DENSE_BITS * max(m, DENSE_MIN_ROWS)
+
+    def _member_dense(self, mod, lu, ru, lo, hi, consts, rows, label) -> np.ndarray:
+        """The flags from a bitmap of the other side's words over [lo, hi] (ops/join/
+        cpu_kernels.py, dense member): one serial pass sets the bits, the probe by morsels."""
+        lo, span = np.uint64(lo), np.uint64(int(hi) - int(lo))     # (numba hands back ints)
+        bits = self.stages._call(mod, "member_dense_build", rows, label, ru, lo, span, *consts)
+        out = np.empty(len(lu), np.bool_)
+        self.stages._morsels(mod, "member_dense_chunks", _chunks(len(lu)), rows, label, len(lu), lu,
+                             lo, span, bits, out, *consts)
+        return out
 
     def _member(self, mod, v, slots, bloom, consts, rows, label) -> np.ndarray:
         out = np.empty(len(v), np.bool_)

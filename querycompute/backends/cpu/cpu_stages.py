@@ -317,8 +317,9 @@ class CpuStages(StageRuntime):
         from querycompute._codegen.ops.group.fused_cpu import fits
         fused = ("with <= 4096 groups it runs INSIDE the pass above (per-chunk tables; the key "
                  "and input columns are never stored), else " if fits(spec.key_dtypes) else "")
-        return [f"cpu: {fused}per-chunk group-id tables (<= 4096 groups) or a radix sort, "
-                "then the aggregates in source-chunk order"]
+        return [f"cpu: {fused}per-chunk group-id tables (<= 4096 groups) or a radix sort (none "
+                "when a check pass finds the key already in order), then the aggregates in "
+                "source-chunk order"]
 
     def describe_join(self, this_dtypes, other_dtypes, semi):
         """They name the runtime that really runs the join (cpu_join.reference_reason)."""
@@ -329,7 +330,8 @@ class CpuStages(StageRuntime):
                         f"numpy reference (ops/join/reference.semi_reference; the trace names which ran): {why}"]
             return ["cpu: the other side's keys built into the join's hash table (join_build), a flag "
                     "per row from a parallel probe (join_member: bloom test, then the table); no pairs, "
-                    "nothing gathered"]
+                    "nothing gathered; keys filling a dense range (<= 64 bits of range per key: a "
+                    "min/max pass) into a bitmap of it instead (member_dense)"]
         if why and "value ranges" in why:
             return [f"cpu: hash join on the keys packed by their value ranges, or the numpy "
                     f"reference (ops/join/reference.join_reference) when those do not fit: {why}"]
@@ -344,8 +346,11 @@ class CpuStages(StageRuntime):
         words = key_words(spec.key_dtypes)
         if words is not None:
             per_row = "one 64-bit word" if len(words) == 1 else "two 64-bit words"
+            runs = ("; a key tuple whose first field is already in ascending order (a check in "
+                    "the same pass): each row against the earlier rows of its run of equal first "
+                    "fields instead" if len(spec.key_dtypes) > 1 else "")
             return [f"cpu: per-partition hash sets of the keys' order bits ({per_row} per "
-                    f"row), first occurrences kept in source order"]
+                    f"row), first occurrences kept in source order{runs}"]
         return [f"cpu: the keys ({', '.join(spec.key_dtypes)}) don't fit two 64-bit words "
                 f"(whole columns in each): a stable LSD radix sort of them, the first row of "
                 f"each run of equal keys kept"]
@@ -376,7 +381,33 @@ class CpuStages(StageRuntime):
                         for w in words]
             u2 = rest[0] if rest else _NO_WORDS
             kind, sign, ones, inf = _consts(np.dtype(np.uint64))
+            keep = self._distinct_runs(keys[0], u, u2, rows, f"{spec.name}_")
+            if keep is not None:
+                return keep
         return self._distinct(u, u2, (kind, sign, ones, inf), rows, f"{spec.name}_")
+
+    def is_sorted(self, x, rows, label) -> bool:
+        """Whether key x is already in ascending order bits (NaNs last and equal, -0.0 ==
+        0.0): one read pass by morsels (ops/sort/cpu_kernels.sorted_chunks)."""
+        n = len(x)
+        if n < 2:
+            return True
+        bad = np.zeros(_chunks(n), np.bool_)
+        self._morsels(self._kernels(), "sorted_chunks", len(bad), rows, label, n, _raw(x), bad,
+                      *_consts(x.dtype))
+        return not bad.any()
+
+    def _distinct_runs(self, first, u, u2, rows, label):
+        """First-occurrence flags of a key tuple whose first field is already in ascending
+        order, each row compared with the earlier rows of its run of equal first fields
+        (ops/sort/cpu_kernels.distinct_runs); None when a chunk finds the field out of order
+        or a run over RUN_MAX rows (the hash sets run then)."""
+        n = len(u)
+        bad = np.zeros(_chunks(n), np.bool_)
+        keep = np.empty(n, np.bool_)
+        self._morsels(self._kernels(), "distinct_runs", len(bad), rows, label, n, _raw(first), u,
+                      u2, keep, bad, *_consts(first.dtype))
+        return None if bad.any() else keep
 
     def _distinct(self, u, u2, consts, rows, label) -> np.ndarray:
         """First-occurrence flags of the words u (and u2): hash partitions of ~16K rows

@@ -44,6 +44,15 @@ First occurrence (distinct_words, distinct_scatter, distinct_sets): each element
   index) pairs in index order; each partition then runs an open-addressing hash set in that
   order, so the first insert of a word is its first occurrence (one partition: the words in
   place, no scatter). The flags are exact booleans: no order or thread count can change them.
+  A key tuple whose FIRST field is already in ascending order (the rows of a table sorted by
+  it: TPC-H's lines by l_orderkey; a per-group distinct count's (group key, f) pairs) takes
+  distinct_runs instead: an equal key tuple can only occur in the run of equal first fields,
+  so each row is compared with the earlier rows of its run (runs of at most RUN_MAX rows; a
+  chunk that finds its first field out of order or a longer run says so and the hash sets
+  above run instead): one read pass, no partitions.
+Sorted check (sorted_chunks): whether keys are already in ascending order bits (a group_by's
+  key of a table sorted by it): one read pass, each chunk from the previous chunk's last key;
+  a sorted key needs no sort (the identity is the stable permutation).
 """
 import numpy as np
 from numba import njit
@@ -51,6 +60,7 @@ from numba import njit
 CHUNK = 1 << 16
 RADIX = 256
 TOPK_BLOCK = 64                             # keys compared with a full heap's top at once
+RUN_MAX = 64                                # distinct_runs: the longest run of equal first fields
 _U0, _U1, _U8, _MASK = np.uint64(0), np.uint64(1), np.uint64(8), np.uint64(255)
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)    # Fibonacci hashing multiplier
 _MIX = np.uint64(0xC2B2AE3D27D4EB4F)       # mixes a second key word into the first's hash
@@ -367,3 +377,61 @@ def distinct_sets(p0, p1, start, pw, pw2, pidx, keep, pbits):
         m = start[p + 1] - start[p]
         if m:
             _set_first(pw, pw2, pidx, start[p], start[p + 1], keep, pbits, _table_bits(m))
+
+
+# ---- already in order ------------------------------------------------------------------------
+@njit(cache=True, nogil=True)
+def sorted_chunks(c0, c1, n, u, bad, kind, sign, ones, inf):
+    """bad[c] = 1 when chunk c's keys (from the previous chunk's last key on) are not in
+    ascending order bits, else 0; each chunk stops at its first descent (blocks of 1024
+    compared without a branch)."""
+    for c in range(c0, c1):
+        lo, hi = max(c * CHUNK, 1), min(n, c * CHUNK + CHUNK)
+        flag = False
+        for b in range(lo, hi, 1024):
+            for i in range(b, min(hi, b + 1024)):
+                j = np.uint64(i)
+                flag |= (order_bits(u[j - _U1], kind, False, sign, ones, inf)
+                         > order_bits(u[j], kind, False, sign, ones, inf))
+            if flag:
+                break
+        bad[c] = flag
+
+
+@njit(cache=True, nogil=True)
+def distinct_runs(c0, c1, n, k0, u, u2, keep, bad, kind, sign, ones, inf):
+    """First-occurrence flags of the key words u (and u2) when the first field k0 (raw bits,
+    its order-bits constants given) ascends: row i against the earlier rows of its run of
+    equal k0. bad[c] = 1 when chunk c finds k0 descending or a run longer than RUN_MAX (its
+    flags are then incomplete)."""
+    two = u2.shape[0] > 0
+    for c in range(c0, c1):
+        lo, hi = c * CHUNK, min(n, c * CHUNK + CHUNK)
+        bad[c] = 0
+        k = order_bits(k0[np.uint64(lo)], kind, False, sign, ones, inf)
+        if lo > 0 and order_bits(k0[np.uint64(lo - 1)], kind, False, sign, ones, inf) > k:
+            bad[c] = 1
+            continue
+        s = lo                          # the run's first row (it may start in an earlier chunk)
+        while s > 0 and lo - s <= RUN_MAX and order_bits(k0[np.uint64(s - 1)], kind, False, sign, ones, inf) == k:
+            s -= 1
+        for i in range(lo, hi):
+            j = np.uint64(i)
+            if i > lo:
+                kn = order_bits(k0[j], kind, False, sign, ones, inf)
+                if kn < k:
+                    bad[c] = 1
+                    break
+                if kn != k:
+                    k, s = kn, i
+            if i - s > RUN_MAX:
+                bad[c] = 1
+                break
+            w = u[j]
+            w2 = u2[j] if two else _U0
+            new = True
+            for t in range(s, i):
+                if u[np.uint64(t)] == w and (not two or u2[np.uint64(t)] == w2):
+                    new = False
+                    break
+            keep[j] = new
