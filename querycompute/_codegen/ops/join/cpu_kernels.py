@@ -213,11 +213,11 @@ def join_dense_build(u, lo, size):
 
 @njit(cache=True)
 def _dense_head(x, head, lo):
-    """The first build row of key x, or -1 (a key outside the build side's range: none)."""
+    """The first build row of key x, or -1 (a key outside the build side's range: none).
+    (One return: numba inlines it; a helper with an early return cost ~100 ns a call.)"""
     k = np.int64(x) - lo
-    if k < 0 or k >= head.shape[0]:
-        return np.int64(-1)
-    return np.int64(head[k])
+    inside = k >= 0 and k < head.shape[0]
+    return np.int64(head[k]) if inside else np.int64(-1)
 
 
 @njit(cache=True, nogil=True)
