@@ -38,6 +38,7 @@ Result decoding: the results are the first `total` elements of every output (GPU
 """
 from __future__ import annotations
 
+from ... import elements
 from ...launch import BufferSpec, KernelArg
 from ...lower.element import check_name, elems_per_thread
 from ...ir.program import Pass
@@ -81,9 +82,10 @@ def lower_gpu(p: Pass, pr) -> GpuKernels:
     check_name(p.name, "pass")
     outs = output_args(p)
     window = _window_args(p)
-    kernels, specs, scratch = compact_gpu.lower(p, dialect, ept, outs, window)
+    runs = compact_gpu.tile_runs(dialect, ept, prog.output_dtypes, bool(elements.arrays(prog)))
+    kernels, specs, scratch = compact_gpu.lower(p, dialect, ept, outs, window, runs)
     outputs = tuple(BufferSpec(a.name, a.dtype, "window" if window else "n") for a in outs)
-    return GpuKernels(ept, kernels, specs, outputs, scratch)
+    return GpuKernels(ept * runs, kernels, specs, outputs, scratch)
 
 
 # ---- CPU lowering (numba source) ----------------------------------------------------------

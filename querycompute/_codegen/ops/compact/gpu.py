@@ -43,11 +43,12 @@ words for the counts in both.
 """
 from __future__ import annotations
 
+from ... import dtypes as D
 from ...ir import expr as E
 from ...ir import kernel_ir as K
-from ...dialects.by_name import caps, printer
+from ...dialects.by_name import DIALECTS, caps, printer
 from ...launch import BLOCK, BufferSpec, KernelArg, KernelSpec
-from ...lower.block import LID, block_inclusive_scan, block_reduce, Acc
+from ...lower.block import LANE, LID, WARP, block_inclusive_scan, block_reduce, Acc
 from ...lower.element import BASE, element, per_thread_loop, declare_base, input_args, rename, variant
 from ...ir.stage_specs import ScanSpec
 from ..scan import gpu as scan_op
@@ -60,21 +61,22 @@ STAGE = "sh_out"               # shared staging array of output k: sh_out<k>
 __all__ = ["lower", "algorithm", "COUNT_GRID"]
 
 
-# The compaction's algorithm per dialect. Every dialect counts, scans the counts and scatters
-# (reduce-then-scan): on an H100 that ran W2 (n = 1e8) in 0.70 ms, where the single-pass
-# look-back took 4.9 ms with scan.py's fixed look-back (a chain of group prefixes) and still
-# 2.06 ms with its decoupled one (the counts are exact int64 sums): each tile of 256 x 4
-# elements pays four device-wide fences and two block barriers of look-back latency
-# (docs/performance.md). The look-back lowering stays, chosen by `lower(..., algo=)`, for
-# the day a flag and its count travel in one word and tiles grow. (A tuning table, not a
-# capability: the look-back needs DialectCaps.forward_progress, which `lower` checks.)
-ALGORITHM = {"cuda": "reduce_then_scan", "opencl": "reduce_then_scan", "metal": "reduce_then_scan",
-             "webgpu": "reduce_then_scan"}
+# The compaction's algorithm per dialect, from its capabilities: the one-pass look-back where
+# blocks make forward progress and a tile's status fits one 64-bit word (forward_progress and
+# int64: CUDA), else reduce-then-scan. A mutable table, so a benchmark can pin either one
+# (benchmarks/gpu_scan_compaction.py --compaction); `lower` refuses a look-back without
+# forward progress. History: with a flag word and a separate count (a fence between them on
+# both sides, 256 x 4 tiles, a 17-barrier block scan), the look-back ran W2 (n = 1e8) on an
+# H100 in 4.9 ms (scan.py's fixed look-back) and 2.06 ms (its decoupled one) against 0.70 ms
+# for reduce-then-scan; the packed status word and the larger tiles of today's one-pass
+# lowering have no device figure yet (docs/performance.md).
+ALGORITHM = {name: "lookback" if cls.CAPS.forward_progress and cls.CAPS.int64 else "reduce_then_scan"
+             for name, cls in DIALECTS.items()}
 
 
 def algorithm(dialect: str) -> str:
-    """"reduce_then_scan" (every dialect today) or "lookback" (on request, where the dialect
-    has forward progress)."""
+    """"lookback" (one pass: dialects with forward progress and 64-bit words, CUDA) or
+    "reduce_then_scan" (the others); ALGORITHM's entry."""
     return ALGORITHM[dialect]
 
 
@@ -132,12 +134,139 @@ def _is_last(tile: K.KExpr) -> K.KExpr:
 
 
 # ---- CUDA: single pass ----------------------------------------------------------------------
-def _lookback_kernel(p, prog, strided: bool, ept: int, outs, window, lo_scan, group: int):
+STATUS = "tile_status"         # one 64-bit word per tile: count << 2 | flag
+FLAG_BITS = 2
+FLAG_AGG, FLAG_INCL = 1, 2     # 0: nothing published yet
+RUNS = 4                       # 16-byte runs a thread and tile (64 bytes of its widest element)
+STAGE_BYTES = 24 * 1024        # shared staging of the survivors, all outputs together
+LANE_ZERO = K.i32(0)
+
+
+def tile_runs(dialect: str, ept: int, out_dtypes, shaped: bool = False, algo: str | None = None) -> int:
+    """16-byte runs of `ept` elements each thread takes in the one-pass look-back's tile (1
+    for reduce-then-scan): RUNS, halved while the staging of a tile's survivors (BLOCK * ept *
+    runs elements of every output) exceeds STAGE_BYTES; 1 for a pass over whole shaped
+    elements (their register runs are sized for one run: elements.min_blocks)."""
+    if (algo or algorithm(dialect)) != "lookback" or shaped:
+        return 1
+    per = BLOCK * ept * max(1, sum(D.itemsize(d) for d in out_dtypes))
+    runs = RUNS
+    while runs > 1 and runs * per > STAGE_BYTES:
+        runs //= 2
+    return runs
+
+
+def _word(count: K.KExpr, flag) -> K.KExpr:
+    """A tile's status word: the count above FLAG_BITS flag bits."""
+    return K.op("|", K.op("<<", K.KCast(count, "uint64"), K.KConst(FLAG_BITS, "uint64")), flag)
+
+
+def _flag(c: int) -> K.KConst:
+    return K.KConst(c, "uint64")
+
+
+def _init_kernel(name: str) -> K.Kernel:
+    j = K.KVar("j", "int64")
+    body = (K.For(j, K.KCast(LID, "int64"), K.op("<", j, K.KVar("num_blocks", "int64")), K.op("+", j, K.i64(BLOCK)),
+                  (K.Store(STATUS, j, K.KConst(0, "uint64")),)),
+            K.If(K.op("==", LID, K.i32(0)), (K.Store("ticket", K.i32(0), K.KConst(0, "uint32")),)))
+    args = (KernelArg("num_blocks", "value", "int64"), KernelArg(STATUS, "scratch", "uint64", scratch=STATUS),
+            KernelArg("ticket", "scratch", "uint32", scratch="ticket"))
+    return K.Kernel(f"{name}_compact_init", args, (), body,
+                    doc=f"{name} compaction: no tile published yet, tickets from 0.")
+
+
+def _warp_block_scan(value: K.KVar, result: K.KVar, total: K.KVar) -> tuple[list, K.SharedArray]:
+    """result = sum of `value` over threads 0..local_id, total = over the block: an inclusive
+    scan in each warp by shuffles, the warps' totals through shared memory (one barrier)."""
+    off, other, w, t = K.KVar("offset", "int32"), K.KVar("other", "int64"), K.KVar("w", "int32"), K.KVar("warp_total", "int64")
+    before = K.KVar("warps_before", "int64")
+    up = K.KSelect(K.op(">=", LANE, off), K.op("-", LANE, off), LANE, "int32")
+    warps = BLOCK // 32
+    stmts = [K.Comment("Block-wide inclusive prefix sum: in each warp by shuffles, then the totals of the\n"
+                       "warps before this one's (one barrier)."),
+             K.Declare(result, value),
+             K.For(off, K.i32(1), K.op("<", off, K.i32(32)), K.op("<<", off, K.i32(1)), (
+                 K.Declare(other, K.KShuffle(result, up, "int64")),
+                 K.If(K.op(">=", LANE, off), (K.Assign(result, K.op("+", result, other)),)))),
+             K.If(K.op("==", LANE, K.i32(31)), (K.Store("sh_warp", WARP, result),)),
+             K.Barrier(),
+             K.Declare(before, K.i64(0)),
+             K.Declare(total, K.i64(0)),
+             K.For(w, K.i32(0), K.op("<", w, K.i32(warps)), K.op("+", w, K.i32(1)), (
+                 K.Declare(t, K.KLoad("sh_warp", w, "int64")),
+                 K.If(K.op("<", w, WARP), (K.Assign(before, K.op("+", before, t)),)),
+                 K.Assign(total, K.op("+", total, t))), unroll=True),
+             K.Assign(result, K.op("+", result, before))]
+    return stmts, K.SharedArray("sh_warp", "int64", warps)
+
+
+def _look_back(tile: K.KExpr, agg: K.KExpr) -> list:
+    """The survivors of the tiles before `tile` -> sh_carry[0] (decoupled look-back, CUB's
+    DeviceSelect: see ALGORITHM's comment); warp 0 runs it."""
+    status, j, end = K.KVar("status", "uint64"), K.KVar("j", "int64"), K.KVar("window_end", "int64")
+    v, o, carry = K.KVar("v", "int64"), K.KVar("other", "int64"), K.KVar("carry", "int64")
+    inc, o_inc, off = K.KVar("has_incl", "int32"), K.KVar("other_incl", "int32"), K.KVar("offset", "int32")
+    load = K.KLoad(STATUS, j, "uint64", volatile=True)
+    spins = K.KVar("spins", "int32")
+    flag_of = lambda w: K.op("&", w, _flag((1 << FLAG_BITS) - 1))          # noqa: E731
+    tree = K.For(off, K.i32(1), K.op("<", off, K.i32(32)), K.op("<<", off, K.i32(1)), (
+        K.Declare(o, K.KShuffleDown(v, off, "int64")),
+        K.Declare(o_inc, K.KShuffleDown(inc, off, "int32")),
+        K.If(K.op("==", K.op("%", LANE, K.op("*", off, K.i32(2))), K.i32(0)), (
+            K.If(K.op("!=", o_inc, K.i32(0)), (K.Assign(v, o), K.Assign(inc, K.i32(1))),
+                 (K.Assign(v, K.op("+", v, o)),)),))))
+    window = (
+        K.Declare(j, K.op("+", K.op("-", end, K.i64(32)), K.KCast(LANE, "int64"))),
+        K.Declare(status, _flag(FLAG_INCL)),       # before tile 0: an inclusive prefix of 0
+        K.If(K.op(">=", j, K.i64(0)), (
+            K.Assign(status, load),
+            K.For(spins, K.i32(0), K.op("==", flag_of(status), _flag(0)), K.op("+", spins, K.i32(1)),
+                  (K.Assign(status, load),)))),
+        K.Declare(v, K.KCast(K.op(">>", status, K.KConst(FLAG_BITS, "uint64")), "int64")),
+        K.Declare(inc, K.KSelect(K.op("==", flag_of(status), _flag(FLAG_INCL)), K.i32(1), K.i32(0), "int32")),
+        tree,
+        K.Comment("Lane 0 holds the window's count from its last inclusive prefix on; every lane takes it."),
+        K.Assign(carry, K.op("+", carry, K.KShuffle(v, LANE_ZERO, "int64"))),
+        K.If(K.op("!=", K.KShuffle(inc, LANE_ZERO, "int32"), K.i32(0)), (K.Break(),)))
+    first = K.op("==", tile, K.i64(0))
+    warp0 = (
+        K.Comment("Publish this tile's count in one 64-bit word (count << 2 | flag): tile 0 its inclusive\n"
+                  "prefix, every other tile its aggregate. One store, so no fence between flag and count."),
+        K.If(K.op("==", LANE, K.i32(0)), (
+            K.Store(STATUS, tile, _word(agg, K.KSelect(first, _flag(FLAG_INCL), _flag(FLAG_AGG), "uint64")),
+                    volatile=True),)),
+        K.Comment("Decoupled look-back: a lane reads one of the 32 status words before the window end (spins\n"
+                  "while 0), a segmented shuffle tree adds them (an inclusive prefix drops what lies before\n"
+                  "it); the window moves back until it held an inclusive prefix."),
+        K.Declare(carry, K.i64(0)),
+        K.For(end, tile, K.op(">", end, K.i64(0)), K.op("-", end, K.i64(32)), window),
+        K.If(K.op("==", LANE, K.i32(0)), (
+            K.If(K.op("!=", tile, K.i64(0)),
+                 (K.Store(STATUS, tile, _word(K.op("+", carry, agg), _flag(FLAG_INCL)), volatile=True),)),
+            K.Store("sh_carry", K.i32(0), carry))))
+    return [K.If(K.op("==", WARP, K.i32(0)), warp0)]
+
+
+def _runs(runs: int, ept: int, first: K.KExpr, body: list) -> list:
+    """Each of this thread's `runs` runs of `ept` consecutive elements from `first` in turn
+    (BASE its first element), `body` a per_thread_loop over it."""
+    if runs == 1:                                  # `first` is BASE
+        return [per_thread_loop(ept, body)]
+    r = K.KVar("run", "int32")
+    return [K.For(r, K.i32(0), K.op("<", r, K.i32(runs)), K.op("+", r, K.i32(1)), (
+        K.Declare(BASE, K.op("+", first, K.op("*", K.KCast(r, "int64"), K.i64(ept)))),
+        per_thread_loop(ept, body)), unroll=True)]
+
+
+def _lookback_kernel(p, prog, strided: bool, ept: int, runs: int, outs, window):
     name = p.name
-    tile = scan_op.TILE
+    tile = K.KVar("tile", "int64")
+    first = K.KVar("thread_first", "int64") if runs > 1 else BASE    # this thread's first element
     start = K.KVar("tile_start", "int64")          # survivors of the tiles before this one
     agg = K.KVar("tile_count", "int64")            # survivors of this tile
     lpos, j, r = K.KVar("lpos", "int64"), K.KVar("j", "int64"), K.KVar("rank", "int64")
+    per_thread = ept * runs
     take = [K.Comment("Tiles go to blocks in the order they start (an atomic ticket): every earlier tile\n"
                       "belongs to a running block, so the look-back cannot deadlock."),
             K.If(K.op("==", LID, K.i32(0)), (K.Declare(K.KVar("ticket_no", "uint32"), K.KConst(0, "uint32")),
@@ -146,7 +275,11 @@ def _lookback_kernel(p, prog, strided: bool, ept: int, outs, window, lo_scan, gr
                                               K.Store("sh_tile", K.i32(0), K.KVar("ticket_no", "uint32")))),
             K.Barrier(),
             K.Declare(tile, K.KCast(K.KLoad("sh_tile", K.i32(0), "uint32"), "int64")),
-            K.Declare(BASE, K.op("*", K.op("+", K.op("*", tile, K.i64(BLOCK)), K.KCast(LID, "int64")), K.i64(ept)))]
+            K.Declare(first, K.op("*", K.op("+", K.op("*", tile, K.i64(BLOCK)), K.KCast(LID, "int64")),
+                                  K.i64(per_thread)))]
+    count = [K.Declare(COUNT, K.i64(0))] + _runs(runs, ept, first, element(prog, strided, ())
+                                                 + [K.Assign(COUNT, K.op("+", COUNT, ONE))])
+    scan, sh_warp = _warp_block_scan(COUNT, INCL, agg)
     stage = [K.Store(f"{STAGE}{k}", lpos, K.Elem(rename(e, prog))) for k, e in enumerate(prog.outputs)]
     stage.append(K.Assign(lpos, K.op("+", lpos, ONE)))
     rank = K.op("+", start, j)
@@ -157,29 +290,26 @@ def _lookback_kernel(p, prog, strided: bool, ept: int, outs, window, lo_scan, gr
                   K.If(K.op("&&", K.op(">=", r, lo), K.op("<", r, hi)),
                        tuple(K.Store(a.name, K.op("-", r, lo), K.KLoad(f"{STAGE}{k}", j, a.dtype))
                              for k, a in enumerate(outs))))
-    write = [per_thread_loop(ept, element(prog, strided, prog.outputs) + stage),
-             K.Barrier(),
-             K.Comment("Coalesced: consecutive threads store consecutive survivors."),
-             K.For(j, K.KCast(LID, "int64"), K.op("<", j, agg), K.op("+", j, K.i64(BLOCK)), stores)]
+    write = (_runs(runs, ept, first, element(prog, strided, prog.outputs) + stage)
+             + [K.Barrier(),
+                K.Comment("Coalesced: consecutive threads store consecutive survivors."),
+                K.For(j, K.KCast(LID, "int64"), K.op("<", j, agg), K.op("+", j, K.i64(BLOCK)), stores)])
     if window:
         write = [K.Comment("A tile whose survivors all lie outside the window [lo, hi) has nothing to write."),
                  K.If(_window_test(start, K.op("+", start, agg), window), tuple(write))]
-    body = (take + _count(prog, strided, ept) + block_inclusive_scan(COUNT, INCL, "sh_scan")
-            + [K.Declare(agg, K.KLoad("sh_scan", K.i32(BLOCK - 1), "int64"))]
-            + lo_scan.look_back(group, agg)
+    body = (take + count + scan + _look_back(tile, agg)
             + [K.Barrier(),
                K.Declare(start, K.KLoad("sh_carry", K.i32(0), "int64")),
                K.If(_is_last(tile), (K.Store("total", K.i32(0), _total(K.op("+", start, agg), window)),)),
                K.Comment("Stage this thread's survivors at their offsets in the tile."),
                K.Declare(lpos, K.op("-", INCL, COUNT))]
             + write)
-    args = (tuple(input_args(prog, strided)) + (KernelArg("n", "n", "int64"), KernelArg("num_blocks", "value", "int64"))
-            + tuple(lo_scan.bind.get(nm) or KernelArg(nm, "scratch", scan_op._SCRATCH[nm] or "int64", scratch=nm)
-                    for nm in ("block_aggs", "block_incl", "block_flags", "ticket"))
-            + (KernelArg("total", "scratch", "int64", scratch="total"),) + outs)
-    shared = (K.SharedArray("sh_scan", "int64", BLOCK), K.SharedArray("sh_tile", "uint32", 1),
-              K.SharedArray("sh_carry", "int64", 1), K.SharedArray("sh_state", "int32", 1),
-              *(K.SharedArray(f"{STAGE}{k}", a.dtype, BLOCK * ept) for k, a in enumerate(outs)))
+    args = (tuple(input_args(prog, strided)) + (KernelArg("n", "n", "int64"), KernelArg("num_blocks", "value", "int64"),
+                                                KernelArg(STATUS, "scratch", "uint64", scratch=STATUS),
+                                                KernelArg("ticket", "scratch", "uint32", scratch="ticket"),
+                                                KernelArg("total", "scratch", "int64", scratch="total")) + outs)
+    shared = (sh_warp, K.SharedArray("sh_tile", "uint32", 1), K.SharedArray("sh_carry", "int64", 1),
+              *(K.SharedArray(f"{STAGE}{k}", a.dtype, BLOCK * per_thread) for k, a in enumerate(outs)))
     kname, doc = variant(f"{name}_compact_lookback", strided,
                          f"{name} compaction, single pass: count, look back, stage and write the survivors.")
     return K.Kernel(kname, args, shared, tuple(body), doc=doc)
@@ -228,16 +358,17 @@ def _scatter_kernel(p, prog, strided: bool, ept: int, outs, window):
     return K.Kernel(kname, args, (K.SharedArray("sh_scan", "int64", BLOCK),), tuple(head + stmts), doc=doc)
 
 
-def lower(p, dialect: str, ept: int, outs: tuple, window, group: int = scan_op.LOOKBACK,
-          algo: str | None = None):
+def lower(p, dialect: str, ept: int, outs: tuple, window, runs: int = 1, algo: str | None = None):
     """(kernels, specs, scratch BufferSpecs) of pass `p`'s compaction in `dialect` (the window's
     lo, hi are params of the pass, among input_args already); `algo`: "lookback" (CUDA) or
-    "reduce_then_scan", default the dialect's (ALGORITHM)."""
+    "reduce_then_scan", default the dialect's (ALGORITHM); `runs`: the look-back's runs of
+    `ept` elements a thread (tile_runs; the tile is BLOCK * ept * runs elements)."""
     prog = p.program
     algo = algo or algorithm(dialect)
     if algo == "lookback" and not caps(dialect).forward_progress:
         raise ValueError(f"{dialect} has no look-back (no forward-progress guarantee between blocks)")
-    lo_scan = _counts_scan(p.name, dialect, algo)
+    if algo != "lookback" and runs != 1:
+        raise ValueError("reduce-then-scan takes one run a thread")
     kernels, specs = [], []
 
     def add(kernel, grid, variant_, role):
@@ -245,13 +376,13 @@ def lower(p, dialect: str, ept: int, outs: tuple, window, group: int = scan_op.L
         specs.append(KernelSpec(kernel.name, kernel.args, grid, variant_, role))
 
     if algo == "lookback":
-        add(lo_scan.init(), "one", "any", "init")
+        add(_init_kernel(p.name), "one", "any", "init")
         for strided in (False, True):
-            add(_lookback_kernel(p, prog, strided, ept, outs, window, lo_scan, group), "tiles",
+            add(_lookback_kernel(p, prog, strided, ept, runs, outs, window), "tiles",
                 "strided" if strided else "contiguous", "scatter")
-        scratch = (BufferSpec("block_aggs", "int64", "blocks"), BufferSpec("block_incl", "int64", "blocks"),
-                   BufferSpec("block_flags", "uint32", "blocks"), BufferSpec("ticket", "uint32", "one"))
+        scratch = (BufferSpec(STATUS, "uint64", "blocks"), BufferSpec("ticket", "uint32", "one"))
     else:
+        lo_scan = _counts_scan(p.name, dialect, algo)
         for strided in (False, True):
             add(_count_kernel(p, prog, strided, ept), "tiles", "strided" if strided else "contiguous", "count")
         add(lo_scan.partials(), lo_scan.grid, "any", "partials")
