@@ -1,29 +1,59 @@
 """GPU lowering of stage op "compact" (ops/compact.py): order-preserving stream compaction.
 
 The survivors of the filter are written densely in source order: survivor r goes to slot r,
-its rank among the survivors, i.e. a prefix sum of the keep flags. Block b owns the tile of
-BLOCK * ept consecutive elements from b * tile and thread t of it `ept` consecutive elements
-of the tile, so "tile, then thread, then element" is source order. A survivor's rank is
-(survivors of the tiles before) + (survivors of the earlier threads of its tile) + (its rank
-in its thread's run). The tile prefix (the first term) is a scan of the per-tile counts, and
-that scan is ops/scan/gpu.py's (one home for the multi-block scan). Two algorithms (ALGORITHM
-below says which each dialect runs: reduce-then-scan everywhere today):
+its rank among the survivors, i.e. a prefix sum of the keep flags. Block b owns a tile of
+BLOCK * ept * runs consecutive elements and thread t of it ept * runs consecutive elements
+(`runs` runs of ept, each one 16-byte load where the input is contiguous), so "tile, then
+thread, then element" is source order. A survivor's rank is (survivors of the tiles before)
++ (survivors of the earlier threads of its tile) + (its rank in its thread's run). The tile
+prefix (the first term) is a scan of the per-tile counts. Two algorithms (ALGORITHM below
+says which each dialect runs; it follows the dialect's capabilities):
 
-Look-back (dialects with forward progress between blocks, DialectCaps.forward_progress: CUDA;
-on request: lower(..., algo="lookback")), single pass as CUB's
-DeviceSelect::If:
-  <pass>_compact_scan_init  (one block) zeroes the tile flags and the tile ticket
-  <pass>_compact_lookback   (tiles) takes its tile from the ticket; each thread counts its
-      survivors (the only DRAM read of the input); a block scan of the thread counts gives
-      the tile's count (its aggregate, published at once) and each thread's local offset;
-      warp 0 finds the tile prefix by scan.py's fixed look-back (no wait on a later tile,
-      so no deadlock whatever order blocks start in); every thread then recomputes its run
+One pass with a decoupled look-back (dialects whose blocks make forward progress and that
+have 64-bit words, DialectCaps.forward_progress and int64: CUDA), CUB's DeviceSelect scheme:
+  <pass>_compact_init      (one block) zeroes the tile status words and the tile ticket
+  <pass>_compact_lookback  (tiles) takes its tile from the ticket; each thread counts the
+      survivors of its runs (the only DRAM read of the input); a block scan of the thread
+      counts (shuffles within each warp, the warp totals through shared memory: one
+      barrier) gives the tile's count and each thread's offset in the tile; warp 0 finds
+      the survivors of the tiles before (below); every thread then recomputes its runs
       (the tile was just read: L1/L2, not DRAM) and stages its survivors' values in shared
-      memory at their local offsets; after a barrier the block writes the staged values out
+      memory at their offsets; after a barrier the block writes the staged values out
       coalesced, thread j storing staged values j, j + BLOCK, ... at prefix + j. The last
       tile writes the total.
-Reduce-then-scan (every dialect): no block ever waits on another (OpenCL, Metal and WGSL
-give no forward-progress guarantee between work-groups; on CUDA it is the faster one):
+  Tile status: ONE 64-bit word a tile, count << 2 | flag, flag 0 = nothing published yet,
+      1 = the tile's own count (aggregate), 2 = the survivors of tiles 0..b (inclusive
+      prefix); 62 bits of count hold any n. A tile publishes it with one volatile 64-bit
+      store (st.volatile.global.u64: an aligned 64-bit access is single-copy atomic in the
+      PTX memory model, so a reader sees the old word or the new one, never a flag without
+      its count) and a reader takes it with one 64-bit load: no fence between flag and
+      value on either side (the flag-then-value protocol of ops/scan/lookback_gpu.py needs
+      one on each, four a tile). Tile 0 publishes its inclusive prefix at once, every other
+      tile its aggregate first; then warp 0 reads the 32 status words before its window end,
+      one a lane (a lane spins while its word is 0), adds them nearest-last with a
+      segmented shuffle tree (a lane holding an inclusive prefix drops everything before
+      it), and moves the window 32 tiles back until a window held an inclusive prefix;
+      then the tile publishes its own inclusive prefix. It never waits for an inclusive
+      prefix, only for aggregates, which every earlier tile publishes before it looks back:
+      tiles go to blocks in the order the blocks take the atomic ticket, so every earlier
+      tile belongs to a block that is already running (forward progress), whatever order
+      the hardware starts blocks in. Counts are integers: any grouping gives the same
+      sum, so the output is the same bytes whatever was published first.
+  Tile size: `runs` runs of 16 bytes of the widest element a thread (RUNS = 4: 64 bytes,
+      256 x 16 float32 = 4096 elements a tile, against 256 x 4 before), halved while
+      the staged survivors of a tile (BLOCK * ept * runs elements of every output) would
+      exceed STAGE_BYTES = 24 KB of shared memory, so that 8 blocks of 256 threads (the
+      __launch_bounds__ the compaction promises, full occupancy) fit in an SM's 228 KB.
+      Registers do not grow with the runs: a thread keeps only its count (the values are
+      recomputed in the write pass and go straight to shared memory), one run's 16-byte
+      load at a time. A pass over whole shaped elements keeps one run (their register runs
+      are sized for it: elements.min_blocks).
+  The CPU harness runs blocks one after another in ticket order, so there every look-back
+  finds its predecessor's inclusive prefix in its first window; the walk back over windows
+  of aggregates is tested by launching one tile against status words laid out by the test
+  (tests/test_issue30_compaction_one_pass.py).
+Reduce-then-scan (OpenCL, Metal and WGSL: no forward-progress guarantee between work-groups,
+so no block ever waits on another):
   <pass>_compact_count          (tiles) survivors per tile -> block_counts
   <pass>_compact_scan_partials  (tiles/T) |  scan.py's reduce-then-scan of block_counts,
   <pass>_compact_scan_blocks    (one)     |  T counts a block: block_incl[b] = survivors of
@@ -37,9 +67,9 @@ With a ToArray window [lo, hi) (program.ToArray): only survivors of rank lo <= r
 stored, at r - lo; a tile whose ranks miss the window stores nothing (block-uniform test),
 and total = max(0, min(survivors, hi) - lo) (compact.window_total).
 
-DRAM bytes per element (input size S, output size O, survival fraction f): look-back
+DRAM bytes per element (input size S, output size O, survival fraction f): one pass
 S + f*O; reduce-then-scan 2*S + f*O (count and scatter both read the input), plus O(tiles)
-words for the counts in both.
+words for the counts in both (one pass: one 8-byte status word a tile).
 """
 from __future__ import annotations
 
@@ -58,14 +88,15 @@ INCL = K.KVar("thread_incl", "int64")      # survivors of threads 0..t of the ti
 GROUP = K.KThread("group_id")
 ONE = K.i64(1)
 STAGE = "sh_out"               # shared staging array of output k: sh_out<k>
-__all__ = ["lower", "algorithm", "COUNT_GRID"]
+__all__ = ["lower", "algorithm", "tile_runs", "COUNT_GRID"]
 
 
 # The compaction's algorithm per dialect, from its capabilities: the one-pass look-back where
 # blocks make forward progress and a tile's status fits one 64-bit word (forward_progress and
 # int64: CUDA), else reduce-then-scan. A mutable table, so a benchmark can pin either one
-# (benchmarks/gpu_scan_compaction.py --compaction); `lower` refuses a look-back without
-# forward progress. History: with a flag word and a separate count (a fence between them on
+# (benchmarks/gpu_scan_compaction.py --compaction); `lower` refuses a look-back where the
+# capabilities lack. History (why CUDA ran reduce-then-scan until issue 30; that reason is
+# gone with the status word): with a flag word and a separate count (a fence between them on
 # both sides, 256 x 4 tiles, a 17-barrier block scan), the look-back ran W2 (n = 1e8) on an
 # H100 in 4.9 ms (scan.py's fixed look-back) and 2.06 ms (its decoupled one) against 0.70 ms
 # for reduce-then-scan; the packed status word and the larger tiles of today's one-pass
@@ -365,8 +396,9 @@ def lower(p, dialect: str, ept: int, outs: tuple, window, runs: int = 1, algo: s
     `ept` elements a thread (tile_runs; the tile is BLOCK * ept * runs elements)."""
     prog = p.program
     algo = algo or algorithm(dialect)
-    if algo == "lookback" and not caps(dialect).forward_progress:
-        raise ValueError(f"{dialect} has no look-back (no forward-progress guarantee between blocks)")
+    if algo == "lookback" and not (caps(dialect).forward_progress and caps(dialect).int64):
+        raise ValueError(f"{dialect} has no look-back (no forward-progress guarantee between blocks, "
+                         f"or no 64-bit tile status word)")
     if algo != "lookback" and runs != 1:
         raise ValueError("reduce-then-scan takes one run a thread")
     kernels, specs = [], []
