@@ -88,7 +88,7 @@ INCL = K.KVar("thread_incl", "int64")      # survivors of threads 0..t of the ti
 GROUP = K.KThread("group_id")
 ONE = K.i64(1)
 STAGE = "sh_out"               # shared staging array of output k: sh_out<k>
-__all__ = ["lower", "algorithm", "tile_runs", "COUNT_GRID"]
+__all__ = ["lower", "algorithm", "tile_runs"]
 
 
 # The compaction's algorithm per dialect, from its capabilities: the one-pass look-back where
@@ -111,8 +111,8 @@ def algorithm(dialect: str) -> str:
     return ALGORITHM[dialect]
 
 
-def _counts_scan(name: str, dialect: str, algo: str) -> scan_op._Lower:
-    """scan.py's lowering of the int64 sum of the tile counts."""
+def _counts_scan(name: str, dialect: str) -> scan_op._Lower:
+    """scan.py's lowering of the int64 sum of the tile counts (reduce-then-scan)."""
     acc, item = E.Var("acc", "int64"), E.Var("item", "int64")
     spec = ScanSpec("int64", E.Binary("add", acc, item, "int64"), E.Const(0, "int64"), (), f"{name}_compact")
     runs = scan_op.RUNS["cpu" if printer(dialect).FOLD_RUNS_APART else "gpu"]
@@ -120,19 +120,12 @@ def _counts_scan(name: str, dialect: str, algo: str) -> scan_op._Lower:
             "out": KernelArg("block_incl", "scratch", "int64", scratch="block_incl")}
     lo = scan_op._Lower(spec, runs, bind)
     lo.grid = grid = f"tiles/{lo.tile_size}"
-    if algo == "lookback":                       # the look-back's scratch is per compaction tile
-        return lo
     # the scan's n is the number of compaction tiles; its num_blocks the count-scan tiles
     lo.bind.update({"n": KernelArg("n", "value", "int64", rule="tiles"),
                     "num_blocks": KernelArg("num_blocks", "value", "int64", rule=grid),
                     "block_aggs": KernelArg("block_aggs", "scratch", "int64", scratch="count_aggs"),
                     "block_carry": KernelArg("block_carry", "scratch", "int64", scratch="count_carry")})
     return lo
-
-
-def COUNT_GRID(name: str, dialect: str) -> str:
-    """The grid rule of the count scan's tile kernels ("tiles/T")."""
-    return _counts_scan(name, dialect, algorithm(dialect)).grid
 
 
 def _kvar(a: KernelArg) -> K.KVar:
@@ -414,7 +407,7 @@ def lower(p, dialect: str, ept: int, outs: tuple, window, runs: int = 1, algo: s
                 "strided" if strided else "contiguous", "scatter")
         scratch = (BufferSpec(STATUS, "uint64", "blocks"), BufferSpec("ticket", "uint32", "one"))
     else:
-        lo_scan = _counts_scan(p.name, dialect, algo)
+        lo_scan = _counts_scan(p.name, dialect)
         for strided in (False, True):
             add(_count_kernel(p, prog, strided, ept), "tiles", "strided" if strided else "contiguous", "count")
         add(lo_scan.partials(), lo_scan.grid, "any", "partials")
