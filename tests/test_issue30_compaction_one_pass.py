@@ -9,7 +9,8 @@ several dtypes, several outputs a survivor, strided inputs and ToArray windows. 
 runs blocks one after another, so there every look-back finds its predecessor's inclusive
 prefix; the walk back over windows of aggregates is run by launching one tile against status
 words the test lays out (aggregates only, an inclusive prefix inside a window, garbage that
-must be discarded)."""
+must be discarded), and blocks in reverse and shuffled order are run as one launch a tile
+with the ticket set, after every tile's aggregate is out."""
 from __future__ import annotations
 
 import re
@@ -253,3 +254,36 @@ def test_tile_zero_and_first_window_need_no_predecessor():
     assert list(status) == [_word(c0, 2), _word(keep.sum(), 2)] and total[0] == keep.sum()
     np.testing.assert_array_equal(out1, np.flatnonzero(keep))
     np.testing.assert_array_equal(out0, x[keep] - 1)
+
+
+@pytest.mark.parametrize("order", ["reverse", "shuffled"])
+def test_look_backs_in_any_order_once_every_aggregate_is_out(order):
+    """Every tile has published its aggregate (what running blocks do before they look back);
+    then the tiles look back one at a time in reverse or shuffled order (the ticket set for
+    each launch), so each one meets a different mix of aggregates and inclusive prefixes
+    before it: the outputs, the total and every final inclusive prefix are the same. (The
+    windowed pass with the window [0, survivors): a wrong prefix can store nothing out of
+    bounds, so a broken look-back fails the asserts, not the process.)"""
+    _need_harness()
+    ks = gpu.render(WINDOWED, "cuda")
+    spec = ks.kernels[1]
+    kernel = plans.module_for([ks]).kernel(spec.name)
+    tile = ks.block * ks.elems_per_thread
+    T = 70
+    n = T * tile - 100
+    flag, value = window_data(n, density=0.4, seed=5)
+    keep = flag > 0
+    kept = int(keep.sum())
+    counts = np.add.reduceat(keep.astype(np.int64), np.arange(0, n, tile))
+    status = np.array([_word(c, 1) for c in counts], np.uint64)
+    tiles = list(range(T))[::-1] if order == "reverse" else [int(t) for t in np.random.default_rng(2).permutation(T)]
+    bufs = {"in_flag": flag, "in_value": value, "n": np.int64(n), "num_blocks": np.int64(T), "tile_status": status,
+            "total": np.full(1, -1, np.int64), "out0": plans.poisoned(kept, "float32"),
+            "out1": plans.poisoned(kept, "int64"), "p_lo": np.int64(0), "p_hi": np.int64(kept), "p_t": np.int32(0)}
+    for t in tiles:
+        bufs["ticket"] = np.array([t], np.uint32)
+        kernel.launch(1, ks.block, [bufs[a.name] for a in spec.args], schedule="free")
+    assert [int(w) for w in status] == [_word(c, 2) for c in np.cumsum(counts)]
+    assert bufs["total"][0] == kept
+    np.testing.assert_array_equal(bufs["out1"], np.flatnonzero(keep))
+    np.testing.assert_array_equal(bufs["out0"], value[keep])
