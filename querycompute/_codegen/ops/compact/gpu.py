@@ -226,8 +226,8 @@ def _warp_block_scan(value: K.KVar, result: K.KVar, total: K.KVar) -> tuple[list
 
 
 def _look_back(tile: K.KExpr, agg: K.KExpr) -> list:
-    """The survivors of the tiles before `tile` -> sh_carry[0] (decoupled look-back, CUB's
-    DeviceSelect: see ALGORITHM's comment); warp 0 runs it."""
+    """The survivors of the tiles before `tile` -> sh_carry[0] (decoupled look-back over the
+    tiles' status words, CUB's DeviceSelect scheme: the module docstring); warp 0 runs it."""
     status, j, end = K.KVar("status", "uint64"), K.KVar("j", "int64"), K.KVar("window_end", "int64")
     v, o, carry = K.KVar("v", "int64"), K.KVar("other", "int64"), K.KVar("carry", "int64")
     inc, o_inc, off = K.KVar("has_incl", "int32"), K.KVar("other_incl", "int32"), K.KVar("offset", "int32")
