@@ -100,6 +100,8 @@ def test_status_word_source():
             assert k.count("((volatile unsigned long long*)tile_status)[tile] = ") == 2    # aggregate, prefix
             assert "((volatile unsigned long long*)tile_status)[j]" in k
             assert "__shfl_sync(0xffffffffu, thread_incl," in k
+            if spec.variant == "contiguous":       # whole runs without checks; the thread holding n
+                assert k.count("if (i >= n) break;") == 2 and k.count("The thread holding n") == 1
             shared = sum(int(n) * {"float": 4, "double": 8, "long long": 8, "int": 4, "unsigned int": 4,
                                    "short": 2, "unsigned short": 2, "signed char": 1, "unsigned char": 1,
                                    "bool": 1}[t]

@@ -156,6 +156,7 @@ class For:
     body: tuple
     unroll: bool = False
     run: int = 0     # > 0: a thread's run of `run` consecutive elements (lower/element.per_thread_loop)
+    whole: bool = False   # with run: the caller made sure the run lies below n (no tail to split off)
 
 
 @dataclass(frozen=True)

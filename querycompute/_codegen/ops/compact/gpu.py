@@ -45,8 +45,10 @@ have 64-bit words, DialectCaps.forward_progress and int64: CUDA), CUB's DeviceSe
       exceed STAGE_BYTES = 24 KB of shared memory, so that 8 blocks of 256 threads (the
       __launch_bounds__ the compaction promises, full occupancy) fit in an SM's 228 KB.
       Registers do not grow with the runs: a thread keeps only its count (the values are
-      recomputed in the write pass and go straight to shared memory), one run's 16-byte
-      load at a time. A pass over whole shaped elements keeps one run (their register runs
+      recomputed in the write pass and go straight to shared memory); ptxas fits every
+      kernel in the 32 registers of __launch_bounds__(256, 8) without a spill (sm_90). A
+      thread whose runs all lie below n takes them unrolled with wide loads and no bounds
+      checks; only the thread holding n walks its elements one by one (`_runs`). A pass over whole shaped elements keeps one run (their register runs
       are sized for it: elements.min_blocks).
   The CPU harness runs blocks one after another in ticket order, so there every look-back
   finds its predecessor's inclusive prefix in its first window; the walk back over windows
@@ -72,6 +74,8 @@ S + f*O; reduce-then-scan 2*S + f*O (count and scatter both read the input), plu
 words for the counts in both (one pass: one 8-byte status word a tile).
 """
 from __future__ import annotations
+
+from dataclasses import replace
 
 from ... import dtypes as D
 from ...ir import expr as E
@@ -273,14 +277,21 @@ def _look_back(tile: K.KExpr, agg: K.KExpr) -> list:
 
 
 def _runs(runs: int, ept: int, first: K.KExpr, body: list) -> list:
-    """Each of this thread's `runs` runs of `ept` consecutive elements from `first` in turn
-    (BASE its first element), `body` a per_thread_loop over it."""
+    """Each of this thread's `runs` runs of `ept` consecutive elements from `first` in turn,
+    `body` a per_thread_loop's over each (BASE its first element). Where all of them lie
+    below n (every thread but the last tile's), the runs are unrolled without bounds checks
+    (lower/vector.py: wide loads only); the thread holding n walks its elements one by one,
+    so the element code is emitted once per run plus once, not twice per run."""
     if runs == 1:                                  # `first` is BASE
         return [per_thread_loop(ept, body)]
     r = K.KVar("run", "int32")
-    return [K.For(r, K.i32(0), K.op("<", r, K.i32(runs)), K.op("+", r, K.i32(1)), (
+    whole = K.For(r, K.i32(0), K.op("<", r, K.i32(runs)), K.op("+", r, K.i32(1)), (
         K.Declare(BASE, K.op("+", first, K.op("*", K.KCast(r, "int64"), K.i64(ept)))),
-        per_thread_loop(ept, body)), unroll=True)]
+        per_thread_loop(ept, body, whole=True)), unroll=True)
+    tail = replace(per_thread_loop(ept * runs, body), unroll=False, run=0)
+    return [K.If(K.op("<=", K.op("+", first, K.i64(ept * runs)), K.KVar("n", "int64")),
+                 (K.Comment(f"All {runs} runs of {ept} below n: no bounds checks."), whole),
+                 (K.Comment("The thread holding n: element by element."), K.Declare(BASE, first), tail))]
 
 
 def _lookback_kernel(p, prog, strided: bool, ept: int, runs: int, outs, window):
