@@ -3,8 +3,8 @@ every result checked against NumPy (several runs each, so a timing-dependent loo
 shows), then timed; scans against cupy.cumsum. The figures in docs/performance.md's H100
 section come from this script.
 
-    python benchmarks/gpu_scan_compaction.py                        # CUDA's default algorithms
-    python benchmarks/gpu_scan_compaction.py --compaction lookback  # the single-pass look-back
+    python benchmarks/gpu_scan_compaction.py                                # CUDA's default algorithms
+    python benchmarks/gpu_scan_compaction.py --compaction reduce_then_scan  # the two-pass compaction
 
 Without CuPy or a CUDA device it says so and exits with status 2.
 """

@@ -90,15 +90,16 @@ def test_kernel_names_come_from_the_pass_name_and_role():
 
 
 def test_compaction_never_uses_atomics(monkeypatch):
-    """No atomic append; CUDA's single pass (on request: compact_gpu.ALGORITHM) takes its
-    tile from an atomic ticket (issue 18)."""
+    """No atomic append; CUDA's single pass (its default: compact_gpu.ALGORITHM) takes its
+    tile from an atomic ticket (issue 18), and reduce-then-scan has no atomic at all."""
     from querycompute._codegen.ops.compact import gpu as compact_gpu
-    for d in ("opencl", "metal", "cuda"):
+    for d in ("opencl", "metal"):
         assert "atomic" not in render(G.shape_passes("float32")[1], d).source.lower()
-    monkeypatch.setitem(compact_gpu.ALGORITHM, "cuda", "lookback")
     atomics = [line for line in render(G.shape_passes("float32")[1], "cuda").source.splitlines()
                if "atomicAdd(" in line]
     assert len(atomics) == 2 and all("ticket[" in line for line in atomics)   # both variants
+    monkeypatch.setitem(compact_gpu.ALGORITHM, "cuda", "reduce_then_scan")
+    assert "atomic" not in render(G.shape_passes("float32")[1], "cuda").source.lower()
 
 
 def test_invalid_names_are_rejected_with_what_to_do():
@@ -140,22 +141,21 @@ def test_reduce_grid_depends_only_on_n_and_is_capped():
 
 
 def test_compaction_plan_scans_one_count_per_block(monkeypatch):
-    """CUDA's look-back (on request): init + one pass over the tiles; reduce-then-scan (every
-    dialect's): count, the scan operator's multi-block scan of the tile counts
-    (ceil(tiles / T) blocks), scatter."""
+    """CUDA's look-back (its default): init + one pass over the tiles, one status word a tile;
+    reduce-then-scan (the other dialects', CUDA's on request): count, the scan operator's
+    multi-block scan of the tile counts (ceil(tiles / T) blocks), scatter."""
     from querycompute._codegen.ops.compact import gpu as compact_gpu
-    with monkeypatch.context() as m:
-        m.setitem(compact_gpu.ALGORITHM, "cuda", "lookback")
-        ks = render(G.shape_passes("float32")[1], "cuda")
+    ks = render(G.shape_passes("float32")[1], "cuda")
     launches = L.plan(ks, 100_000, True)
     assert [l.kernel.role for l in launches] == ["init", "scatter"]
     tiles = -(-100_000 // (256 * ks.elems_per_thread))
     assert launches[0].grid == 1 and launches[1].grid == tiles
     assert launches[0].values == launches[1].values == {"num_blocks": tiles}
-    assert L.scratch_sizes(ks, 100_000) == {"block_aggs": tiles, "block_incl": tiles, "block_flags": tiles,
-                                           "ticket": 1, "total": 1}
+    assert L.scratch_sizes(ks, 100_000) == {"tile_status": tiles, "ticket": 1, "total": 1}
     for d in ("opencl", "cuda"):
-        ks = render(G.shape_passes("float32")[1], d)
+        with monkeypatch.context() as m:
+            m.setitem(compact_gpu.ALGORITHM, "cuda", "reduce_then_scan")
+            ks = render(G.shape_passes("float32")[1], d)
         launches = L.plan(ks, 10_000_000, True)
         assert [l.kernel.role for l in launches] == ["count", "partials", "scan", "downsweep", "scatter"]
         tiles = -(-10_000_000 // (256 * ks.elems_per_thread))

@@ -106,8 +106,8 @@ def test_line_count_per_kernel_shape(sources, w, d):
         lines = kernel.splitlines()
         opened = next(k for k, ln in enumerate(lines) if ln.endswith(") {"))
         # CUDA's single-pass compaction is count + block scan + look-back + staged writes
-        # in one kernel (ops/compact/gpu.py): its own budget
-        limit = 130 if "_compact_lookback" in lines[0] else max_body_lines(ks.shape, len(ks.result_slots))
+        # in one kernel, each over the thread's runs (ops/compact/gpu.py): its own budget
+        limit = 140 if "_compact_lookback" in lines[0] else max_body_lines(ks.shape, len(ks.result_slots))
         if "blocks_done" in kernel:      # a one-launch reduction: its last block finalizes (ops/reduce)
             limit += max_body_lines(ks.shape, len(ks.result_slots)) - WIDE_RUN + LAST_BLOCK
         assert len(lines) - opened - 2 <= limit, kernel

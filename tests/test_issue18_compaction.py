@@ -1,7 +1,7 @@
 """Issue 18 item 2, executed: order-preserving compaction as reduce-then-scan with a
-multi-block scan of the tile counts on CUDA and Metal (CPU harness) and OpenCL (pocl), and
-as a single pass with decoupled look-back on CUDA (the lowering kept on request), against
-NumPy for n across many tiles."""
+multi-block scan of the tile counts on CUDA (on request) and Metal (CPU harness) and OpenCL
+(pocl), and as a single pass with decoupled look-back on CUDA (its default since issue 30),
+against NumPy for n across many tiles."""
 from __future__ import annotations
 
 import numpy as np
@@ -14,8 +14,8 @@ from harness import plans, runner
 from harness.passes import assert_same, data, expected, passes
 
 D = "float32"
-# the "where" pass writes x - 1 and the int64 index: 2 elements a thread, tiles of 512;
-# 17,001 elements are 34 tiles, so the look-back chains through 2 groups of 32 tiles
+# the "where" pass writes x - 1 and the int64 index: 2 elements a thread, reduce-then-scan
+# tiles of 512 (17,001 elements: 34 tiles), CUDA's one pass 4 runs of 2, tiles of 2048 (9)
 SIZES = (1, 513, 17_001)
 
 
@@ -37,11 +37,8 @@ def _check(ks, module, schedules=("free",)):
     return launches
 
 
-def test_item2_cuda_single_pass_lookback_matches_numpy(monkeypatch):
-    """The look-back lowering, kept for CUDA on request (compact_gpu.ALGORITHM: CUDA runs
-    reduce-then-scan, measured faster on an H100)."""
-    from querycompute._codegen.ops.compact import gpu as compact_gpu
-    monkeypatch.setitem(compact_gpu.ALGORITHM, "cuda", "lookback")
+def test_item2_cuda_single_pass_lookback_matches_numpy():
+    """The look-back lowering, CUDA's default (compact_gpu.ALGORITHM, issue 30 item 2)."""
     ks, module = _harness("cuda")
     roles = [(k.role, k.variant) for k in ks.kernels]
     assert roles == [("init", "any"), ("scatter", "contiguous"), ("scatter", "strided")]
@@ -51,7 +48,9 @@ def test_item2_cuda_single_pass_lookback_matches_numpy(monkeypatch):
 
 
 @pytest.mark.parametrize("dialect", ["cuda", "metal"])
-def test_item2_reduce_then_scan_matches_numpy(dialect):
+def test_item2_reduce_then_scan_matches_numpy(dialect, monkeypatch):
+    from querycompute._codegen.ops.compact import gpu as compact_gpu
+    monkeypatch.setitem(compact_gpu.ALGORITHM, "cuda", "reduce_then_scan")
     ks, module = _harness(dialect)
     assert [k.role for k in ks.kernels if k.variant != "strided"] == [
         "count", "partials", "scan", "downsweep", "scatter"]

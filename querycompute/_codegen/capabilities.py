@@ -14,10 +14,13 @@ add) is its printer's table, not a capability.
                       ops/join/gpu.py, GpuStages        wide sums of narrow values in two
                                                         32-bit words, the device join, the
                                                         group tables, the numpy reference for
-                                                        column operations on 64-bit columns
+                                                        column operations on 64-bit columns,
+                      ops/compact/gpu.py                the one-pass compaction's 64-bit tile
+                                                        status word (with forward_progress)
     float64           gpu.render, ops/scan/fused_gpu.py     captured float64 values cast on the host
-    forward_progress  ops/scan/gpu.py (ops/compact/gpu.py,      single-pass look-back scans (a block
-                      ops/scan/fused_gpu.py through it)         waits for earlier blocks' values)
+    forward_progress  ops/scan/gpu.py (ops/scan/fused_gpu.py    single-pass look-back scans (a block
+                      through it), ops/compact/gpu.py           waits for earlier blocks' values) and
+                                                                the one-pass compaction
     shuffles          ops/reduce/gpu.py, ops/scan/fused_gpu.py  sub-group shuffles in block trees
     buffer_atomics    ops/sort/gpu.py                       the sort adds the next pass's counts by
                                                         an atomic add on a plain int32 buffer

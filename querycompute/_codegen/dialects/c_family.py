@@ -51,6 +51,7 @@ class CFamily(KernelPrinter, VectorLoads):
     BARRIER = ""
     SHARED = ""                         # qualifier of block-shared arrays
     SHUFFLE_DOWN = ""                   # format with {v} {o}; "" = no shuffles (CAPS.shuffles)
+    SHUFFLE = ""                        # format with {v} {l}: v of lane l (CUDA's one-pass compaction)
     SHUFFLE_TYPES: tuple[str, ...] = ()  # dtypes the shuffle accepts
     BITCAST: dict[str, str] = {}        # target dtype -> format with {v}: reinterpret bits
     FLOAT_SUFFIX = {"float32": "f", "float16": "f", "float64": ""}

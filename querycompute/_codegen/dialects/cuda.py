@@ -24,6 +24,7 @@ class Cuda(CFamily):
     BARRIER = "__syncthreads()"
     SHARED = "__shared__"
     SHUFFLE_DOWN = "__shfl_down_sync(0xffffffffu, {v}, {o})"
+    SHUFFLE = "__shfl_sync(0xffffffffu, {v}, {l})"
     SHUFFLE_TYPES = ("int32", "uint32", "int64", "uint64", "float16", "float32", "float64")
     BITCAST = {"float32": "__uint_as_float({v})", "uint32": "__float_as_uint({v})",
                "float64": "__longlong_as_double((long long){v})",

@@ -121,6 +121,8 @@ class KernelPrinter:
         if isinstance(e, K.KShuffleDown):
             return Code(self._spelling("SHUFFLE_DOWN").format(v=self.kcode(e.value).text,
                                                               o=self.kcode(e.offset).text))
+        if isinstance(e, K.KShuffle):
+            return Code(self._spelling("SHUFFLE").format(v=self.kcode(e.value).text, l=self.kcode(e.lane).text))
         raise TypeError(f"not a kernel expression: {e!r}")
 
     def _raw(self, e) -> Code:
@@ -183,7 +185,7 @@ class KernelPrinter:
 
     # ---- buffer accesses (dialects override the float16 / packed storage conversions) --------
     def _spelling(self, what: str) -> str:
-        """A table entry only some dialects have (FENCE, ATOMIC_ADD, VOLATILE, SHUFFLE_DOWN)."""
+        """A table entry only some dialects have (FENCE, ATOMIC_ADD, VOLATILE, SHUFFLE_DOWN, SHUFFLE)."""
         text = getattr(self, what, "")
         if not text:
             raise ValueError(f"the {self.name} printer has no {what} spelling (only kernels that "

@@ -88,6 +88,15 @@ class KShuffleDown:
 
 
 @dataclass(frozen=True)
+class KShuffle:
+    """The value `value` held by lane `lane` of the warp (every lane of the warp takes part:
+    a broadcast when `lane` is the same for all)."""
+    value: "KExpr"
+    lane: "KExpr"
+    dtype: str
+
+
+@dataclass(frozen=True)
 class Elem:
     """An element expression (codegen.expr) whose Var nodes name kernel locals."""
     expr: E.Expr
@@ -105,7 +114,7 @@ class KLocal:
     dtype: str
 
 
-KExpr = Union[KVar, KConst, KOp, KCast, KSelect, KThread, KLoad, KShuffleDown, Elem, KLocal]
+KExpr = Union[KVar, KConst, KOp, KCast, KSelect, KThread, KLoad, KShuffleDown, KShuffle, Elem, KLocal]
 
 
 # --- statements ---------------------------------------------------------------------------
@@ -147,6 +156,7 @@ class For:
     body: tuple
     unroll: bool = False
     run: int = 0     # > 0: a thread's run of `run` consecutive elements (lower/element.per_thread_loop)
+    whole: bool = False   # with run: the caller made sure the run lies below n (no tail to split off)
 
 
 @dataclass(frozen=True)

@@ -149,15 +149,17 @@ def declare_base(ept: int) -> K.Declare:
     return K.Declare(BASE, thread_base(ept))
 
 
-def per_thread_loop(ept: int, body: list) -> K.For:
+def per_thread_loop(ept: int, body: list, whole: bool = False) -> K.For:
     """for k in 0..ept: i = base + k; stop at n; body   (the thread's consecutive elements;
-    `declare_base` must precede it; `body` may `continue` to drop element i)"""
+    `declare_base` must precede it; `body` may `continue` to drop element i). `whole`: the
+    caller made sure base + ept <= n, so lower/vector.py emits the wide run alone, no tail."""
     k = K.KVar("k", "int32")
     n = K.KVar("n", "int64")
     inner = (K.Declare(INDEX, K.op("+", BASE, K.KCast(k, "int64"))),
              K.If(K.op(">=", INDEX, n), (K.Break(),)),     # the rest of the run is past n too
              *body)
-    return K.For(k, K.i32(0), K.op("<", k, K.i32(ept)), K.op("+", k, K.i32(1)), inner, unroll=True, run=ept)
+    return K.For(k, K.i32(0), K.op("<", k, K.i32(ept)), K.op("+", k, K.i32(1)), inner, unroll=True, run=ept,
+                 whole=whole)
 
 
 def grid_stride_runs(ept: int, body: list, before: list = (), after: list = ()) -> K.For:

@@ -60,7 +60,11 @@ def vectorize(kernel: K.Kernel, arrays=()) -> K.Kernel:
 
 
 def _stmts(body, outputs, arrays) -> tuple:
-    return tuple(_stmt(s, outputs, arrays) for s in body)
+    out = []
+    for s in body:
+        r = _stmt(s, outputs, arrays)
+        out.extend(r) if isinstance(r, list) else out.append(r)     # a whole run: its statements
+    return tuple(out)
 
 
 def _stmt(s, outputs, arrays):
@@ -141,9 +145,11 @@ def _split(loop: K.For, outputs, element_arrays) -> K.Stmt:
     whole_run = K.op("<=", K.op("+", BASE, K.i64(ept)), N)
     what = " and ".join(w for w, have in (("input in one wide load", loads), ("output in one wide store", stores),
                                           ("shaped element array in aligned wide loads", runs)) if have)
-    return K.If(whole_run,
-                (K.Comment(f"A whole run of {ept}: each {what}, no bounds checks."),
-                 *runs, *arrays.values(), *staged.values(), full, *wide_stores),
+    fast = [K.Comment(f"A whole run of {ept}: each {what}, no bounds checks."),
+            *runs, *arrays.values(), *staged.values(), full, *wide_stores]
+    if loop.whole:                   # the caller checked that the run lies below n
+        return fast
+    return K.If(whole_run, tuple(fast),
                 (K.Comment("The run that crosses n: element by element."), replace(loop, run=0)))
 
 

@@ -8,9 +8,10 @@ one count per chunk.
 
 GPU (ops/compact/gpu.py): block b owns the tile of BLOCK * ept consecutive elements from
 b * tile, thread t of it `ept` consecutive elements, so "tile, then thread, then element" is
-source order; the survivors of the tiles before come from ops/scan/gpu.py's multi-block scan of
-the tile counts: on CUDA a single pass with decoupled look-back (count, look back, stage in
-shared memory, coalesced writes), elsewhere reduce-then-scan (count kernel, the scan's three
+source order; the survivors of the tiles before come from a scan of the tile counts: on CUDA
+(forward progress, 64-bit words) a single pass with a decoupled look-back over one 64-bit
+status word a tile (count, look back, stage in shared memory, coalesced writes; tiles of up
+to 4 runs a thread), elsewhere reduce-then-scan (count kernel, ops/scan/gpu.py's three
 kernels over the counts, scatter kernel). No atomic appends: the output order is the source
 order and the same input gives the same bytes. The count of survivors (in the ToArray window
 [lo, hi) if any: window_total) lands in scratch "total", on the device.
@@ -38,6 +39,7 @@ Result decoding: the results are the first `total` elements of every output (GPU
 """
 from __future__ import annotations
 
+from ... import elements
 from ...launch import BufferSpec, KernelArg
 from ...lower.element import check_name, elems_per_thread
 from ...ir.program import Pass
@@ -74,16 +76,18 @@ def _window_args(p: Pass):
 # ---- GPU lowering: ops/compact/gpu.py ------------------------------------------------------
 def lower_gpu(p: Pass, pr) -> GpuKernels:
     """The compaction kernels in the printer's dialect (ops/compact/gpu.py: single-pass look-back
-    on CUDA, reduce-then-scan with a multi-block scan of the tile counts elsewhere)."""
+    on CUDA, reduce-then-scan with a multi-block scan of the tile counts elsewhere); the kernel
+    set's elems_per_thread is a thread's share of a tile (ept * compact_gpu.tile_runs)."""
     dialect = pr.name
     prog = p.program
     ept = elems_per_thread([s.dtype for s in prog.inputs] + list(prog.output_dtypes))
     check_name(p.name, "pass")
     outs = output_args(p)
     window = _window_args(p)
-    kernels, specs, scratch = compact_gpu.lower(p, dialect, ept, outs, window)
+    runs = compact_gpu.tile_runs(dialect, ept, prog.output_dtypes, bool(elements.arrays(prog)))
+    kernels, specs, scratch = compact_gpu.lower(p, dialect, ept, outs, window, runs)
     outputs = tuple(BufferSpec(a.name, a.dtype, "window" if window else "n") for a in outs)
-    return GpuKernels(ept, kernels, specs, outputs, scratch)
+    return GpuKernels(ept * runs, kernels, specs, outputs, scratch)
 
 
 # ---- CPU lowering (numba source) ----------------------------------------------------------

@@ -322,7 +322,7 @@ def lower(fp: ScanFusedGpuPass, dialect: str, pr, group: int = scan_op.LOOKBACK)
         add(final, "one", "finalize")
         specs[-1] = final_spec
         return kernels, specs, outputs, tuple(scratch), slots, lo.ept, shape
-    counts = compact_gpu._counts_scan(fp.name, dialect, "reduce_then_scan")
+    counts = compact_gpu._counts_scan(fp.name, dialect)
     # the count scan's arrays under names of their own: WGSL declares a buffer or workgroup
     # array once per kernel set, of one dtype, and the value scan's have the same names
     own = {"block_aggs": "count_aggs", "block_carry": "count_carry", scan_op.SH: "sh_count_scan"}
