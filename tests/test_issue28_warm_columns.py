@@ -8,7 +8,7 @@ need). A fresh process over a warm cache gives the numpy backend's bits, reads e
 from the disk, and never imports those registries; a compile after such loads in the same
 process (numba's compiler refreshes the contexts itself) still works, including a new module
 whose functions call the loaded kernels. filelock (the disk cache's compile lock) is imported
-by the first compile that misses, not by a disk hit (registry.import_for_compile)."""
+by the first compile that misses, not by a disk hit (locks.import_for_compile)."""
 import json
 import os
 import subprocess

@@ -15,6 +15,7 @@ from ..log import FallbackWarning, logger, warn
 from ..errors import BackendUnavailableError, QueryError
 from .base import Backend
 from ..cache.keys import BACKENDS
+from ..locks import IMPORT_LOCK
 
 NAMES = BACKENDS
 _MODULES = {
@@ -63,16 +64,7 @@ def get(name: str) -> Backend:
     return b
 
 
-# Imports and compiles: a module two threads import at once, each importing the other on the
-# way, comes out half initialised in one of them ("partially initialized module",
-# _DeadlockError, "cannot import name"); a fork while another thread imports leaves it half
-# initialised in the child for good. So every module a compile needs is imported once, by
-# `load_compiler`, under IMPORT_LOCK, before any compile of that backend runs (by the thread
-# that compiles: a background compile's first step, under tiers' compile lock); compiles then
-# import nothing of ours or of the compiler's. IMPORT_LOCK is held across fork()
-# (after_fork.hold).
-IMPORT_LOCK = threading.RLock()
-after_fork.hold(IMPORT_LOCK, rank=2)
+# IMPORT_LOCK (locks.py): every module a compile needs is imported under it, once.
 _loaded: set[str] = set()
 # per backend: (the compiler's modules, this package's backend modules: backends/<folder>/
 # and backends/<module>.py by name)
@@ -110,23 +102,6 @@ def load_for_disk_hit(name: str) -> None:
             importlib.import_module(mod)
 
 
-def import_for_compile(mod: str):
-    """Module `mod`, which only a compile needs once it misses the disk cache (filelock: the
-    cache's compile lock, ~20 ms of imports with decimal and secrets, which a cpu disk hit
-    never takes), imported on first use as load_compiler imports a compiler's modules: under
-    IMPORT_LOCK (no other thread of ours imports at once; a fork waits), then its fork hooks
-    armed after ours (after_fork.arm). Afterwards a dict lookup."""
-    module = sys.modules.get(mod)
-    if module is not None and mod in _imported_for_compile:
-        return module
-    with IMPORT_LOCK:
-        module = importlib.import_module(mod)
-        after_fork.arm(mod)
-        _imported_for_compile.add(mod)
-    return module
-
-
-_imported_for_compile: set[str] = set()
 
 
 def load_compiler(name: str) -> None:

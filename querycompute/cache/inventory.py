@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..locks import import_for_compile
 from .entry_format import (FILE_MAX_BYTES, META_FILE, META_MAX_BYTES, DamagedEntry,
                            decode_meta, read_entry_file)
 
@@ -161,8 +162,7 @@ def _unless_compiling(entries_root: Path, digest: str):
     if not locks.is_dir():
         yield True                                # nobody ever compiled here with a lock
         return
-    from ..backends.registry import import_for_compile
-    filelock = import_for_compile("filelock")     # (the compile lock's module: registry.py)
+    filelock = import_for_compile("filelock")     # (the compile lock's module: locks.py)
     FileLock, Timeout = filelock.FileLock, filelock.Timeout
     lock = FileLock(str(locks / f"{digest}.lock"), timeout=0)
     try:

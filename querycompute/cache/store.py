@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
+from ..locks import import_for_compile
 from ..log import compiling, warn
 from . import lock_wait, settings
 from .entry_format import (BINARY_FILE, FILE_MAX_BYTES, META_FILE, META_MAX_BYTES, DamagedEntry,
@@ -335,7 +336,6 @@ class DiskCache(ModuleEntries):
         caller compiles itself, which is slower but never wrong (writes are atomic)."""
         lock = None
         if self.writable:
-            from ..backends.registry import import_for_compile
             filelock = import_for_compile("filelock")    # (first here: a miss's compile)
             FileLock, Timeout = filelock.FileLock, filelock.Timeout
             try:

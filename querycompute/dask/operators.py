@@ -41,7 +41,7 @@ import numpy as np
 from .ship import ship_chain
 from .._codegen import combine as C
 from ..errors import QueryError
-from ..graph.graph import Chain, ScanArg, TakeWhile, first_breaker
+from ..graph.graph import Chain, Scan, ScanArg, TakeWhile, first_breaker
 from ..sources.sources import Source
 from ..run import partials as P
 
@@ -223,7 +223,7 @@ def _scan_chunk(local, rule, block, carry, dtype):
         seed = value.item() if isinstance(seed, (bool, int, float)) else value.astype(type(seed))[()]
     op = ScanArg(local.ops[0].fn, seed, local.ops[0].associative)
     code = (local.codes[0][0], type(seed), repr(seed), op.associative)
-    return local.run(local.query(block, (op,), "c", (code,))).astype(dtype, copy=False)
+    return local.run(local.query(block, (op,), (Scan,), (code,))).astype(dtype, copy=False)
 
 
 def _SEEDED(seed):
