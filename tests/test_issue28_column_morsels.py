@@ -82,26 +82,31 @@ def test_every_column_operation_runs_by_morsels_with_the_same_bits():
     _same(first[2], ref.distinct().to_array())
 
 
-def test_python_threads_run_column_operations_at_once():
-    x, keys, other = _data()
-    morsels.configure(workers=2, step=1)
-    want, _ = _run_all(x, keys, other)
-    got, errors = [None] * 4, []
-    start = threading.Barrier(4)
+def _at_once(run, n: int = 4) -> list:
+    """run() in n Python threads released together: their results (any exception fails)."""
+    got, errors = [None] * n, []
+    start = threading.Barrier(n)
 
     def work(i):
         try:
             start.wait()
-            got[i] = _run_all(x, keys, other)[0]
+            got[i] = run()
         except BaseException as exc:               # reported below
             errors.append(exc)
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(n)]
     for t in threads:
         t.start()
     for t in threads:
         t.join(300)
     assert errors == []
-    for res in got:
+    return got
+
+
+def test_python_threads_run_column_operations_at_once():
+    x, keys, other = _data()
+    morsels.configure(workers=2, step=1)
+    want, _ = _run_all(x, keys, other)
+    for res in _at_once(lambda: _run_all(x, keys, other)[0]):
         for a, b in zip(want, res):
             _same(a, b)
 
@@ -173,21 +178,6 @@ def test_python_threads_run_long_rows_at_once():
     X, S = _rows_data()
     morsels.configure(workers=2, step=1)
     want, _ = _run_rows(X, S)
-    got, errors = [None] * 4, []
-    start = threading.Barrier(4)
-
-    def work(i):
-        try:
-            start.wait()
-            got[i] = _run_rows(X, S)[0]
-        except BaseException as exc:               # reported below
-            errors.append(exc)
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(300)
-    assert errors == []
-    for res in got:
+    for res in _at_once(lambda: _run_rows(X, S)[0]):
         for a, b in zip(want, res):
             _same(a, b)
