@@ -190,7 +190,7 @@ class CpuJoin:
                              slots, bloom, out, *consts)
         return out
 
-    def _dense(self, mod, build, probe, outer, rows):
+    def _dense_pairs(self, mod, build, probe, outer, rows):
         """The pairs (probe rows, build rows) by the direct index of a dense build side, or
         None when its keys are not one integer column spanning at most DENSE_SPAN values per
         row."""
@@ -244,7 +244,7 @@ class CpuJoin:
             common = key_types([np.asarray(left_keys[0]).dtype], [np.asarray(right_keys[0]).dtype])[0]
             typed = [np.ascontiguousarray(c, dtype=common)
                      for c in (right_keys[0], left_keys[0])]
-            got = self._dense(mod, *(typed if build_right else typed[::-1]), outer and build_right, rows)
+            got = self._dense_pairs(mod, *(typed if build_right else typed[::-1]), outer and build_right, rows)
         if got is None:
             table = st._call(mod, "join_build", rows, "", build, *consts)   # serial: one call
             got = self._probe(mod, probe, table, outer and build_right, consts, rows)
