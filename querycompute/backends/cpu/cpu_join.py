@@ -241,10 +241,10 @@ class CpuJoin:
         build, probe = (ru, lu) if build_right else (lu, ru)
         got = None
         if len(left_keys) == 1:        # one integer key: dense build keys are indexed directly
+            # (the words are raw-bit views of the keys in their common type: view them back)
             common = key_types([np.asarray(left_keys[0]).dtype], [np.asarray(right_keys[0]).dtype])[0]
-            typed = [np.ascontiguousarray(c, dtype=common)
-                     for c in (right_keys[0], left_keys[0])]
-            got = self._dense_pairs(mod, *(typed if build_right else typed[::-1]), outer and build_right, rows)
+            if common.kind in "iu":
+                got = self._dense_pairs(mod, build.view(common), probe.view(common), outer and build_right, rows)
         if got is None:
             table = st._call(mod, "join_build", rows, "", build, *consts)   # serial: one call
             got = self._probe(mod, probe, table, outer and build_right, consts, rows)
