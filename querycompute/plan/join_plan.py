@@ -361,9 +361,11 @@ def _in_place(other) -> bool:
 TO_ARRAY = PLAIN["to_array"]
 
 
-def sub(other) -> Chain:
-    """The user's other query as a sub-plan's chain (its source, operators and backend)."""
-    return Chain(other._source, other._ops, other._backend, other._kinds, other._codes)
+def sub(other, backend: str | None = None, source=None) -> Chain:
+    """The user's other query (or a chain) as a sub-plan's chain: its operators over its
+    source (or `source`), on its backend (or `backend`)."""
+    return Chain(other._source if source is None else source, other._ops,
+                 other._backend if backend is None else backend, other._kinds, other._codes)
 
 
 def keyed(other: Chain, key) -> Chain:
@@ -373,7 +375,7 @@ def keyed(other: Chain, key) -> Chain:
 
 def empty(other: Chain, backend: str) -> Chain:
     """`other` on `backend`, cut to zero rows (take(0)): what the plan reads its schema from."""
-    return Chain(other._source, other._ops, backend, other._kinds, other._codes)._then(G.Take, Count(0), "count")
+    return sub(other, backend)._then(G.Take, Count(0), "count")
 
 
 def projected(other: Chain, fields: tuple | None, out: tuple | None = None) -> Chain:
@@ -389,7 +391,7 @@ def projected(other: Chain, fields: tuple | None, out: tuple | None = None) -> C
             narrow = src.narrow(tuple(fields))
         else:
             narrow = Source("table", tuple(src._items[src.fields.index(f)] for f in fields), tuple(fields))
-        other = Chain(narrow, other._ops, other._backend, other._kinds, other._codes)
+        other = sub(other, source=narrow)
     if out is not None:
         other = other._keyed(G.Select, "lambda r: {" + ", ".join(f"{f!r}: r[{f!r}]" for f in out) + "}")
     return other
@@ -417,7 +419,7 @@ def other_side(other: Chain, backend: str, sides, other_key=None) -> tuple:
                 if f in src._table.strings:
                     cols[i] = Encoded(cols[i], src._table.dictionaries[f])
             return tuple(cols), other
-    shape, fields, cols = columns_of(sides(Chain(src, other._ops, backend, other._kinds, other._codes), CODED))
+    shape, fields, cols = columns_of(sides(sub(other, backend), CODED))
     coded = [type(c) is Encoded for c in cols]
     if shape == "record" and any(coded):
         keyed = reads(slot_info(other_key)[0], None) if other_key is not None else None
@@ -444,4 +446,4 @@ def other_key_columns(other: Chain, other_key, backend: str, sides) -> tuple:
                 and all(type(o) is Load and o.dtype == prog.inputs[o.input].dtype
                         and any(cols[o.input] is c for c in items) for o in prog.outputs):
             return tuple(cols[o.input] for o in prog.outputs)
-    return columns_of(sides(Chain(q._source, q._ops, backend, q._kinds, q._codes), TO_ARRAY))[2]
+    return columns_of(sides(sub(q, backend), TO_ARRAY))[2]
