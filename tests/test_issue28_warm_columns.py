@@ -98,7 +98,7 @@ def test_code_naming_an_undefined_symbol_gets_the_full_refresh():
     from llvmlite import binding as ll
     ll.add_symbol("_qc_defined_symbol", ctypes.addressof(_DEFINED))      # as numba's helpers are
     known = _object("declare i64 @_qc_defined_symbol(i64)\n" + body.replace("SYM", "_qc_defined_symbol"))
-    assert modules._elf_undefined(unknown) == ["_qc_no_such_symbol"]
+    assert modules.elf_undefined(unknown) == ["_qc_no_such_symbol"]
     assert modules._needs_refresh((("lib", "object", (unknown, b"bc")), None))
     assert not modules._needs_refresh((("lib", "object", (known, b"bc")), None))
     assert modules._needs_refresh((("lib", "object", (b"not an object", b"bc")), None))

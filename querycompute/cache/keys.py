@@ -94,13 +94,19 @@ def make_key(*, backend: str, compiler: str, device: str, options=(), source: st
 # this module costs nothing.
 
 
-def numba_identity() -> tuple[str, str]:
+def numba_identity(imported: bool = True) -> tuple[str, str]:
     """(compiler, device) for the cpu backend: numba, llvmlite and Python versions (numba's
-    own cache files are Python-version specific) and the host CPU LLVM compiles for."""
+    own cache files are Python-version specific) and the host CPU LLVM compiles for.
+    imported=False: numba's version read from its installed metadata, numba not imported."""
     import llvmlite
     import llvmlite.binding as llvm
-    import numba
-    compiler = (f"numba {numba.__version__} llvmlite {llvmlite.__version__} "
+    if imported:
+        import numba
+        version = numba.__version__
+    else:
+        from importlib.metadata import version as _version
+        version = _version("numba")
+    compiler = (f"numba {version} llvmlite {llvmlite.__version__} "
                 f"python {sys.version_info.major}.{sys.version_info.minor}")
     device = f"{platform.machine()} {llvm.get_host_cpu_name()}"
     return compiler, device

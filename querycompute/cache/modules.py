@@ -26,6 +26,9 @@ from .keys import CacheKey, sha256_hex
 
 # Where numba's cache=True puts its files for a module: beside it, in __pycache__.
 NUMBA_DIR = "__pycache__"
+# The cpu backend's numba-free payload of the same code (backends/cpu/native_loader.py), kept
+# beside numba's files and sealed with them (removed with them when the module is stored again)
+NATIVE_FILE = "querycompute.native"
 
 
 def _remove_files(directory: Path, keep: set) -> None:
@@ -166,6 +169,47 @@ class ModuleEntries:
                             f"querycompute: could not seal kernel cache entry {key.digest[:16]} "
                             f"({exc}); it will be compiled again next time.")
 
+    def load_native(self, key: CacheKey) -> bytes | None:
+        """The numba-free payload sealed into `key`'s module entry (`store_native`), or None
+        (not counted: the caller then looks the entry up with `import_entry`, which counts).
+        Only that file is read and checked against its seal: numba's files are not needed."""
+        entry = self.entry_dir(key)
+        if not self.enabled or not os.path.lexists(entry / META_FILE):
+            return None
+        meta = self._read_verified_meta(key, "module")
+        sealed = meta.get("sealed_files") if meta is not None else None
+        if not isinstance(sealed, dict) or NATIVE_FILE not in sealed:
+            return None
+        path = entry / NUMBA_DIR / NATIVE_FILE
+        if self._untrusted_entry(key, entry / NUMBA_DIR, path):
+            return None
+        try:
+            data = read_entry_file(path, FILE_MAX_BYTES)
+        except (OSError, DamagedEntry):
+            return None                       # numba's own load then checks the entry
+        if sha256_hex(data) != sealed[NATIVE_FILE]:
+            return None
+        self._record_hit(entry, meta)
+        return data
+
+    def store_native(self, key: CacheKey, data: bytes) -> None:
+        """Write the numba-free payload of `key`'s sealed module entry and seal it with numba's
+        files (best effort: a failure leaves numba's load for the next process)."""
+        if not self.writable:
+            return
+        entry = self.entry_dir(key)
+        try:
+            meta = decode_meta(key.digest, read_entry_file(entry / META_FILE, META_MAX_BYTES))
+            if not isinstance(meta.get("sealed_files"), dict):
+                return
+            path = entry / NUMBA_DIR / NATIVE_FILE
+            if NATIVE_FILE in meta["sealed_files"] and os.path.isfile(path) and path.read_bytes() == data:
+                return                        # already there (numba loaded the same code)
+            write_atomic(path, data)
+        except (OSError, DamagedEntry):
+            return
+        self.seal_module(key)
+
     def import_module(self, path: Path, key: CacheKey):
         """Import the module file at `path` if its bytes hash to `key`'s source hash: only
         source this package wrote for this key is ever executed. The verified bytes are the
@@ -290,7 +334,7 @@ def _needs_refresh(payload) -> bool:
     payload gets the full refresh, as numba's own load does."""
     try:
         _name, kind, data = payload[0]
-        undefined = _elf_undefined(bytes(data[0])) if kind == "object" else None
+        undefined = elf_undefined(bytes(data[0])) if kind == "object" else None
     except Exception:
         undefined = None
     if undefined is None:
@@ -299,7 +343,7 @@ def _needs_refresh(payload) -> bool:
     return any(not ll.address_of_symbol(name) for name in undefined)
 
 
-def _elf_undefined(obj: bytes) -> list[str] | None:
+def elf_undefined(obj: bytes) -> list[str] | None:
     """The undefined symbols of an ELF64 little-endian object file (None: another format)."""
     if obj[:4] != b"\x7fELF" or obj[4] != 2 or obj[5] != 1:
         return None
@@ -367,6 +411,26 @@ def _function_cache_class():
             return None     # an I/O error numba's guard swallowed (Windows)
 
     return EntryFunctionCache
+
+
+def cached_specialisations(dispatcher):
+    """Every specialisation numba cached for `dispatcher` (a function of an entry's module,
+    numba imported), read from its files without loading it: (argument types, numba's magic
+    tuple of the code, object file, fndesc, environment, referenced environments). Object-mode
+    or lifted code, and any other payload kind than an object file, are left out."""
+    cache = getattr(dispatcher, "_cache", None)
+    cache_file = getattr(getattr(cache, "_inner", cache), "_cache_file", None)
+    if cache_file is None:
+        return
+    for key, data_name in cache_file._load_index().items():
+        data = cache_file._load_data(data_name)
+        if data is None:
+            continue
+        libdata, fndesc, env, _sig, objectmode, lifted, _ann, reload_init, refenvs = data
+        _name, kind, payload = libdata
+        if objectmode or lifted or reload_init or kind != "object":
+            continue
+        yield key[0], key[1], payload[0], fndesc, env, refenvs
 
 
 def entry_cache(dispatcher):

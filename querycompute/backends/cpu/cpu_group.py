@@ -53,7 +53,7 @@ def kernels_source() -> str:
 def kernels():
     """The generic group kernels' module (one text for every query: compiled once per
     machine, then loaded from the disk cache)."""
-    return load("qc_group_kernels", kernels_source())
+    return load("qc_group_kernels", kernels_source(), native=True)
 
 
 # The first lines of a generated module that calls the generic group kernels (the fused
@@ -63,7 +63,7 @@ def kernels():
 # module names the kernels' module it linked, so a changed kernel text must change its key too
 # (else the old entry loads and fails: "No module named querycompute_kernels_<old hash>").
 USES_KERNELS = ("from querycompute.backends.cpu.cpu_group import kernels as _qc_kernels\n"
-                "globals().update({k: v for k, v in _qc_kernels().ns.items() if not k.startswith('__')})\n")
+                "globals().update({k: v for k, v in _qc_kernels().numba_ns().items() if not k.startswith('__')})\n")
 
 
 @lru_cache(maxsize=1)
@@ -92,7 +92,7 @@ class CpuGroupBy:
         key = (spec.aggs, spec.params, spec.name)
         mod = self._aggs.get(key)
         if mod is None:
-            mod = self._aggs.put(key, load(spec.name, numba_group.render(spec, cache=True)))
+            mod = self._aggs.put(key, load(spec.name, numba_group.render(spec, cache=True), native=True))
         return mod
 
     def __call__(self, spec, keys, values, params, rows):

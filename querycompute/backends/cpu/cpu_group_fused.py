@@ -42,7 +42,7 @@ class CpuFusedGroup:
         mod = self._mods.get(key)
         if mod is None:
             text = PRELUDE + uses_kernels() + numba_group_fused.render(p, spec, keys, values, cache=True)
-            mod = self._mods.put(key, load(f"{spec.name}_fused", text))
+            mod = self._mods.put(key, load(f"{spec.name}_fused", text, native=True))
         return mod
 
     def __call__(self, p, spec, keys: int, values: tuple, inputs, params, gparams, n: int, rows):

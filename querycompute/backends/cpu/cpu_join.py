@@ -111,7 +111,7 @@ class CpuJoin:
 
     def _kernels(self):
         if self._mod is None:
-            self._mod = load("qc_join_kernels", kernels_source())
+            self._mod = load("qc_join_kernels", kernels_source(), native=True)
         return self._mod
 
     def words(self, left_keys, right_keys, rows: list):

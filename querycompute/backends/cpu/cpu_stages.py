@@ -93,7 +93,7 @@ class CpuStages(StageRuntime):
         """The fixed kernels' module (ops/sort/cpu_kernels.py), loaded once."""
         mod = self._mod
         if mod is None:
-            mod = self._mod = load("qc_stage_kernels", stage_kernels_source())
+            mod = self._mod = load("qc_stage_kernels", stage_kernels_source(), native=True)
         return mod
 
     def _call(self, mod, fn: str, rows: list, prefix: str, *args):

@@ -38,10 +38,12 @@ from querycompute._codegen.ir.program import Pass
 
 from ... import after_fork, log
 from ...cache import disk_cache, dump_source, numba_identity
+from ...cache.modules import cached_specialisations
 from ...errors import CompileError
 from ...artifacts import ArtifactCache
 from ...locks import KeyedLocks
 from ..registry import load_compiler
+from . import native_loader
 
 # ---- the cpu module as it is compiled and cached ------------------------------------------------
 # The cpu backend's module as it is compiled and cached: the numba dialect's source made
@@ -62,16 +64,26 @@ def module_source(p: Pass) -> str:
     return PRELUDE + numba_py.render(p, cache=True)
 
 
+FLAGS = ('error_model="numpy"', "fastmath=False")     # on every generated function
+
+
+def _settings(opt, boundscheck, cpu_name, cpu_features) -> tuple[str, ...]:
+    return FLAGS + (f"NUMBA_OPT={opt}", f"NUMBA_BOUNDSCHECK={boundscheck}",
+                    f"NUMBA_CPU_NAME={cpu_name or ''}", f"NUMBA_CPU_FEATURES={cpu_features or ''}")
+
+
 @lru_cache(maxsize=1)
 def numba_options() -> tuple[str, ...]:
     """The decorator flags every generated function carries, plus numba's settings that
     change the machine code it makes (numba keys its own files on the CPU name and features,
     not on the optimisation level or bounds checking)."""
     from numba.core import config
-    return ('error_model="numpy"', "fastmath=False", f"NUMBA_OPT={config.OPT}",
-            f"NUMBA_BOUNDSCHECK={config.BOUNDSCHECK}",
-            f"NUMBA_CPU_NAME={config.CPU_NAME or ''}",
-            f"NUMBA_CPU_FEATURES={config.CPU_FEATURES or ''}")
+    return _settings(config.OPT, config.BOUNDSCHECK, config.CPU_NAME, config.CPU_FEATURES)
+
+
+# numba_options() under numba's defaults, known without importing numba: the native route
+# (native_loader.runtime) runs only where no NUMBA_* variable or .numba_config.yaml is set
+DEFAULT_OPTIONS = _settings("_OptLevel(3)", None, None, None)
 
 
 @lru_cache(maxsize=1)
@@ -79,11 +91,16 @@ def _identity() -> tuple[str, str]:
     return numba_identity()
 
 
-def cache_key(source: str):
-    """The disk-cache key of a module source from `module_source`."""
-    compiler, device = _identity()
+def cache_key(source: str, native: bool = False):
+    """The disk-cache key of a module source from `module_source`; native: computed without
+    importing numba (numba's defaults, its version from its installed metadata)."""
+    if native:
+        compiler, device = numba_identity(imported=False)
+        options = DEFAULT_OPTIONS
+    else:
+        (compiler, device), options = _identity(), numba_options()
     return disk_cache.make_key(backend="cpu", compiler=compiler, device=device,
-                               options=numba_options(), source=source)
+                               options=options, source=source)
 
 
 _modules = ArtifactCache("cpu: numba modules")  # text -> its loaded module (artifacts.py)
@@ -92,12 +109,46 @@ after_fork.register(_loading.after_fork)      # it half executed
 
 
 class NumbaModule:
-    def __init__(self, name: str, source: str, ns: dict, key, origin: str, compile_ms: float):
+    def __init__(self, name: str, source: str, ns: dict, key, origin: str, compile_ms: float,
+                 native: bool = False, dtypes=()):
         self.name, self.source, self.ns, self.key = name, source, ns, key
         self.origin, self.compile_ms = origin, compile_ms      # of the load, reported once
-        self._dispatchers = [v for v in ns.values() if hasattr(v, "overloads") and hasattr(v, "stats")]
+        self.native, self.dtypes = native, dtypes    # native: keeps native_loader's payload
+        self._real = None if isinstance(ns, _NativeNamespace) else ns
+        self._switch = threading.Lock()
+        self._count()
+
+    def _count(self) -> None:
+        self._dispatchers = [v for v in self.ns.values() if hasattr(v, "overloads") and hasattr(v, "stats")]
         self._known = self._specialisations()
         self._misses = self._cache_misses()
+
+    def numba_ns(self) -> dict:
+        """The module's namespace as numba runs it (its dispatchers): a module loaded by the
+        native route (native_loader) imports numba and its entry here, once, and its own
+        namespace then holds numba's dispatchers too (a fallback: an argument type or a
+        name the payload has not, or another module's functions that call these)."""
+        if self._real is None:
+            with self._switch:
+                if self._real is None:
+                    load_compiler("numba")
+                    real = _load_new(self.name, self.source, None, self.dtypes, self.key)
+                    dict.update(self.ns, real.ns)
+                    self._count()
+                    self._real = real.ns
+        return self._real
+
+    def _store_native(self) -> None:
+        """Write (or bring up to date) the numba-free payload of this module's entry from the
+        specialisations numba cached for it (native_loader.capture); best effort."""
+        if not self.native:
+            return
+        try:
+            got = native_loader.capture(self.numba_ns(), cached_specialisations)
+        except Exception:
+            return
+        if got is not None:
+            disk_cache.store_native(self.key, got[0])
 
     def _specialisations(self) -> int:
         return sum(len(d.overloads) for d in self._dispatchers)
@@ -116,6 +167,7 @@ class NumbaModule:
             if misses > self._misses:
                 self._misses = misses
                 disk_cache.seal_module(self.key, compile_ms=0.0, new_compile=True)
+            self._store_native()
 
     def take_load_report(self) -> tuple[str, float]:
         """(origin, ms) of the module's load the first time asked, then ("memory", 0.0)."""
@@ -154,30 +206,77 @@ class NumbaModule:
             origin = "compiled" if compiled or origin == "compiled" else "disk"
             compile_ms += jit_ms
             ms -= jit_ms
+            self._store_native()
         return result, origin, compile_ms, ms
 
 
-def load(name: str, source: str, prepare=None, dtypes=()) -> NumbaModule:
+def load(name: str, source: str, prepare=None, dtypes=(), native: bool = False) -> NumbaModule:
     """The module of `source` (memory, disk cache, or stored and imported now). `prepare`:
     a function of the namespace run once on a freshly stored module, before it is sealed
     (cpu.py compiles the serial entry there); `dtypes`: the input dtypes, for the entry's
-    metadata."""
+    metadata. native: the module is only called through `call` and `ns` (its functions and
+    plain constants), so a disk hit may load it without numba (native_loader), and its entry
+    keeps that route's payload up to date."""
     hit = _modules.get(source)
     if hit is not None:
         return hit
+    if native:
+        with _loading.hold(source):
+            hit = _modules.get(source)
+            if hit is None:
+                hit = _load_native(name, source, dtypes)
+                if hit is not None:
+                    _modules.put(source, hit)
+        if hit is not None:
+            return hit
     load_compiler("numba")              # numba's modules, imported once under the import lock
     with _loading.hold(source):
         hit = _modules.get(source)
         if hit is None:
-            hit = _modules.put(source, _load_new(name, source, prepare, dtypes))
+            hit = _modules.put(source, _load_new(name, source, prepare, dtypes, native=native))
         return hit
 
 
-def _load_new(name: str, source: str, prepare, dtypes) -> NumbaModule:
+class _NativeNamespace(dict):
+    """A natively loaded module's namespace: its functions (native_loader.NativeEntry) and
+    plain constants; another name loads the module through numba (NumbaModule.numba_ns)."""
+
+    def __init__(self, values: dict, module_ref: list):
+        super().__init__(values)
+        self._module = module_ref
+
+    def __missing__(self, name):
+        return self._module[0].numba_ns()[name]
+
+
+def _load_native(name: str, source: str, dtypes) -> NumbaModule | None:
+    """A disk hit loaded by native_loader without importing numba, or None (numba's load)."""
+    if native_loader.runtime() is None:
+        return None
+    t0 = time.perf_counter()
+    key = cache_key(source, native=True)
+    data = disk_cache.load_native(key)
+    if data is None:
+        return None
+    try:
+        nm = native_loader.NativeModule(data)
+    except native_loader.Unavailable:
+        return None
+    ref: list = []
+    fallback = lambda fn: ref[0].numba_ns()[fn]     # noqa: E731
+    ns = _NativeNamespace(dict(nm.consts, **{fn: nm.entry(fn, fallback) for fn in nm.functions
+                                             if nm.functions[fn]}), ref)
+    mod = NumbaModule(name, source, ns, key, "disk", (time.perf_counter() - t0) * 1e3,
+                      native=True, dtypes=dtypes)
+    ref.append(mod)
+    return mod
+
+
+def _load_new(name: str, source: str, prepare, dtypes, key=None, native: bool = False) -> NumbaModule:
     """A disk hit, or (under the compile lock, so one process of several stores it) a new
     entry; numba compiles each entry point on its first call (or in `prepare`)."""
     listen_jit()
-    key = cache_key(source)
+    key = cache_key(source) if key is None else key
     t0 = time.perf_counter()
     module = _imported(source, lambda: disk_cache.import_entry(key))   # None: a miss
     origin = "disk"
@@ -194,7 +293,8 @@ def _load_new(name: str, source: str, prepare, dtypes) -> NumbaModule:
                 origin = "compiled"
                 if prepare is not None:
                     disk_cache.seal_module(key, compile_ms=(time.perf_counter() - t0) * 1e3)
-    return NumbaModule(name, source, module.__dict__, key, origin, (time.perf_counter() - t0) * 1e3)
+    return NumbaModule(name, source, module.__dict__, key, origin, (time.perf_counter() - t0) * 1e3,
+                       native=native, dtypes=dtypes)
 
 
 def _imported(source: str, load, prepare=None):
