@@ -242,8 +242,11 @@ def _load_runtime() -> dict | None:
     helperlib = _extension(base, "numba._helperlib", "_helperlib")
     dynfunc = _extension(base, "numba._dynfunc", "_dynfunc")
     nrt = _extension(base, "numba.core.runtime._nrt_python", os.path.join("core", "runtime", "_nrt_python"))
-    from .llvm_loader import _llvm
+    from .llvm_loader import _LLVM_LOCK, _llvm, _machine
     ll = _llvm()
+    with _LLVM_LOCK:
+        # the first engine makes the process's own symbols (the Python C API, libc) LLVM's
+        engine = ll.create_mcjit_compiler(ll.parse_assembly(""), _machine())
     # what numba.core.base._load_global_helpers and numba.core.runtime.nrt install
     ll.add_symbol("_Py_NoneStruct", id(None))
     for helpers in (helperlib.c_helpers, dynfunc.c_helpers):
@@ -259,7 +262,7 @@ def _load_runtime() -> dict | None:
     # class, pickled) as well as to raise: the same function without the package
     ll.add_symbol("numba_unpickle", ctypes.cast(_UNPICKLE, ctypes.c_void_p).value)
     magic = [ll.get_process_triple(), ll.get_host_cpu_name(), ll.get_host_cpu_features().flatten()]
-    return {"dynfunc": dynfunc, "magic": magic, "ll": ll}
+    return {"dynfunc": dynfunc, "magic": magic, "ll": ll, "engine": engine}
 
 
 _unpickled: dict = {}
