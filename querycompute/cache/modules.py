@@ -169,10 +169,11 @@ class ModuleEntries:
                             f"querycompute: could not seal kernel cache entry {key.digest[:16]} "
                             f"({exc}); it will be compiled again next time.")
 
-    def load_native(self, key: CacheKey) -> bytes | None:
+    def load_native(self, key: CacheKey, count: bool = True) -> bytes | None:
         """The numba-free payload sealed into `key`'s module entry (`store_native`), or None
         (not counted: the caller then looks the entry up with `import_entry`, which counts).
-        Only that file is read and checked against its seal: numba's files are not needed."""
+        Only that file is read and checked against its seal: numba's files are not needed.
+        count=False: a look at what the entry holds, not a hit."""
         entry = self.entry_dir(key)
         if not self.enabled or not os.path.lexists(entry / META_FILE):
             return None
@@ -189,7 +190,8 @@ class ModuleEntries:
             return None                       # numba's own load then checks the entry
         if sha256_hex(data) != sealed[NATIVE_FILE]:
             return None
-        self._record_hit(entry, meta)
+        if count:
+            self._record_hit(entry, meta)
         return data
 
     def store_native(self, key: CacheKey, data: bytes) -> None:

@@ -134,6 +134,28 @@ def _encode_dtype(d) -> str | None:
 
 # ---- capture: numba's cached specialisations in our format -------------------------------------
 
+def _signature(args) -> str | None:
+    """The fingerprint of a specialisation's argument types."""
+    parts = [of_type(a) for a in args]
+    return None if None in parts else ";".join(parts)
+
+
+def _own_functions(namespace: dict):
+    """(name, dispatcher) of the numba functions the module of `namespace` defines (not
+    another module's that it imported: USES_KERNELS)."""
+    for name, value in namespace.items():
+        if (not name.startswith("__") and hasattr(value, "py_func") and hasattr(value, "overloads")
+                and getattr(value.py_func, "__globals__", None) is namespace):
+            yield name, value
+
+
+def loaded_index(namespace: dict) -> set:
+    """"function|fingerprint" of the specialisations numba holds in this process for the
+    module's own functions (those the route could call)."""
+    return {f"{name}|{fp}" for name, d in _own_functions(namespace)
+            for fp in map(_signature, list(d.overloads)) if fp is not None}
+
+
 def capture(namespace: dict, specialisations) -> tuple[bytes, list] | None:
     """(payload, index) of a numba module's namespace: its plain constants and every cached
     specialisation of its own functions that this route can call; `specialisations(dispatcher)`
@@ -141,29 +163,25 @@ def capture(namespace: dict, specialisations) -> tuple[bytes, list] | None:
     referenced environments) (cache/modules.py reads numba's files). The index lists
     "function|fingerprint" of what the payload holds. None: nothing to call natively."""
     consts, functions, blobs, offset, index = {}, {}, [], 0, []
+    for name, value in _own_functions(namespace):
+        specs = []
+        for args, magic, obj, fndesc, env, refenvs in specialisations(value):
+            fp = _signature(args)
+            if fp is None:
+                continue
+            envs = [[fndesc.env_name, [_encode_dtype(d) for d in env.consts]]]
+            envs += [[e.env_name, [_encode_dtype(d) for d in e.consts]] for e in refenvs]
+            if any(None in c for _n, c in envs):
+                continue
+            specs.append({"fp": fp, "magic": list(magic), "wrapper": fndesc.llvm_cpython_wrapper_name,
+                          "modname": fndesc.modname, "qualname": fndesc.qualname,
+                          "env": fndesc.env_name, "envs": envs, "offset": offset, "size": len(obj)})
+            blobs.append(bytes(obj))
+            offset += len(obj)
+            index.append(f"{name}|{fp}")
+        functions[name] = specs
     for name, value in namespace.items():
-        if name.startswith("__"):
-            continue
-        if hasattr(value, "py_func") and hasattr(value, "overloads"):
-            if getattr(value.py_func, "__globals__", None) is not namespace:
-                continue          # another module's function (USES_KERNELS): not ours to record
-            specs = []
-            for args, magic, obj, fndesc, env, refenvs in specialisations(value):
-                fp = ";".join(of_type(a) or "\0" for a in args) if args else ""
-                if "\0" in fp:
-                    continue
-                envs = [[fndesc.env_name, [_encode_dtype(d) for d in env.consts]]]
-                envs += [[e.env_name, [_encode_dtype(d) for d in e.consts]] for e in refenvs]
-                if any(None in c for _n, c in envs):
-                    continue
-                specs.append({"fp": fp, "magic": list(magic), "wrapper": fndesc.llvm_cpython_wrapper_name,
-                              "modname": fndesc.modname, "qualname": fndesc.qualname,
-                              "env": fndesc.env_name, "envs": envs, "offset": offset, "size": len(obj)})
-                blobs.append(bytes(obj))
-                offset += len(obj)
-                index.append(f"{name}|{fp}")
-            functions[name] = specs
-        elif not callable(value) and not isinstance(value, types.ModuleType):
+        if not name.startswith("__") and not callable(value) and not isinstance(value, types.ModuleType):
             c = _encode_const(value)
             if c is not None:
                 consts[name] = c

@@ -115,6 +115,7 @@ class NumbaModule:
         self.origin, self.compile_ms = origin, compile_ms      # of the load, reported once
         self.native, self.dtypes = native, dtypes    # native: keeps native_loader's payload
         self._real = None if isinstance(ns, _NativeNamespace) else ns
+        self._native_index = None         # "function|fingerprint" of the entry's payload
         self._switch = threading.Lock()
         self._count()
 
@@ -138,17 +139,26 @@ class NumbaModule:
                     self._real = real.ns
         return self._real
 
-    def _store_native(self) -> None:
+    def _store_native(self, compiled: bool) -> None:
         """Write (or bring up to date) the numba-free payload of this module's entry from the
-        specialisations numba cached for it (native_loader.capture); best effort."""
-        if not self.native:
+        specialisations numba cached for it (native_loader.capture; best effort): after a
+        compile, or a load from numba's files of code the payload does not hold yet."""
+        if not self.native or native_loader.runtime() is None:
             return
+        ns = self.numba_ns()
+        if not compiled:
+            if self._native_index is None:          # what the entry's payload holds
+                data = disk_cache.load_native(self.key, count=False)
+                self._native_index = set(native_loader.payload_index(data or b"") or ())
+            if native_loader.loaded_index(ns) <= self._native_index:
+                return
         try:
-            got = native_loader.capture(self.numba_ns(), cached_specialisations)
+            got = native_loader.capture(ns, cached_specialisations)
         except Exception:
             return
         if got is not None:
             disk_cache.store_native(self.key, got[0])
+            self._native_index = set(got[1])
 
     def _specialisations(self) -> int:
         return sum(len(d.overloads) for d in self._dispatchers)
@@ -164,10 +174,11 @@ class NumbaModule:
         if known != self._known:
             self._known = known
             misses = self._cache_misses()
-            if misses > self._misses:
+            compiled = misses > self._misses
+            if compiled:
                 self._misses = misses
                 disk_cache.seal_module(self.key, compile_ms=0.0, new_compile=True)
-            self._store_native()
+            self._store_native(compiled)
 
     def take_load_report(self) -> tuple[str, float]:
         """(origin, ms) of the module's load the first time asked, then ("memory", 0.0)."""
@@ -206,7 +217,7 @@ class NumbaModule:
             origin = "compiled" if compiled or origin == "compiled" else "disk"
             compile_ms += jit_ms
             ms -= jit_ms
-            self._store_native()
+            self._store_native(compiled)
         return result, origin, compile_ms, ms
 
 
