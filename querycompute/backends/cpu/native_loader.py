@@ -34,10 +34,12 @@ import os
 import pickle
 import struct
 import sys
-import threading
 import types
 
 import numpy as np
+
+from ...cache.modules import elf_undefined
+from .llvm_loader import _LLVM_LOCK, _llvm, _machine
 
 MAGIC = b"QCNATIVE1\n"
 
@@ -214,7 +216,6 @@ def _head(data: bytes):
 
 # ---- numba's C extensions, without the numba package ------------------------------------------
 
-_runtime_lock = threading.Lock()
 _runtime: dict = {}
 
 
@@ -225,7 +226,7 @@ def runtime() -> dict | None:
     through NUMBA_* variables, which may change what numba would link: its own route then)."""
     if _runtime:
         return _runtime.get("ok")
-    with _runtime_lock:
+    with _LLVM_LOCK:          # LLVM's lock (a fork waits for it) guards this route's set-up
         if not _runtime:
             try:
                 _runtime["ok"] = _load_runtime()
@@ -260,11 +261,9 @@ def _load_runtime() -> dict | None:
     helperlib = _extension(base, "numba._helperlib", "_helperlib")
     dynfunc = _extension(base, "numba._dynfunc", "_dynfunc")
     nrt = _extension(base, "numba.core.runtime._nrt_python", os.path.join("core", "runtime", "_nrt_python"))
-    from .llvm_loader import _LLVM_LOCK, _llvm, _machine
     ll = _llvm()
-    with _LLVM_LOCK:
-        # the first engine makes the process's own symbols (the Python C API, libc) LLVM's
-        engine = ll.create_mcjit_compiler(ll.parse_assembly(""), _machine())
+    # the first engine makes the process's own symbols (the Python C API, libc) LLVM's
+    engine = ll.create_mcjit_compiler(ll.parse_assembly(""), _machine())
     # what numba.core.base._load_global_helpers and numba.core.runtime.nrt install
     ll.add_symbol("_Py_NoneStruct", id(None))
     for helpers in (helperlib.c_helpers, dynfunc.c_helpers):
@@ -298,7 +297,6 @@ def _UNPICKLE(data, n, _hashed):
 
 
 def _undefined_ok(obj: bytes, ll) -> bool:
-    from ...cache.modules import elf_undefined
     undefined = elf_undefined(obj)
     return undefined is not None and all(ll.address_of_symbol(n) for n in undefined)
 
@@ -326,7 +324,6 @@ class NativeModule:
                     raise Unavailable("compiled for another CPU or triple")
         self._cfuncs: dict = {}
         self._envs: dict = {}
-        self._lock = threading.Lock()
 
     def entry(self, name: str, fallback) -> "NativeEntry | None":
         specs = self.functions.get(name)
@@ -341,8 +338,7 @@ class NativeModule:
         fn = self._cfuncs.get(key)
         if fn is not None:
             return fn
-        from .llvm_loader import _LLVM_LOCK, _machine
-        with self._lock:
+        with _LLVM_LOCK:
             fn = self._cfuncs.get(key)
             if fn is not None:
                 return fn
@@ -351,12 +347,11 @@ class NativeModule:
             obj = self.data[start:start + spec["size"]]
             if len(obj) != spec["size"] or not _undefined_ok(obj, ll):
                 raise Unavailable(f"{name}: a symbol its code needs is not provided")
-            with _LLVM_LOCK:
-                engine = ll.create_mcjit_compiler(ll.parse_assembly(""), _machine())
-                engine.add_object_file(ll.ObjectFileRef.from_data(obj))
-                engine.finalize_object()
-                address = engine.get_function_address(spec["wrapper"])
-                slots = {n: engine.get_global_value_address(n) for n, _c in spec["envs"]}
+            engine = ll.create_mcjit_compiler(ll.parse_assembly(""), _machine())
+            engine.add_object_file(ll.ObjectFileRef.from_data(obj))
+            engine.finalize_object()
+            address = engine.get_function_address(spec["wrapper"])
+            slots = {n: engine.get_global_value_address(n) for n, _c in spec["envs"]}
             if not address:
                 raise Unavailable(f"{name}: no wrapper in the object")
             env = None

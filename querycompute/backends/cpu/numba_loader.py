@@ -116,7 +116,6 @@ class NumbaModule:
         self.native, self.dtypes = native, dtypes    # native: keeps native_loader's payload
         self._real = None if isinstance(ns, _NativeNamespace) else ns
         self._native_index = None         # "function|fingerprint" of the entry's payload
-        self._switch = threading.Lock()
         self._count()
 
     def _count(self) -> None:
@@ -130,7 +129,7 @@ class NumbaModule:
         namespace then holds numba's dispatchers too (a fallback: an argument type or a
         name the payload has not, or another module's functions that call these)."""
         if self._real is None:
-            with self._switch:
+            with _loading.hold(self.source):
                 if self._real is None:
                     load_compiler("numba")
                     real = _load_new(self.name, self.source, None, self.dtypes, self.key)
