@@ -387,13 +387,12 @@ class NativeEntry:
         self.__name__ = name
 
     def __call__(self, *args, **kwargs):
-        spec = None if kwargs else self.specs.get(fingerprint(args))
+        fp = None if kwargs else fingerprint(args)
+        spec = self.specs.get(fp)
         if spec is not None:
             try:
-                fn = self.module.cfunc(self.name, spec)
+                return self.module.cfunc(self.name, spec)(*args)
             except Unavailable:
-                fn = None
-            if fn is not None:
-                return fn(*args)
+                self.specs = {k: v for k, v in self.specs.items() if k != fp}     # numba's, from now
         return self.fallback(self.name)(*args, **kwargs)
 
