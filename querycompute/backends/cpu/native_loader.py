@@ -72,28 +72,47 @@ def of_type(ty) -> str | None:
     return None
 
 
+_SCALAR_TYPES = {np.dtype(name).type: fp for name, fp in _SCALARS.items()}
+_ARRAYS: dict = {}          # (dtype, ndim, flags) -> an array's fingerprint (dtype.name is slow)
+
+
+def _array(value) -> str | None:
+    key = (value.dtype, value.ndim, value.flags.num)
+    try:
+        return _ARRAYS[key]
+    except KeyError:
+        pass
+    dt, flags = value.dtype, value.flags
+    fp = None
+    if dt.isnative and dt.name in _SCALARS and dt.fields is None:
+        layout = "C" if flags.c_contiguous else ("F" if flags.f_contiguous else "A")
+        fp = (f"a{dt.name}:{value.ndim}{layout}{'w' if flags.writeable else 'r'}"
+              f"{'a' if flags.aligned else 'u'}")
+    _ARRAYS[key] = fp
+    return fp
+
+
+_INT64 = 1 << 63
+
+
 def of(value) -> str | None:
     """The fingerprint of numba's typeof(value), or None for a type this route leaves to numba."""
     t = type(value)
     if t is np.ndarray:
-        dt = value.dtype
-        if not dt.isnative or dt.name not in _SCALARS or dt.fields is not None:
-            return None
-        flags = value.flags
-        layout = "C" if flags.c_contiguous else ("F" if flags.f_contiguous else "A")
-        return f"a{dt.name}:{value.ndim}{layout}{'w' if flags.writeable else 'r'}{'a' if flags.aligned else 'u'}"
-    if t is bool or t is np.bool_:
-        return "bool"
+        return _array(value)
     if t is int:
-        if -(1 << 63) <= value < (1 << 63):
+        if -_INT64 <= value < _INT64:
             return "int64"
-        return "uint64" if 0 <= value < (1 << 64) else None
+        return "uint64" if 0 <= value < 2 * _INT64 else None
+    if t is bool:
+        return "bool"
     if t is float:
         return "float64"
+    fp = _SCALAR_TYPES.get(t)
+    if fp is not None:
+        return fp
     if t is complex:
         return "complex128"
-    if isinstance(value, np.generic) and type(value).__module__ == "numpy":
-        return _SCALARS.get(value.dtype.name)
     if t is tuple:
         parts = [of(v) for v in value]
         return None if None in parts else "(" + ",".join(parts) + ")"
@@ -103,8 +122,21 @@ def of(value) -> str | None:
 
 
 def fingerprint(args) -> str | None:
-    parts = [of(a) for a in args]
-    return None if None in parts else ";".join(parts)
+    """`of` of every argument joined (None if one has none); arrays and ints inline, the
+    per-call cost of this route's dispatch (~0.3 us an argument)."""
+    parts = []
+    for v in args:
+        t = type(v)
+        if t is np.ndarray:
+            fp = _ARRAYS.get((v.dtype, v.ndim, v.flags.num)) or _array(v)
+        elif t is int and -_INT64 <= v < _INT64:
+            fp = "int64"
+        else:
+            fp = of(v)
+        if fp is None:
+            return None
+        parts.append(fp)
+    return ";".join(parts)
 
 
 # ---- the module's plain constants ------------------------------------------------------------
@@ -385,14 +417,20 @@ class NativeEntry:
     def __init__(self, module: NativeModule, name: str, specs: dict, fallback):
         self.module, self.name, self.specs, self.fallback = module, name, specs, fallback
         self.__name__ = name
+        self._loaded: dict = {}          # fingerprint -> its loaded function
 
     def __call__(self, *args, **kwargs):
         fp = None if kwargs else fingerprint(args)
+        fn = self._loaded.get(fp)
+        if fn is not None:
+            return fn(*args)
         spec = self.specs.get(fp)
         if spec is not None:
             try:
-                return self.module.cfunc(self.name, spec)(*args)
+                fn = self._loaded[fp] = self.module.cfunc(self.name, spec)
             except Unavailable:
                 self.specs = {k: v for k, v in self.specs.items() if k != fp}     # numba's, from now
+            else:
+                return fn(*args)
         return self.fallback(self.name)(*args, **kwargs)
 
