@@ -106,6 +106,20 @@ def test_raising_kernel_fallbacks_and_new_types(tmp_path):
     more = _run(tmp_path, script, "more", str(tmp_path / "m.py"))
     assert more == {**expect, "native": True, "numba_free": True, "hashed": True, "fell_back": True,
                     "floats": True}
+    # the payload: what it holds; one for another CPU is refused whole (numba's load instead)
+    if native_loader.runtime() is None:
+        return
+    [path] = (tmp_path / "c").rglob("querycompute.native")
+    data = path.read_bytes()
+    assert native_loader.payload_index(data) == ["checked|afloat64:1Cwa;int64", "checked|aint64:1Cwa;int64",
+                                                 "hashed|int64"]
+    module = native_loader.NativeModule(data)
+    assert module.consts == {"LIMIT": 7, "SCALE": np.uint64(3), "PAIR": (1, 2.5)}
+    cpu = json.dumps(native_loader.runtime()["magic"][1]).encode()
+    other = data.replace(cpu, b'"' + b"x" * (len(cpu) - 2) + b'"')       # the same length
+    assert other != data and native_loader.payload_index(other) == native_loader.payload_index(data)
+    with pytest.raises(native_loader.Unavailable):
+        native_loader.NativeModule(other)
 
 
 class _Sub(np.ndarray):
