@@ -8,6 +8,9 @@ TEXT that `load` makes ready through the disk cache (docs/cache.md):
      (cache_key below: the text, numba's identity and options) and imported from there,
      so numba's cache=True files sit beside it; a later process imports the sealed entry and
      numba loads each entry point's code from those files on its first call ("disk");
+     a module loaded with native=True (the generic kernels, a group_by's modules) is read
+     from the entry's numba-free payload instead, without importing numba (native_loader.py),
+     numba's load being its fallback;
   3. a miss: under the cache's compile lock (of several processes starting the same cold
      query, one compiles and seals the entry, the others then load it), the text is stored
      and imported, `prepare(namespace)` may compile entry points at once (so errors show
