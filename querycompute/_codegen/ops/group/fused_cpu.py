@@ -36,7 +36,9 @@ per step):
         (the groups' first rows: their keys and `first` values)
 
 The module text leans on order_keys.NUMBA_SOURCE (order_bits, the key kinds), ops/sort/cpu_kernels.py
-and ops/group/cpu_kernels.py (_GOLDEN, _table_bits, CNT_WAYS): the cpu backend links them.
+and ops/group/cpu_kernels.py (_GOLDEN, _table_bits, CNT_WAYS, _empty_table, rank_block): the
+cpu backend links them (compiled once per machine: the module itself types no NumPy
+allocation nor search, whose numba implementations compile anew in every process).
 Keys whose bytes add up to more than 8 do not fit one word: `fits` says no, and the caller
 keeps the two-step path.
 
@@ -139,7 +141,7 @@ class _Fused:
              "    s = q * CHUNK",
              "    e = min(total, s + CHUNK)"]
         if filtered:
-            L += ["    b = np.searchsorted(boff, s, side='right') - 1",
+            L += ["    b = rank_block(boff, s)",
                   "    i = b * FBLOCK",
                   "    r = boff[b]",
                   "    while True:                       # to the survivor of rank s",
@@ -154,8 +156,7 @@ class _Fused:
               "    size = 1 << tbits",
               "    mask = np.uint64(size - 1)",
               "    sh = np.uint64(64 - tbits)",
-              "    ids = np.full(size, -1, np.int32)",
-              "    slots = np.empty(size, np.uint64)"]
+              "    ids, slots = _empty_table(size)"]
         L += [f"    s{k} = np.zeros(limit, np.bool_)" for k in ks if gp.agg(k).op == "fold"]
         L += ["    m = 0",
               "    while r < e:",
