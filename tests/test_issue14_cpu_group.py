@@ -190,8 +190,8 @@ def test_item2_group_by_trace_names_its_kernels():
     CPU.group_by(run_spec, keys, [np.ones(BIG)], [], rows)
     names = [r.name for r in rows]
     steps = [n.removesuffix("_inline").removesuffix("_morsels") for n in names]
-    assert steps == ["qc_grp_group_local_ids", "qc_grp_group_merge_ids", "qc_grp_low_alloc",
-                     "qc_grp_low_chunks", "qc_grp_merge", "gather_chunks"], names
+    assert steps == ["qc_grp_group_local_ids", "qc_grp_group_merge_ids", "qc_grp_aggs_low_alloc",
+                     "qc_grp_aggs_low_chunks", "qc_grp_aggs_merge", "gather_chunks"], names
 
 
 _KEY_POOL = [0.0, -0.0, 1.5, -2.0, np.nan, np.inf]

@@ -27,8 +27,10 @@ import builtins
 import datetime as _dt
 import linecache
 import math
+import re
 import types
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Optional
 
 import numpy as np
@@ -438,7 +440,31 @@ def _make(node, code, filename: str, text: str, helper: bool = False) -> LambdaS
             f"{filename}:{walrus.lineno}:{walrus.col_offset + 1}", construct="NamedExpr")
     captures = _statement_names(params, stmts, body, filename) if stmts else free_names(params, body)
     return LambdaSource(params=params, body=body, filename=filename, captures=captures,
-                        code=code, text=ast.get_source_segment(text, node) or "", stmts=stmts)
+                        code=code, text=source_segment(text, node), stmts=stmts)
+
+
+_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
+
+
+@lru_cache(maxsize=16)
+def _source_lines(text: str) -> tuple[str, ...]:
+    """text's lines as the parser splits them (\r\n, \r, \n; ends kept): ast's own split,
+    done once per file text rather than once per lambda (a long file's split costs
+    milliseconds, and a query's first call finds every lambda)."""
+    return tuple(_LINE.findall(text))
+
+
+def source_segment(text: str, node) -> str:
+    """ast.get_source_segment(text, node) or "" (its slicing by UTF-8 columns), over the
+    file's lines split once (_source_lines)."""
+    if getattr(node, "end_lineno", None) is None or getattr(node, "end_col_offset", None) is None:
+        return ""
+    lines = _source_lines(text)
+    a, b = node.lineno - 1, node.end_lineno - 1
+    if a == b:
+        return lines[a].encode()[node.col_offset:node.end_col_offset].decode()
+    return "".join([lines[a].encode()[node.col_offset:].decode(), *lines[a + 1:b],
+                    lines[b].encode()[:node.end_col_offset].decode()])
 
 
 def positional_params(args: ast.arguments, where: str, helper: bool = False) -> tuple[str, ...]:

@@ -14,7 +14,7 @@ from functools import lru_cache
 from typing import NamedTuple
 
 from ..errors import UnsupportedLambdaError
-from .capture import TEXT_MODULES, LambdaSource, free_names, positional_params
+from .capture import TEXT_MODULES, LambdaSource, free_names, positional_params, source_segment
 
 FILENAME = "<query>"
 TEXT_FILENAME = "<text>"        # a lambda given as text to an operator: select("lambda v: ...")
@@ -141,7 +141,7 @@ def _lambda(node: ast.Lambda, text: str, filename: str = FILENAME) -> LambdaSour
                 f"parsed, never executed); use a constant instead (np, numpy, math and builtins "
                 f"are available)", _where(use, filename), "name")
     return LambdaSource(params=params, body=node.body, filename=filename, captures=captures,
-                        code=None, text=ast.get_source_segment(text, node) or "")
+                        code=None, text=source_segment(text, node))
 
 
 @lru_cache(maxsize=4096)

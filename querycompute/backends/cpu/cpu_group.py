@@ -88,11 +88,13 @@ class CpuGroupBy:
             assert self._mod.ns["CHUNK"] == CHUNK        # one chunk rule for ids and folds
         return self._mod
 
-    def _agg_module(self, spec):
-        key = (spec.aggs, spec.params, spec.name)
+    def agg_module(self, spec):
+        """The module of spec's aggregates (ops/group/cpu.py: one text per aggregates and
+        params, whatever the query; its functions numba_group.NAME_<step>)."""
+        key = (spec.aggs, spec.params)
         mod = self._aggs.get(key)
         if mod is None:
-            mod = self._aggs.put(key, load(spec.name, numba_group.render(spec, cache=True), native=True))
+            mod = self._aggs.put(key, load(numba_group.NAME, numba_group.render(spec, cache=True), native=True))
         return mod
 
     def __call__(self, spec, keys, values, params, rows):
@@ -120,17 +122,17 @@ class CpuGroupBy:
             first, counts = perm[starts[:-1]], np.diff(starts)
         accs = ()
         if ks:
-            mod = self._agg_module(spec)
-            name = spec.name
+            mod = self.agg_module(spec)
+            name, label = numba_group.NAME, f"{spec.name}_"
             if ids is not None:           # per-chunk partials by morsels, merged in chunk order
                 lid, nloc, remap = ids
-                parts = st._call(mod, f"{name}_low_alloc", rows, "", len(nloc), remap.shape[1])
-                st._morsels(mod, f"{name}_low_chunks", len(nloc), rows, "", lid, nloc, *parts, *vals, *ps)
-                accs = st._call(mod, f"{name}_merge", rows, "", nloc, remap, len(first), *parts, *ps)
+                parts = st._call(mod, f"{name}_low_alloc", rows, label, len(nloc), remap.shape[1])
+                st._morsels(mod, f"{name}_low_chunks", len(nloc), rows, label, lid, nloc, *parts, *vals, *ps)
+                accs = st._call(mod, f"{name}_merge", rows, label, nloc, remap, len(first), *parts, *ps)
             else:                         # blocks of SEG_BLOCK groups by morsels
-                accs = st._call(mod, f"{name}_seg_alloc", rows, "", len(starts) - 1)
+                accs = st._call(mod, f"{name}_seg_alloc", rows, label, len(starts) - 1)
                 blocks = -(-(len(starts) - 1) // mod.ns["SEG_BLOCK"])
-                st._morsels(mod, f"{name}_seg_blocks", blocks, rows, "", perm, starts, *accs, *vals, *ps)
+                st._morsels(mod, f"{name}_seg_blocks", blocks, rows, label, perm, starts, *accs, *vals, *ps)
         group_keys = st.gather(keys, first, rows)
         out, acc = [], dict(zip(ks, accs))
         for k, a in enumerate(spec.aggs):

@@ -10,8 +10,12 @@ per-chunk private tables (ops/group/fused_cpu.py has the algorithm and the order
 Both ways give the same bits (the fused module folds in the two-step path's order), so the
 choice never shows in a result. The module is the generated functions alone, run with the
 generic group kernels' module's names as globals (cpu_group.USES_KERNELS: order_bits,
-_merge_ids... are compiled once per machine, not once per query), loaded through the cpu
-backend's one numba loader (numba_loader.py) like every other cpu kernel.
+_table_bits... are compiled once per machine, not once per query), and the merge is no part of
+it: the group kernels' group_merge_ids and the aggregates' module's merge (cpu_group.py's, one
+per aggregates' layout) run it, loaded through the cpu
+backend's one numba loader (numba_loader.py) like every other cpu kernel. Before its module
+is compiled, a first chunk with more than `limit` distinct keys (fused_cpu.head_groups, NumPy)
+says None at once: the module would only give up.
 """
 from __future__ import annotations
 
@@ -23,8 +27,7 @@ from querycompute._codegen.dialects.numba_py import CHUNK, storage_dtype
 from querycompute._codegen.dialects.numba_py_runtime import PRELUDE
 
 from .cpu import param_args
-from ..base import KernelRun
-from .cpu_group import GROUP_TABLE_MAX, kernels, uses_kernels
+from .cpu_group import GROUP_TABLE_MAX, CpuGroupBy, kernels, uses_kernels
 from .numba_loader import load
 from ...artifacts import ArtifactCache
 
@@ -35,6 +38,7 @@ class CpuFusedGroup:
     def __init__(self, stages):
         self.stages = stages
         self.limit = GROUP_TABLE_MAX
+        self.group = CpuGroupBy(stages)          # its aggregates' modules (the merge)
         self._mods = ArtifactCache("cpu: fused group_by kernels")
 
     def _module(self, p, spec, keys, values):
@@ -51,6 +55,9 @@ class CpuFusedGroup:
         if (self.limit <= 0 or not numba_group_fused.fits(spec.key_dtypes) or getattr(p.terminal, "window", None) is not None
                 or numba_group.in_order(spec)):      # per-chunk partials can't serve an in-order fold
             return None
+        if self._mods.get((p, spec, keys, tuple(values))) is None \
+                and numba_group_fused.head_groups(p, keys, inputs, params, n) > self.limit:
+            return None                    # post chunk 0 would give up: no module compiled for it
         prog = p.program
         ins = [np.asarray(x) for x in inputs]
         ins = [x.view(np.uint16) if s.dtype == "float16" else x for x, s in zip(ins, prog.inputs)]
@@ -73,11 +80,13 @@ class CpuFusedGroup:
         parts = [np.empty((nq, limit * ways), d) for d, ways in numba_group_fused.partials(spec)]
         st._morsels(mod, f"{name}_fchunks", nq, rows, "", total, boff, limit, words, first, cnt, nloc,
                     *parts, *ins, *ps, *gps)
-        (ok, first, counts, accs), cache, compile_ms, ms = mod.call(
-            f"{name}_fmerge", words, first, cnt, nloc, limit, *parts, *gps)
-        rows.append(KernelRun(f"{name}_fmerge", "numba", (1,), (CHUNK,), cache, compile_ms, ms))
+        # the merge: the generic group kernels' group ids, the aggregates' module's folds
+        ok, remap, first, counts = st._call(kernels(), "group_merge_ids", rows, f"{name}_",
+                                            words, first, cnt, nloc, limit)
         if not ok:
             return None
+        accs = st._call(self.group.agg_module(spec), f"{numba_group.NAME}_merge", rows, f"{name}_",
+                        nloc, remap, len(first), *parts, *gps) if parts else ()
         outs = [np.empty(len(first), storage_dtype(d)) for d in prog.output_dtypes]
         mod.call(f"{spec.name}_at_serial", first, *outs, *ins, *ps)
         kernels().sync()                   # the generic kernels it made numba specialise

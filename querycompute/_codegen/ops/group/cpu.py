@@ -1,7 +1,10 @@
 """The numba dialect of group_by's aggregates (stage_specs.GroupSpec): a module that folds
 every value column per group, all aggregates in one pass over the rows. The group of each
 row comes from the cpu stage runtime (backends/cpu_group.py), so the module depends on the
-aggregates and params only, never on the key dtypes.
+aggregates and params only, never on the key dtypes nor on the query: its functions are named
+NAME_<step> ("aggs_merge", ...) whatever the GroupSpec's name, so every query with the same
+aggregates and params prints one text, a module compiled once per machine (then a disk-cache
+hit), not once per query. <name> below is NAME.
 
 THE ORDER (the same in both entry points, so they give the same bits): a group's rows are
 split by SOURCE chunk (row index // CHUNK, CHUNK fixed: independent of the thread count);
@@ -49,6 +52,7 @@ from ...dialects.numba_py_expr import ExprPrinter, const_text, register_type
 from ...dialects.numba_py_helpers import helper_source, jit_decorator
 from ...dialects.numba_py_runtime import PRELUDE
 
+NAME = "aggs"                          # the module's functions' prefix (module doc)
 SEG_BLOCK = 256                        # groups per parallel task of the seg entry point
 WAYS = 4                               # partials per chunk and group of a sum (a power of 2)
 ACCUMULATING = ("sum", "min", "max", "any", "all", "fold")
@@ -302,8 +306,9 @@ def accumulating(spec: GroupSpec) -> list:
 
 
 def render(spec: GroupSpec, cache: bool = False) -> str:
-    """The module source of `spec`'s aggregates (key dtypes play no part: see module doc);
-    with `cache=True` it carries the prelude that pulls numba_py_runtime's namespace in."""
-    spec = GroupSpec((), spec.aggs, spec.params, spec.name)
+    """The module source of `spec`'s aggregates (key dtypes and the spec's name play no part:
+    see module doc); with `cache=True` it carries the prelude that pulls numba_py_runtime's
+    namespace in."""
+    spec = GroupSpec((), spec.aggs, spec.params, NAME)
     text = _Printer(spec, cache).render()
     return (PRELUDE + text) if cache else text

@@ -27,6 +27,30 @@ CNT_WAYS = 4                               # counters per group (a power of 2)
 
 
 @njit(cache=True)
+def _empty_table(size):
+    """An open-addressing table of `size` slots: (ids all -1, slots). The fused group_by's
+    generated chunks (fused_cpu.py) call it too: numba then types no NumPy allocation there."""
+    ids = np.full(size, -1, np.int32)
+    return ids, np.empty(size, np.uint64)
+
+
+@njit(cache=True)
+def rank_block(boff, s):
+    """The block b with boff[b] <= s < boff[b + 1] (np.searchsorted(boff, s, 'right') - 1
+    over nondecreasing boff): where the fused group_by's walk to the survivor of rank s
+    starts (fused_cpu.py; here, compiled once per machine, so no query's module types a
+    searchsorted)."""
+    lo, hi = 0, boff.shape[0]
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if boff[mid] <= s:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo - 1
+
+
+@njit(cache=True)
 def _local_ids(u, lo, hi, limit, lid, words, first, cnt, kind, sign, ones, inf):
     """Step 1 for rows [lo, hi): the number of local groups, or -1 past `limit`. Keys of
     one byte index a 256-entry table directly; wider ones hash. Counts go to CNT_WAYS
@@ -36,8 +60,7 @@ def _local_ids(u, lo, hi, limit, lid, words, first, cnt, kind, sign, ones, inf):
     size = 1 << tbits
     mask = np.uint64(size - 1)
     sh = np.uint64(64 - tbits)
-    ids = np.full(size, -1, np.int32)
-    slots = np.empty(size, np.uint64)
+    ids, slots = _empty_table(size)
     m = 0
     isf = kind == FLOAT
     for i in range(lo, hi):

@@ -10,8 +10,10 @@ same, defined on the survivors' RANKS (row r of the compacted columns), not on s
     post chunk q = ranks [q * CHUNK, (q + 1) * CHUNK); per post chunk a private table of
     local groups (order of first appearance) holding per group its order-bits word, first
     row, counts and the aggregates' partials, a sum's partial split by rank % WAYS; then
-    cpu_kernels._merge_ids numbers and sorts the groups and cpu.py's `merge` folds the
-    partials chunk by chunk.
+    cpu_kernels.group_merge_ids numbers and sorts the groups and cpu.py's `merge` folds the
+    partials chunk by chunk. Those two are not in this module: they depend on the
+    aggregates' layout only, so the caller runs the generic group kernels' and the
+    aggregates' module's (compiled once per machine, as the two-step path's).
 
 So the result does not depend on the thread count, on serial vs parallel, or on whether this
 path or the two-step one ran (a chunk or the whole input with more than `limit` groups gives
@@ -30,28 +32,35 @@ per step):
     <name>_fchunks(q0, q1, total, boff, limit, words, first, cnt, nloc, a<k>..., inputs...,
         params..., gparams...): post chunks [q0, q1) into row q of the caller's tables
         (`partials(spec)` gives the a<k>'s dtypes and widths)
-    <name>_fmerge(words, first, cnt, nloc, limit, a<k>..., gparams...)
-        -> (ok, first source row per sorted group, counts, (partials per accumulating agg))
     <name>_at_serial(rows, outs..., inputs..., params...): the element's outputs at `rows`
         (the groups' first rows: their keys and `first` values)
 
 The module text leans on order_keys.NUMBA_SOURCE (order_bits, the key kinds), ops/sort/cpu_kernels.py
-and ops/group/cpu_kernels.py (_GOLDEN, _table_bits, CNT_WAYS, _merge_ids): the cpu backend
-prepends their text.
+and ops/group/cpu_kernels.py (_GOLDEN, _table_bits, CNT_WAYS, _empty_table, rank_block): the
+cpu backend links them (compiled once per machine: the module itself types no NumPy
+allocation nor search, whose numba implementations compile anew in every process).
 Keys whose bytes add up to more than 8 do not fit one word: `fits` says no, and the caller
 keeps the two-step path.
+
+Before compiling the module the caller asks `head_groups` (NumPy, no compile): the distinct
+keys of the survivors among the first CHUNK source rows. Those survivors are the first ranks
+of post chunk 0, so more than `limit` of them means post chunk 0 gives up, and so would the
+whole fused path: the caller takes the two-step path at once instead of compiling a module
+only to give up (TPC-H Q18's group_by of lineitem by order: thousands of groups per chunk).
 """
 from __future__ import annotations
 
 import numpy as np
 
 from ... import order_keys
-from ...ir.program import Pass
+from ...ir.program import Filter, Let, Pass
 from ...ir.stage_specs import GroupSpec
 from .cpu import WAYS, _identity, _Printer
 from ...dialects.numba_py import CHUNK, _ModulePrinter
 from ...dialects.numba_py_helpers import helper_source, jit_decorator
 from ..map import numba_element, numba_names
+from ..join.reference import gather_filled
+from ...numpy_eval import Eval
 
 FBLOCK = 1024                       # source rows per survivor count of the first pass
 
@@ -132,7 +141,7 @@ class _Fused:
              "    s = q * CHUNK",
              "    e = min(total, s + CHUNK)"]
         if filtered:
-            L += ["    b = np.searchsorted(boff, s, side='right') - 1",
+            L += ["    b = rank_block(boff, s)",
                   "    i = b * FBLOCK",
                   "    r = boff[b]",
                   "    while True:                       # to the survivor of rank s",
@@ -147,8 +156,7 @@ class _Fused:
               "    size = 1 << tbits",
               "    mask = np.uint64(size - 1)",
               "    sh = np.uint64(64 - tbits)",
-              "    ids = np.full(size, -1, np.int32)",
-              "    slots = np.empty(size, np.uint64)"]
+              "    ids, slots = _empty_table(size)"]
         L += [f"    s{k} = np.zeros(limit, np.bool_)" for k in ks if gp.agg(k).op == "fold"]
         L += ["    m = 0",
               "    while r < e:",
@@ -197,18 +205,6 @@ class _Fused:
             f"        nloc[q] = {n}_fchunk(q, total, boff, limit, words[q], first[q], cnt[q]{rows}, "
             f"{self.args.lstrip(', ')})"])
 
-    def fmerge(self) -> str:
-        gp, n = self.gp, self.name
-        accs = "".join(f", a{k}" for k in gp.ks)
-        return "\n".join([
-            jit_decorator(self.cache),
-            f"def {n}_fmerge(words, first, cnt, nloc, limit{accs}{gp.params}):",
-            '    """(ok, first row per sorted group, counts, partials merged): module doc."""',
-            "    ok, remap, gfirst, gcnt = _merge_ids(words, first, cnt, nloc, limit)",
-            "    if not ok:",
-            "        nloc[:] = 0                   # nothing to merge: empty partials",
-            f"    return ok, gfirst, gcnt, {n}_merge(nloc, remap, gfirst.shape[0]{accs}{gp.params})"])
-
     def at(self) -> str:
         outs = [f"out{k}" for k in range(len(self.elems))]
         return "\n".join([
@@ -221,8 +217,7 @@ class _Fused:
             + [f"        {o}[t] = {e}" for o, e in zip(outs, self.elems)])
 
     def render(self) -> str:
-        funcs = [self.element, self.keep_fn] + self.gp.combines + [self.gp.merge(), self.chunk(), self.fchunks(),
-                                                     self.fmerge(), self.at()]
+        funcs = [self.element, self.keep_fn] + self.gp.combines + [self.chunk(), self.fchunks(), self.at()]
         if self.mp.prog.has_filter:
             funcs.append(self.fblocks())
         helpers = [helper_source(kind, ft, self.cache)
@@ -252,3 +247,35 @@ def render(p: Pass, spec: GroupSpec, keys: int, values: tuple, cache: bool = Fal
     if not fits(spec.key_dtypes):
         raise ValueError(f"fused group_by: keys {spec.key_dtypes} are wider than one 64-bit word")
     return _Fused(p, spec, keys, values, cache).render()
+
+
+def head_groups(p: Pass, keys: int, inputs, params, n: int) -> int:
+    """A lower bound of the distinct keys (the first `keys` outputs of pass `p`) among the
+    survivors of source rows [0, min(n, CHUNK)), evaluated with NumPy (module doc): the most
+    distinct values of one key column (NaNs one value, -0.0 == 0.0: as the order bits).
+    `inputs`, `params`: the pass's own (an indexed pass's index columns last)."""
+    m = min(n, CHUNK)
+    prog = p.program
+    via = getattr(p, "via", ())
+    if via:          # an indexed pass (dialects/numba_indexed.py): its inputs read through li / ri
+        cols = []
+        for k, v in enumerate(via):
+            x = np.asarray(inputs[k])
+            if v < 0:
+                cols.append(x[:m])
+            else:
+                idx = np.asarray(inputs[v])[:m]
+                cols.append(gather_filled(x, idx) if p.filled[k] else x[idx])
+    else:
+        cols = [np.asarray(x)[:m] for x in inputs]
+    ev = Eval(cols, params, tuple(s.name for s in prog.params), m, 0)
+    keep = None
+    with np.errstate(all="ignore"):
+        for st in prog.body:
+            if isinstance(st, Let):
+                ev.vars[st.name] = ev(st.expr)
+            elif isinstance(st, Filter):
+                f = ev.full(st.cond)
+                keep = f.copy() if keep is None else keep & f
+        outs = [ev.full(e) for e in prog.outputs[:keys]]
+    return max((len(np.unique(o if keep is None else o[keep])) for o in outs), default=0)
