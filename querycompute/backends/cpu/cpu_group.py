@@ -73,6 +73,18 @@ def uses_kernels() -> str:
     return f"# links the group kernels' text {digest}\n" + USES_KERNELS
 
 
+def not_run(nch: int) -> np.ndarray:
+    """Local group counts per chunk before any chunk ran: -2 (a chunk past the limit writes
+    -1; either is below zero, which the merge reads as "gave up")."""
+    return np.full(nch, -2, np.int64)
+
+
+def gave_up(nloc: np.ndarray):
+    """The morsels' stop test of a step writing `nloc` (not_run): a chunk went past the
+    limit, so the whole table gives up and the chunks left need not run (morsels.py)."""
+    return lambda: bool((nloc == -1).any())
+
+
 class CpuGroupBy:
     """The group_by of one CpuStages (its modules are loaded once per instance)."""
 
@@ -150,10 +162,10 @@ class CpuGroupBy:
         words = np.empty((nch, limit), np.uint64)
         first = np.empty((nch, limit), np.int64)
         cnt = np.empty((nch, mod.ns["CNT_WAYS"] * limit), np.int64)
-        nloc = np.empty(nch, np.int64)
+        nloc = not_run(nch)
         st = self.stages
         st._morsels(mod, "group_local_ids", nch, rows, label, n, _raw(word), limit, lid, words,
-                    first, cnt, nloc, *_consts(word.dtype))
+                    first, cnt, nloc, *_consts(word.dtype), stop=gave_up(nloc))
         ok, remap, gfirst, gcnt = st._call(mod, "group_merge_ids", rows, label, words, first,
                                            cnt, nloc, limit)
         return ok, lid, nloc, remap, gfirst, gcnt

@@ -24,7 +24,7 @@ from querycompute._codegen.dialects.numba_py_runtime import PRELUDE
 
 from .cpu import param_args
 from ..base import KernelRun
-from .cpu_group import GROUP_TABLE_MAX, kernels, uses_kernels
+from .cpu_group import GROUP_TABLE_MAX, gave_up, kernels, not_run, uses_kernels
 from .numba_loader import load
 from ...artifacts import ArtifactCache
 
@@ -69,10 +69,10 @@ class CpuFusedGroup:
             return None                    # the two-step path's empty result
         nq = -(-total // CHUNK)
         words, first = np.empty((nq, limit), np.uint64), np.empty((nq, limit), np.int64)
-        cnt, nloc = np.empty((nq, kernels().ns["CNT_WAYS"] * limit), np.int64), np.empty(nq, np.int64)
+        cnt, nloc = np.empty((nq, kernels().ns["CNT_WAYS"] * limit), np.int64), not_run(nq)
         parts = [np.empty((nq, limit * ways), d) for d, ways in numba_group_fused.partials(spec)]
         st._morsels(mod, f"{name}_fchunks", nq, rows, "", total, boff, limit, words, first, cnt, nloc,
-                    *parts, *ins, *ps, *gps)
+                    *parts, *ins, *ps, *gps, stop=gave_up(nloc))
         (ok, first, counts, accs), cache, compile_ms, ms = mod.call(
             f"{name}_fmerge", words, first, cnt, nloc, limit, *parts, *gps)
         rows.append(KernelRun(f"{name}_fmerge", "numba", (1,), (CHUNK,), cache, compile_ms, ms))

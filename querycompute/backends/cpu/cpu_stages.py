@@ -103,11 +103,12 @@ class CpuStages(StageRuntime):
         rows.append(KernelRun(prefix + fn, "numba", (1,), (1,), cache, compile_ms, ms))
         return out
 
-    def _morsels(self, mod, fn: str, nch: int, rows: list, prefix: str, *args):
+    def _morsels(self, mod, fn: str, nch: int, rows: list, prefix: str, *args, stop=None):
         """Entry point `fn`(c0, c1, *args) of `mod` over chunks [0, nch) through the morsel
-        scheduler (cpu._run_morsels: one call here for a small nch); its trace row is named
+        scheduler (cpu._run_morsels: one call here for a small nch; `stop`: a step that may
+        give up skips its morsels left once it holds, morsels.py); its trace row is named
         prefix + fn + _inline / _morsels."""
-        _, cache, compile_ms, ms = mod.call(fn, runner=lambda entry: _cpu._run_morsels(entry, nch, args))
+        _, cache, compile_ms, ms = mod.call(fn, runner=lambda entry: _cpu._run_morsels(entry, nch, args, stop))
         kind = "inline" if _cpu._in_morsels(nch) == 1 else "morsels"
         rows.append(KernelRun(f"{prefix}{fn}_{kind}", "numba", (max(1, nch),), (CHUNK,), cache, compile_ms, ms))
 
@@ -394,7 +395,7 @@ class CpuStages(StageRuntime):
             return True
         bad = np.zeros(_chunks(n), np.bool_)
         self._morsels(self._kernels(), "sorted_chunks", len(bad), rows, label, n, _raw(x), bad,
-                      *_consts(x.dtype))
+                      *_consts(x.dtype), stop=bad.any)
         return not bad.any()
 
     def _distinct_runs(self, first, u, u2, rows, label):
@@ -406,7 +407,7 @@ class CpuStages(StageRuntime):
         bad = np.zeros(_chunks(n), np.bool_)
         keep = np.empty(n, np.bool_)
         self._morsels(self._kernels(), "distinct_runs", len(bad), rows, label, n, _raw(first), u,
-                      u2, keep, bad, *_consts(first.dtype))
+                      u2, keep, bad, *_consts(first.dtype), stop=bad.any)
         return None if bad.any() else keep
 
     def _distinct(self, u, u2, consts, rows, label) -> np.ndarray:
