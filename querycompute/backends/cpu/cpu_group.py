@@ -129,7 +129,7 @@ class CpuGroupBy:
             ids = (lid, nloc, remap) if ok else None
         if ids is None:
             perm, starts = self._sorted_runs(spec, keys, word, rows)
-            first, counts = perm[starts[:-1]], np.diff(starts)
+            first, counts = (starts[:-1] if perm is None else perm[starts[:-1]]), np.diff(starts)
         accs = ()
         if ks:
             mod = self._agg_module(spec)
@@ -140,6 +140,8 @@ class CpuGroupBy:
                 st._morsels(mod, f"{name}_low_chunks", len(nloc), rows, "", lid, nloc, *parts, *vals, *ps)
                 accs = st._call(mod, f"{name}_merge", rows, "", nloc, remap, len(first), *parts, *ps)
             else:                         # blocks of SEG_BLOCK groups by morsels
+                if perm is None:          # keys in order: the rows themselves, in order
+                    perm = np.arange(n, dtype=np.int64)
                 accs = st._call(mod, f"{name}_seg_alloc", rows, "", len(starts) - 1)
                 blocks = -(-(len(starts) - 1) // mod.ns["SEG_BLOCK"])
                 st._morsels(mod, f"{name}_seg_blocks", blocks, rows, "", perm, starts, *accs, *vals, *ps)
@@ -178,13 +180,15 @@ class CpuGroupBy:
         return self.stages._pack((False,) * len(keys), keys, rows, label, w)
 
     def _sorted_runs(self, spec, keys, word, rows):
-        """(stable sort permutation, run starts with n appended): step 3."""
+        """(stable sort permutation, run starts with n appended): step 3. The permutation is
+        None when the key is already in order (the identity: made only if an aggregate reads
+        rows through it; a count or first needs only the run starts)."""
         st = self.stages
         n = len(keys[0])
         new = np.zeros(n, dtype=bool)
         new[0] = True
         if word is not None and st.is_sorted(word, rows, f"{spec.name}_"):
-            sorted_u, perm = _raw(word), np.arange(n, dtype=np.int64)   # the stable sort of it
+            sorted_u, perm = _raw(word), None       # the stable sort of it: the identity
             self._breaks(sorted_u, new, _consts(word.dtype), rows, f"{spec.name}_")
         elif word is not None:         # one word: sort it, breaks on the sorted words
             sorted_u, perm = st._radix(word, False, None, rows, f"{spec.name}_")

@@ -378,14 +378,21 @@ class CpuStages(StageRuntime):
             u = _raw(keys[0])
             kind, sign, ones, inf = _consts(keys[0].dtype)
         else:
-            u, *rest = [self._pack((False,) * len(w), [keys[j] for j in w], rows, f"{spec.name}_")
-                        for w in words]
-            u2 = rest[0] if rest else _NO_WORDS
-            kind, sign, ones, inf = _consts(np.dtype(np.uint64))
-            keep = self._distinct_runs(keys[0], u, u2, rows, f"{spec.name}_")
+            keep = self._distinct_runs(keys, rows, f"{spec.name}_")
             if keep is not None:
                 return keep
+            u, u2 = self._words(keys, words, rows, f"{spec.name}_")
+            kind, sign, ones, inf = _consts(np.dtype(np.uint64))
         return self._distinct(u, u2, (kind, sign, ones, inf), rows, f"{spec.name}_")
+
+    def _words(self, keys, words, rows, label) -> tuple:
+        """(u, u2): the key tuple as one or two 64-bit words of its fields' order bits
+        (key_words(...) says which fields go in which word); u2 empty for one word. One integer
+        field alone is its raw bits (equal as its order bits are)."""
+        if len(keys) == 1 and keys[0].dtype.kind in "iub":
+            return _raw(keys[0]), _NO_WORDS
+        u, *rest = [self._pack((False,) * len(w), [keys[j] for j in w], rows, label) for w in words]
+        return u, (rest[0] if rest else _NO_WORDS)
 
     def is_sorted(self, x, rows, label) -> bool:
         """Whether key x is already in ascending order bits (NaNs last and equal, -0.0 ==
@@ -398,11 +405,15 @@ class CpuStages(StageRuntime):
                       *_consts(x.dtype), stop=bad.any)
         return not bad.any()
 
-    def _distinct_runs(self, first, u, u2, rows, label):
+    def _distinct_runs(self, keys, rows, label):
         """First-occurrence flags of a key tuple whose first field is already in ascending
         order, each row compared with the earlier rows of its run of equal first fields
-        (ops/sort/cpu_kernels.distinct_runs); None when a chunk finds the field out of order
-        or a run over RUN_MAX rows (the hash sets run then)."""
+        (ops/sort/cpu_kernels.distinct_runs) on the OTHER fields only (within a run the first
+        is equal; one integer field is compared as it is, without a packing pass); None when
+        a chunk finds the field out of order or a run over RUN_MAX rows (the hash sets run
+        then: the first chunks out of order stop the check, morsels.py)."""
+        first, rest = keys[0], keys[1:]
+        u, u2 = self._words(rest, key_words(c.dtype for c in rest), rows, label)
         n = len(u)
         bad = np.zeros(_chunks(n), np.bool_)
         keep = np.empty(n, np.bool_)

@@ -49,7 +49,7 @@ from ...dialects.numba_py_expr import ExprPrinter, const_text, register_type
 from ...dialects.numba_py_helpers import helper_source, jit_decorator
 from ...dialects.numba_py_runtime import PRELUDE
 
-SEG_BLOCK = 256                        # groups per parallel task of the seg entry point
+SEG_BLOCK = 4096                       # groups per parallel task of the seg entry point
 WAYS = 4                               # partials per chunk and group of a sum (a power of 2)
 ACCUMULATING = ("sum", "min", "max", "any", "all", "fold")
 
