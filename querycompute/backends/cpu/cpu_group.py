@@ -15,9 +15,9 @@ there are few groups, a stable radix sort otherwise; the aggregates in a generat
        (after at most one pass) and takes step 3.
     3. any cardinality (or key tuples wider than 64 bits): the stage runtime's stable radix
        sort of the keys (each group's rows stay in source order; a one-word key already in
-       ascending order, found by one check pass, is not sorted), run starts where a key's
-       order bits change (breaks_chunks), and the generated `seg_blocks` step over blocks
-       of groups (by morsels).
+       ascending order, found by the pass that finds its run starts, is not sorted), run
+       starts where a key's order bits change (sorted_breaks_chunks / breaks_chunks), and
+       the generated `seg_blocks` step over blocks of groups (by morsels).
 The group keys are the keys of each group's first row (step 2's first rows, or the sort's:
 its first row per run), `first` gathers the values there, `count` is exact.
 
@@ -196,10 +196,11 @@ class CpuGroupBy:
         n = len(keys[0])
         new = np.zeros(n, dtype=bool)
         new[0] = True
-        if word is not None and st.is_sorted(word, rows, f"{spec.name}_"):
-            sorted_u, perm = _raw(word), None       # the stable sort of it: the identity
-            self._breaks(sorted_u, new, _consts(word.dtype), rows, f"{spec.name}_")
+        if word is not None and self._sorted_breaks(_raw(word), new, _consts(word.dtype), rows,
+                                                    f"{spec.name}_"):
+            perm = None                # in order: the stable sort is the identity
         elif word is not None:         # one word: sort it, breaks on the sorted words
+            new[1:] = False
             sorted_u, perm = st._radix(word, False, None, rows, f"{spec.name}_")
             self._breaks(sorted_u, new, _consts(word.dtype), rows, f"{spec.name}_")
         else:
@@ -210,6 +211,15 @@ class CpuGroupBy:
                 self._breaks(_raw(s), new, _consts(s.dtype), rows, f"{spec.name}_")
         starts = np.append(np.flatnonzero(new), n).astype(np.int64)
         return perm, starts
+
+    def _sorted_breaks(self, u, new, consts, rows, label) -> bool:
+        """Whether u is already in ascending order bits, its run starts in `new` if so: one
+        read (ops/group/cpu_kernels.sorted_breaks_chunks); out of order, the chunks left stop
+        after the first that finds it (morsels.py)."""
+        bad = np.zeros(_chunks(len(u)), np.bool_)
+        self.stages._morsels(self._kernels(), "sorted_breaks_chunks", len(bad), rows, label,
+                             len(u), u, new, bad, *consts, stop=bad.any)
+        return not bad.any()
 
     def _breaks(self, u, new, consts, rows, label) -> None:
         self.stages._morsels(self._kernels(), "breaks_chunks", _chunks(len(u)), rows, label,

@@ -394,17 +394,6 @@ class CpuStages(StageRuntime):
         u, *rest = [self._pack((False,) * len(w), [keys[j] for j in w], rows, label) for w in words]
         return u, (rest[0] if rest else _NO_WORDS)
 
-    def is_sorted(self, x, rows, label) -> bool:
-        """Whether key x is already in ascending order bits (NaNs last and equal, -0.0 ==
-        0.0): one read pass by morsels (ops/sort/cpu_kernels.sorted_chunks)."""
-        n = len(x)
-        if n < 2:
-            return True
-        bad = np.zeros(_chunks(n), np.bool_)
-        self._morsels(self._kernels(), "sorted_chunks", len(bad), rows, label, n, _raw(x), bad,
-                      *_consts(x.dtype), stop=bad.any)
-        return not bad.any()
-
     def _distinct_runs(self, keys, rows, label):
         """First-occurrence flags of a key tuple whose first field is already in ascending
         order, each row compared with the earlier rows of its run of equal first fields
