@@ -319,8 +319,9 @@ class CpuStages(StageRuntime):
         fused = ("with <= 4096 groups it runs INSIDE the pass above (per-chunk tables; the key "
                  "and input columns are never stored), else " if fits(spec.key_dtypes) else "")
         return [f"cpu: {fused}per-chunk group-id tables (<= 4096 groups) or a radix sort (none "
-                "when a check pass finds the key already in order), then the aggregates in "
-                "source-chunk order"]
+                "when the pass finding the runs finds the key already in order; integer keys "
+                "wider than 64 bits together packed by their value ranges), then the aggregates "
+                "in source-chunk order"]
 
     def describe_join(self, this_dtypes, other_dtypes, semi):
         """They name the runtime that really runs the join (cpu_join.reference_reason)."""
