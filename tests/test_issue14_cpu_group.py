@@ -215,7 +215,7 @@ def test_item6_group_by_random_small_inputs(rows):
 def test_issue29_group_by_of_a_sorted_key_finds_runs_without_a_sort(dtype):
     """Over 4096 groups (the sort path): a key already in ascending order bits (NaNs last,
     -0.0 and 0.0 one group; a ragged last chunk; equal keys across a chunk boundary) takes
-    one check pass (sorted_chunks) and no radix sort, bit for bit the reference's and the
+    one pass that checks it and finds the runs (sorted_breaks_chunks) and no radix sort, bit for bit the reference's and the
     sort path's (the same input shuffled by one pair of rows is sorted)."""
     n = BIG
     rng = np.random.default_rng(29)
@@ -228,7 +228,7 @@ def test_issue29_group_by_of_a_sorted_key_finds_runs_without_a_sort(dtype):
     spec = GroupSpec((dtype,), AGGS, PARAMS)
     sorted_out = CPU.group_by(spec, keys, vals, [3], rows)
     names = [r.name for r in rows]
-    assert any("sorted_chunks" in x for x in names) and not any("radix" in x for x in names), names
+    assert any("sorted_breaks_chunks" in x for x in names) and not any("radix" in x for x in names), names
     check(keys, vals, sorted_out)
     swapped = k.copy()
     i = int(np.flatnonzero(k[1:] != k[:-1])[0])       # the first break: swap across it

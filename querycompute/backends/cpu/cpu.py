@@ -48,11 +48,11 @@ def _in_morsels(nch: int) -> int:
     return morsels.morsels(nch) if _parallel["allowed"] else 1
 
 
-def _run_morsels(fn, nch: int, args: tuple) -> None:
-    """fn(c0, c1, *args) over chunks [0, nch): morsels.run, or one call where this process
-    keeps to one thread (_parallel["allowed"])."""
+def _run_morsels(fn, nch: int, args: tuple, stop=None) -> None:
+    """fn(c0, c1, *args) over chunks [0, nch): morsels.run (with its early `stop` test), or
+    one call where this process keeps to one thread (_parallel["allowed"])."""
     if _parallel["allowed"]:
-        morsels.run(fn, nch, args)
+        morsels.run(fn, nch, args, stop)
     else:
         fn(0, nch, *args)
 

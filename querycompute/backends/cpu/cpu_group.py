@@ -3,7 +3,9 @@ there are few groups, a stable radix sort otherwise; the aggregates in a generat
 
     1. one exact word per row: the key's order bits (one key, read in place) or the keys'
        bits packed side by side (the stage kernels' `pack`, when they fit 64 bits) in the
-       narrowest unsigned type that holds them (Q1's two uint8 flags: a uint16).
+       narrowest unsigned type that holds them (Q1's two uint8 flags: a uint16); integer
+       keys wider together (Q20's two int64 ids) packed by their values' ranges when those
+       fit 64 bits (cpu_join.range_packed: a min/max per field).
     2. low cardinality (<= GROUP_TABLE_MAX = 4096 groups; TPC-H's Q1 has 4, Q12 2):
        ops/group/cpu_kernels.py gives each row a chunk-local group id (group_local_ids, by
        morsels) and each chunk's local groups their sorted position (group_merge_ids, once:
@@ -13,9 +15,9 @@ there are few groups, a stable radix sort otherwise; the aggregates in a generat
        (after at most one pass) and takes step 3.
     3. any cardinality (or key tuples wider than 64 bits): the stage runtime's stable radix
        sort of the keys (each group's rows stay in source order; a one-word key already in
-       ascending order, found by one check pass, is not sorted), run starts where a key's
-       order bits change (breaks_chunks), and the generated `seg_blocks` step over blocks
-       of groups (by morsels).
+       ascending order, found by the pass that finds its run starts, is not sorted), run
+       starts where a key's order bits change (sorted_breaks_chunks / breaks_chunks), and
+       the generated `seg_blocks` step over blocks of groups (by morsels).
 The group keys are the keys of each group's first row (step 2's first rows, or the sort's:
 its first row per run), `first` gathers the values there, `count` is exact.
 
@@ -38,6 +40,7 @@ from querycompute._codegen.order_keys import numba_consts as _consts, raw_bits a
 from querycompute._codegen.ir.stage_specs import SortSpec
 
 from .cpu import param_args
+from .cpu_join import range_packed
 from .morsels import chunks as _chunks
 from .numba_loader import load, stage_kernels_source
 from ...artifacts import ArtifactCache
@@ -71,6 +74,18 @@ def uses_kernels() -> str:
     """USES_KERNELS after a comment naming the group kernels' text by its hash."""
     digest = hashlib.sha256(kernels_source().encode()).hexdigest()[:16]
     return f"# links the group kernels' text {digest}\n" + USES_KERNELS
+
+
+def not_run(nch: int) -> np.ndarray:
+    """Local group counts per chunk before any chunk ran: -2 (a chunk past the limit writes
+    -1; either is below zero, which the merge reads as "gave up")."""
+    return np.full(nch, -2, np.int64)
+
+
+def gave_up(nloc: np.ndarray):
+    """The morsels' stop test of a step writing `nloc` (not_run): a chunk went past the
+    limit, so the whole table gives up and the chunks left need not run (morsels.py)."""
+    return lambda: bool((nloc == -1).any())
 
 
 class CpuGroupBy:
@@ -113,13 +128,19 @@ class CpuGroupBy:
             word = keys[0]
         elif sum(k.dtype.itemsize for k in keys) <= 8:
             word = self._pack(keys, rows, f"{spec.name}_")
+        elif all(k.dtype.kind in "biu" for k in keys):
+            # integer fields wider together than 64 bits (two int64 ids): packed by their
+            # values' ranges when those fit one word (the join's rule, cpu_join.range_packed:
+            # ordered and equal as the tuple), else the sort of the columns below
+            packed = range_packed(keys, [k[:0] for k in keys])
+            word = None if packed is None else packed[0]
         ids = None
         if word is not None and 0 < self.limit <= 65536 and not numba_group.in_order(spec):
             ok, lid, nloc, remap, first, counts = self._group_ids(word, n, rows, f"{spec.name}_")
             ids = (lid, nloc, remap) if ok else None
         if ids is None:
             perm, starts = self._sorted_runs(spec, keys, word, rows)
-            first, counts = perm[starts[:-1]], np.diff(starts)
+            first, counts = (starts[:-1] if perm is None else perm[starts[:-1]]), np.diff(starts)
         accs = ()
         if ks:
             mod = self.agg_module(spec)
@@ -130,6 +151,8 @@ class CpuGroupBy:
                 st._morsels(mod, f"{name}_low_chunks", len(nloc), rows, label, lid, nloc, *parts, *vals, *ps)
                 accs = st._call(mod, f"{name}_merge", rows, label, nloc, remap, len(first), *parts, *ps)
             else:                         # blocks of SEG_BLOCK groups by morsels
+                if perm is None:          # keys in order: the rows themselves, in order
+                    perm = np.arange(n, dtype=np.int64)
                 accs = st._call(mod, f"{name}_seg_alloc", rows, label, len(starts) - 1)
                 blocks = -(-(len(starts) - 1) // mod.ns["SEG_BLOCK"])
                 st._morsels(mod, f"{name}_seg_blocks", blocks, rows, label, perm, starts, *accs, *vals, *ps)
@@ -152,10 +175,10 @@ class CpuGroupBy:
         words = np.empty((nch, limit), np.uint64)
         first = np.empty((nch, limit), np.int64)
         cnt = np.empty((nch, mod.ns["CNT_WAYS"] * limit), np.int64)
-        nloc = np.empty(nch, np.int64)
+        nloc = not_run(nch)
         st = self.stages
         st._morsels(mod, "group_local_ids", nch, rows, label, n, _raw(word), limit, lid, words,
-                    first, cnt, nloc, *_consts(word.dtype))
+                    first, cnt, nloc, *_consts(word.dtype), stop=gave_up(nloc))
         ok, remap, gfirst, gcnt = st._call(mod, "group_merge_ids", rows, label, words, first,
                                            cnt, nloc, limit)
         return ok, lid, nloc, remap, gfirst, gcnt
@@ -168,15 +191,18 @@ class CpuGroupBy:
         return self.stages._pack((False,) * len(keys), keys, rows, label, w)
 
     def _sorted_runs(self, spec, keys, word, rows):
-        """(stable sort permutation, run starts with n appended): step 3."""
+        """(stable sort permutation, run starts with n appended): step 3. The permutation is
+        None when the key is already in order (the identity: made only if an aggregate reads
+        rows through it; a count or first needs only the run starts)."""
         st = self.stages
         n = len(keys[0])
         new = np.zeros(n, dtype=bool)
         new[0] = True
-        if word is not None and st.is_sorted(word, rows, f"{spec.name}_"):
-            sorted_u, perm = _raw(word), np.arange(n, dtype=np.int64)   # the stable sort of it
-            self._breaks(sorted_u, new, _consts(word.dtype), rows, f"{spec.name}_")
+        if word is not None and self._sorted_breaks(_raw(word), new, _consts(word.dtype), rows,
+                                                    f"{spec.name}_"):
+            perm = None                # in order: the stable sort is the identity
         elif word is not None:         # one word: sort it, breaks on the sorted words
+            new[1:] = False
             sorted_u, perm = st._radix(word, False, None, rows, f"{spec.name}_")
             self._breaks(sorted_u, new, _consts(word.dtype), rows, f"{spec.name}_")
         else:
@@ -187,6 +213,15 @@ class CpuGroupBy:
                 self._breaks(_raw(s), new, _consts(s.dtype), rows, f"{spec.name}_")
         starts = np.append(np.flatnonzero(new), n).astype(np.int64)
         return perm, starts
+
+    def _sorted_breaks(self, u, new, consts, rows, label) -> bool:
+        """Whether u is already in ascending order bits, its run starts in `new` if so: one
+        read (ops/group/cpu_kernels.sorted_breaks_chunks); out of order, the chunks left stop
+        after the first that finds it (morsels.py)."""
+        bad = np.zeros(_chunks(len(u)), np.bool_)
+        self.stages._morsels(self._kernels(), "sorted_breaks_chunks", len(bad), rows, label,
+                             len(u), u, new, bad, *consts, stop=bad.any)
+        return not bad.any()
 
     def _breaks(self, u, new, consts, rows, label) -> None:
         self.stages._morsels(self._kernels(), "breaks_chunks", _chunks(len(u)), rows, label,

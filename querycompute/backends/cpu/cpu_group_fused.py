@@ -27,7 +27,7 @@ from querycompute._codegen.dialects.numba_py import CHUNK, storage_dtype
 from querycompute._codegen.dialects.numba_py_runtime import PRELUDE
 
 from .cpu import param_args
-from .cpu_group import GROUP_TABLE_MAX, CpuGroupBy, kernels, uses_kernels
+from .cpu_group import GROUP_TABLE_MAX, CpuGroupBy, gave_up, kernels, not_run, uses_kernels
 from .numba_loader import load
 from ...artifacts import ArtifactCache
 
@@ -76,10 +76,10 @@ class CpuFusedGroup:
             return None                    # the two-step path's empty result
         nq = -(-total // CHUNK)
         words, first = np.empty((nq, limit), np.uint64), np.empty((nq, limit), np.int64)
-        cnt, nloc = np.empty((nq, kernels().ns["CNT_WAYS"] * limit), np.int64), np.empty(nq, np.int64)
+        cnt, nloc = np.empty((nq, kernels().ns["CNT_WAYS"] * limit), np.int64), not_run(nq)
         parts = [np.empty((nq, limit * ways), d) for d, ways in numba_group_fused.partials(spec)]
         st._morsels(mod, f"{name}_fchunks", nq, rows, "", total, boff, limit, words, first, cnt, nloc,
-                    *parts, *ins, *ps, *gps)
+                    *parts, *ins, *ps, *gps, stop=gave_up(nloc))
         # the merge: the generic group kernels' group ids, the aggregates' module's folds
         ok, remap, first, counts = st._call(kernels(), "group_merge_ids", rows, f"{name}_",
                                             words, first, cnt, nloc, limit)

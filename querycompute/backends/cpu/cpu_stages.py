@@ -103,11 +103,12 @@ class CpuStages(StageRuntime):
         rows.append(KernelRun(prefix + fn, "numba", (1,), (1,), cache, compile_ms, ms))
         return out
 
-    def _morsels(self, mod, fn: str, nch: int, rows: list, prefix: str, *args):
+    def _morsels(self, mod, fn: str, nch: int, rows: list, prefix: str, *args, stop=None):
         """Entry point `fn`(c0, c1, *args) of `mod` over chunks [0, nch) through the morsel
-        scheduler (cpu._run_morsels: one call here for a small nch); its trace row is named
+        scheduler (cpu._run_morsels: one call here for a small nch; `stop`: a step that may
+        give up skips its morsels left once it holds, morsels.py); its trace row is named
         prefix + fn + _inline / _morsels."""
-        _, cache, compile_ms, ms = mod.call(fn, runner=lambda entry: _cpu._run_morsels(entry, nch, args))
+        _, cache, compile_ms, ms = mod.call(fn, runner=lambda entry: _cpu._run_morsels(entry, nch, args, stop))
         kind = "inline" if _cpu._in_morsels(nch) == 1 else "morsels"
         rows.append(KernelRun(f"{prefix}{fn}_{kind}", "numba", (max(1, nch),), (CHUNK,), cache, compile_ms, ms))
 
@@ -318,8 +319,9 @@ class CpuStages(StageRuntime):
         fused = ("with <= 4096 groups it runs INSIDE the pass above (per-chunk tables; the key "
                  "and input columns are never stored), else " if fits(spec.key_dtypes) else "")
         return [f"cpu: {fused}per-chunk group-id tables (<= 4096 groups) or a radix sort (none "
-                "when a check pass finds the key already in order), then the aggregates in "
-                "source-chunk order"]
+                "when the pass finding the runs finds the key already in order; integer keys "
+                "wider than 64 bits together packed by their value ranges), then the aggregates "
+                "in source-chunk order"]
 
     def describe_join(self, this_dtypes, other_dtypes, semi):
         """They name the runtime that really runs the join (cpu_join.reference_reason)."""
@@ -377,36 +379,36 @@ class CpuStages(StageRuntime):
             u = _raw(keys[0])
             kind, sign, ones, inf = _consts(keys[0].dtype)
         else:
-            u, *rest = [self._pack((False,) * len(w), [keys[j] for j in w], rows, f"{spec.name}_")
-                        for w in words]
-            u2 = rest[0] if rest else _NO_WORDS
-            kind, sign, ones, inf = _consts(np.dtype(np.uint64))
-            keep = self._distinct_runs(keys[0], u, u2, rows, f"{spec.name}_")
+            keep = self._distinct_runs(keys, rows, f"{spec.name}_")
             if keep is not None:
                 return keep
+            u, u2 = self._words(keys, words, rows, f"{spec.name}_")
+            kind, sign, ones, inf = _consts(np.dtype(np.uint64))
         return self._distinct(u, u2, (kind, sign, ones, inf), rows, f"{spec.name}_")
 
-    def is_sorted(self, x, rows, label) -> bool:
-        """Whether key x is already in ascending order bits (NaNs last and equal, -0.0 ==
-        0.0): one read pass by morsels (ops/sort/cpu_kernels.sorted_chunks)."""
-        n = len(x)
-        if n < 2:
-            return True
-        bad = np.zeros(_chunks(n), np.bool_)
-        self._morsels(self._kernels(), "sorted_chunks", len(bad), rows, label, n, _raw(x), bad,
-                      *_consts(x.dtype))
-        return not bad.any()
+    def _words(self, keys, words, rows, label) -> tuple:
+        """(u, u2): the key tuple as one or two 64-bit words of its fields' order bits
+        (key_words(...) says which fields go in which word); u2 empty for one word. One integer
+        field alone is its raw bits (equal as its order bits are)."""
+        if len(keys) == 1 and keys[0].dtype.kind in "iub":
+            return _raw(keys[0]), _NO_WORDS
+        u, *rest = [self._pack((False,) * len(w), [keys[j] for j in w], rows, label) for w in words]
+        return u, (rest[0] if rest else _NO_WORDS)
 
-    def _distinct_runs(self, first, u, u2, rows, label):
+    def _distinct_runs(self, keys, rows, label):
         """First-occurrence flags of a key tuple whose first field is already in ascending
         order, each row compared with the earlier rows of its run of equal first fields
-        (ops/sort/cpu_kernels.distinct_runs); None when a chunk finds the field out of order
-        or a run over RUN_MAX rows (the hash sets run then)."""
+        (ops/sort/cpu_kernels.distinct_runs) on the OTHER fields only (within a run the first
+        is equal; one integer field is compared as it is, without a packing pass); None when
+        a chunk finds the field out of order or a run over RUN_MAX rows (the hash sets run
+        then: the first chunks out of order stop the check, morsels.py)."""
+        first, rest = keys[0], keys[1:]
+        u, u2 = self._words(rest, key_words(c.dtype for c in rest), rows, label)
         n = len(u)
         bad = np.zeros(_chunks(n), np.bool_)
         keep = np.empty(n, np.bool_)
         self._morsels(self._kernels(), "distinct_runs", len(bad), rows, label, n, _raw(first), u,
-                      u2, keep, bad, *_consts(first.dtype))
+                      u2, keep, bad, *_consts(first.dtype), stop=bad.any)
         return None if bad.any() else keep
 
     def _distinct(self, u, u2, consts, rows, label) -> np.ndarray:

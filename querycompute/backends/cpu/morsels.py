@@ -17,7 +17,12 @@ chunk order afterwards. `run(fn, nch, args)` calls `fn(c0, c1, *args)` over all 
   a static split (numba's prange) makes every call wait for the slowest core's share.
 
 The result never depends on who ran what: every chunk is computed by one call, whatever the
-thread, and partials combine in chunk order. Each caller's job is its own (one counter, one
+thread, and partials combine in chunk order. A step that may give up (a group table past its
+limit, a check that finds a key out of order) passes `stop`, a test the scheduler makes before
+each morsel: once it holds, the morsels left are skipped (their chunks keep the values the
+caller initialised, which it then reads as "gave up"), so the step costs about one morsel
+instead of a pass. Whether it gives up never depends on timing: the caller's result is "gave
+up" as soon as any chunk gives up, and a skipped chunk only happens after one did. Each caller's job is its own (one counter, one
 completion event), so any number of Python threads can run kernels at once, and a caller
 always works on its own job, so it finishes even when every pool thread is busy elsewhere.
 
@@ -47,10 +52,10 @@ class _Job:
     """One parallel call: the entry point, its arguments, the morsel counter and the
     completion event. `work()` takes morsels until none is left (any thread may call it)."""
 
-    __slots__ = ("fn", "args", "nch", "step", "nm", "take", "left", "lock", "done", "error")
+    __slots__ = ("fn", "args", "nch", "step", "nm", "take", "left", "lock", "done", "error", "stop")
 
-    def __init__(self, fn, args: tuple, nch: int, step: int):
-        self.fn, self.args, self.nch, self.step = fn, args, nch, step
+    def __init__(self, fn, args: tuple, nch: int, step: int, stop=None):
+        self.fn, self.args, self.nch, self.step, self.stop = fn, args, nch, step, stop
         self.nm = -(-nch // step)
         # next() of itertools.count is one C call: atomic under the GIL, so two threads
         # never take the same morsel
@@ -62,7 +67,7 @@ class _Job:
 
     def work(self, pooled: bool, most: int = -1) -> None:
         """Run morsels until none is left (or `most` of them)."""
-        fn, args, nch, step, nm = self.fn, self.args, self.nch, self.step, self.nm
+        fn, args, nch, step, nm, stop = self.fn, self.args, self.nch, self.step, self.nm, self.stop
         ran = 0
         while ran != most:
             k = self.take()
@@ -70,7 +75,8 @@ class _Job:
                 break
             c0 = k * step
             try:
-                fn(c0, min(nch, c0 + step), *args)
+                if stop is None or not stop():      # skipped: the caller's result gave up
+                    fn(c0, min(nch, c0 + step), *args)
             except BaseException as exc:            # re-raised by the caller (run)
                 if self.error is None:
                     self.error = exc
@@ -178,15 +184,16 @@ def morsels(nch: int) -> int:
     return 1 if count == 0 or nch <= step else -(-nch // step)
 
 
-def run(fn, nch: int, args: tuple) -> int:
+def run(fn, nch: int, args: tuple, stop=None) -> int:
     """fn(c0, c1, *args) over the chunks [0, nch), in morsels (module doc); returns how many
-    morsels ran (1: one call on this thread)."""
+    morsels ran (1: one call on this thread). `stop()`, when given, is asked before each
+    morsel; once true, the morsels left are skipped (module doc)."""
     count = pool_threads()
     step = _settings["step"] or auto_step(nch, count + 1)
     if count == 0 or nch <= step:
         fn(0, nch, *args)
         return 1
-    job = _Job(fn, args, nch, step)
+    job = _Job(fn, args, nch, step, stop)
     # the first morsel on this thread before any other starts: an entry point numba must
     # compile for these argument types (a first strided input) compiles here, where the
     # caller's trace books it as compile time (numba_loader.jit_ms_since), and once

@@ -53,7 +53,7 @@ from ...dialects.numba_py_helpers import helper_source, jit_decorator
 from ...dialects.numba_py_runtime import PRELUDE
 
 NAME = "aggs"                          # the module's functions' prefix (module doc)
-SEG_BLOCK = 256                        # groups per parallel task of the seg entry point
+SEG_BLOCK = 4096                        # groups per parallel task of the seg entry point
 WAYS = 4                               # partials per chunk and group of a sum (a power of 2)
 ACCUMULATING = ("sum", "min", "max", "any", "all", "fold")
 

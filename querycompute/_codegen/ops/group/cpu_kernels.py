@@ -21,7 +21,8 @@ Group ids (group_local_ids by morsels, then group_merge_ids once): each key is o
      sorted position of chunk c's local group j.
   Everything is an exact integer: no order or thread count can change the result.
 Run starts (breaks_chunks): new[i] |= order bits of u[i] != those of u[i-1], over keys
-  already in sorted order (one key column at a time).
+  already in sorted order (one key column at a time); sorted_breaks_chunks: the same over a
+  key not known in order, with the check that it is (one read for both).
 """
 CNT_WAYS = 4                               # counters per group (a power of 2)
 
@@ -149,6 +150,27 @@ def _breaks(u, lo, hi, new, kind, sign, ones, inf):
         j = np.uint64(i)
         a = order_bits(u[j - _U1], kind, False, sign, ones, inf)
         new[j] |= a != order_bits(u[j], kind, False, sign, ones, inf)
+
+
+@njit(cache=True, nogil=True)
+def sorted_breaks_chunks(c0, c1, n, u, new, bad, kind, sign, ones, inf):
+    """A key u not known in order, in ONE read: new[i] = its order bits change at i, and
+    bad[c] = 1 when chunk c finds them descending (from the previous chunk's last key on;
+    each chunk stops at its first descent, after a block of 1024 compared without a branch:
+    its `new` is then incomplete and the caller sorts)."""
+    for c in range(c0, c1):
+        lo, hi = max(c * CHUNK, 1), min(n, c * CHUNK + CHUNK)
+        flag = False
+        for b in range(lo, hi, 1024):
+            for i in range(b, min(hi, b + 1024)):
+                j = np.uint64(i)
+                a = order_bits(u[j - _U1], kind, False, sign, ones, inf)
+                z = order_bits(u[j], kind, False, sign, ones, inf)
+                flag |= a > z
+                new[j] = a != z
+            if flag:
+                break
+        bad[c] = flag
 
 
 @njit(cache=True, nogil=True)

@@ -50,9 +50,6 @@ First occurrence (distinct_words, distinct_scatter, distinct_sets): each element
   so each row is compared with the earlier rows of its run (runs of at most RUN_MAX rows; a
   chunk that finds its first field out of order or a longer run says so and the hash sets
   above run instead): one read pass, no partitions.
-Sorted check (sorted_chunks): whether keys are already in ascending order bits (a group_by's
-  key of a table sorted by it): one read pass, each chunk from the previous chunk's last key;
-  a sorted key needs no sort (the identity is the stable permutation).
 """
 import numpy as np
 from numba import njit
@@ -377,25 +374,6 @@ def distinct_sets(p0, p1, start, pw, pw2, pidx, keep, pbits):
         m = start[p + 1] - start[p]
         if m:
             _set_first(pw, pw2, pidx, start[p], start[p + 1], keep, pbits, _table_bits(m))
-
-
-# ---- already in order ------------------------------------------------------------------------
-@njit(cache=True, nogil=True)
-def sorted_chunks(c0, c1, n, u, bad, kind, sign, ones, inf):
-    """bad[c] = 1 when chunk c's keys (from the previous chunk's last key on) are not in
-    ascending order bits, else 0; each chunk stops at its first descent (blocks of 1024
-    compared without a branch)."""
-    for c in range(c0, c1):
-        lo, hi = max(c * CHUNK, 1), min(n, c * CHUNK + CHUNK)
-        flag = False
-        for b in range(lo, hi, 1024):
-            for i in range(b, min(hi, b + 1024)):
-                j = np.uint64(i)
-                flag |= (order_bits(u[j - _U1], kind, False, sign, ones, inf)
-                         > order_bits(u[j], kind, False, sign, ones, inf))
-            if flag:
-                break
-        bad[c] = flag
 
 
 @njit(cache=True, nogil=True)
