@@ -43,7 +43,8 @@ query gives different dtypes raises (it is a different plan).
 The other side is a sub-plan, never a Query: this module builds it as a `graph.Chain` (the
 user's chain over its source, narrowed by `projected`, a key select after it) and hands it to
 the layer above to run: at plan time the planner's `sides` (its schema, on zero rows), at run
-time the executor's (`StagedPrepared.sides`). Both are the engine's `run(chain, terminal)`.
+time the executor's (`StagedPrepared.sides_of(call)`: the sub-plan's kernels join the call's
+trace rows). Both are the engine's `run(chain, terminal)`.
 """
 from __future__ import annotations
 
@@ -261,7 +262,7 @@ class SemiJoinStage(KeyedByOther):
         """The other side's keys (its query run once), then StageRuntime.semi_join's flags;
         the next pass keeps the flagged rows (stages.py's `keep`, as after distinct)."""
         other, other_key = call.params[self.other_at]
-        keys = other_key_columns(sub(other), other_key, ex.backend, ex.sides)
+        keys = other_key_columns(sub(other), other_key, ex.backend, ex.sides_of(call))
         right = [np.asarray(k) for k in match_string_keys(self, keys, call)]
         got = tuple(str(c.dtype) for c in right)
         right = [ticks_view(c) for c in right]
@@ -328,8 +329,8 @@ def join_pairs(stage: JoinStage, state: list, call, ex) -> tuple:
     row pairs (join_reference's order) and the columns they index, ungathered. The other
     side runs once per call (call.sides: a query joined at two joins of the plan serves
     both, logical.share_subplans), with only the fields the plan reads of it, run by the
-    executor `ex` (its backend, its runtime, its `sides`)."""
-    backend, rt, sides = ex.backend, ex.runtime, ex.sides
+    executor `ex` (its backend, its runtime, its `sides_of(call)`)."""
+    backend, rt, sides = ex.backend, ex.runtime, ex.sides_of(call)
     other, other_key = call.params[stage.other_at]
     shared = (id(other), stage.other_fields, stage.other_out)
     got = call.sides.get(shared)

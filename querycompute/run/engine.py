@@ -18,6 +18,7 @@ and built only when asked for (qc.last_trace(), CompiledQuery.trace).
 from __future__ import annotations
 
 import operator
+from dataclasses import replace
 import threading
 import time
 from logging import DEBUG
@@ -143,12 +144,18 @@ def _backend_for(q, cols, n: int) -> str:
     return name
 
 
-def run_side(chain, term: Terminal):
+def run_side(chain, term: Terminal, rows: list | None = None):
     """A sub-plan: a join's other side (plan/join_plan.py builds it as a graph.Chain), run
     with a shared terminal (to_array, or CODED: its strings left as codes). The planner asks
     for its schema (on zero rows), the executor (pipeline.StagedPrepared) for its columns; it
-    runs as any chain does (its own memo entry, its own tier)."""
-    return run(chain, term, ())
+    runs as any chain does (its own memo entry, its own tier). The executor passes its call's
+    trace `rows`: the sub-plan's kernels join them, named `side <name>` (what the side
+    compiled and ran shows in the caller's qc.last_trace())."""
+    result = run(chain, term, ())
+    if rows is not None:
+        side = last_trace()
+        rows.extend(replace(k, name=f"side {k.name}") for k in side.kernels)
+    return result
 
 
 def _warm_key(q, term: Terminal, fns, name: str, cols) -> tuple:

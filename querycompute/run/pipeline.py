@@ -18,6 +18,7 @@ result comes back to the host (reverse and a join's probe go through the host).
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import partial
 
 import numpy as np
 
@@ -43,7 +44,6 @@ class StagedPrepared(Prepared):
     def __init__(self, staged: S.StagedLowered, prepare, runtime, backend: str = "numpy"):
         self.staged = staged
         self.backend = backend          # the backend a join runs its other side on
-        self.sides = engine.run_side    # what runs a join's other side (a sub-plan's Chain)
         self.runtime = runtime
         # a column operation as the first stage (its kernels read the source; runtimes with
         # device columns copy it over once first: GpuStages.to_device)
@@ -91,6 +91,12 @@ class StagedPrepared(Prepared):
 
     def trace_rows(self, row) -> list[KernelRun]:
         return list(row)
+
+    @staticmethod
+    def sides_of(call):
+        """What runs a join's other side (a sub-plan's Chain) in `call`: the engine's
+        run_side, its kernels added to the call's trace rows."""
+        return partial(engine.run_side, rows=call.rows)
 
     def run_pass(self, i: int, stage, cols: list, keep, params, n: int, rows: list, device: bool = False):
         """Run pass stage i over `cols` (+ keep flags): its columns, or a reduction's raw
