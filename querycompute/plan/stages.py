@@ -133,7 +133,8 @@ class _Planner:
         Returns (element value, number of element leaf columns, key column indexes, every
         column's dtype). No pass when it would only copy the columns. `forward`: the stage
         after it only reads its columns (a join's side, a distinct), so a first pass that only copies
-        source columns states which (PassStage.picks: a host runtime hands them on)."""
+        source columns states which (PassStage.picks: a host runtime hands them on), and a key
+        that is an element column is not stored twice (its index is the element column's)."""
         keys_fn = extra
         carry = self._carry()
         if not ops and not self.keep and self.cols is not None and cast is None and window is None \
@@ -159,7 +160,12 @@ class _Planner:
             kept = [k for k, f in enumerate(fields) if f in carry]     # projection pushdown
             fields, items = tuple(fields[k] for k in kept), tuple(items[k] for k in kept)
             element = RecordVal(tuple(zip(fields, items)))
-        outs = list(items) + list(keys)
+        key_cols, extra = [], []
+        for k in keys:                 # (forward: a key that is an element column is read there)
+            same = [j for j, s in enumerate(items) if s.expr == k.expr] if forward else []
+            key_cols.append(same[0] if same else len(items) + len(extra))
+            extra += [] if same else [k]
+        outs = list(items) + extra
         reads = (f"keep the {'unflagged' if self.keep_not else 'flagged'} elements" + (" -> " if ops else "")) \
             if self.keep else ""
         picks = _picks(inputs, outs) if forward and not ops and not self.keep and self.cols is self.source_cols \
@@ -167,8 +173,7 @@ class _Planner:
         self.materialize_columns(lw, inputs, outs, f"{reads}{_ops_text(self.nodes, ops, not reads)}"
                                  f"{' + keys' if keys else ''}", window, picks)
         self.cols = Columns(shape, fields, tuple(host_dtype(s) for s in items), string_leaves(items))
-        return (element, len(items), tuple(range(len(items), len(items) + len(keys))),
-                tuple(s.expr.dtype for s in outs))
+        return element, len(items), tuple(key_cols), tuple(s.expr.dtype for s in outs)
 
     def materialize_columns(self, lw: Lowering, inputs, outs: list, what: str, window=None,
                             picks=None) -> Lowered:
