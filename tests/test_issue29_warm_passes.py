@@ -5,6 +5,11 @@
   (stages.materialize, forward). Checked on the plan (JoinStage.keys) and against plain
   Python and the numpy backend: empty sides, duplicate keys, negative and extreme int64
   keys, NaN and -0.0 float keys, a left join.
+- A join side whose first pass filters source columns and computes nothing of the element
+  (`q.where(p).join(...)` over a table) runs on the cpu as its `selects` variant
+  (PassStage.selects): only the survivors' row numbers and keys are stored, and the pass
+  after the join reads this side's source columns in place through them; the same rows as
+  plain Python and the numpy backend (string and date columns, a left join, empty sides).
 - A fused group_by whose per-chunk tables overflowed (more than 4096 groups) is not tried
   again on as many rows (cpu_group_fused.CpuFusedGroup): the warm call goes to the two-step
   path at once, with the same bits; fewer rows try the fused pass again.
@@ -16,6 +21,8 @@ import pytest
 
 import querycompute as qc
 from querycompute.plan.join_plan import JoinStage
+from querycompute.plan.stage_kinds import PassStage
+from querycompute.run import engine
 
 I64 = np.iinfo(np.int64)
 
@@ -77,6 +84,69 @@ def test_join_key_stored_once_same_rows(case, outer):
     ref = plain(left, right, outer)
     for backend in ("cpu", "numpy"):
         same_rows(rows(joined(left, right, backend, outer).to_array()), ref)
+
+
+def selecting(q) -> set:
+    """The stages the cpu executor ran as their `selects` variant in q's last (warm) call."""
+    q.to_array()
+    q.to_array()                       # (warm: the record holds the prepared plan)
+    rec = engine.last_record()
+    return rec[4].selecting
+
+
+@pytest.mark.parametrize("outer", [False, True])
+def test_filtered_side_read_in_place(outer):
+    left, right = CASES["duplicates"]
+    q = joined(left, right, "cpu", outer)
+    first = q.lowered("to_array")[0].stages[0]
+    assert type(first) is PassStage and first.selects is not None and first.hands_on == (0, 1)
+    assert selecting(q) == {0}
+    assert selecting(joined(left, right, "numpy", outer)) == set()      # numpy: the plain pass
+    assert "row numbers and keys" in q.explain()
+
+
+def test_filtered_side_strings_and_dates():
+    """String codes and datetime64 columns handed on in place, read through the rows."""
+    left = {"k": np.array([4, 1, 4, 2, 3], np.int64),
+            "name": np.array(["d", "a", "", "b\u00e9", "c"]),
+            "day": np.array(["2024-01-05", "2024-02-01", "NaT", "2023-12-31", "2024-03-03"], "datetime64[D]"),
+            "v": np.array([1.0, 2.0, 3.0, -9.0, 5.0])}
+    right = {"k": np.array([4, 2, 3, 4], np.int64), "w": np.array([7, 8, 9, 10], np.int32)}
+
+    def q(backend):
+        return qc.query(left).where(lambda r: r.v > 0).join(
+            qc.query(right), lambda r: r.k, lambda o: o.k,
+            lambda r, o: {"name": r.name, "day": r.day, "w": o.w}).on(backend)
+    assert selecting(q("cpu")) == {0}
+    got, ref = q("cpu").to_array(), q("numpy").to_array()
+    expect = [(n, d, w) for k, n, d, v in zip(left["k"], left["name"], left["day"], left["v"]) if v > 0
+              for k2, w in zip(right["k"], right["w"]) if k == k2]
+    assert list(got["name"]) == [e[0] for e in expect] == list(ref["name"])
+    np.testing.assert_array_equal(got["day"], np.array([e[1] for e in expect], "datetime64[D]"))
+    assert got["day"].dtype == left["day"].dtype
+    assert got["w"].tolist() == [int(e[2]) for e in expect] == ref["w"].tolist()
+
+
+def test_filtered_side_group_by_after_join():
+    """The fused group_by after the join reads the in-place columns too (TPC-H Q3's shape)."""
+    rng = np.random.default_rng(2)
+    n = 2 * 65536 + 5
+    lines = {"ok": rng.integers(0, 5000, n).astype(np.int64), "day": rng.integers(0, 100, n).astype(np.int32),
+             "price": rng.random(n) * 100}
+    orders = {"ok": np.arange(0, 5000, 3, dtype=np.int64), "prio": rng.integers(0, 5, 1667).astype(np.int32)}
+
+    def q(backend):
+        return (qc.query(lines).where(lambda li: li.day > 40)
+                .join(qc.query(orders), lambda li: li.ok, lambda o: o.ok,
+                      lambda li, o: {"ok": li.ok, "prio": o.prio, "rev": li.price * 2})
+                .on(backend).group_by(lambda r: (r.ok, r.prio)).agg(rev=qc.sum(lambda r: r.rev), c=qc.count))
+    got, ref = q("cpu"), q("numpy")
+    keep = (lines["day"] > 40) & (lines["ok"] % 3 == 0)
+    keys, counts = np.unique(lines["ok"][keep], return_counts=True)
+    np.testing.assert_array_equal(got["key_0"], keys)
+    np.testing.assert_array_equal(got["c"], counts)
+    np.testing.assert_array_equal(got["key_1"], ref["key_1"])
+    np.testing.assert_allclose(got["rev"], ref["rev"], rtol=1e-13)
 
 
 def test_join_key_computed_is_stored_apart():
