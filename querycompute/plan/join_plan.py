@@ -16,7 +16,8 @@ pass reads this side's columns at li[k] and the other side's at ri[k] (the pairs
 columns: dialects/numba_indexed.py), and a group_by after it runs inside that pass too
 (cpu_group_fused.py). `fusable` says where; other runtimes gather (same results). There,
 too, stage 1 of `q.where(p).join(...)` over a table, a filter of source columns that
-computes nothing of the element, runs as its `selects` variant (PassStage.selects): it stores
+computes nothing of the element, runs as its `selects` variant (PassStage.selects) where
+that is fewer bytes per survivor than the element's columns and keys: it stores
 only the survivors' row numbers and keys, and li is mapped through those row numbers, so
 the fused pass reads this side's source columns in place (TPC-H Q3's lineitem: 16 bytes
 stored per survivor instead of 24, and its price and discount read for the matches only).
