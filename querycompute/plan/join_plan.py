@@ -14,7 +14,13 @@
 On a runtime with `caps.indexed_passes` (cpu) stages 2 and 3 are one: nothing is gathered, the
 pass reads this side's columns at li[k] and the other side's at ri[k] (the pairs as index
 columns: dialects/numba_indexed.py), and a group_by after it runs inside that pass too
-(cpu_group_fused.py). `fusable` says where; other runtimes gather (same results).
+(cpu_group_fused.py). `fusable` says where; other runtimes gather (same results). There,
+too, stage 1 of `q.where(p).join(...)` over a table, a filter of source columns that
+computes nothing of the element, runs as its `selects` variant (PassStage.selects) where
+that is fewer bytes per survivor than the element's columns and keys: it stores
+only the survivors' row numbers and keys, and li is mapped through those row numbers, so
+the fused pass reads this side's source columns in place (TPC-H Q3's lineitem: 16 bytes
+stored per survivor instead of 24, and its price and discount read for the matches only).
 
 Key equality is that of sorting and distinct (order_keys.py: all NaNs one value, -0.0 == 0.0),
 after both keys are converted to their common NumPy type. left_join keeps every row of this
@@ -125,7 +131,8 @@ def this_side(planner, ops: list, at: int, fields=None, out=None) -> tuple:
         skeys[:] = string_leaves(out)
         mine[:] = [host_dtype(s) for s in out]
         return out
-    _, n_elem, key_cols, _ = planner.materialize(ops, key_leaves, forward=True)
+    _, n_elem, key_cols, _ = planner.materialize(ops, key_leaves, forward=True,
+                                                 select=planner.nodes[at].stage == "join")
     other, other_key = planner.infos[at + 1][1]["other"]
     other = projected(sub(other), fields, out)
     other._source.columns()            # (finds its element shapes: shaped ones can't be joined)
@@ -324,9 +331,11 @@ def run_join(stage: JoinStage, state: list, call, ex) -> list:
     return list(left) + right
 
 
-def join_pairs(stage: JoinStage, state: list, call, ex) -> tuple:
+def join_pairs(stage: JoinStage, state: list, call, ex, selected=None) -> tuple:
     """(this side's element columns, the other side's columns, li, ri): the join's matching
-    row pairs (join_reference's order) and the columns they index, ungathered. The other
+    row pairs (join_reference's order) and the columns they index, ungathered. `selected`:
+    (the survivors' row numbers, their keys) of this side's pass run as its `selects`
+    variant, `state` then this side's source columns as they are: li indexes those. The other
     side runs once per call (call.sides: a query joined at two joins of the plan serves
     both, logical.share_subplans), with only the fields the plan reads of it, run by the
     executor `ex` (its backend, its runtime, its `sides_of(call)`)."""
@@ -344,8 +353,10 @@ def join_pairs(stage: JoinStage, state: list, call, ex) -> tuple:
     if got != (stage.other.dtypes, stage.key_dtypes):
         raise QueryError(f"the joined query's columns are {got[0]} with keys {got[1]}; the plan was made "
                          f"for {stage.other.dtypes} with keys {stage.key_dtypes}: build the join again")
-    left_keys = [state[k] for k in stage.keys]
+    left_keys = [state[k] for k in stage.keys] if selected is None else selected[1]
     li, ri = rt.join(left_keys, [ticks_view(np.asarray(k)) for k in right_keys], stage.outer, call.rows)
+    if selected is not None:
+        li = selected[0][li]           # survivor ranks -> source rows
     right = [ticks_view(np.asarray(c)) for c in right]
     if stage.outer:                    # the matched column: True, False where filled
         right.append(np.ones(len(right_keys[0]), dtype=bool))

@@ -112,10 +112,22 @@ class PassStage(Stage):
     # a first pass that only copies source columns for a stage that only reads them (a join's
     # side, a distinct: stages.materialize(forward=True)): the source column index of each output
     picks: Optional[tuple] = None
+    # a join side's first pass that filters source columns and computes nothing of the element
+    # (stages.materialize(select=True)): the pass storing only [survivor row numbers, keys]
+    # instead, and the source column index of each element column (read in place)
+    selects: Optional[Lowered] = None
+    hands_on: Optional[tuple] = None
+
     def dtypes_after(self, current):
         return self.lowered.pass_.program.output_dtypes
 
     def run(self, ex, call, i: int, state: list, keep):
+        if i in ex.selecting:          # (the executor compiled `selects` for this stage)
+            rows, *keys = ex.run_pass(i, self, state, keep, call.params, call.n, call.rows)
+            call.selected = (rows, keys)
+            dtypes = self.lowered.pass_.program.output_dtypes
+            return [np.ascontiguousarray(state[j]).view(np.dtype(d))
+                    for j, d in zip(self.hands_on, dtypes)], None, None
         if self.picks is not None and not ex.device and keep is None:
             got = [state[j] for j in self.picks]
             if all(type(c) is np.ndarray and c.flags.c_contiguous and c.dtype == np.dtype(d)

@@ -29,7 +29,7 @@ from ..backends.gpu import device_columns as DC
 from ..backends.base import KernelRun, Prepared
 from ..errors import MultipleElementsError
 from ..plan.group_plan import GroupStage
-from ..plan.join_plan import join_pairs
+from ..plan.join_plan import fusable, join_pairs
 
 stage_runtime = RUNTIME.stage_runtime     # the backend's StageRuntime (runtime.py owns them)
 
@@ -51,8 +51,16 @@ class StagedPrepared(Prepared):
         self.device = runtime.caps.device_columns
         self.passes = {}
         origins, self.compile_ms = [], 0.0
+        # a join side's pass run as its `selects` variant (the survivors' row numbers and
+        # keys; the join after it, fused with its pass, reads the source columns through
+        # them), where the runtime compiles indexed passes: those stages' indexes
+        self.selecting = set()
         for i, stage in enumerate(staged.stages):
             lowered = _lowered_of(stage)
+            if getattr(stage, "selects", None) is not None and runtime.caps.indexed_passes \
+                    and fusable(staged.stages, i + 1):
+                lowered = stage.selects
+                self.selecting.add(i)
             if lowered is not None:
                 prepared = prepare(lowered)
                 self.passes[i] = (prepared, windows.early_exit(lowered))
@@ -78,7 +86,7 @@ class StagedPrepared(Prepared):
         # dialects/numba_indexed.py): join stage index -> compiled pass
         self.join_fused = {}
         if runtime.caps.indexed_passes:
-            from ..plan.join_plan import fusable, indexed
+            from ..plan.join_plan import indexed
             for i, stage in enumerate(staged.stages):
                 if fusable(staged.stages, i):
                     nxt = staged.stages[i + 1].lowered
@@ -183,7 +191,8 @@ class StagedPrepared(Prepared):
         result (a terminal's or the group_by's), or the pass's columns (the next state)."""
         params, rows = call.params, call.rows
         state = [DC.to_host(c) for c in state]
-        left, right, li, ri = join_pairs(stage, state, call, self)
+        selected, call.selected = call.selected, None       # (PassStage.selects ran)
+        left, right, li, ri = join_pairs(stage, state, call, self, selected)
         nxt = self.staged.stages[i + 1]
         prepared, pass_ = self.join_fused[i]
         inputs = left + right + [li, ri]
@@ -252,10 +261,11 @@ class _Call:
     """One call's own values, handed to each stage's `run` (stage_kinds.py): the plan's
     parameters, the current column length, the trace rows, and the caller's input columns
     (a terminal never returns the caller's own memory)."""
-    __slots__ = ("params", "n", "rows", "inputs", "sides")
+    __slots__ = ("params", "n", "rows", "inputs", "sides", "selected")
 
     def __init__(self, params, n: int, inputs):
         self.params, self.n, self.rows, self.inputs = params, n, [], inputs
+        self.selected = None   # a join side's survivor rows and keys (PassStage.selects)
         self.sides = {}        # a join's other side, run once per call (join_plan.join_pairs)
 
 

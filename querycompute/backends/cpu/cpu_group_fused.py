@@ -5,7 +5,9 @@ per-chunk private tables (ops/group/fused_cpu.py has the algorithm and the order
     pipeline.StagedPrepared: a PassStage followed by a GroupStage asks the runtime first;
     None means "not here" (keys wider than 64 bits, a windowed pass, more than
     GROUP_TABLE_MAX groups in a chunk or in all) and the plan runs as planned: the pass
-    stores the key and value columns, cpu_group.CpuGroupBy groups them.
+    stores the key and value columns, cpu_group.CpuGroupBy groups them. A module whose
+    tables overflowed is not tried again on as many rows or more (a warm query over
+    high-cardinality keys, TPC-H Q10's and Q15's, skips the wasted fused pass).
 
 Both ways give the same bits (the fused module folds in the two-step path's order), so the
 choice never shows in a result. The module is the generated functions alone, run with the
@@ -40,6 +42,9 @@ class CpuFusedGroup:
         self.limit = GROUP_TABLE_MAX
         self.group = CpuGroupBy(stages)          # its aggregates' modules (the merge)
         self._mods = ArtifactCache("cpu: fused group_by kernels")
+        # per module: the fewest input rows at which its tables overflowed (a call with at
+        # least as many goes to the two-step path at once: same bits, no wasted pass)
+        self._overflowed = ArtifactCache("cpu: fused group_by overflows")
 
     def _module(self, p, spec, keys, values):
         key = (p, spec, keys, values)
@@ -63,6 +68,10 @@ class CpuFusedGroup:
         ins = [x.view(np.uint16) if s.dtype == "float16" else x for x, s in zip(ins, prog.inputs)]
         ps, gps = param_args(prog.params, params), param_args(spec.params, gparams)
         st = self.stages
+        key = (p, spec, keys, tuple(values))
+        over = self._overflowed.get(key)
+        if over is not None and n >= over:
+            return None                    # it overflowed at no more rows than these
         mod = self._module(p, spec, keys, tuple(values))
         name, limit = spec.name, self.limit
         if prog.has_filter:
@@ -84,6 +93,7 @@ class CpuFusedGroup:
         ok, remap, first, counts = st._call(kernels(), "group_merge_ids", rows, f"{name}_",
                                             words, first, cnt, nloc, limit)
         if not ok:
+            self._overflowed.put(key, n if over is None else min(n, over))
             return None
         accs = st._call(self.group.agg_module(spec), f"{numba_group.NAME}_merge", rows, f"{name}_",
                         nloc, remap, len(first), *parts, *gps) if parts else ()
