@@ -135,10 +135,20 @@ def _pa_type_of(col):
 # Encodings of Arrow string columns, kept across calls: Arrow buffers never change, so the
 # same buffers (addresses and sizes, their holders kept alive by the entry so an address is
 # never reused meanwhile) are the same strings. 1e6 rows of 1e4 words: ~37 ms a call saved.
-# Bounded by count and by rows (a larger column is encoded every call); RUNTIME.clear()
+# Bounded by memory (the codes, and the dictionary's strings at about STR_BYTES each: up to
+# CACHED_BYTES in all) and by rows (a larger column is encoded every call); RUNTIME.clear()
 # drops them. NumPy / pandas object / categorical inputs can change in place: never kept.
-_ENCODED = ArtifactCache("sources: encoded Arrow string columns", 16)
+STR_BYTES = 96
+CACHED_BYTES = 512 << 20
 CACHED_ROWS = 1 << 23
+
+
+def _weight(entry) -> int:
+    encoded = entry[0]
+    return encoded.codes.nbytes + STR_BYTES * len(encoded.dictionary)
+
+
+_ENCODED = ArtifactCache("sources: encoded Arrow string columns", 256, _weight, CACHED_BYTES)
 
 
 def _buffers(col) -> tuple:

@@ -47,7 +47,7 @@ class CpuFusedGroup:
         self._overflowed = ArtifactCache("cpu: fused group_by overflows")
 
     def _module(self, p, spec, keys, values):
-        key = (p, spec, keys, values)
+        key = (p, spec, keys, values)      # (values: a tuple)
         mod = self._mods.get(key)
         if mod is None:
             text = PRELUDE + uses_kernels() + numba_group_fused.render(p, spec, keys, values, cache=True)
@@ -60,19 +60,18 @@ class CpuFusedGroup:
         if (self.limit <= 0 or not numba_group_fused.fits(spec.key_dtypes) or getattr(p.terminal, "window", None) is not None
                 or numba_group.in_order(spec)):      # per-chunk partials can't serve an in-order fold
             return None
-        if self._mods.get((p, spec, keys, tuple(values))) is None \
-                and numba_group_fused.head_groups(p, keys, inputs, params, n) > self.limit:
-            return None                    # post chunk 0 would give up: no module compiled for it
+        key = (p, spec, keys, tuple(values))
+        over = self._overflowed.get(key)
+        if over is not None and n >= over:
+            return None                    # it overflowed at no more rows than these
+        if self._mods.get(key) is None and numba_group_fused.head_groups(p, keys, inputs, params, n) > self.limit:
+            return None                    # chunk 0 would give up: no module compiled for it
         prog = p.program
         ins = [np.asarray(x) for x in inputs]
         ins = [x.view(np.uint16) if s.dtype == "float16" else x for x, s in zip(ins, prog.inputs)]
         ps, gps = param_args(prog.params, params), param_args(spec.params, gparams)
         st = self.stages
-        key = (p, spec, keys, tuple(values))
-        over = self._overflowed.get(key)
-        if over is not None and n >= over:
-            return None                    # it overflowed at no more rows than these
-        mod = self._module(p, spec, keys, tuple(values))
+        mod = self._module(*key)
         name, limit = spec.name, self.limit
         if prog.has_filter:
             boff = np.zeros(-(-n // numba_group_fused.FBLOCK) + 1, np.int64)
