@@ -20,10 +20,10 @@ def test_a_joined_query_with_operators_runs_once(backend, monkeypatch):
     runs, queries = [], []
     real_side = engine.run_side
 
-    def counted(chain, term):          # the sub-plans the planner and the executor run
+    def counted(chain, term, rows=None):   # the sub-plans the planner and the executor run
         assert not isinstance(chain, Query)       # a Chain, never the user's Query
         runs.append(chain._kinds)
-        return real_side(chain, term)
+        return real_side(chain, term, rows)
 
     def no_query(self, *args, **kwargs):
         queries.append(self._kinds)
