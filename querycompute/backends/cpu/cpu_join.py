@@ -15,7 +15,11 @@ outer join's unmatched left rows once, with -1).
        (join_by_left) restores it.
 One integer key whose values on the build side span at most DENSE_SPAN values per row (a
 min/max pass) is indexed directly instead (join_dense_*: a range test and one load per
-probe; the same passes and pairs), as in TPC-H's joins on part, supplier, customer keys.
+probe; the same passes and pairs), as in TPC-H's joins on part, supplier, customer keys; one
+spanning at most DENSE_BITS values per row is indexed by the rank of its bit in a bitmap of
+the range (join_rank_build, then the same passes: a range test, a bit test and a popcount per
+probe), as a filtered primary key (Q5's orders of one year). An inner join's first pass keeps
+each probe row's hit as a bit, so the second walks the hits only.
 A semi-join (CpuJoin.member: intersect_by / except_by) builds the other side into the same
 table and probes this side for a flag per row (join_member_chunks), no pairs; when the other
 side's words fill a dense range (at most DENSE_BITS bits of range per row: a min/max pass),
@@ -191,20 +195,30 @@ class CpuJoin:
         return out
 
     def _dense_pairs(self, mod, build, probe, outer, rows):
-        """The pairs (probe rows, build rows) by the direct index of a dense build side, or
-        None when its keys are not one integer column spanning at most DENSE_SPAN values per
-        row."""
+        """The pairs (probe rows, build rows) by the direct index of a dense build side (its
+        keys spanning at most DENSE_SPAN values per row) or by the ranks of a bitmap of its
+        range (at most DENSE_BITS values per row), or None when its keys are not one integer
+        column that dense."""
         if build.dtype.kind not in "iu" or len(build) == 0 or len(build) >= 2 ** 31:
             return None
         lo, hi = int(build.min()), int(build.max())
         size = hi - lo + 1
-        if size > min(DENSE_SPAN * len(build) + 64, DENSE_MAX) or hi >= 2 ** 63:
+        if size > DENSE_MAX or hi >= 2 ** 63:
             return None
         st = self.stages
-        head, nxt, chained = st._call(mod, "join_dense_build", rows, "", build, lo, size)
+        if size <= DENSE_SPAN * len(build) + 64:
+            head, nxt, chained = st._call(mod, "join_dense_build", rows, "", build, lo, size)
+            bits, ranked = np.zeros(0, np.uint64), False
+        elif self._dense(lo, hi, len(build)):
+            bits, head, nxt, chained = st._call(mod, "join_rank_build", rows, "", build,
+                                                np.int64(lo), np.int64(size - 1))
+            ranked = True
+        else:
+            return None
         n, nch = len(probe), _chunks(len(probe))
         cnt = np.zeros(nch + 1, np.int64)
-        dense = (head, nxt, bool(chained), np.int64(lo), outer)
+        dense = (head, nxt, bool(chained), np.int64(lo), bits, ranked, outer,
+                 np.empty(0 if outer else (n + 63) >> 6, np.uint64))      # (the hits' bit words)
         st._morsels(mod, "join_dense_counts", nch, rows, "", n, probe, *dense, cnt)
         off = np.cumsum(cnt)
         pi, bj = np.empty(int(off[-1]), np.int64), np.empty(int(off[-1]), np.int64)
