@@ -286,15 +286,26 @@ def _rank_head(x, head, lo, bits):
 
 
 @njit(cache=True)
-def _hit(x, head, lo, bits, ranked):
-    """1 when key x has a build row, else 0: its bit (ranked) or its head entry, no branch."""
-    d = np.uint64(np.int64(x) - lo)
-    size = (np.uint64(bits.shape[0]) << np.uint64(5)) if ranked else np.uint64(head.shape[0])
-    inside = d < size
-    d = d if inside else _U0
-    bit = (bits[(d >> np.uint64(6)) << _U1] >> (d & np.uint64(63))) & _U1 if ranked \
-        else np.uint64(head[d] >= 0)
-    return bit if inside else _U0
+def _hit_words(v, b, e, head, lo, bits, ranked):
+    """The hits of probe rows [b, e) (e - b <= 64) as one bit word: a key's bit in the ranked
+    bitmap, or its head entry, tested without a branch (a loop per kind: both vectorise)."""
+    word = _U0
+    if ranked:
+        size = np.uint64(bits.shape[0]) << np.uint64(5)
+        for i in range(b, e):
+            d = np.uint64(np.int64(v[i]) - lo)
+            inside = d < size
+            d = d if inside else _U0
+            bit = (bits[(d >> np.uint64(6)) << _U1] >> (d & np.uint64(63))) & _U1
+            word |= (bit if inside else _U0) << np.uint64(i - b)
+    else:
+        size = np.uint64(head.shape[0])
+        for i in range(b, e):
+            d = np.uint64(np.int64(v[i]) - lo)
+            inside = d < size
+            d = d if inside else _U0
+            word |= np.uint64(inside and head[d] >= 0) << np.uint64(i - b)
+    return word
 
 
 @njit(cache=True)
@@ -322,9 +333,7 @@ def join_dense_counts(c0, c1, n, v, head, nxt, chained, lo, bits, ranked, outer,
                 total += max(k, 1)
         else:
             for b in range(a, e, 64):
-                word = _U0
-                for i in range(b, min(e, b + 64)):
-                    word |= _hit(v[i], head, lo, bits, ranked) << np.uint64(i - b)
+                word = _hit_words(v, b, min(e, b + 64), head, lo, bits, ranked)
                 bw[b >> 6] = word
                 total += np.int64(_popcount(word))
                 while chained and word != _U0:           # each hit's further rows
