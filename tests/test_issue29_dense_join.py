@@ -7,6 +7,8 @@ integer type, keys outside the build side's range (negative, huge unsigned) incl
 keys keep the hash table. The trace names the route."""
 from __future__ import annotations
 
+from unittest import mock
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -95,7 +97,8 @@ def test_ranked_pairs_equal_the_reference(nl, nr, seed, dts, gap, dup, outer, ne
     rng.shuffle(left)
     clip = [(np.iinfo(d).min, np.iinfo(d).max) for d in kinds]
     left, right = left.clip(*clip[0]).astype(kinds[0]), right.clip(*clip[1]).astype(kinds[1])
-    pairs(left, right, outer)
+    with mock.patch.object(cpu_join, "RANKED_MIN_ROWS", 1):       # (small inputs: the threshold)
+        pairs(left, right, outer)
 
 
 @pytest.mark.parametrize("outer", [False, True])
@@ -104,8 +107,9 @@ def test_filtered_primary_keys_are_ranked(outer, build_right):
     """Q5's shape: one order key in 20 kept (sparse for the direct index, dense for a bitmap),
     probed by a foreign key with repeats and misses on both sides of the range."""
     rng = np.random.default_rng(4)
-    pk = rng.permutation(np.arange(1, 400_001, 20, dtype=np.int64))        # 20 values per row
-    fk = rng.integers(-10, 410_000, 300_000).astype(np.int64)
+    pk = rng.permutation(np.arange(1, 800_001, 20, dtype=np.int64))        # 20 values per row
+    assert len(pk) >= cpu_join.RANKED_MIN_ROWS
+    fk = rng.integers(-10, 810_000, 300_000).astype(np.int64)
     fk[::7] = rng.choice(pk, len(fk[::7]))                                 # and many hits
     left, right = (fk, pk) if build_right else (pk, fk[:100_000])
     steps = pairs(left, right, outer)
@@ -115,6 +119,11 @@ def test_filtered_primary_keys_are_ranked(outer, build_right):
 def test_ranked_extreme_keys():
     """The top of int64 and uint64 below 2**63, and the bottom of int64: the bitmap's offsets
     wrap nowhere; keys of the other side beyond the range (int64 min, uint64 max) miss."""
+    with mock.patch.object(cpu_join, "RANKED_MIN_ROWS", 1):
+        _ranked_extreme_keys()
+
+
+def _ranked_extreme_keys():
     top = np.iinfo(np.int64).max
     hi = np.array([top - 1000, top - 300, top - 300, top], np.int64)
     assert pairs(np.array([top, top - 300, np.iinfo(np.int64).min, 0, top - 1], np.int64), hi, True)[0] \
@@ -123,6 +132,12 @@ def test_ranked_extreme_keys():
     assert pairs(np.array([np.iinfo(np.int64).min, -1, lo[1], top], np.int64), lo, False)[0] == "join_rank_build"
     u = np.array([2**63 - 1000, 2**63 - 1], np.uint64)
     assert pairs(np.array([2**64 - 1, 2**63 - 1, 2**63, 0], np.uint64), u, True)[0] == "join_rank_build"
+
+
+def test_small_sparse_build_sides_keep_the_hash_table():
+    """Under RANKED_MIN_ROWS rows a sparse build side is hashed (its table stays in L2)."""
+    keys = np.arange(0, 64 * 100, 10, dtype=np.int64)
+    assert pairs(keys[::3], keys, False)[0] == "join_build"
 
 
 @pytest.mark.parametrize("backend", ["numpy", "cpu"])
