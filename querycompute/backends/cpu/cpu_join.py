@@ -228,16 +228,16 @@ class CpuJoin:
         st = self.stages
         if size <= DENSE_SPAN * len(build) + 64:
             head, nxt, chained = st._call(mod, "join_dense_build", rows, "", build, lo, size)
-            bits, ranked = np.zeros(0, np.uint64), False
+            bits, ranks, ranked = np.zeros(0, np.uint64), np.zeros(0, np.uint32), False
         elif len(build) >= RANKED_MIN_ROWS and self._dense(lo, hi, len(build)):
-            bits, head, nxt, chained = st._call(mod, "join_rank_build", rows, "", build,
-                                                np.int64(lo), np.int64(size - 1))
+            bits, ranks, head, nxt, chained = st._call(mod, "join_rank_build", rows, "", build,
+                                                       np.int64(lo), np.int64(size - 1))
             ranked = True
         else:
             return None
         n, nch = len(probe), _chunks(len(probe))
         cnt = np.zeros(nch + 1, np.int64)
-        dense = (head, nxt, bool(chained), np.int64(lo), bits, ranked, outer,
+        dense = (head, nxt, bool(chained), np.int64(lo), bits, ranks, ranked, outer,
                  np.empty(0 if outer else (n + 63) >> 6, np.uint64))      # (the hits' bit words)
         st._morsels(mod, "join_dense_counts", nch, rows, "", n, probe, *dense, cnt)
         off = np.cumsum(cnt)

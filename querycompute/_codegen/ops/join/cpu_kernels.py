@@ -36,10 +36,10 @@ into one uint64 word by the stage kernels' `pack`).
   ranked (join_rank_build, one call; the dense passes): a build side of one integer key
       spanning more than that but at most cpu_join.DENSE_BITS values per row (a filtered
       primary key: Q5's orders of one year, 227K keys over 6M values) is indexed by RANK: one
-      bit per value of the range, each 64-bit word beside the count of set bits before it
-      (one cache line holds both), and head / nxt per distinct key in the order of its rank.
-      A probe is one range test, a bit test and a popcount of the bits below it: 1.5 MB for
-      Q5's orders, where a direct index is 24 MB and the hash table 8 MB of random loads.
+      bit per value of the range, each 64-bit word's count of set bits before it (uint32),
+      and head / nxt per distinct key in the order of its rank. A probe is one range test,
+      a bit test and, for a hit, a popcount of the bits below it: the bitmap tested is 750 KB
+      for Q5's orders (in a core's L2), where a direct index is 24 MB and the hash table 8 MB of random loads.
       Both dense passes of an inner join keep the hits of every 64 probe rows in one bit
       word (pass 1, without a branch; counted by popcount) and pass 2 walks the hits only.
   member (join_member_chunks): intersect_by / except_by: per probe row (this side; the
@@ -230,39 +230,40 @@ def _popcount(x):
 
 
 @njit(cache=True)
-def _rank(d, bits):
-    """The rank of offset d's bit (the set bits below it; d inside the bitmap). bits holds
-    the bitmap's words interleaved with their ranks (bits[2w] the word of offsets 64w on,
-    bits[2w + 1] the set bits before it): one cache line holds both."""
-    w = (d >> np.uint64(6)) << _U1
+def _rank(d, bits, ranks):
+    """The rank of offset d's bit (the set bits below it; d inside the bitmap): ranks[w] the
+    set bits of the words before word w."""
+    w = d >> np.uint64(6)
     below = bits[w] & ((_U1 << (d & np.uint64(63))) - _U1)
-    return np.int64(bits[w + _U1]) + np.int64(_popcount(below))
+    return np.int64(ranks[w]) + np.int64(_popcount(below))
 
 
 @njit(cache=True)
 def join_rank_build(u, lo, span):
-    """(bits, head, nxt, chained) of a ranked build side (module doc: ranked): bit k - lo
-    set for each key k (lo <= k <= lo + span), each word beside its rank (_rank), head[r]
-    the first row of the key of rank r, nxt and chained as the dense build's."""
+    """(bits, ranks, head, nxt, chained) of a ranked build side (module doc: ranked): bit
+    k - lo set for each key k (lo <= k <= lo + span), ranks[w] the set bits before word w
+    (_rank), head[r] the first row of the key of rank r, nxt and chained as the dense
+    build's."""
     m = u.shape[0]
     nw = (span >> 6) + 1
-    bits = np.zeros(2 * nw, np.uint64)
+    bits = np.zeros(nw, np.uint64)
     for i in range(m):
         d = np.uint64(np.int64(u[i]) - lo)
-        bits[(d >> np.uint64(6)) << _U1] |= _U1 << (d & np.uint64(63))
-    r = _U0
+        bits[d >> np.uint64(6)] |= _U1 << (d & np.uint64(63))
+    ranks = np.empty(nw, np.uint32)
+    r = 0
     for w in range(nw):
-        bits[2 * w + 1] = r
-        r += _popcount(bits[2 * w])
-    head = np.full(np.int64(r), -1, np.int32)
+        ranks[w] = r
+        r += np.int64(_popcount(bits[w]))
+    head = np.full(r, -1, np.int32)
     nxt = np.empty(m, np.int32)
     chained = False
     for i in range(m - 1, -1, -1):
-        k = _rank(np.uint64(np.int64(u[i]) - lo), bits)
+        k = _rank(np.uint64(np.int64(u[i]) - lo), bits, ranks)
         nxt[i] = head[k]
         chained |= head[k] >= 0
         head[k] = np.int32(i)
-    return bits, head, nxt, chained
+    return bits, ranks, head, nxt, chained
 
 
 @njit(cache=True)
@@ -275,14 +276,14 @@ def _dense_head(x, head, lo):
 
 
 @njit(cache=True)
-def _rank_head(x, head, lo, bits):
+def _rank_head(x, head, lo, bits, ranks):
     """The first build row of key x by the rank of its bit (_rank), or -1 (no bit: none).
     (One return, as _dense_head.)"""
     d = np.uint64(np.int64(x) - lo)                  # wraps below lo: outside
-    inside = d < (np.uint64(bits.shape[0]) << np.uint64(5))
+    inside = d < (np.uint64(bits.shape[0]) << np.uint64(6))
     d = d if inside else _U0
-    hit = inside and ((bits[(d >> np.uint64(6)) << _U1] >> (d & np.uint64(63))) & _U1) != _U0
-    return np.int64(head[_rank(d, bits) if hit else 0]) if hit else np.int64(-1)
+    hit = inside and ((bits[d >> np.uint64(6)] >> (d & np.uint64(63))) & _U1) != _U0
+    return np.int64(head[_rank(d, bits, ranks) if hit else 0]) if hit else np.int64(-1)
 
 
 @njit(cache=True)
@@ -291,12 +292,12 @@ def _hit_words(v, b, e, head, lo, bits, ranked):
     bitmap, or its head entry, tested without a branch (a loop per kind: both vectorise)."""
     word = _U0
     if ranked:
-        size = np.uint64(bits.shape[0]) << np.uint64(5)
+        size = np.uint64(bits.shape[0]) << np.uint64(6)
         for i in range(b, e):
             d = np.uint64(np.int64(v[i]) - lo)
             inside = d < size
             d = d if inside else _U0
-            bit = (bits[(d >> np.uint64(6)) << _U1] >> (d & np.uint64(63))) & _U1
+            bit = (bits[d >> np.uint64(6)] >> (d & np.uint64(63))) & _U1
             word |= (bit if inside else _U0) << np.uint64(i - b)
     else:
         size = np.uint64(head.shape[0])
@@ -309,13 +310,13 @@ def _hit_words(v, b, e, head, lo, bits, ranked):
 
 
 @njit(cache=True)
-def _first(x, head, lo, bits, ranked):
+def _first(x, head, lo, bits, ranks, ranked):
     """The first build row of key x, or -1 (_rank_head or _dense_head)."""
-    return _rank_head(x, head, lo, bits) if ranked else _dense_head(x, head, lo)
+    return _rank_head(x, head, lo, bits, ranks) if ranked else _dense_head(x, head, lo)
 
 
 @njit(cache=True, nogil=True)
-def join_dense_counts(c0, c1, n, v, head, nxt, chained, lo, bits, ranked, outer, bw, cnt):
+def join_dense_counts(c0, c1, n, v, head, nxt, chained, lo, bits, ranks, ranked, outer, bw, cnt):
     """Pass 1 over chunks [c0, c1) of the probe rows: cnt[c + 1] = chunk c's pairs. An inner
     join puts the hits of every 64 probe rows into one bit word of bw (a loop without a
     branch) and counts them with popcounts (walking the chains of the hits only when a key
@@ -325,7 +326,7 @@ def join_dense_counts(c0, c1, n, v, head, nxt, chained, lo, bits, ranked, outer,
         total = 0
         if outer:
             for i in range(a, e):
-                j = _first(v[i], head, lo, bits, ranked)
+                j = _first(v[i], head, lo, bits, ranks, ranked)
                 k = 0
                 while j >= 0:
                     k += 1
@@ -339,7 +340,7 @@ def join_dense_counts(c0, c1, n, v, head, nxt, chained, lo, bits, ranked, outer,
                 while chained and word != _U0:           # each hit's further rows
                     t = trailing_zeros(word)
                     word &= word - _U1
-                    j = np.int64(nxt[_first(v[b + t], head, lo, bits, ranked)])
+                    j = np.int64(nxt[_first(v[b + t], head, lo, bits, ranks, ranked)])
                     while j >= 0:
                         total += 1
                         j = np.int64(nxt[j])
@@ -347,7 +348,7 @@ def join_dense_counts(c0, c1, n, v, head, nxt, chained, lo, bits, ranked, outer,
 
 
 @njit(cache=True, nogil=True)
-def join_dense_write(c0, c1, n, v, head, nxt, chained, lo, bits, ranked, outer, bw, off, pi, bj):
+def join_dense_write(c0, c1, n, v, head, nxt, chained, lo, bits, ranks, ranked, outer, bw, off, pi, bj):
     """Pass 2: chunk c's pairs from pi / bj[off[c]] on, probe rows in order (-1: no match,
     outer only); an inner join walks the hits pass 1 left in bw."""
     for c in range(c0, c1):
@@ -355,7 +356,7 @@ def join_dense_write(c0, c1, n, v, head, nxt, chained, lo, bits, ranked, outer, 
         pos = off[c]
         if outer:
             for i in range(a, e):
-                j = _first(v[i], head, lo, bits, ranked)
+                j = _first(v[i], head, lo, bits, ranks, ranked)
                 if j < 0:
                     pi[pos], bj[pos] = i, -1
                     pos += 1
@@ -369,7 +370,7 @@ def join_dense_write(c0, c1, n, v, head, nxt, chained, lo, bits, ranked, outer, 
                 while word != _U0:
                     i = b + trailing_zeros(word)
                     word &= word - _U1
-                    j = _first(v[i], head, lo, bits, ranked)
+                    j = _first(v[i], head, lo, bits, ranks, ranked)
                     while j >= 0:
                         pi[pos], bj[pos] = i, j
                         pos += 1
