@@ -158,6 +158,21 @@ def _probe_count(v, lo, hi, bw, slots, nxt, bloom, outer, kind, sign, ones, inf)
 
 
 @njit(cache=True)
+def _pairs_of(i, j, nxt, chained, pi, bj, pos):
+    """Probe row i's pairs from pi / bj[pos] on, the position after them: (i, j) and i with
+    each next row of j's chain (nxt; only when chained), or (i, -1) when j < 0 (an outer
+    join's row without a match). (One return: numba inlines it.)"""
+    if j < 0:
+        pi[pos], bj[pos] = i, -1
+        pos += 1
+    while j >= 0:
+        pi[pos], bj[pos] = i, j
+        pos += 1
+        j = np.int64(nxt[j]) if chained else np.int64(-1)
+    return pos
+
+
+@njit(cache=True)
 def _probe_write(v, lo, hi, bw, pos, slots, nxt, bloom, outer, pi, bj, kind, sign, ones, inf):
     """The pairs of probe rows [lo, hi) from pi/bj[pos] on; an inner join walks the rows
     whose bits _probe_count left set in bw (each has a match)."""
@@ -166,13 +181,7 @@ def _probe_write(v, lo, hi, bw, pos, slots, nxt, bloom, outer, pi, bj, kind, sig
         for i in range(lo, hi):
             w = order_bits(v[np.uint64(i)], kind, False, sign, ones, inf)
             j = _head(w, slots, sh, mask) if _bloom_bit(w, bloom, sh) else -1
-            if j < 0:
-                pi[pos], bj[pos] = i, -1
-                pos += 1
-            while j >= 0:
-                pi[pos], bj[pos] = i, j
-                pos += 1
-                j = nxt[j]
+            pos = _pairs_of(i, j, nxt, True, pi, bj, pos)
         return
     for b in range(lo, hi, 64):
         word = bw[b >> 6]
@@ -180,10 +189,7 @@ def _probe_write(v, lo, hi, bw, pos, slots, nxt, bloom, outer, pi, bj, kind, sig
             i = b + trailing_zeros(word)
             word &= word - _U1
             j = _head(order_bits(v[np.uint64(i)], kind, False, sign, ones, inf), slots, sh, mask)
-            while j >= 0:
-                pi[pos], bj[pos] = i, j
-                pos += 1
-                j = nxt[j]
+            pos = _pairs_of(i, j, nxt, True, pi, bj, pos)
 
 
 @njit(cache=True, nogil=True)
@@ -356,25 +362,14 @@ def join_dense_write(c0, c1, n, v, head, nxt, chained, lo, bits, ranks, ranked, 
         pos = off[c]
         if outer:
             for i in range(a, e):
-                j = _first(v[i], head, lo, bits, ranks, ranked)
-                if j < 0:
-                    pi[pos], bj[pos] = i, -1
-                    pos += 1
-                while j >= 0:
-                    pi[pos], bj[pos] = i, j
-                    pos += 1
-                    j = np.int64(nxt[j]) if chained else np.int64(-1)
+                pos = _pairs_of(i, _first(v[i], head, lo, bits, ranks, ranked), nxt, chained, pi, bj, pos)
         else:
             for b in range(a, e, 64):
                 word = bw[b >> 6]
                 while word != _U0:
                     i = b + trailing_zeros(word)
                     word &= word - _U1
-                    j = _first(v[i], head, lo, bits, ranks, ranked)
-                    while j >= 0:
-                        pi[pos], bj[pos] = i, j
-                        pos += 1
-                        j = np.int64(nxt[j]) if chained else np.int64(-1)
+                    pos = _pairs_of(i, _first(v[i], head, lo, bits, ranks, ranked), nxt, chained, pi, bj, pos)
 
 
 @njit(cache=True, nogil=True)
