@@ -5,7 +5,7 @@ outer join's unmatched left rows once, with -1).
     1. both sides' keys converted to their common NumPy type (np.promote_types, as the
        reference); one key: its raw bits; several: their order bits packed into one uint64
        word (the stage kernels' `pack`) when their dtypes fit 64 bits together; integer keys
-       wider than that by their VALUES' ranges (`CpuJoin.range_packed`: a min/max pass over
+       wider than that by their VALUES' ranges (`range_packed`: a min/max pass over
        the smaller side, or both, each field's offset from its minimum in as many bits as its
        range needs), when those fit 64 bits together (e.g. an int64 order key and an int32
        line number); the packed words, integers, may take the dense routes below;
@@ -100,6 +100,35 @@ def key_ranges(sides: list):
     return spans, total
 
 
+def range_packed(left: list, right: list):
+    """(left words, right words): integer key fields packed into one uint64 per row by their
+    values' ranges (key_ranges: field i's offset from its minimum, in the bits its range
+    needs, above the fields after it), or None when those need more than 64 bits together.
+    The ranges are the smaller side's alone (the side with rows, when one has none) when they
+    take under 64 bits (no min/max pass over the larger side): a value of the other side
+    outside them makes its word all ones, which no packed key reaches; else both sides'.
+    Injective on the key tuples of the ranges' rows, so equal words are equal keys, and
+    ordered as those tuples (cpu_group packs a group key so)."""
+    small = left if 0 < len(left[0]) <= len(right[0]) or not len(right[0]) else right
+    spans, total = key_ranges([small])
+    if total >= 64:
+        spans, total = key_ranges([left, right])
+        if total > 64:
+            return None
+    out = []
+    for side in (left, right):
+        word, shift = np.zeros(len(side[0]), np.uint64), total
+        outside = np.zeros(len(side[0]), np.bool_)
+        for col, (lo, width) in zip(side, spans):
+            shift -= width
+            off = col.astype(np.uint64) - np.uint64(lo % 2**64)   # (mod 2**64: wraps below lo)
+            outside |= off > np.uint64(2**width - 1)
+            word |= off << np.uint64(min(shift, 63))
+        word[outside] = ~np.uint64(0)
+        out.append(word)
+    return out
+
+
 class CpuJoin:
     """The join of one CpuStages (its kernel module loaded once per instance)."""
 
@@ -125,7 +154,7 @@ class CpuJoin:
             lk = [np.asarray(a, dtype=c) for a, c in zip(left_keys, common)]
             rk = [np.asarray(b, dtype=c) for b, c in zip(right_keys, common)]
             if len(lk[0]) and len(rk[0]):        # (an empty side: no pairs, below)
-                packed = self.range_packed(lk, rk, rows)
+                packed = range_packed(lk, rk)
                 if packed is None:
                     return None
         left = [np.ascontiguousarray(a, dtype=c) for a, c in zip(left_keys, common)]
@@ -139,32 +168,6 @@ class CpuJoin:
         falses = (False,) * len(common)
         return (st._pack(falses, left, rows, "join_left_"), st._pack(falses, right, rows, "join_right_"),
                 _consts(np.dtype(np.uint64)))
-
-    def range_packed(self, left: list, right: list, rows: list):
-        """(left words, right words): integer key fields packed into one uint64 per row by
-        their values' ranges (key_ranges: field i's offset from its minimum, in the bits its
-        range needs, above the fields after it), or None when those need more than 64 bits
-        together. The ranges are the smaller side's alone when they take under 64 bits (no
-        min/max pass over the larger side): a value of the other side outside them makes its
-        word all ones, which no packed key reaches (range_pack_chunks); else both sides'.
-        Injective on the key tuples of the ranges' rows, so equal words are equal keys."""
-        small = left if len(left[0]) <= len(right[0]) else right
-        spans, total = key_ranges([small])
-        if total >= 64:
-            spans, total = key_ranges([left, right])
-            if total > 64:
-                return None
-        mod, out = self._kernels(), []
-        for side in (left, right):
-            word, shift = np.empty(len(side[0]), np.uint64), total
-            for k, (col, (lo, width)) in enumerate(zip(side, spans)):
-                shift -= width
-                col = col.view(np.uint8) if col.dtype == np.bool_ else col
-                self.stages._morsels(mod, "range_pack_chunks", _chunks(len(word)), rows, "join_",
-                                     len(word), word, col, np.uint64(lo % 2**64),
-                                     np.uint64(2**width - 1), np.uint64(min(shift, 63)), k == 0)
-            out.append(word)
-        return out
 
     def member(self, left_keys, right_keys, rows: list) -> np.ndarray:
         """CpuStages.semi_join: the other (right) side built into the join's hash table, a

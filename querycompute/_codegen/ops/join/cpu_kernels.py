@@ -372,19 +372,6 @@ def join_dense_write(c0, c1, n, v, head, nxt, chained, lo, bits, ranks, ranked, 
                     pos = _pairs_of(i, _first(v[i], head, lo, bits, ranks, ranked), nxt, chained, pi, bj, pos)
 
 
-@njit(cache=True, nogil=True)
-def range_pack_chunks(c0, c1, n, w, col, lo, top, shift, first):
-    """A key field packed by its value range (cpu_join.CpuJoin.range_packed), rows of chunks
-    [c0, c1): w[i] = (0 when first, else w[i]) | (col[i] - lo) << shift, or every bit set when
-    col[i] - lo (mod 2**64) exceeds `top`: a value outside the packing side's range (the
-    fields take under 64 bits together then, so no packed key is all ones, and an OR keeps
-    it so)."""
-    for i in range(c0 * CHUNK, min(n, c1 * CHUNK)):
-        off = np.uint64(np.int64(col[i])) - lo
-        prev = _U0 if first else w[i]
-        w[i] = prev | ((off << shift) if off <= top else ~_U0)
-
-
 @njit(cache=True)
 def join_by_left(li, ri, nl, outer):
     """The pairs (li, ri), in right order, in left order instead (module doc)."""
