@@ -52,8 +52,9 @@ def test_item3_join_pairs_equal_reference(nl, nr, seed, dts, outer):
 @pytest.mark.parametrize("outer", [False, True])
 def test_item3_parallel_probe_both_build_sides(nl, nr, outer):
     rng = np.random.default_rng(nl)
-    left = [keys(rng, nl, "int64", 50_000)]
-    right = [keys(rng, nr, "int64", 50_000)]
+    spread = 1_000_003                 # keys too sparse for the direct or ranked index
+    left = [keys(rng, nl, "int64", 50_000) * spread]
+    right = [keys(rng, nr, "int64", 50_000) * spread]
     rows = check(left, right, outer)
     # the build (one call), the probe's two steps by morsels, the left order restored (one call)
     steps = [r.name.removesuffix("_inline").removesuffix("_morsels") for r in rows]

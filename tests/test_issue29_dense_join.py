@@ -1,10 +1,13 @@
 """The cpu join's direct index (backends/cpu/cpu_join.py, ops/join/cpu_kernels.py "dense"): a
 build side of one integer key whose values span at most DENSE_SPAN values per row is indexed
-by key, not hashed. Its pairs are ops/join/reference.join_reference's exactly (LINQ's order,
+by key, not hashed; one spanning at most DENSE_BITS values per row by the rank of its bit in a
+bitmap of the range ("ranked"). Its pairs are ops/join/reference.join_reference's exactly (LINQ's order,
 duplicates on both sides, misses, outer rows with -1) whichever side is built, for every
 integer type, keys outside the build side's range (negative, huge unsigned) included; sparse
 keys keep the hash table. The trace names the route."""
 from __future__ import annotations
+
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -68,8 +71,73 @@ def test_sparse_and_huge_keys_keep_the_hash_table():
     assert pairs(sparse[rng.integers(0, 5000, 8000)], sparse, False)[0] == "join_build"
     huge = np.array([2**64 - 1, 2**63 + 5, 7, 8], np.uint64)              # above int64: hashed
     assert pairs(np.array([7, 2**64 - 1, 3], np.uint64), huge, True)[0] == "join_build"
-    wide = np.arange(0, cpu_join.DENSE_SPAN * 100 + 200, 1, np.int64)[::cpu_join.DENSE_SPAN + 1]
-    assert pairs(wide, wide[:100], False)[0] == "join_build"                # span > DENSE_SPAN per row
+    step = cpu_join.DENSE_BITS * cpu_join.DENSE_MIN_ROWS
+    wide = np.arange(0, step * 3, step, np.int64)                           # span > DENSE_BITS per row
+    assert pairs(np.array([0, 5, step, 2 * step], np.int64), wide, False)[0] == "join_build"
+
+
+@settings(max_examples=40, deadline=None)
+@given(nl=st.integers(0, 300), nr=st.integers(1, 300), seed=st.integers(0, 2**16),
+       dts=st.sampled_from([("int64", "int64"), ("int32", "int64"), ("int16", "int16"), ("uint32", "uint32"),
+                            ("uint64", "uint64"), ("uint8", "int64")]),
+       gap=st.integers(cpu_join.DENSE_SPAN + 1, 60), dup=st.booleans(), outer=st.booleans(),
+       neg=st.booleans())
+def test_ranked_pairs_equal_the_reference(nl, nr, seed, dts, gap, dup, outer, neg):
+    """Keys spread over more than DENSE_SPAN values per row (a filtered primary key): the
+    ranked index gives the reference's pairs, duplicates, misses below, inside and above the
+    range and outer rows included."""
+    rng = np.random.default_rng(seed)
+    distinct = max(1, nr // (3 if dup else 1))
+    kinds = [np.dtype(d) for d in dts]
+    base = -(gap * distinct) // 2 if neg and all(k.kind == "i" for k in kinds) else 0
+    keys = base + np.sort(rng.choice(gap * distinct + 1, distinct, replace=False))
+    keys = np.concatenate([keys, [base + gap * distinct]])        # the range: >= DENSE_SPAN per row
+    right = rng.choice(keys, nr)
+    left = np.concatenate([rng.choice(keys, nl // 2), base - 3 + rng.integers(0, gap * distinct + 6, nl - nl // 2)])
+    rng.shuffle(left)
+    clip = [(np.iinfo(d).min, np.iinfo(d).max) for d in kinds]
+    left, right = left.clip(*clip[0]).astype(kinds[0]), right.clip(*clip[1]).astype(kinds[1])
+    with mock.patch.object(cpu_join, "RANKED_MIN_ROWS", 1):       # (small inputs: the threshold)
+        pairs(left, right, outer)
+
+
+@pytest.mark.parametrize("outer", [False, True])
+@pytest.mark.parametrize("build_right", [True, False])
+def test_filtered_primary_keys_are_ranked(outer, build_right):
+    """Q5's shape: one order key in 20 kept (sparse for the direct index, dense for a bitmap),
+    probed by a foreign key with repeats and misses on both sides of the range."""
+    rng = np.random.default_rng(4)
+    pk = rng.permutation(np.arange(1, 800_001, 20, dtype=np.int64))        # 20 values per row
+    assert len(pk) >= cpu_join.RANKED_MIN_ROWS
+    fk = rng.integers(-10, 810_000, 300_000).astype(np.int64)
+    fk[::7] = rng.choice(pk, len(fk[::7]))                                 # and many hits
+    left, right = (fk, pk) if build_right else (pk, fk[:100_000])
+    steps = pairs(left, right, outer)
+    assert steps[:3] == ["join_rank_build", "join_dense_counts", "join_dense_write"], steps
+
+
+def test_ranked_extreme_keys():
+    """The top of int64 and uint64 below 2**63, and the bottom of int64: the bitmap's offsets
+    wrap nowhere; keys of the other side beyond the range (int64 min, uint64 max) miss."""
+    with mock.patch.object(cpu_join, "RANKED_MIN_ROWS", 1):
+        _ranked_extreme_keys()
+
+
+def _ranked_extreme_keys():
+    top = np.iinfo(np.int64).max
+    hi = np.array([top - 1000, top - 300, top - 300, top], np.int64)
+    assert pairs(np.array([top, top - 300, np.iinfo(np.int64).min, 0, top - 1], np.int64), hi, True)[0] \
+        == "join_rank_build"
+    lo = np.array([np.iinfo(np.int64).min + k for k in (0, 100, 900)], np.int64)
+    assert pairs(np.array([np.iinfo(np.int64).min, -1, lo[1], top], np.int64), lo, False)[0] == "join_rank_build"
+    u = np.array([2**63 - 1000, 2**63 - 1], np.uint64)
+    assert pairs(np.array([2**64 - 1, 2**63 - 1, 2**63, 0], np.uint64), u, True)[0] == "join_rank_build"
+
+
+def test_small_sparse_build_sides_keep_the_hash_table():
+    """Under RANKED_MIN_ROWS rows a sparse build side is hashed (its table stays in L2)."""
+    keys = np.arange(0, 64 * 100, 10, dtype=np.int64)
+    assert pairs(keys[::3], keys, False)[0] == "join_build"
 
 
 @pytest.mark.parametrize("backend", ["numpy", "cpu"])

@@ -5,9 +5,10 @@ outer join's unmatched left rows once, with -1).
     1. both sides' keys converted to their common NumPy type (np.promote_types, as the
        reference); one key: its raw bits; several: their order bits packed into one uint64
        word (the stage kernels' `pack`) when their dtypes fit 64 bits together; integer keys
-       wider than that by their VALUES' ranges (`range_packed`: a min/max pass over both
-       sides, each field's offset from its minimum in as many bits as its range needs), when
-       those fit 64 bits together (e.g. an int64 order key and an int32 line number);
+       wider than that by their VALUES' ranges (`range_packed`: a min/max pass over
+       the smaller side, or both, each field's offset from its minimum in as many bits as its
+       range needs), when those fit 64 bits together (e.g. an int64 order key and an int32
+       line number); the packed words, integers, may take the dense routes below;
     2. the SMALLER side is built into a hash table (ops/join/cpu_kernels.py: join_build), the other
        probes it in chunks by morsels (join_probe_counts, join_probe_write);
     3. built on the right: the probe's pairs are already in LINQ's order; built on the
@@ -15,7 +16,11 @@ outer join's unmatched left rows once, with -1).
        (join_by_left) restores it.
 One integer key whose values on the build side span at most DENSE_SPAN values per row (a
 min/max pass) is indexed directly instead (join_dense_*: a range test and one load per
-probe; the same passes and pairs), as in TPC-H's joins on part, supplier, customer keys.
+probe; the same passes and pairs), as in TPC-H's joins on part, supplier, customer keys; one
+spanning at most DENSE_BITS values per row (at least RANKED_MIN_ROWS rows) is indexed by the
+rank of its bit in a bitmap of the range (join_rank_build, then the same passes: a range test, a bit test and a popcount per
+probe), as a filtered primary key (Q5's orders of one year). An inner join's first pass keeps
+each probe row's hit as a bit, so the second walks the hits only.
 A semi-join (CpuJoin.member: intersect_by / except_by) builds the other side into the same
 table and probes this side for a flag per row (join_member_chunks), no pairs; when the other
 side's words fill a dense range (at most DENSE_BITS bits of range per row: a min/max pass),
@@ -38,6 +43,12 @@ from ..stage_runtime import NumpyStages
 # DENSE_MAX values) is indexed directly (join_dense_*): 4 bytes of head per value
 DENSE_SPAN = 4
 DENSE_MAX = 1 << 28
+
+# ... and one of at least RANKED_MIN_ROWS rows spanning at most DENSE_BITS values per row by
+# the ranks of a bitmap of its range (join_rank_build); a smaller one keeps the hash table,
+# whose table and bloom array then stay in a core's L2 (<= 1 MB): its bloom-word probe cost
+# less there than the bitmap's (Q7's 800 suppliers, 12K customers: 1.8M and 1.5M probes)
+RANKED_MIN_ROWS = 1 << 15
 
 # a semi-join whose other side has more than this many times this side's rows first keeps only
 # the other side's keys that occur on this side (CpuJoin.member): its serial build is the cost
@@ -75,29 +86,45 @@ def reference_reason(common) -> str:
     return f"{what}, with a float field, has no native path: the hash join packs a key into one 64-bit word"
 
 
-def range_packed(left: list, right: list):
-    """(left words, right words): integer key fields packed into one uint64 per row by their
-    values' ranges over both sides (field i: its offset from the minimum, in the bits its
-    range needs, above the fields after it), or None when the ranges need more than 64 bits
-    together. Injective on the key tuples, so equal words are equal keys."""
+def key_ranges(sides: list):
+    """(lo, width) of each integer key field and the bits they take together, over the rows
+    of `sides` (lists of a side's field columns, not all empty): field i's values are its
+    offsets from the minimum, in the bits its range needs."""
     spans, total = [], 0
-    for a, b in zip(left, right):
-        both = [c for c in (a, b) if len(c)]
+    for cols in zip(*sides):
+        both = [c for c in cols if len(c)]
         lo = min(int(c.min()) for c in both)
         width = (max(int(c.max()) for c in both) - lo).bit_length()
         spans.append((lo, width))
         total += width
-    if total > 64:
-        return None
+    return spans, total
+
+
+def range_packed(left: list, right: list):
+    """(left words, right words): integer key fields packed into one uint64 per row by their
+    values' ranges (key_ranges: field i's offset from its minimum, in the bits its range
+    needs, above the fields after it), or None when those need more than 64 bits together.
+    The ranges are the smaller side's alone (the side with rows, when one has none) when they
+    take under 64 bits (no min/max pass over the larger side): a value of the other side
+    outside them makes its word all ones, which no packed key reaches; else both sides'.
+    Injective on the key tuples of the ranges' rows, so equal words are equal keys, and
+    ordered as those tuples (cpu_group packs a group key so)."""
+    small = left if 0 < len(left[0]) <= len(right[0]) or not len(right[0]) else right
+    spans, total = key_ranges([small])
+    if total >= 64:
+        spans, total = key_ranges([left, right])
+        if total > 64:
+            return None
     out = []
     for side in (left, right):
         word, shift = np.zeros(len(side[0]), np.uint64), total
+        outside = np.zeros(len(side[0]), np.bool_)
         for col, (lo, width) in zip(side, spans):
             shift -= width
-            signed = col.dtype.kind != "u"
-            off = (col.astype(np.int64) - np.int64(lo)).view(np.uint64) if signed \
-                else col.astype(np.uint64) - np.uint64(lo)
-            word |= off << np.uint64(shift)
+            off = col.astype(np.uint64) - np.uint64(lo % 2**64)   # (mod 2**64: wraps below lo)
+            outside |= off > np.uint64(2**width - 1)
+            word |= off << np.uint64(min(shift, 63))
+        word[outside] = ~np.uint64(0)
         out.append(word)
     return out
 
@@ -191,20 +218,30 @@ class CpuJoin:
         return out
 
     def _dense_pairs(self, mod, build, probe, outer, rows):
-        """The pairs (probe rows, build rows) by the direct index of a dense build side, or
-        None when its keys are not one integer column spanning at most DENSE_SPAN values per
-        row."""
+        """The pairs (probe rows, build rows) by the direct index of a dense build side (its
+        keys spanning at most DENSE_SPAN values per row) or by the ranks of a bitmap of its
+        range (at least RANKED_MIN_ROWS rows, at most DENSE_BITS values per row), or None when
+        its keys are not one integer column that dense."""
         if build.dtype.kind not in "iu" or len(build) == 0 or len(build) >= 2 ** 31:
             return None
         lo, hi = int(build.min()), int(build.max())
         size = hi - lo + 1
-        if size > min(DENSE_SPAN * len(build) + 64, DENSE_MAX) or hi >= 2 ** 63:
+        if size > DENSE_MAX or hi >= 2 ** 63:
             return None
         st = self.stages
-        head, nxt, chained = st._call(mod, "join_dense_build", rows, "", build, lo, size)
+        if size <= DENSE_SPAN * len(build) + 64:
+            head, nxt, chained = st._call(mod, "join_dense_build", rows, "", build, lo, size)
+            bits, ranks, ranked = np.zeros(0, np.uint64), np.zeros(0, np.uint32), False
+        elif len(build) >= RANKED_MIN_ROWS and self._dense(lo, hi, len(build)):
+            bits, ranks, head, nxt, chained = st._call(mod, "join_rank_build", rows, "", build,
+                                                       np.int64(lo), np.int64(size - 1))
+            ranked = True
+        else:
+            return None
         n, nch = len(probe), _chunks(len(probe))
         cnt = np.zeros(nch + 1, np.int64)
-        dense = (head, nxt, bool(chained), np.int64(lo), outer)
+        dense = (head, nxt, bool(chained), np.int64(lo), bits, ranks, ranked, outer,
+                 np.empty(0 if outer else (n + 63) >> 6, np.uint64))      # (the hits' bit words)
         st._morsels(mod, "join_dense_counts", nch, rows, "", n, probe, *dense, cnt)
         off = np.cumsum(cnt)
         pi, bj = np.empty(int(off[-1]), np.int64), np.empty(int(off[-1]), np.int64)
@@ -240,7 +277,9 @@ class CpuJoin:
         build_right = nr <= nl
         build, probe = (ru, lu) if build_right else (lu, ru)
         got = None
-        if len(left_keys) == 1:        # one integer key: dense build keys are indexed directly
+        if len(left_keys) > 1:         # packed words: integers, equal when the keys are
+            got = self._dense_pairs(mod, build, probe, outer and build_right, rows)
+        else:                          # one integer key: dense build keys are indexed directly
             # (the words are raw-bit views of the keys in their common type: view them back)
             common = key_types([np.asarray(left_keys[0]).dtype], [np.asarray(right_keys[0]).dtype])[0]
             if common.kind in "iu":

@@ -341,7 +341,8 @@ class CpuStages(StageRuntime):
             return [f"numpy reference (ops/join/reference.join_reference: a stable sort of the other side's "
                     f"keys, binary searches), not the cpu hash join: {why}"]
         return ["cpu: hash join: the smaller side built (indexed directly by key when it is one integer "
-                "key of dense values), the other probed in parallel chunks (a bloom array in front of "
+                "key of dense values, by the rank of its bit in a bitmap of their range when <= 64 "
+                "values per key), the other probed in parallel chunks (a bloom array in front of "
                 "the hash table), pairs in LINQ's order"]
 
     def describe_distinct(self, spec):
