@@ -105,6 +105,25 @@ def test_filtered_side_read_in_place(outer):
     assert "row numbers and keys" in q.explain()
 
 
+@pytest.mark.parametrize("outer", [False, True])
+def test_sparse_survivors_switch_to_the_plain_pass(outer):
+    """A call keeping fewer than one row in SELECT_DENSITY leaves `selects` for the next call
+    (each survivor read in place would cost a cache miss per column): the plain pass, compiled
+    then, copies them; a dense call switches back. The rows are the same either way."""
+    rng = np.random.default_rng(3)
+    n = 4000
+    k = rng.integers(0, 50, n).astype(np.int64)
+    sparse = {"k": k, "v": np.where(np.arange(n) % 40 == 0, 1.0, -9.0), "x": rng.random(n)}
+    dense = {"k": k, "v": np.where(np.arange(n) % 2 == 0, 1.0, -9.0), "x": rng.random(n)}
+    right = {"k": np.arange(0, 60, 2, dtype=np.int64), "w": np.arange(30, dtype=np.int32)}
+    q = joined(sparse, right, "cpu", outer)
+    assert selecting(q) == set()
+    same_rows(rows(q.to_array()), plain(sparse, right, outer))
+    q2 = joined(dense, right, "cpu", outer)
+    assert selecting(q2) == {0}
+    same_rows(rows(q2.to_array()), plain(dense, right, outer))
+
+
 def test_narrow_filtered_side_keeps_its_pass():
     """One uint8 element column (TPC-H Q12's shape): its survivors' row numbers would be more
     bytes than the column, so no `selects` variant."""
@@ -180,7 +199,9 @@ def kernels() -> list:
 def test_overflowed_fused_group_is_not_tried_again():
     rng = np.random.default_rng(5)
     n = 3 * 65536 + 11
-    many = rng.integers(0, 20000, n).astype(np.int64)       # > 4096 groups in every chunk
+    # few keys in the first 65536 rows (the first-chunk estimate lets the fused table try),
+    # then > 4096 groups in the later chunks (it gives up there)
+    many = np.concatenate([rng.integers(0, 100, 65536), rng.integers(0, 20000, n - 65536)]).astype(np.int64)
     v = rng.random(n)
     q = qc.query(many, v).where(lambda k, v: v < 0.9).on("cpu").group_by(lambda k, v: k)
     first = q.agg(s=qc.sum(lambda k, v: v), c=qc.count)

@@ -122,8 +122,9 @@ class PassStage(Stage):
         return self.lowered.pass_.program.output_dtypes
 
     def run(self, ex, call, i: int, state: list, keep):
-        if i in ex.selecting:          # (the executor compiled `selects` for this stage)
-            rows, *keys = ex.run_pass(i, self, state, keep, call.params, call.n, call.rows)
+        if i in ex.selecting:          # (the executor runs `selects` for this stage)
+            rows, *keys = ex.run_pass(i, self, state, keep, call.params, call.n, call.rows, selects=True)
+            ex.kept(i, len(rows), call.n)
             call.selected = (rows, keys)
             dtypes = self.lowered.pass_.program.output_dtypes
             return [np.ascontiguousarray(state[j]).view(np.dtype(d))
@@ -136,7 +137,10 @@ class PassStage(Stage):
         got = ex.fused_group(i, self, state, keep, call.params, call.n, call.rows)
         if got is not None:            # this pass and the group_by after it, as one pass
             return state, keep, got
-        return list(ex.run_pass(i, self, state, keep, call.params, call.n, call.rows, ex.device)), None, None
+        out = list(ex.run_pass(i, self, state, keep, call.params, call.n, call.rows, ex.device))
+        if i in ex.selects:            # (its `selects` variant was left for this call)
+            ex.kept(i, len(out[0]), call.n)
+        return out, None, None
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ from ..plan.group_plan import GroupStage
 from ..plan.join_plan import fusable, join_pairs
 
 stage_runtime = RUNTIME.stage_runtime     # the backend's StageRuntime (runtime.py owns them)
+SELECT_DENSITY = 8                        # (StagedPrepared.selects: one survivor in 8 rows)
 
 
 def _lowered_of(stage):
@@ -50,11 +51,16 @@ class StagedPrepared(Prepared):
         self.column_op_first = staged.stages[0].column_op
         self.device = runtime.caps.device_columns
         self.passes = {}
+        self._prepare = prepare
         origins, self.compile_ms = [], 0.0
         # a join side's pass run as its `selects` variant (the survivors' row numbers and
         # keys; the join after it, fused with its pass, reads the source columns through
-        # them), where the runtime compiles indexed passes: those stages' indexes
-        self.selecting = set()
+        # them), where the runtime compiles indexed passes: stage index -> compiled variant.
+        # `selecting`: those whose last call kept at least one row in SELECT_DENSITY (reading
+        # the survivors in place then touches about every cache line once, as a copy would;
+        # sparser, each survivor costs a cache miss per column and the plain pass, compiled
+        # when first needed, copies them instead). Either gives the same columns.
+        self.selects, self.selecting = {}, set()
         for i, stage in enumerate(staged.stages):
             lowered = _lowered_of(stage)
             if getattr(stage, "selects", None) is not None and runtime.caps.indexed_passes \
@@ -63,7 +69,7 @@ class StagedPrepared(Prepared):
                 self.selecting.add(i)
             if lowered is not None:
                 prepared = prepare(lowered)
-                self.passes[i] = (prepared, windows.early_exit(lowered))
+                (self.selects if i in self.selecting else self.passes)[i] = (prepared, windows.early_exit(lowered))
                 origins.append(getattr(prepared, "origin", "compiled"))
                 self.compile_ms += getattr(prepared, "compile_ms", 0.0)
         # a scan and the pass after it as one pass, where the runtime computes the scan's
@@ -106,11 +112,21 @@ class StagedPrepared(Prepared):
         run_side, its kernels added to the call's trace rows."""
         return partial(engine.run_side, rows=call.rows)
 
-    def run_pass(self, i: int, stage, cols: list, keep, params, n: int, rows: list, device: bool = False):
+    def kept(self, i: int, survivors: int, n: int) -> None:
+        """A `selects` stage's survivors this call: which variant the next call runs."""
+        if n:
+            (self.selecting.add if survivors * SELECT_DENSITY >= n else self.selecting.discard)(i)
+
+    def run_pass(self, i: int, stage, cols: list, keep, params, n: int, rows: list, device: bool = False,
+                 selects: bool = False):
         """Run pass stage i over `cols` (+ keep flags): its columns, or a reduction's raw
-        results. A take / skip window on a pass without a filter narrows its input (the
-        elements outside are never computed); with a filter, its survivors are cut."""
-        prepared, early = self.passes[i]
+        results (`selects`: its PassStage.selects variant). A take / skip window on a pass
+        without a filter narrows its input (the elements outside are never computed); with a
+        filter, its survivors are cut."""
+        got = (self.selects if selects else self.passes).get(i)
+        if got is None:                   # a `selects` stage's plain pass, first needed now
+            got = self.passes[i] = (self._prepare(stage.lowered), windows.early_exit(stage.lowered))
+        prepared, early = got
         lowered = stage.lowered
         p = list(params[stage.first:stage.first + len(lowered.bindings)])
         inputs = list(cols) + ([keep] if getattr(stage, "keep_input", False) else [])
