@@ -65,6 +65,7 @@ class CpuFusedGroup:
         if over is not None and n >= over:
             return None                    # it overflowed at no more rows than these
         if self._mods.get(key) is None and numba_group_fused.head_groups(p, keys, inputs, params, n) > self.limit:
+            self._overflowed.put(key, n if over is None else min(n, over))
             return None                    # chunk 0 would give up: no module compiled for it
         prog = p.program
         ins = [np.asarray(x) for x in inputs]
