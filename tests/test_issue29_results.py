@@ -326,3 +326,19 @@ def test_over_groups_is_a_second_plan_in_explain_and_a_plain_dict_stays():
     assert g.to_dict() == dict(g) and list(g) == ["key", "count"]
     with pytest.raises(qc.QueryError, match=r"aggregate first.*\.where\(lambda g"):
         qc.query(np.arange(3)).group_by(lambda v: v).where(lambda v: v > 1)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "cpu"])
+def test_group_by_result_joins_as_its_groups(backend):
+    """A group_by's result (GroupedResult) is accepted as the other side of a join and of
+    intersect_by: it reads as .query(), one record per group."""
+    k = np.arange(300, dtype=np.int64) % 40
+    v = np.arange(300, dtype=np.float64)
+    per = qc.query(k=k, v=v).group_by(lambda r: r.k).agg(t=qc.sum(lambda r: r.v))
+    q = qc.query(np.arange(45, dtype=np.int64)).on(backend).join(per, lambda a: a, lambda g: g.key,
+                                                                 lambda a, g: g.t)
+    assert q.to_array().tolist() == [float(v[k == i].sum()) for i in range(40)]
+    s = qc.query(np.arange(60, dtype=np.int64)).on(backend).intersect_by(per, lambda x: x, lambda g: g.key)
+    assert s.to_array().tolist() == list(range(40))
+    with pytest.raises(TypeError, match="wrap it"):
+        qc.query(np.arange(3)).join({"k": np.arange(3)}, lambda a: a, lambda b: b.k, lambda a, b: a)

@@ -120,7 +120,8 @@ class GroupedResult(dict):
                       order_by_descending, take, skip, distinct, join, left_join and the
                       terminals first, last, count, any, all, to_list chain on from here
                       as on that query. It is a second plan, run after the group_by's own
-                      (its explain() says so), not fused into it.
+                      (its explain() says so), not fused into it. As the other side of a
+                      join, left_join, intersect_by or except_by it is that query too.
 
     Example:
         ```python
@@ -129,6 +130,7 @@ class GroupedResult(dict):
         ```
     """
     __slots__ = ("_backend",)
+    QUERY_OVER_GROUPS = True           # a join / intersect_by / except_by reads it as .query()
 
     def __init__(self, columns: dict, backend: str = "auto"):
         super().__init__(columns)

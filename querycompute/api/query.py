@@ -415,6 +415,8 @@ class Query(QueryTerminals, Chain):
     def _other(self, node: type, other, key, other_key) -> "Query":
         """This query, then `node` (this side's key) and the other side's JoinOther node."""
         what = node.kind
+        if getattr(type(other), "QUERY_OVER_GROUPS", False):
+            other = other.query()      # a group_by's result (api/grouped.GroupedResult): its groups
         if not isinstance(other, Query):
             raise TypeError(f"{what}() takes another Query as `other` (qc.query(...)), got "
                             f"{type(other).__name__}; wrap it: q.{what}(qc.query(other), key, other_key"
