@@ -18,9 +18,9 @@ and built only when asked for (qc.last_trace(), CompiledQuery.trace).
 from __future__ import annotations
 
 import operator
-from dataclasses import replace
 import threading
 import time
+from dataclasses import replace
 from logging import DEBUG
 
 from typing import TYPE_CHECKING

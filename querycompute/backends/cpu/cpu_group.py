@@ -5,7 +5,7 @@ there are few groups, a stable radix sort otherwise; the aggregates in a generat
        bits packed side by side (the stage kernels' `pack`, when they fit 64 bits) in the
        narrowest unsigned type that holds them (Q1's two uint8 flags: a uint16); integer
        keys wider together (Q20's two int64 ids) packed by their values' ranges when those
-       fit 64 bits (cpu_join.range_packed: a min/max per field).
+       fit 64 bits (cpu_join.range_packed_one: a min/max per field).
     2. low cardinality (<= GROUP_TABLE_MAX = 4096 groups; TPC-H's Q1 has 4, Q12 2):
        ops/group/cpu_kernels.py gives each row a chunk-local group id (group_local_ids, by
        morsels) and each chunk's local groups their sorted position (group_merge_ids, once:
@@ -40,7 +40,7 @@ from querycompute._codegen.order_keys import numba_consts as _consts, raw_bits a
 from querycompute._codegen.ir.stage_specs import SortSpec
 
 from .cpu import param_args
-from .cpu_join import range_packed
+from .cpu_join import range_packed_one
 from .morsels import chunks as _chunks
 from .numba_loader import load, stage_kernels_source
 from ...artifacts import ArtifactCache
@@ -132,8 +132,7 @@ class CpuGroupBy:
             # integer fields wider together than 64 bits (two int64 ids): packed by their
             # values' ranges when those fit one word (the join's rule, cpu_join.range_packed:
             # ordered and equal as the tuple), else the sort of the columns below
-            packed = range_packed(keys, [k[:0] for k in keys])
-            word = None if packed is None else packed[0]
+            word = range_packed_one(keys)
         ids = None
         if word is not None and 0 < self.limit <= 65536 and not numba_group.in_order(spec):
             ok, lid, nloc, remap, first, counts = self._group_ids(word, n, rows, f"{spec.name}_")

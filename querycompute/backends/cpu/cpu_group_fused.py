@@ -29,7 +29,7 @@ from querycompute._codegen.dialects.numba_py import CHUNK, storage_dtype
 from querycompute._codegen.dialects.numba_py_runtime import PRELUDE
 
 from .cpu import param_args
-from .cpu_group import GROUP_TABLE_MAX, CpuGroupBy, gave_up, kernels, not_run, uses_kernels
+from .cpu_group import GROUP_TABLE_MAX, gave_up, kernels, not_run, uses_kernels
 from .numba_loader import load
 from ...artifacts import ArtifactCache
 
@@ -40,7 +40,6 @@ class CpuFusedGroup:
     def __init__(self, stages):
         self.stages = stages
         self.limit = GROUP_TABLE_MAX
-        self.group = CpuGroupBy(stages)          # its aggregates' modules (the merge)
         self._mods = ArtifactCache("cpu: fused group_by kernels")
         # per module: the fewest input rows at which its tables overflowed (a call with at
         # least as many goes to the two-step path at once: same bits, no wasted pass)
@@ -54,6 +53,10 @@ class CpuFusedGroup:
             mod = self._mods.put(key, load(f"{spec.name}_fused", text, native=True))
         return mod
 
+    def _overflow(self, key, n: int, over) -> None:
+        """Remember that `key`'s tables overflowed at n rows (None: the two-step path)."""
+        self._overflowed.put(key, n if over is None else min(n, over))
+
     def __call__(self, p, spec, keys: int, values: tuple, inputs, params, gparams, n: int, rows):
         """The group_by's raw result ((group keys, agg columns, counts), as
         CpuStages.group_by) computed from the pass's inputs, or None (module doc)."""
@@ -65,8 +68,7 @@ class CpuFusedGroup:
         if over is not None and n >= over:
             return None                    # it overflowed at no more rows than these
         if self._mods.get(key) is None and numba_group_fused.head_groups(p, keys, inputs, params, n) > self.limit:
-            self._overflowed.put(key, n if over is None else min(n, over))
-            return None                    # chunk 0 would give up: no module compiled for it
+            return self._overflow(key, n, over)     # chunk 0 would give up: no module compiled
         prog = p.program
         ins = [np.asarray(x) for x in inputs]
         ins = [x.view(np.uint16) if s.dtype == "float16" else x for x, s in zip(ins, prog.inputs)]
@@ -93,16 +95,14 @@ class CpuFusedGroup:
         ok, remap, first, counts = st._call(kernels(), "group_merge_ids", rows, f"{name}_",
                                             words, first, cnt, nloc, limit)
         if not ok:
-            self._overflowed.put(key, n if over is None else min(n, over))
-            return None
-        accs = st._call(self.group.agg_module(spec), f"{numba_group.NAME}_merge", rows, f"{name}_",
+            return self._overflow(key, n, over)
+        accs = st._call(st.grouper().agg_module(spec), f"{numba_group.NAME}_merge", rows, f"{name}_",
                         nloc, remap, len(first), *parts, *gps) if parts else ()
         outs = [np.empty(len(first), storage_dtype(d)) for d in prog.output_dtypes]
         mod.call(f"{spec.name}_at_serial", first, *outs, *ins, *ps)
         kernels().sync()                   # the generic kernels it made numba specialise
         outs = [o.view(d) if d == "float16" else o for o, d in zip(outs, prog.output_dtypes)]
-        from querycompute._codegen.ops.group.cpu import accumulating
-        acc = dict(zip(accumulating(spec), accs))
+        acc = dict(zip(numba_group.accumulating(spec), accs))
         cols = []
         for k, a in enumerate(spec.aggs):
             if a.op == "count":

@@ -115,18 +115,28 @@ def range_packed(left: list, right: list):
         spans, total = key_ranges([left, right])
         if total > 64:
             return None
-    out = []
-    for side in (left, right):
-        word, shift = np.zeros(len(side[0]), np.uint64), total
-        outside = np.zeros(len(side[0]), np.bool_)
-        for col, (lo, width) in zip(side, spans):
-            shift -= width
-            off = col.astype(np.uint64) - np.uint64(lo % 2**64)   # (mod 2**64: wraps below lo)
-            outside |= off > np.uint64(2**width - 1)
-            word |= off << np.uint64(min(shift, 63))
-        word[outside] = ~np.uint64(0)
-        out.append(word)
-    return out
+    return [_packed(side, spans, total) for side in (left, right)]
+
+
+def range_packed_one(cols: list):
+    """One side's integer key fields (rows > 0) packed by their own ranges (range_packed's
+    words, ordered as the key tuples: cpu_group packs a group key so), or None when those
+    need more than 64 bits together."""
+    spans, total = key_ranges([cols])
+    return None if total > 64 else _packed(cols, spans, total)
+
+
+def _packed(side: list, spans: list, total: int) -> np.ndarray:
+    """The words of one side's fields by `spans` (key_ranges); all ones outside them."""
+    word, shift = np.zeros(len(side[0]), np.uint64), total
+    outside = np.zeros(len(side[0]), np.bool_)
+    for col, (lo, width) in zip(side, spans):
+        shift -= width
+        off = col.astype(np.uint64) - np.uint64(lo % 2**64)   # (mod 2**64: wraps below lo)
+        outside |= off > np.uint64(2**width - 1)
+        word |= off << np.uint64(min(shift, 63))
+    word[outside] = ~np.uint64(0)
+    return word
 
 
 class CpuJoin:

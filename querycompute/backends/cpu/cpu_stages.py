@@ -295,12 +295,17 @@ class CpuStages(StageRuntime):
         return self._carries(self._scan_module(spec), spec, x.view(store), ps, rows)
 
     # ---- group_by -----------------------------------------------------------------------
-    def group_by(self, spec, keys, values, params, rows):
-        """Hash tables per chunk for <= 4096 groups, else a radix sort (cpu_group.py)."""
+    def grouper(self):
+        """The one CpuGroupBy of these stages (its modules loaded once; the fused group_by
+        merges with its aggregates' modules)."""
         if self._group is None:
             from .cpu_group import CpuGroupBy
             self._group = CpuGroupBy(self)
-        return self._group(spec, keys, values, params, rows)
+        return self._group
+
+    def group_by(self, spec, keys, values, params, rows):
+        """Hash tables per chunk for <= 4096 groups, else a radix sort (cpu_group.py)."""
+        return self.grouper()(spec, keys, values, params, rows)
 
     def join(self, left_keys, right_keys, outer, rows):
         """Hash join: build on the smaller side, probe in parallel chunks (cpu_join.py)."""

@@ -89,17 +89,16 @@ def numba_options() -> tuple[str, ...]:
 DEFAULT_OPTIONS = _settings("_OptLevel(3)", None, None, None)
 
 
-@lru_cache(maxsize=1)
-def _identity() -> tuple[str, str]:
-    return numba_identity()
+@lru_cache(maxsize=2)
+def _identity(imported: bool = True) -> tuple[str, str]:
+    return numba_identity(imported)
 
 
 def cache_key(source: str, native: bool = False):
     """The disk-cache key of a module source from `module_source`; native: computed without
     importing numba (numba's defaults, its version from its installed metadata)."""
     if native:
-        compiler, device = numba_identity(imported=False)
-        options = DEFAULT_OPTIONS
+        (compiler, device), options = _identity(False), DEFAULT_OPTIONS
     else:
         (compiler, device), options = _identity(), numba_options()
     return disk_cache.make_key(backend="cpu", compiler=compiler, device=device,
